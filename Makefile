@@ -1,0 +1,43 @@
+# Two commands do everything on a fresh machine: `make run` and `make test`.
+SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+# uv comes from PATH, or is installed once into .tools/ from the package registry.
+UV := $(shell command -v uv 2>/dev/null || echo .tools/bin/uv)
+UV_VERSION := 0.13.9
+RUN := $(UV) run --frozen
+
+.PHONY: help install generate lint test bench run soak clean
+
+help: ## List the targets.
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+
+.tools/bin/uv:
+	python3 -m venv .tools
+	.tools/bin/pip install --quiet "uv==$(UV_VERSION)"
+
+install: $(UV) ## Install the locked environment (.venv).
+	$(UV) sync --frozen
+
+generate: install ## Regenerate the Python stubs from protos/.
+	$(RUN) python libs/nemo-protos/generate.py
+
+lint: install ## buf lint and breaking (against main), ruff, mypy.
+	$(RUN) buf lint
+	$(RUN) buf breaking --against '.git#branch=main'
+	$(RUN) ruff check .
+	$(RUN) ruff format --check .
+	$(RUN) mypy
+
+test: install ## The whole suite against real PostgreSQL, S3 API, gRPC and HTTP peers.
+	$(RUN) pytest
+
+bench: install ## Benchmarks, as ratios against baselines measured in the same run.
+	$(RUN) python -m benchmarks
+
+run: install ## Start the whole local stack on embedded defaults; Ctrl-C stops it.
+	$(RUN) nemo dev up
+
+clean: ## Remove the environment and local state.
+	rm -rf .venv .tools .nemo

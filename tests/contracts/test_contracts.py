@@ -1,0 +1,138 @@
+"""The contracts: generated stubs match the protos, buf lint and buf breaking pass, stubs ship."""
+
+from __future__ import annotations
+
+import filecmp
+import importlib.util
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+PROTOS_PACKAGE = REPO_ROOT / "libs" / "nemo-protos"
+GENERATED = PROTOS_PACKAGE / "src" / "nemo"
+
+
+def _load_generator() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "nemo_protos_generate", PROTOS_PACKAGE / "generate.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _tree(root: Path) -> set[str]:
+    return {
+        str(p.relative_to(root))
+        for p in root.rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts
+    }
+
+
+def test_generated_code_is_up_to_date(tmp_path: Path) -> None:
+    _load_generator().generate(tmp_path)
+    fresh = tmp_path / "nemo"
+    assert _tree(fresh) == _tree(GENERATED), (
+        "run `make generate`: the set of generated files differs"
+    )
+    stale = [
+        name
+        for name in sorted(_tree(fresh))
+        if not filecmp.cmp(fresh / name, GENERATED / name, shallow=False)
+    ]
+    assert not stale, f"run `make generate`: stale generated files {stale}"
+
+
+def test_drift_check_notices_a_changed_proto(tmp_path: Path) -> None:
+    """The comparison above really depends on the proto text (guards against a vacuous check)."""
+    generator = _load_generator()
+    protos_copy = tmp_path / "protos"
+    shutil.copytree(generator.PROTO_ROOT, protos_copy)
+    locale = protos_copy / "nemo" / "type" / "v1" / "locale.proto"
+    locale.write_text(
+        locale.read_text().replace(
+            "LOCALE_EN = 2;", "LOCALE_EN = 2;\n  // French.\n  LOCALE_FR = 3;"
+        )
+    )
+    original_root = generator.PROTO_ROOT
+    generator.PROTO_ROOT = protos_copy
+    try:
+        generator.generate(tmp_path / "out")
+    finally:
+        generator.PROTO_ROOT = original_root
+    changed = tmp_path / "out" / "nemo" / "type" / "v1" / "locale_pb2.py"
+    assert not filecmp.cmp(changed, GENERATED / "type" / "v1" / "locale_pb2.py", shallow=False)
+
+
+def _buf(*args: str) -> subprocess.CompletedProcess[str]:
+    buf = shutil.which("buf", path=str(Path(sys.executable).parent))
+    assert buf, "buf (buf-bin) is not installed in the environment"
+    return subprocess.run([buf, *args], cwd=REPO_ROOT, capture_output=True, text=True, check=False)
+
+
+def test_buf_lint_passes() -> None:
+    result = _buf("lint")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_buf_breaking_against_main() -> None:
+    has_main = subprocess.run(
+        ["git", "rev-parse", "--verify", "--quiet", "main"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        check=False,
+    )
+    if has_main.returncode != 0:
+        pytest.fail("no `main` branch to compare the contracts against")
+    result = _buf("breaking", "--against", ".git#branch=main")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_buf_breaking_detects_a_removed_field(tmp_path: Path) -> None:
+    """buf breaking is wired to the FILE rules: removing a field fails against the current tree."""
+    work = tmp_path / "tree"
+    shutil.copytree(REPO_ROOT / "protos", work / "protos")
+    shutil.copy(REPO_ROOT / "buf.yaml", work / "buf.yaml")
+    request = work / "protos" / "nemo" / "context" / "v1" / "context_service.proto"
+    request.write_text(request.read_text().replace("  bool persist = 3;\n", ""))
+    buf = shutil.which("buf", path=str(Path(sys.executable).parent))
+    assert buf
+    result = subprocess.run(
+        [buf, "breaking", "--against", str(REPO_ROOT)],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode != 0
+    assert "persist" in result.stdout + result.stderr
+
+
+def test_stubs_build_as_an_installable_wheel(tmp_path: Path) -> None:
+    uv = shutil.which("uv")
+    assert uv, "uv is required to build the stubs wheel"
+    subprocess.run(
+        [uv, "build", "--wheel", "--quiet", "--out-dir", str(tmp_path), str(PROTOS_PACKAGE)],
+        check=True,
+        capture_output=True,
+    )
+    (wheel,) = tmp_path.glob("nemo_protos-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for expected in (
+        "nemo/py.typed",
+        "nemo/context/v1/context_service_pb2.py",
+        "nemo/context/v1/context_service_pb2_grpc.py",
+        "nemo/context/v1/context_service_pb2_grpc.pyi",
+        "nemo/gateway/v1/gateway_service_pb2_grpc.py",
+        "nemo/toolplane/v1/toolplane_service_pb2_grpc.py",
+        "nemo/toolplane/v1/toolplane_admin_service_pb2_grpc.py",
+    ):
+        assert expected in names
