@@ -7,6 +7,9 @@ SHELL := bash
 UV := $(shell command -v uv 2>/dev/null || echo .tools/bin/uv)
 UV_VERSION := 0.13.9
 RUN := $(UV) run --frozen
+# One mypy run per package: each has its own tests/conftest.py, which one run would see as duplicates.
+MYPY_TARGETS := libs/nemo-core libs/nemo-testing services/context services/gateway services/toolplane \
+	ops "benchmarks libs/nemo-protos/generate.py conftest.py tests"
 
 .PHONY: help install generate lint test bench run soak clean
 
@@ -28,7 +31,7 @@ lint: install ## buf lint and breaking (against main), ruff, mypy.
 	$(RUN) buf breaking --against '.git#branch=main'
 	$(RUN) ruff check .
 	$(RUN) ruff format --check .
-	$(RUN) mypy
+	@for target in $(MYPY_TARGETS); do echo "mypy $$target"; $(RUN) mypy $$target; done
 
 test: install ## The whole suite against real PostgreSQL, S3 API, gRPC and HTTP peers.
 	$(RUN) pytest

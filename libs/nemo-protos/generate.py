@@ -21,18 +21,18 @@ DEFAULT_OUT = PACKAGE_ROOT / "src"
 GENERATED_TOP = "nemo"
 
 
-def generate(out_dir: Path) -> list[Path]:
-    """Write the generated modules for all protos into out_dir/nemo and return the files."""
+def generate(out_dir: Path, proto_root: Path = PROTO_ROOT) -> list[Path]:
+    """Write the generated modules for all protos under proto_root into out_dir/nemo."""
     target = out_dir / GENERATED_TOP
     if target.exists():
         shutil.rmtree(target)
     target.mkdir(parents=True)
-    protos = sorted(str(p.relative_to(PROTO_ROOT)) for p in PROTO_ROOT.rglob("*.proto"))
+    protos = sorted(str(p.relative_to(proto_root)) for p in proto_root.rglob("*.proto"))
     well_known = str(resources.files("grpc_tools") / "_proto")
     plugin_dir = Path(sys.executable).parent
     args = [
         "grpc_tools.protoc",
-        f"--proto_path={PROTO_ROOT}",
+        f"--proto_path={proto_root}",
         f"--proto_path={well_known}",
         f"--plugin=protoc-gen-mypy={plugin_dir / 'protoc-gen-mypy'}",
         f"--plugin=protoc-gen-mypy_grpc={plugin_dir / 'protoc-gen-mypy_grpc'}",

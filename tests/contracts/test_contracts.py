@@ -55,19 +55,14 @@ def test_drift_check_notices_a_changed_proto(tmp_path: Path) -> None:
     """The comparison above really depends on the proto text (guards against a vacuous check)."""
     generator = _load_generator()
     protos_copy = tmp_path / "protos"
-    shutil.copytree(generator.PROTO_ROOT, protos_copy)
+    shutil.copytree(REPO_ROOT / "protos", protos_copy)
     locale = protos_copy / "nemo" / "type" / "v1" / "locale.proto"
     locale.write_text(
         locale.read_text().replace(
             "LOCALE_EN = 2;", "LOCALE_EN = 2;\n  // French.\n  LOCALE_FR = 3;"
         )
     )
-    original_root = generator.PROTO_ROOT
-    generator.PROTO_ROOT = protos_copy
-    try:
-        generator.generate(tmp_path / "out")
-    finally:
-        generator.PROTO_ROOT = original_root
+    generator.generate(tmp_path / "out", proto_root=protos_copy)
     changed = tmp_path / "out" / "nemo" / "type" / "v1" / "locale_pb2.py"
     assert not filecmp.cmp(changed, GENERATED / "type" / "v1" / "locale_pb2.py", shallow=False)
 

@@ -1,0 +1,1 @@
+"""Benchmarks, each reported as ratios against a baseline measured in the same run."""

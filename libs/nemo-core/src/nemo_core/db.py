@@ -1,0 +1,146 @@
+"""PostgreSQL helpers shared by the services: connections, pools and learner-bound transactions.
+
+Learner-keyed tables carry row-level security that shows a transaction only the learners bound
+to it (``nemo.learner_ids``). :func:`learner_transaction` is the one way to bind them::
+
+    pool = await create_pool(settings.database_url)
+    async with learner_transaction(pool, ["L-1"], readonly=True) as conn:
+        rows = await conn.fetch("SELECT node_id, mastery FROM learning.mastery")  # L-1 only
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Collection
+from contextlib import asynccontextmanager
+from typing import Any, TypeAlias
+from urllib.parse import quote, unquote, urlsplit, urlunsplit
+
+import asyncpg
+from asyncpg.pool import PoolConnectionProxy
+
+__all__ = [
+    "LEARNER_IDS_SETTING",
+    "Connection",
+    "Pool",
+    "connect",
+    "create_pool",
+    "dsn_with",
+    "init_connection",
+    "learner_transaction",
+]
+
+#: Transaction-local setting read by the row-level security policies of the learning schema.
+LEARNER_IDS_SETTING = "nemo.learner_ids"
+
+Connection: TypeAlias = "asyncpg.Connection[asyncpg.Record] | PoolConnectionProxy[asyncpg.Record]"
+Pool: TypeAlias = "asyncpg.Pool[asyncpg.Record]"
+
+
+def _dump_json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+async def init_connection(conn: asyncpg.Connection[asyncpg.Record]) -> None:
+    """Decode ``json``/``jsonb`` to Python values and encode Python values into them."""
+    for type_name in ("json", "jsonb"):
+        await conn.set_type_codec(
+            type_name, encoder=_dump_json, decoder=json.loads, schema="pg_catalog"
+        )
+
+
+async def connect(dsn: str, *, connect_timeout: float = 10.0) -> asyncpg.Connection[asyncpg.Record]:
+    """Open one connection with the JSON codecs of :func:`init_connection`."""
+    conn = await asyncpg.connect(dsn, timeout=connect_timeout)
+    try:
+        await init_connection(conn)
+    except BaseException:
+        await conn.close()
+        raise
+    return conn
+
+
+async def create_pool(
+    dsn: str,
+    *,
+    min_size: int = 1,
+    max_size: int = 10,
+    command_timeout: float | None = None,
+) -> Pool:
+    """Create a connection pool whose connections use the JSON codecs of :func:`init_connection`."""
+    return await asyncpg.create_pool(
+        dsn,
+        min_size=min_size,
+        max_size=max_size,
+        command_timeout=command_timeout,
+        init=init_connection,
+    )
+
+
+def _learner_ids_value(learner_ids: Collection[str]) -> str:
+    if isinstance(learner_ids, str):
+        # A bare string would be bound character by character.
+        raise TypeError("learner_ids must be a collection of ids, not a string")
+    for learner_id in learner_ids:
+        # The policies split the setting on commas: an id containing one would bind two.
+        if not learner_id or "," in learner_id:
+            raise ValueError(f"invalid learner id for binding: {learner_id!r}")
+    return ",".join(learner_ids)
+
+
+@asynccontextmanager
+async def learner_transaction(
+    source: Pool | Connection,
+    learner_ids: Collection[str],
+    *,
+    readonly: bool = False,
+) -> AsyncIterator[Connection]:
+    """Open a transaction in which row-level security shows only ``learner_ids``' rows.
+
+    ``source`` is a pool (a connection is acquired for the transaction and released after it)
+    or a connection that is not already in a transaction. The binding is transaction-local, so
+    it ends with the transaction and never leaks to the next user of a pooled connection. An
+    empty collection binds nothing: learner-keyed tables then return no rows.
+    """
+    value = _learner_ids_value(learner_ids)
+    if isinstance(source, asyncpg.Pool):
+        async with source.acquire() as conn, conn.transaction(readonly=readonly):
+            await conn.execute("SELECT set_config($1, $2, true)", LEARNER_IDS_SETTING, value)
+            yield conn
+        return
+    async with source.transaction(readonly=readonly):
+        await source.execute("SELECT set_config($1, $2, true)", LEARNER_IDS_SETTING, value)
+        yield source
+
+
+def dsn_with(
+    dsn: str,
+    *,
+    user: str | None = None,
+    password: str | None = None,
+    database: str | None = None,
+) -> str:
+    """Return ``dsn`` (a ``postgresql://`` URL) with another user, password or database.
+
+    Query parameters (such as ``host=/path/to/socket``) are kept. Changing the user drops the
+    old password unless a new one is given.
+    """
+    parts = urlsplit(dsn)
+    if parts.scheme not in ("postgres", "postgresql"):
+        raise ValueError("expected a postgresql:// URL")
+    old_user = unquote(parts.username) if parts.username is not None else None
+    old_password = unquote(parts.password) if parts.password is not None else None
+    host = parts.netloc.rpartition("@")[2]
+    new_user = user if user is not None else old_user
+    if password is not None:
+        new_password: str | None = password
+    elif user is not None and user != old_user:
+        new_password = None
+    else:
+        new_password = old_password
+    userinfo = quote(new_user, safe="") if new_user else ""
+    if new_password is not None and userinfo:
+        userinfo += ":" + quote(new_password, safe="")
+    netloc = f"{userinfo}@{host}" if userinfo else host
+    path = "/" + quote(database, safe="") if database is not None else parts.path
+    return urlunsplit((parts.scheme, netloc, path, parts.query, parts.fragment))

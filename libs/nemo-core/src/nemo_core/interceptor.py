@@ -1,0 +1,149 @@
+"""The server interceptor: caller identity, ACL, required deadlines and the error model.
+
+All four jobs share one wrapper around each handler, built once per method, because every extra
+interceptor layer costs a coroutine and a context proxy on each call.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeAlias, cast
+
+import grpc
+import grpc.aio
+
+from nemo_core.callers import CallerIdentifier, not_allowed, set_current_caller, unauthenticated
+from nemo_core.deadlines import deadline_required, set_time_remaining
+from nemo_core.errors import ServiceError, to_service_error
+
+logger = logging.getLogger(__name__)
+
+if TYPE_CHECKING:
+    # Generic only in the type stubs.
+    _Context: TypeAlias = grpc.aio.ServicerContext[Any, Any]
+    _Handler: TypeAlias = grpc.RpcMethodHandler[Any, Any]
+    _UnaryBehavior: TypeAlias = Callable[[Any, _Context], Awaitable[Any]]
+    _StreamBehavior: TypeAlias = Callable[[Any, _Context], AsyncIterator[Any]]
+
+
+@dataclass(frozen=True)
+class MethodPolicy:
+    """What the interceptor enforces on one method."""
+
+    callers: frozenset[str]
+    deadline_required: bool
+
+
+class ServerInterceptor(grpc.aio.ServerInterceptor):
+    """Enforce :class:`MethodPolicy` on the methods it knows; pass every other method through.
+
+    Methods without a policy are the health and reflection services, which stay open, and names
+    nothing serves, which grpc answers with UNIMPLEMENTED.
+    """
+
+    def __init__(
+        self,
+        *,
+        domain: str,
+        identifier: CallerIdentifier,
+        policies: Mapping[str, MethodPolicy],
+    ) -> None:
+        self._domain = domain
+        self._identifier = identifier
+        self._policies = dict(policies)
+        self._wrapped: dict[str, tuple[_Handler, _Handler]] = {}
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[_Handler | None]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> _Handler | None:
+        handler = await continuation(handler_call_details)
+        method = handler_call_details.method
+        policy = self._policies.get(method)
+        if handler is None or policy is None:
+            return handler
+        cached = self._wrapped.get(method)
+        if cached is not None and cached[0] is handler:
+            return cached[1]
+        wrapped = self._wrap(handler, method, policy)
+        self._wrapped[method] = (handler, wrapped)
+        return wrapped
+
+    def _wrap(self, handler: _Handler, method: str, policy: MethodPolicy) -> _Handler:
+        kwargs: dict[str, Any] = {
+            "request_deserializer": handler.request_deserializer,
+            "response_serializer": handler.response_serializer,
+        }
+        if handler.unary_unary is not None:
+            return grpc.unary_unary_rpc_method_handler(
+                self._unary(cast(Any, handler.unary_unary), method, policy), **kwargs
+            )
+        if handler.stream_unary is not None:
+            return grpc.stream_unary_rpc_method_handler(
+                self._unary(cast(Any, handler.stream_unary), method, policy), **kwargs
+            )
+        if handler.unary_stream is not None:
+            return grpc.unary_stream_rpc_method_handler(
+                self._stream(cast(Any, handler.unary_stream), method, policy), **kwargs
+            )
+        if handler.stream_stream is not None:
+            return grpc.stream_stream_rpc_method_handler(
+                self._stream(cast(Any, handler.stream_stream), method, policy), **kwargs
+            )
+        raise ValueError(f"handler of {method} has no behavior")
+
+    def _unary(self, behavior: _UnaryBehavior, method: str, policy: MethodPolicy) -> _UnaryBehavior:
+        async def wrapper(request: Any, context: _Context) -> Any:
+            try:
+                self._admit(context, method, policy)
+                return await behavior(request, context)
+            except grpc.aio.AbortError:
+                raise
+            except Exception as exc:
+                await self._abort(context, method, exc)
+
+        return wrapper
+
+    def _stream(
+        self, behavior: _StreamBehavior, method: str, policy: MethodPolicy
+    ) -> _StreamBehavior:
+        # Streaming handlers must be async generators (the OpenTelemetry wrapper iterates them).
+        async def wrapper(request: Any, context: _Context) -> AsyncIterator[Any]:
+            try:
+                self._admit(context, method, policy)
+                async for response in behavior(request, context):
+                    yield response
+            except grpc.aio.AbortError:
+                raise
+            except Exception as exc:
+                await self._abort(context, method, exc)
+
+        return wrapper
+
+    def _admit(self, context: _Context, method: str, policy: MethodPolicy) -> None:
+        identity = self._identifier.identify(context)
+        if identity is None:
+            raise unauthenticated()
+        if identity not in policy.callers:
+            raise not_allowed(identity, method)
+        remaining = context.time_remaining()
+        if remaining is None and policy.deadline_required:
+            raise deadline_required()
+        # grpc runs each RPC in its own task, so these bindings end with the RPC.
+        set_current_caller(identity)
+        set_time_remaining(remaining)
+
+    async def _abort(self, context: _Context, method: str, exc: Exception) -> None:
+        error = to_service_error(exc, method=method)
+        if isinstance(exc, ServiceError):
+            logger.info(
+                "%s failed: %s",
+                method,
+                error.reason,
+                extra={"grpc_code": error.code.name, "reason": error.reason},
+            )
+        status = error.to_status(self._domain)
+        await context.abort(status.code, status.details, status.trailing_metadata)

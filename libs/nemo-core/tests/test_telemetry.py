@@ -1,0 +1,107 @@
+"""Tracing: one trace across two services, no spans for health, OTLP only when asked for."""
+
+from __future__ import annotations
+
+import grpc
+import grpc.aio
+import pytest
+from google.protobuf.wrappers_pb2 import StringValue
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from nemo_core_echo import SERVICE, TOKENS, EchoSettings, StartEcho, stub
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind
+
+from nemo_core.client import create_channel
+from nemo_core.db import connect
+from nemo_core.telemetry import configure_telemetry, otlp_export_requested
+
+
+def _ancestors(span: ReadableSpan, by_id: dict[int, ReadableSpan]) -> list[ReadableSpan]:
+    chain: list[ReadableSpan] = []
+    while span.parent is not None and span.parent.span_id in by_id:
+        span = by_id[span.parent.span_id]
+        chain.append(span)
+    return chain
+
+
+async def test_one_trace_across_two_services(
+    start_echo: StartEcho, spans: InMemorySpanExporter
+) -> None:
+    # Service A relays to service B through create_channel, presenting its own client token.
+    service_a = await start_echo(client_token=TOKENS["gateway"])
+    service_b = await start_echo()
+    spans.clear()
+    client_settings = EchoSettings(client_token=TOKENS["gateway"])
+    async with create_channel(service_a.address, client_settings) as channel:
+        reply = await stub(channel, "Relay")(
+            StringValue(value=f"{service_b.address}|hi"), timeout=5
+        )
+    assert reply.value == "relayed gateway:hi"
+
+    finished = [s for s in spans.get_finished_spans() if s.name.startswith(f"/{SERVICE}/")]
+    kinds = sorted((s.name.rsplit("/", 1)[1], s.kind.name) for s in finished)
+    assert kinds == [
+        ("Echo", "CLIENT"),
+        ("Echo", "SERVER"),
+        ("Relay", "CLIENT"),
+        ("Relay", "SERVER"),
+    ]
+    assert len({s.context.trace_id for s in finished}) == 1
+
+    by_id = {s.context.span_id: s for s in finished}
+    (server_a,) = [s for s in finished if s.kind is SpanKind.SERVER and s.name.endswith("Relay")]
+    (server_b,) = [s for s in finished if s.kind is SpanKind.SERVER and s.name.endswith("Echo")]
+    (caller,) = [s for s in finished if s.kind is SpanKind.CLIENT and s.name.endswith("Relay")]
+    assert server_a in _ancestors(server_b, by_id)
+    assert _ancestors(server_b, by_id)[-1] is caller
+
+
+async def test_health_checks_are_not_traced(
+    start_echo: StartEcho, spans: InMemorySpanExporter
+) -> None:
+    running = await start_echo()
+    spans.clear()
+    async with grpc.aio.insecure_channel(running.address) as channel:
+        await health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest())
+    assert not [s for s in spans.get_finished_spans() if "grpc.health" in s.name]
+
+
+def test_configure_telemetry_is_idempotent(spans: InMemorySpanExporter) -> None:
+    assert configure_telemetry("other-name") is configure_telemetry("nemo-core-tests")
+
+
+async def test_asyncpg_spans_carry_no_query_parameters(
+    spans: InMemorySpanExporter, owner_dsn: str
+) -> None:
+    secret = "L-PARAMETER-THAT-MUST-NOT-BE-TRACED"
+    conn = await connect(owner_dsn)
+    try:
+        spans.clear()
+        assert await conn.fetchval("SELECT $1::text", secret) == secret
+    finally:
+        await conn.close()
+    queries = [
+        s for s in spans.get_finished_spans() if "SELECT $1::text" in str(s.attributes or {})
+    ]
+    assert queries, "the asyncpg query was not traced"
+    for span in queries:
+        attributes = dict(span.attributes or {})
+        assert not [key for key in attributes if "parameters" in key]
+        assert secret not in str(attributes)
+
+
+@pytest.mark.parametrize(
+    ("environ", "expected"),
+    [
+        ({}, False),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4317"}, True),
+        ({"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://collector:4317"}, True),
+        ({"OTEL_TRACES_EXPORTER": "otlp"}, True),
+        ({"OTEL_TRACES_EXPORTER": "console, otlp"}, True),
+        ({"OTEL_TRACES_EXPORTER": "none", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4317"}, False),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": ""}, False),
+    ],
+)
+def test_otlp_export_follows_standard_variables(environ: dict[str, str], expected: bool) -> None:
+    assert otlp_export_requested(environ) is expected

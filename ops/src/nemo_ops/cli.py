@@ -1,0 +1,110 @@
+"""The ``nemo`` command: one entry point for every operational task.
+
+Each subcommand lives in its own module, which provides ``HELP`` (one line for the command
+list), ``configure_parser(parser)`` (its arguments and description) and ``run_command(args)``
+(returns the exit code). Adding a command means adding a :class:`Subcommand` to
+:data:`SUBCOMMANDS`.
+
+Exit codes: 0 success, 1 failure (the reason is printed on stderr), 2 usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import asyncpg
+
+from nemo_ops import agent_tokens, dev, migrate, seed, settings_doc
+from nemo_toolplane.tokens import TokenError
+
+__all__ = ["SUBCOMMANDS", "Subcommand", "build_parser", "main"]
+
+
+@dataclass(frozen=True)
+class Subcommand:
+    name: str
+    help: str
+    configure: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
+    #: Adds ``--database-url`` (default ``$DATABASE_URL``) and requires one of them.
+    needs_database: bool = False
+
+
+SUBCOMMANDS: tuple[Subcommand, ...] = (
+    Subcommand("migrate", migrate.HELP, migrate.configure_parser, migrate.run_command, True),
+    Subcommand("seed", seed.HELP, seed.configure_parser, seed.run_command, True),
+    Subcommand("dev", dev.HELP, dev.configure_parser, dev.run_command),
+    Subcommand(
+        "issue-token",
+        agent_tokens.ISSUE_HELP,
+        agent_tokens.configure_issue,
+        agent_tokens.run_issue,
+        True,
+    ),
+    Subcommand(
+        "revoke-token",
+        agent_tokens.REVOKE_HELP,
+        agent_tokens.configure_revoke,
+        agent_tokens.run_revoke,
+        True,
+    ),
+    Subcommand(
+        "settings", settings_doc.HELP, settings_doc.configure_parser, settings_doc.run_command
+    ),
+)
+
+# Failures the user can act on: reported as one line, without a traceback.
+_EXPECTED_FAILURES: tuple[type[BaseException], ...] = (
+    migrate.MigrationError,
+    seed.SeedError,
+    TokenError,
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+    OSError,
+    TimeoutError,
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="nemo",
+        description="Operate the Nemo AI plane: database, demo data and local stack.",
+        epilog="Exit codes: 0 success, 1 failure, 2 usage error.",
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for command in SUBCOMMANDS:
+        subparser = subparsers.add_parser(command.name, help=command.help)
+        command.configure(subparser)
+        if command.needs_database:
+            subparser.add_argument(
+                "--database-url",
+                metavar="URL",
+                default=os.environ.get("DATABASE_URL"),
+                help="PostgreSQL URL of a role that owns the schemas (default: $DATABASE_URL)",
+            )
+        subparser.set_defaults(subcommand=command, subparser=subparser)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    command: Subcommand = args.subcommand
+    if command.needs_database and not args.database_url:
+        args.subparser.error("no database: pass --database-url or set DATABASE_URL")
+    try:
+        return command.run(args)
+    except _EXPECTED_FAILURES as error:
+        print(f"nemo {command.name}: error: {error}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"nemo {command.name}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

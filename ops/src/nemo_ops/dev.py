@@ -1,0 +1,374 @@
+"""`nemo dev up`: the whole stack on one machine, on embedded defaults.
+
+Starts embedded PostgreSQL (or uses ``DATABASE_URL``), migrates, seeds, issues demo agent tokens,
+starts the three services as separate processes, waits until each reports SERVING, writes
+``<state-dir>/dev.env`` and stops everything it started on Ctrl-C or SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+import grpc.aio
+import httpx
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from nemo_core.db import connect, dsn_with
+from nemo_core.settings import DEFAULT_CALLER_TOKEN_METADATA_KEY
+from nemo_ops.embedded_pg import EmbeddedPostgres, start_embedded_postgres
+from nemo_ops.migrate import migrate, role_passwords_from_env
+from nemo_ops.seed import seed
+from nemo_toolplane.tokens import issue_token, revoke_tokens_labelled
+
+HELP = "start the whole stack locally (embedded PostgreSQL unless DATABASE_URL is set)"
+
+DATABASE_NAME = "nemo"
+DEV_TOKEN_LABEL = "dev-stack"
+STARTUP_TIMEOUT_SECONDS = 60.0
+STOP_TIMEOUT_SECONDS = 8.0
+
+#: Every caller identity of the services' ACLs, and the services each may call.
+CALLER_IDENTITIES: Mapping[str, tuple[str, ...]] = {
+    "gateway": ("context",),
+    "toolplane": ("context",),
+    "audit": ("context",),
+    "internal": ("gateway", "toolplane"),
+    "operator": ("toolplane",),
+}
+
+#: Demo agents and the user a token is bound to (None: unbound).
+DEMO_AGENTS: Mapping[str, str | None] = {
+    "learning-agent": "U-P1",
+    "research-agent": None,
+    "engineering-agent": None,
+}
+
+
+@dataclass(frozen=True)
+class Ports:
+    """Where the services listen."""
+
+    context: int
+    gateway: int
+    toolplane: int
+    mcp: int
+
+
+def _progress(message: str) -> None:
+    print(f"nemo dev: {message}", file=sys.stderr, flush=True)
+
+
+def _write_private(path: Path, text: str) -> None:
+    path.touch(mode=0o600, exist_ok=True)
+    path.chmod(0o600)
+    path.write_text(text, encoding="utf-8")
+
+
+def load_or_create_caller_tokens(path: Path) -> dict[str, str]:
+    """One token per caller identity, kept across runs so clients' dev.env stays valid."""
+    tokens: dict[str, str] = json.loads(path.read_text()) if path.exists() else {}
+    missing = [identity for identity in CALLER_IDENTITIES if identity not in tokens]
+    for identity in missing:
+        tokens[identity] = secrets.token_urlsafe(32)
+    if missing:
+        _write_private(path, json.dumps(tokens, indent=2, sort_keys=True) + "\n")
+    return tokens
+
+
+def _callers_of(service: str, tokens: Mapping[str, str]) -> str:
+    """The caller tokens JSON a service accepts: those of the identities that may call it."""
+    return json.dumps(
+        {
+            identity: tokens[identity]
+            for identity, targets in CALLER_IDENTITIES.items()
+            if service in targets
+        }
+    )
+
+
+def service_environments(
+    owner_dsn: str, ports: Ports, tokens: Mapping[str, str], environ: Mapping[str, str]
+) -> dict[str, dict[str, str]]:
+    """The environment of each service process."""
+    passwords = role_passwords_from_env(environ)
+    context_dsn = dsn_with(owner_dsn, user="nemo_context", password=passwords.get("nemo_context"))
+    toolplane_dsn = dsn_with(
+        owner_dsn, user="nemo_toolplane", password=passwords.get("nemo_toolplane")
+    )
+    context_address = f"127.0.0.1:{ports.context}"
+    return {
+        "context": {
+            "NEMO_CONTEXT_LISTEN_ADDRESS": context_address,
+            "NEMO_CONTEXT_DATABASE_URL": context_dsn,
+            "NEMO_CONTEXT_CALLER_TOKENS": _callers_of("context", tokens),
+        },
+        "gateway": {
+            "NEMO_GATEWAY_LISTEN_ADDRESS": f"127.0.0.1:{ports.gateway}",
+            "NEMO_GATEWAY_CONTEXT_ADDRESS": context_address,
+            "NEMO_GATEWAY_CALLER_TOKENS": _callers_of("gateway", tokens),
+            "NEMO_GATEWAY_CLIENT_TOKEN": tokens["gateway"],
+        },
+        "toolplane": {
+            "NEMO_TOOLPLANE_LISTEN_ADDRESS": f"127.0.0.1:{ports.toolplane}",
+            "NEMO_TOOLPLANE_MCP_HOST": "127.0.0.1",
+            "NEMO_TOOLPLANE_MCP_PORT": str(ports.mcp),
+            "NEMO_TOOLPLANE_DATABASE_URL": toolplane_dsn,
+            "NEMO_TOOLPLANE_CONTEXT_ADDRESS": context_address,
+            "NEMO_TOOLPLANE_CALLER_TOKENS": _callers_of("toolplane", tokens),
+            "NEMO_TOOLPLANE_CLIENT_TOKEN": tokens["toolplane"],
+        },
+    }
+
+
+async def _prepare_database(owner_dsn: str) -> None:
+    await migrate(owner_dsn, role_passwords=role_passwords_from_env(os.environ), progress=_progress)
+    report = await seed(owner_dsn, progress=_progress)
+    _progress(f"seeded {report.rows} rows")
+
+
+async def _ensure_database(server_dsn: str) -> str:
+    conn = await connect(server_dsn)
+    try:
+        exists = await conn.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", DATABASE_NAME)
+        if not exists:
+            await conn.execute(f'CREATE DATABASE "{DATABASE_NAME}"')
+            _progress(f"created database {DATABASE_NAME}")
+    finally:
+        await conn.close()
+    return dsn_with(server_dsn, database=DATABASE_NAME)
+
+
+async def _issue_demo_tokens(owner_dsn: str) -> dict[str, str]:
+    conn = await connect(owner_dsn)
+    try:
+        async with conn.transaction():
+            # Tokens of an earlier run stop working: only the ones printed now are valid.
+            await revoke_tokens_labelled(conn, DEV_TOKEN_LABEL)
+            issued = {
+                agent: await issue_token(conn, agent, user_id=user, label=DEV_TOKEN_LABEL)
+                for agent, user in DEMO_AGENTS.items()
+            }
+    finally:
+        await conn.close()
+    return {agent: token.token for agent, token in issued.items()}
+
+
+class ServiceProcesses:
+    """The three service processes, their logs and their shutdown."""
+
+    def __init__(self, log_dir: Path) -> None:
+        self._log_dir = log_dir
+        self.processes: dict[str, subprocess.Popen[bytes]] = {}
+
+    def start(self, name: str, module: str, env: Mapping[str, str]) -> None:
+        log_path = self._log_dir / f"{name}.log"
+        with log_path.open("ab") as log:
+            self.processes[name] = subprocess.Popen(
+                [sys.executable, "-m", module],
+                env={**os.environ, **env},
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                # Own process group: Ctrl-C in the terminal reaches only `nemo dev`, which then
+                # stops the services in order.
+                start_new_session=True,
+            )
+
+    def exited(self) -> dict[str, int]:
+        """Services whose process has ended, with their exit codes."""
+        return {
+            name: code
+            for name, process in self.processes.items()
+            if (code := process.poll()) is not None
+        }
+
+    def log_tail(self, name: str, lines: int = 20) -> str:
+        path = self._log_dir / f"{name}.log"
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+    def stop(self, timeout: float = STOP_TIMEOUT_SECONDS) -> None:
+        """SIGTERM every service, wait for the graceful stop, SIGKILL what is left."""
+        for process in self.processes.values():
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        for name, process in self.processes.items():
+            try:
+                process.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                _progress(f"{name} did not stop in {timeout:.0f} s; killing it")
+                process.kill()
+                process.wait()
+
+
+async def _grpc_serving(address: str) -> bool:
+    async with grpc.aio.insecure_channel(address) as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        try:
+            reply = await stub.Check(health_pb2.HealthCheckRequest(), timeout=1.0)
+        except grpc.aio.AioRpcError:
+            return False
+        return bool(reply.status == health_pb2.HealthCheckResponse.SERVING)
+
+
+async def _http_ok(url: str) -> bool:
+    async with httpx.AsyncClient(timeout=1.0) as client:
+        try:
+            return (await client.get(url)).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+
+async def _wait_until_ready(services: ServiceProcesses, ports: Ports, stop: asyncio.Event) -> bool:
+    checks: dict[str, Callable[[], Awaitable[bool]]] = {
+        "context": lambda: _grpc_serving(f"127.0.0.1:{ports.context}"),
+        "gateway": lambda: _grpc_serving(f"127.0.0.1:{ports.gateway}"),
+        "toolplane": lambda: _grpc_serving(f"127.0.0.1:{ports.toolplane}"),
+        "mcp edge": lambda: _http_ok(f"http://127.0.0.1:{ports.mcp}/health"),
+    }
+    pending = dict(checks)
+    deadline = time.monotonic() + STARTUP_TIMEOUT_SECONDS
+    while pending and not stop.is_set():
+        for name, code in services.exited().items():
+            _progress(f"{name} exited with code {code} during startup; its log ends with:")
+            print(services.log_tail(name), file=sys.stderr)
+            return False
+        for name, check in list(pending.items()):
+            if await check():
+                _progress(f"{name} is serving")
+                del pending[name]
+        if time.monotonic() > deadline:
+            _progress(f"not serving after {STARTUP_TIMEOUT_SECONDS:.0f} s: {', '.join(pending)}")
+            return False
+        if pending:
+            await asyncio.sleep(0.2)
+    return not pending
+
+
+def dev_env(
+    owner_dsn: str,
+    ports: Ports,
+    caller_tokens: Mapping[str, str],
+    agent_tokens: Mapping[str, str],
+) -> dict[str, str]:
+    """What `.nemo/dev.env` holds: where everything is and how to authenticate."""
+    env = {
+        "DATABASE_URL": owner_dsn,
+        "NEMO_CONTEXT_ADDR": f"127.0.0.1:{ports.context}",
+        "NEMO_GATEWAY_ADDR": f"127.0.0.1:{ports.gateway}",
+        "NEMO_TOOLPLANE_ADDR": f"127.0.0.1:{ports.toolplane}",
+        "NEMO_MCP_URL": f"http://127.0.0.1:{ports.mcp}/mcp",
+        "NEMO_CALLER_TOKEN_METADATA_KEY": DEFAULT_CALLER_TOKEN_METADATA_KEY,
+    }
+    for agent, token in agent_tokens.items():
+        env[f"NEMO_DEV_TOKEN_{agent.removesuffix('-agent').upper()}_AGENT"] = token
+    for identity, token in sorted(caller_tokens.items()):
+        env[f"NEMO_DEV_CALLER_TOKEN_{identity.upper()}"] = token
+    return env
+
+
+@contextlib.contextmanager
+def _database(state_dir: Path) -> Iterator[tuple[str, EmbeddedPostgres | None]]:
+    external = os.environ.get("DATABASE_URL")
+    if external:
+        _progress("using the PostgreSQL server in DATABASE_URL")
+        yield external, None
+        return
+    _progress(f"starting embedded PostgreSQL in {state_dir / 'pgdata'}")
+    server = start_embedded_postgres(state_dir / "pgdata")
+    try:
+        yield server.dsn, server
+    finally:
+        server.stop()
+        _progress("stopped embedded PostgreSQL")
+
+
+async def up(state_dir: Path, ports: Ports, caller_tokens: Mapping[str, str]) -> int:
+    """Run the stack until a signal arrives; returns the exit code."""
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    with _database(state_dir) as (server_dsn, embedded):
+        owner_dsn = await _ensure_database(server_dsn) if embedded else server_dsn
+        await _prepare_database(owner_dsn)
+        agent_tokens = await _issue_demo_tokens(owner_dsn)
+        services = ServiceProcesses(state_dir / "logs")
+        environments = service_environments(owner_dsn, ports, caller_tokens, os.environ)
+        try:
+            for name in ("context", "gateway", "toolplane"):
+                services.start(name, f"nemo_{name}", environments[name])
+            if not await _wait_until_ready(services, ports, stop):
+                return 0 if stop.is_set() else 1
+            env = dev_env(owner_dsn, ports, caller_tokens, agent_tokens)
+            _write_private(
+                state_dir / "dev.env", "".join(f"{key}={value}\n" for key, value in env.items())
+            )
+            _print_summary(env, state_dir)
+            while not stop.is_set():
+                if exited := services.exited():
+                    for name, code in exited.items():
+                        _progress(f"{name} exited with code {code}; stopping the stack")
+                    return 1
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), timeout=0.5)
+            return 0
+        finally:
+            _progress("stopping services")
+            services.stop()
+
+
+def _print_summary(env: Mapping[str, str], state_dir: Path) -> None:
+    lines = [
+        "",
+        "Nemo AI plane is running:",
+        f"  context    grpc  {env['NEMO_CONTEXT_ADDR']}",
+        f"  gateway    grpc  {env['NEMO_GATEWAY_ADDR']}",
+        f"  toolplane  grpc  {env['NEMO_TOOLPLANE_ADDR']}",
+        f"  MCP edge   http  {env['NEMO_MCP_URL']}",
+        "",
+        "Demo agent tokens (Authorization: Bearer ...):",
+        *(f"  {key}={value}" for key, value in env.items() if key.startswith("NEMO_DEV_TOKEN_")),
+        "",
+        f"Caller tokens go in the {env['NEMO_CALLER_TOKEN_METADATA_KEY']!r} metadata;",
+        f"all of it is in {state_dir / 'dev.env'}. Logs: {state_dir / 'logs'}. Ctrl-C stops.",
+        "",
+    ]
+    print("\n".join(lines), flush=True)
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "Start embedded PostgreSQL (or use DATABASE_URL), migrate, seed, issue demo agent "
+        "tokens, start the context, gateway and tool plane services, and write STATE_DIR/dev.env. "
+        "Ctrl-C or SIGTERM stops everything it started."
+    )
+    parser.add_argument("action", choices=["up"], help="what to do (only `up` for now)")
+    parser.add_argument(
+        "--state-dir", type=Path, default=Path(".nemo"), help="local state (default: .nemo)"
+    )
+    parser.add_argument("--context-port", type=int, default=50051, help="default: 50051")
+    parser.add_argument("--gateway-port", type=int, default=50052, help="default: 50052")
+    parser.add_argument("--toolplane-port", type=int, default=50053, help="default: 50053")
+    parser.add_argument("--mcp-port", type=int, default=8080, help="default: 8080")
+
+
+def run_command(args: argparse.Namespace) -> int:
+    ports = Ports(args.context_port, args.gateway_port, args.toolplane_port, args.mcp_port)
+    state_dir: Path = args.state_dir.resolve()
+    (state_dir / "logs").mkdir(parents=True, exist_ok=True)
+    caller_tokens = load_or_create_caller_tokens(state_dir / "caller-tokens.json")
+    return asyncio.run(up(state_dir, ports, caller_tokens))

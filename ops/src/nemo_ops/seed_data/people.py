@@ -1,0 +1,199 @@
+"""Users, families, learners and who may reach whom.
+
+- F-1: parent U-P1 (owner), U-P4 (guardian), grandfather U-G1 (supporter); learners L-1
+  (grade 8, own account U-L1, an aunt U-G3 as guardian outside the family) and L-3 (grade 5).
+- F-2: parent U-P2 (owner); learner L-2 (grade 6), legal guardian U-G2 outside the family.
+- F-3: parent U-P3 (owner); learner L-10 (grade 11), an id that contains "L-1" as a prefix.
+- Mentors: U-M1 active on L-1 only, U-M2 inactive on L-2, U-M3 with no assignment.
+- Staff U-S1, admin U-A1.
+"""
+
+from __future__ import annotations
+
+from datetime import date
+
+from nemo_ops.seed_data.base import TableData, at
+
+
+def _user(user_id: str, role: str, name: str, email: str, phone: str) -> dict[str, object]:
+    return {
+        "id": user_id,
+        "role": role,
+        "display_name": name,
+        "email": email,
+        "phone": phone,
+        "created_at": at(days=-400),
+    }
+
+
+USERS = TableData(
+    "learning.users",
+    ("id",),
+    (
+        _user("U-P1", "parent", "Nguyễn Thị Lan", "lan.nguyenthi.demo@example.com", "0912 345 678"),
+        _user("U-P2", "parent", "Trần Văn Hùng", "hung.tranvan.demo@example.com", "0903 221 457"),
+        _user("U-P3", "parent", "Lê Thị Mai", "mai.lethi.demo@example.com", "0938 660 112"),
+        _user(
+            "U-P4", "parent", "Nguyễn Văn Dũng", "dung.nguyenvan.demo@example.com", "0977 104 386"
+        ),
+        _user(
+            "U-G1", "parent", "Nguyễn Văn Bình", "binh.nguyenvan.demo@example.com", "0243 856 201"
+        ),
+        _user("U-G2", "parent", "Phạm Thị Hoa", "hoa.phamthi.demo@example.com", "0986 452 019"),
+        _user("U-G3", "parent", "Ngô Thị Thu", "thu.ngothi.demo@example.com", "0961 584 203"),
+        _user("U-M1", "mentor", "Đỗ Minh Khoa", "khoa.do.mentor@example.com", "0916 830 554"),
+        _user("U-M2", "mentor", "Vũ Thu Trang", "trang.vu.mentor@example.com", "0355 207 918"),
+        _user("U-M3", "mentor", "Hoàng Đức Anh", "anh.hoang.mentor@example.com", "0868 413 207"),
+        _user("U-S1", "staff", "Bùi Thanh Hương", "huong.bui.staff@example.com", "0909 118 326"),
+        _user("U-A1", "admin", "Đặng Quốc Việt", "viet.dang.admin@example.com", "0904 772 931"),
+        _user("U-L1", "learner", "Nguyễn Minh An", "minhan.nguyen.hs@example.com", "0981 246 135"),
+        _user("U-L10", "learner", "Lê Hoàng Nam", "hoangnam.le.hs@example.com", "0392 817 664"),
+    ),
+)
+
+FAMILIES = TableData(
+    "learning.families",
+    ("id",),
+    (
+        {"id": "F-1", "name": "Gia đình Nguyễn Văn Dũng", "created_at": at(days=-400)},
+        {"id": "F-2", "name": "Gia đình Trần Văn Hùng", "created_at": at(days=-380)},
+        {"id": "F-3", "name": "Gia đình Lê Thị Mai", "created_at": at(days=-300)},
+    ),
+)
+
+FAMILY_MEMBERS = TableData(
+    "learning.family_members",
+    ("family_id", "user_id"),
+    tuple(
+        {"family_id": family, "user_id": user, "relation": relation, "created_at": at(days=-400)}
+        for family, user, relation in (
+            ("F-1", "U-P1", "owner"),
+            ("F-1", "U-P4", "guardian"),
+            ("F-1", "U-G1", "supporter"),
+            ("F-2", "U-P2", "owner"),
+            ("F-3", "U-P3", "owner"),
+        )
+    ),
+)
+
+LEARNERS = TableData(
+    "learning.learners",
+    ("id",),
+    (
+        {
+            "id": "L-1",
+            "family_id": "F-1",
+            "user_id": "U-L1",
+            "grade": 8,
+            "display_name": "Nguyễn Minh An",
+            "first_name": "An",
+            "last_name": "Nguyễn Minh",
+            "birth_date": date(2012, 10, 14),
+            "email": "minhan.nguyen.hs@example.com",
+            "phone": "0981 246 135",
+            "address": "Số 12 ngõ 45 Trần Duy Hưng, Trung Hòa, Cầu Giấy, Hà Nội",
+            "school_name": "Trường THCS Nghĩa Tân",
+            "avatar_url": "https://cdn.example.com/avatars/minh-an-2012.png",
+            "facebook_url": "https://www.facebook.com/minhan.nguyen.2012",
+            "links_json": {"tiktok": "https://www.tiktok.com/@minhan.toanhoc"},
+            "photo_url": "https://cdn.example.com/photos/minh-an-lop8.jpg",
+            "created_at": at(days=-400),
+            "updated_at": at(days=-30),
+        },
+        {
+            "id": "L-2",
+            "family_id": "F-2",
+            "user_id": None,
+            "grade": 6,
+            "display_name": "Trần Bảo Ngọc",
+            "first_name": "Ngọc",
+            "last_name": "Trần Bảo",
+            "birth_date": date(2014, 5, 2),
+            "email": None,
+            "phone": None,
+            "address": "47 Lê Văn Sỹ, phường 13, quận 3, TP. Hồ Chí Minh",
+            "school_name": "Trường THCS Lê Quý Đôn",
+            "avatar_url": "https://cdn.example.com/avatars/bao-ngoc.png",
+            "facebook_url": None,
+            "links_json": None,
+            "photo_url": None,
+            "created_at": at(days=-380),
+            "updated_at": at(days=-60),
+        },
+        {
+            "id": "L-3",
+            "family_id": "F-1",
+            "user_id": None,
+            "grade": 5,
+            "display_name": "Nguyễn Gia Huy",
+            "first_name": "Huy",
+            "last_name": "Nguyễn Gia",
+            "birth_date": date(2015, 8, 21),
+            "email": None,
+            "phone": None,
+            "address": "Số 12 ngõ 45 Trần Duy Hưng, Trung Hòa, Cầu Giấy, Hà Nội",
+            "school_name": "Trường Tiểu học Dịch Vọng A",
+            "avatar_url": "https://cdn.example.com/avatars/gia-huy.png",
+            "facebook_url": None,
+            "links_json": {"youtube": "https://www.youtube.com/@giahuy.vevui"},
+            "photo_url": "https://cdn.example.com/photos/gia-huy-lop5.jpg",
+            "created_at": at(days=-400),
+            "updated_at": at(days=-45),
+        },
+        {
+            "id": "L-10",
+            "family_id": "F-3",
+            "user_id": "U-L10",
+            "grade": 11,
+            "display_name": "Lê Hoàng Nam",
+            "first_name": "Nam",
+            "last_name": "Lê Hoàng",
+            "birth_date": date(2009, 12, 3),
+            "email": "hoangnam.le.hs@example.com",
+            "phone": "0392 817 664",
+            "address": "22 Nguyễn Chí Thanh, Hải Châu, Đà Nẵng",
+            "school_name": "Trường THPT chuyên Lê Quý Đôn Đà Nẵng",
+            "avatar_url": "https://cdn.example.com/avatars/hoang-nam.png",
+            "facebook_url": "https://www.facebook.com/hoangnam.le.dn",
+            "links_json": {"github": "https://github.com/hoangnam-le-dn"},
+            "photo_url": None,
+            "created_at": at(days=-300),
+            "updated_at": at(days=-10),
+        },
+    ),
+)
+
+GUARDIANS = TableData(
+    "learning.guardians",
+    ("learner_id", "user_id"),
+    tuple(
+        {"learner_id": learner, "user_id": user, "kind": kind, "created_at": at(days=-200)}
+        for learner, user, kind in (
+            ("L-1", "U-G3", "relative"),
+            ("L-2", "U-G2", "legal_guardian"),
+        )
+    ),
+)
+
+MENTOR_ASSIGNMENTS = TableData(
+    "learning.mentor_assignments",
+    ("mentor_user_id", "learner_id"),
+    (
+        {
+            "mentor_user_id": "U-M1",
+            "learner_id": "L-1",
+            "status": "active",
+            "assigned_at": at(days=-90),
+            "ended_at": None,
+        },
+        {
+            "mentor_user_id": "U-M2",
+            "learner_id": "L-2",
+            "status": "inactive",
+            "assigned_at": at(days=-240),
+            "ended_at": at(days=-120),
+        },
+    ),
+)
+
+TABLES = (USERS, FAMILIES, FAMILY_MEMBERS, LEARNERS, GUARDIANS, MENTOR_ASSIGNMENTS)

@@ -1,0 +1,76 @@
+"""`nemo settings`: every environment variable of the three services, with defaults.
+
+The README's settings section is this command's output; a test keeps the two identical.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Iterator
+
+from pydantic.fields import FieldInfo
+from pydantic_core import PydanticUndefined
+
+from nemo_context.settings import ContextSettings
+from nemo_core.settings import ServiceSettings
+from nemo_gateway.settings import GatewaySettings
+from nemo_toolplane.settings import ToolPlaneSettings
+
+HELP = "list every service setting (environment variable) with its default"
+
+SERVICES: tuple[tuple[str, type[ServiceSettings]], ...] = (
+    ("context", ContextSettings),
+    ("gateway", GatewaySettings),
+    ("toolplane", ToolPlaneSettings),
+)
+
+
+def _default(field: FieldInfo) -> str:
+    if field.default is PydanticUndefined and field.default_factory is None:
+        return "required"
+    value = field.get_default(call_default_factory=True)
+    if value is None:
+        return "unset"
+    if value == {}:
+        return "`{}`"
+    return f"`{value}`"
+
+
+def _describe(field: FieldInfo) -> tuple[str, str | None]:
+    return _default(field), field.description
+
+
+def _rows(prefix: str, fields: dict[str, FieldInfo]) -> Iterator[str]:
+    yield "| variable | default | meaning |"
+    yield "| --- | --- | --- |"
+    for name, field in fields.items():
+        yield f"| `{prefix}{name.upper()}` | {_default(field)} | {field.description} |"
+
+
+def render_markdown() -> str:
+    """The settings as Markdown tables: common server settings, then each service's own."""
+    common = ServiceSettings.model_fields
+    lines = [
+        "Every service reads these, each with its own prefix (`NEMO_CONTEXT_`, `NEMO_GATEWAY_`, "
+        "`NEMO_TOOLPLANE_`); a service's own default wins where it sets one.",
+        "",
+        *_rows("NEMO_<SERVICE>_", dict(common)),
+    ]
+    for service, settings in SERVICES:
+        prefix = str(settings.model_config.get("env_prefix", ""))
+        own = {
+            name: field
+            for name, field in settings.model_fields.items()
+            if name not in common or _describe(field) != _describe(common[name])
+        }
+        lines += ["", f"**{service}** (`{prefix}*`)", "", *_rows(prefix, own)]
+    return "\n".join(lines) + "\n"
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    parser.description = "Print every environment variable of the three services as Markdown."
+
+
+def run_command(args: argparse.Namespace) -> int:
+    print(render_markdown(), end="")
+    return 0

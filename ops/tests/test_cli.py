@@ -1,0 +1,115 @@
+"""The ``nemo`` command line: help, usage errors, failures and a real run of the entry point."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import pytest
+
+from nemo_core.db import connect
+from nemo_ops.cli import main
+
+DatabaseFactory = Callable[[], Awaitable[str]]
+
+# The console script installed next to this interpreter: the real entry point.
+NEMO = str(Path(sys.executable).with_name("nemo"))
+
+
+async def _run(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
+    process = await asyncio.create_subprocess_exec(
+        NEMO,
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, **(env or {})},
+    )
+    stdout, stderr = await process.communicate()
+    assert process.returncode is not None
+    return process.returncode, stdout.decode(), stderr.decode()
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["migrate", "--help"], ["seed", "--help"]])
+def test_help_exits_zero(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    assert "usage: nemo" in out
+    if argv == ["--help"]:
+        assert "migrate" in out
+        assert "seed" in out
+    else:
+        assert "--database-url" in out
+
+
+@pytest.mark.parametrize(
+    "argv", [[], ["unknown-command"], ["migrate", "--no-such-option"], ["seed", "extra"]]
+)
+def test_usage_errors_exit_two(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    assert "usage: nemo" in capsys.readouterr().err
+
+
+def test_missing_database_is_a_usage_error(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["migrate"])
+    assert exit_info.value.code == 2
+    assert "DATABASE_URL" in capsys.readouterr().err
+
+
+def test_unreachable_database_fails_with_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"postgresql://nobody@/nowhere?host={tmp_path}"
+    assert main(["migrate", "--database-url", url]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("nemo migrate: error: ")
+    assert "Traceback" not in err
+
+
+async def test_migrate_and_seed_through_the_entry_point(
+    make_empty_database: DatabaseFactory,
+) -> None:
+    dsn = await make_empty_database()
+
+    code, out, err = await _run("migrate", env={"DATABASE_URL": dsn})
+    assert code == 0, err
+    assert "applied 5 migration(s)" in out
+    assert "nemo migrate: applying 0001_roles_and_schemas.sql" in err
+
+    code, out, _ = await _run("migrate", "--database-url", dsn)
+    assert code == 0
+    assert out.startswith("nothing to apply")
+
+    code, out, err = await _run("seed", "--database-url", dsn)
+    assert code == 0, err
+    assert out.startswith("seeded ")
+    assert "nemo seed: loading" in err
+
+    # A migration edited after it was applied stops the run with exit code 1.
+    conn = await connect(dsn)
+    try:
+        await conn.execute(
+            "UPDATE public.nemo_schema_migrations SET checksum = 'edited' WHERE version = 3"
+        )
+    finally:
+        await conn.close()
+    code, _, err = await _run("migrate", "--database-url", dsn)
+    assert code == 1
+    assert "0003_learning_tables.sql was changed" in err
+
+
+async def test_seed_before_migrate_fails(make_empty_database: DatabaseFactory) -> None:
+    dsn = await make_empty_database()
+    code, _, err = await _run("seed", "--database-url", dsn)
+    assert code == 1
+    assert "run `nemo migrate` first" in err

@@ -1,0 +1,244 @@
+"""`nemo dev up` (what `make run` runs): the whole stack comes up, answers, and stops cleanly.
+
+The stack runs as a separate process tree exactly as a developer starts it, on free ports and a
+temporary state directory, with embedded PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+import grpc.aio
+import httpx
+import psutil
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
+    ProtoReflectionDescriptorDatabase,
+)
+
+from nemo.context.v1 import context_service_pb2, context_service_pb2_grpc
+from nemo_core.errors import error_details
+from nemo_testing.ports import free_port
+
+NEMO = str(Path(sys.executable).with_name("nemo"))
+STARTUP_SECONDS = 120
+STOP_SECONDS = 10
+
+REQUIRED_VARIABLES = (
+    "DATABASE_URL",
+    "NEMO_CONTEXT_ADDR",
+    "NEMO_GATEWAY_ADDR",
+    "NEMO_TOOLPLANE_ADDR",
+    "NEMO_MCP_URL",
+    "NEMO_CALLER_TOKEN_METADATA_KEY",
+    "NEMO_DEV_TOKEN_LEARNING_AGENT",
+    "NEMO_DEV_TOKEN_RESEARCH_AGENT",
+    "NEMO_DEV_TOKEN_ENGINEERING_AGENT",
+    "NEMO_DEV_CALLER_TOKEN_GATEWAY",
+    "NEMO_DEV_CALLER_TOKEN_TOOLPLANE",
+    "NEMO_DEV_CALLER_TOKEN_INTERNAL",
+    "NEMO_DEV_CALLER_TOKEN_OPERATOR",
+    "NEMO_DEV_CALLER_TOKEN_AUDIT",
+)
+
+SERVICE_RPCS = {
+    "NEMO_CONTEXT_ADDR": {
+        "nemo.context.v1.ContextService": {
+            "BuildContext",
+            "BuildConversationContext",
+            "RecordTurn",
+            "CheckLearnerAccess",
+            "SearchKnowledge",
+            "GetKnowledgeNode",
+            "GetSnapshot",
+            "ListPurposes",
+        }
+    },
+    "NEMO_GATEWAY_ADDR": {
+        "nemo.gateway.v1.GatewayService": {"RunPrompt", "StreamPrompt", "Answer", "ListPrompts"}
+    },
+    "NEMO_TOOLPLANE_ADDR": {
+        "nemo.toolplane.v1.ToolPlaneService": {"ListTools", "CallTool"},
+        "nemo.toolplane.v1.ToolPlaneAdminService": {
+            "IssueAgentToken",
+            "RevokeAgentToken",
+            "ListApprovals",
+            "DecideApproval",
+            "ListAuditEntries",
+        },
+    },
+}
+
+
+@dataclass
+class DevStack:
+    process: subprocess.Popen[str]
+    env: dict[str, str]
+    state_dir: Path
+    output: Path
+
+
+def _read_env(path: Path) -> dict[str, str]:
+    pairs = (line.split("=", 1) for line in path.read_text().splitlines() if "=" in line)
+    return dict(pairs)
+
+
+def _start(state_dir: Path) -> DevStack:
+    ports = [str(free_port()) for _ in range(4)]
+    env = {key: value for key, value in os.environ.items() if key != "DATABASE_URL"}
+    output = state_dir.parent / f"{state_dir.name}-{time.monotonic_ns()}.out"
+    with output.open("w") as sink:
+        process = subprocess.Popen(
+            [
+                *(NEMO, "dev", "up", "--state-dir", str(state_dir)),
+                *("--context-port", ports[0], "--gateway-port", ports[1]),
+                *("--toolplane-port", ports[2], "--mcp-port", ports[3]),
+            ],
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env,
+        )
+    env_file = state_dir / "dev.env"
+    env_file.unlink(missing_ok=True)
+    deadline = time.monotonic() + STARTUP_SECONDS
+    while not env_file.exists():
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            pytest.fail(f"dev stack did not come up:\n{output.read_text()}")
+        time.sleep(0.2)
+    return DevStack(process, _read_env(env_file), state_dir, output)
+
+
+def _stop(stack: DevStack) -> list[psutil.Process]:
+    """Ctrl-C the stack; returns the processes it had started."""
+    children = psutil.Process(stack.process.pid).children(recursive=True)
+    assert children, "the stack started no processes"
+    stack.process.send_signal(signal.SIGINT)
+    stack.process.wait(timeout=STOP_SECONDS)
+    return children
+
+
+@pytest.fixture(scope="module")
+def dev_state_dir(fast_scratch_dir: Path) -> Path:
+    return fast_scratch_dir / "dev-stack"
+
+
+@pytest.fixture(scope="module")
+def dev_stack(dev_state_dir: Path) -> Iterator[DevStack]:
+    stack = _start(dev_state_dir)
+    try:
+        yield stack
+    finally:
+        if stack.process.poll() is None:
+            stack.process.kill()
+            stack.process.wait()
+
+
+def test_dev_env_has_every_variable(dev_stack: DevStack) -> None:
+    missing = [name for name in REQUIRED_VARIABLES if not dev_stack.env.get(name)]
+    assert not missing
+    assert (dev_stack.state_dir / "dev.env").stat().st_mode & 0o077 == 0, "dev.env holds secrets"
+
+
+async def test_every_service_is_serving(dev_stack: DevStack) -> None:
+    for variable in ("NEMO_CONTEXT_ADDR", "NEMO_GATEWAY_ADDR", "NEMO_TOOLPLANE_ADDR"):
+        async with grpc.aio.insecure_channel(dev_stack.env[variable]) as channel:
+            reply = await health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(), timeout=5
+            )
+            assert reply.status == health_pb2.HealthCheckResponse.SERVING
+    mcp_health = dev_stack.env["NEMO_MCP_URL"].removesuffix("/mcp") + "/health"
+    async with httpx.AsyncClient() as client:
+        assert (await client.get(mcp_health)).status_code == 200
+
+
+@pytest.mark.parametrize("variable", sorted(SERVICE_RPCS))
+def test_reflection_lists_each_services_rpcs(dev_stack: DevStack, variable: str) -> None:
+    with grpc.insecure_channel(dev_stack.env[variable]) as channel:
+        database = ProtoReflectionDescriptorDatabase(channel)
+        services = set(database.get_services())
+        for service, methods in SERVICE_RPCS[variable].items():
+            assert service in services
+            descriptor = database.FindFileContainingSymbol(service)
+            (proto_service,) = [
+                s for s in descriptor.service if f"{descriptor.package}.{s.name}" == service
+            ]
+            assert {method.name for method in proto_service.method} == methods
+        assert "grpc.health.v1.Health" in services
+
+
+async def test_callers_are_authenticated_and_checked(dev_stack: DevStack) -> None:
+    key = dev_stack.env["NEMO_CALLER_TOKEN_METADATA_KEY"]
+    request = context_service_pb2.ListPurposesRequest()
+    async with grpc.aio.insecure_channel(dev_stack.env["NEMO_CONTEXT_ADDR"]) as channel:
+        stub = context_service_pb2_grpc.ContextServiceStub(channel)
+        with pytest.raises(grpc.aio.AioRpcError) as no_token:
+            await stub.ListPurposes(request, timeout=5)
+        assert error_details(no_token.value).reason == "CALLER_UNAUTHENTICATED"
+        assert no_token.value.code() is grpc.StatusCode.UNAUTHENTICATED
+
+        # The context service knows only its own callers' tokens.
+        internal = ((key, dev_stack.env["NEMO_DEV_CALLER_TOKEN_INTERNAL"]),)
+        with pytest.raises(grpc.aio.AioRpcError) as foreign_token:
+            await stub.ListPurposes(request, timeout=5, metadata=internal)
+        assert foreign_token.value.code() is grpc.StatusCode.UNAUTHENTICATED
+
+        audit = ((key, dev_stack.env["NEMO_DEV_CALLER_TOKEN_AUDIT"]),)
+        with pytest.raises(grpc.aio.AioRpcError) as outside_acl:
+            await stub.CheckLearnerAccess(
+                context_service_pb2.CheckLearnerAccessRequest(), timeout=5, metadata=audit
+            )
+        assert outside_acl.value.code() is grpc.StatusCode.PERMISSION_DENIED
+        details = error_details(outside_acl.value)
+        assert (details.reason, details.domain) == ("CALLER_NOT_ALLOWED", "context")
+
+        gateway = ((key, dev_stack.env["NEMO_DEV_CALLER_TOKEN_GATEWAY"]),)
+        with pytest.raises(grpc.aio.AioRpcError) as not_built:
+            await stub.ListPurposes(request, timeout=5, metadata=gateway)
+        assert not_built.value.code() is grpc.StatusCode.UNIMPLEMENTED
+        assert error_details(not_built.value).reason == "NOT_IMPLEMENTED"
+
+
+def test_ctrl_c_stops_every_process_then_a_rerun_reuses_the_data(
+    dev_stack: DevStack, dev_state_dir: Path
+) -> None:
+    children = _stop(dev_stack)
+    assert dev_stack.process.returncode == 0, dev_stack.output.read_text()
+    alive = [child for child in children if child.is_running() and child.status() != "zombie"]
+    assert not alive, f"left behind: {[child.cmdline() for child in alive]}"
+
+    rerun = _start(dev_state_dir)
+    try:
+        log = rerun.output.read_text()
+        assert "created database" not in log
+        assert "applying" not in log, "a rerun must find its migrated database again"
+        assert (
+            rerun.env["NEMO_DEV_CALLER_TOKEN_GATEWAY"]
+            == dev_stack.env["NEMO_DEV_CALLER_TOKEN_GATEWAY"]
+        )
+        assert (
+            rerun.env["NEMO_DEV_TOKEN_LEARNING_AGENT"]
+            != dev_stack.env["NEMO_DEV_TOKEN_LEARNING_AGENT"]
+        )
+    finally:
+        _stop(rerun)
+
+
+async def test_sigterm_stops_the_stack_too(fast_scratch_dir: Path) -> None:
+    stack = await asyncio.to_thread(_start, fast_scratch_dir / "dev-stack-sigterm")
+    children = psutil.Process(stack.process.pid).children(recursive=True)
+    stack.process.send_signal(signal.SIGTERM)
+    await asyncio.to_thread(stack.process.wait, STOP_SECONDS)
+    assert stack.process.returncode == 0
+    assert not [child for child in children if child.is_running() and child.status() != "zombie"]
