@@ -28,6 +28,7 @@ from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
 
 from nemo.context.v1 import context_service_pb2, context_service_pb2_grpc
 from nemo_core.errors import error_details
+from nemo_ops.embedded_pg import start_embedded_postgres
 from nemo_testing.ports import free_port
 
 NEMO = str(Path(sys.executable).with_name("nemo"))
@@ -242,3 +243,20 @@ async def test_sigterm_stops_the_stack_too(fast_scratch_dir: Path) -> None:
     await asyncio.to_thread(stack.process.wait, STOP_SECONDS)
     assert stack.process.returncode == 0
     assert not [child for child in children if child.is_running() and child.status() != "zombie"]
+
+
+async def test_services_do_not_outlive_a_killed_stack(fast_scratch_dir: Path) -> None:
+    state_dir = fast_scratch_dir / "dev-stack-killed"
+    stack = await asyncio.to_thread(_start, state_dir)
+    services = [
+        child
+        for child in psutil.Process(stack.process.pid).children(recursive=True)
+        if "nemo_" in " ".join(child.cmdline())
+    ]
+    assert len(services) == 3
+    stack.process.kill()
+    stack.process.wait()
+    _, alive = await asyncio.to_thread(psutil.wait_procs, services, STOP_SECONDS)
+    assert not alive, f"orphaned: {[p.cmdline() for p in alive]}"
+    # PostgreSQL is detached by design (it survives to keep its data safe); stop it here.
+    await asyncio.to_thread(lambda: start_embedded_postgres(state_dir / "pgdata").stop())

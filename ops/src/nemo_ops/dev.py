@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import ctypes
 import json
 import os
 import secrets
@@ -88,6 +89,13 @@ def load_or_create_caller_tokens(path: Path) -> dict[str, str]:
     return tokens
 
 
+def load_or_create_pseudonym_key(path: Path) -> Path:
+    """The dev stack's pseudonym key: kept across runs so learner refs stay stable."""
+    if not path.exists():
+        _write_private(path, secrets.token_hex(32) + "\n")
+    return path
+
+
 def _callers_of(service: str, tokens: Mapping[str, str]) -> str:
     """The caller tokens JSON a service accepts: those of the identities that may call it."""
     return json.dumps(
@@ -100,7 +108,11 @@ def _callers_of(service: str, tokens: Mapping[str, str]) -> str:
 
 
 def service_environments(
-    owner_dsn: str, ports: Ports, tokens: Mapping[str, str], environ: Mapping[str, str]
+    owner_dsn: str,
+    ports: Ports,
+    tokens: Mapping[str, str],
+    state_dir: Path,
+    environ: Mapping[str, str],
 ) -> dict[str, dict[str, str]]:
     """The environment of each service process."""
     passwords = role_passwords_from_env(environ)
@@ -114,6 +126,8 @@ def service_environments(
             "NEMO_CONTEXT_LISTEN_ADDRESS": context_address,
             "NEMO_CONTEXT_DATABASE_URL": context_dsn,
             "NEMO_CONTEXT_CALLER_TOKENS": _callers_of("context", tokens),
+            "NEMO_CONTEXT_PSEUDONYM_KEY_FILE": str(state_dir / "pseudonym.key"),
+            "NEMO_CONTEXT_SNAPSHOT_DIR": str(state_dir / "snapshots"),
         },
         "gateway": {
             "NEMO_GATEWAY_LISTEN_ADDRESS": f"127.0.0.1:{ports.gateway}",
@@ -166,6 +180,14 @@ async def _issue_demo_tokens(owner_dsn: str) -> dict[str, str]:
     return {agent: token.token for agent, token in issued.items()}
 
 
+def _die_with_parent() -> None:
+    """Run in the child before exec: on Linux, the kernel sends it SIGTERM if `nemo dev` dies
+    without stopping it (SIGKILL, a crash), so no service outlives its stack."""
+    if sys.platform.startswith("linux"):
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
 class ServiceProcesses:
     """The three service processes, their logs and their shutdown."""
 
@@ -185,6 +207,7 @@ class ServiceProcesses:
                 # Own process group: Ctrl-C in the terminal reaches only `nemo dev`, which then
                 # stops the services in order.
                 start_new_session=True,
+                preexec_fn=_die_with_parent,
             )
 
     def exited(self) -> dict[str, int]:
@@ -307,7 +330,7 @@ async def up(state_dir: Path, ports: Ports, caller_tokens: Mapping[str, str]) ->
         await _prepare_database(owner_dsn)
         agent_tokens = await _issue_demo_tokens(owner_dsn)
         services = ServiceProcesses(state_dir / "logs")
-        environments = service_environments(owner_dsn, ports, caller_tokens, os.environ)
+        environments = service_environments(owner_dsn, ports, caller_tokens, state_dir, os.environ)
         try:
             for name in ("context", "gateway", "toolplane"):
                 services.start(name, f"nemo_{name}", environments[name])
@@ -371,4 +394,5 @@ def run_command(args: argparse.Namespace) -> int:
     state_dir: Path = args.state_dir.resolve()
     (state_dir / "logs").mkdir(parents=True, exist_ok=True)
     caller_tokens = load_or_create_caller_tokens(state_dir / "caller-tokens.json")
+    load_or_create_pseudonym_key(state_dir / "pseudonym.key")
     return asyncio.run(up(state_dir, ports, caller_tokens))

@@ -6,15 +6,21 @@ local connections, so any role can connect by name without a password.
 
 from __future__ import annotations
 
+import json
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+import psutil
+
 if TYPE_CHECKING:
     from pgserver.postgres_server import PostgresServer
 
 __all__ = ["EmbeddedPostgres", "start_embedded_postgres"]
+
+# Where pgserver lists the processes using a server (its own file format: a JSON list of pids).
+_HANDLES_FILE = ".handle_pids.json"
 
 
 @dataclass
@@ -31,6 +37,21 @@ class EmbeddedPostgres:
         The server stays up while another process still holds a handle on the same directory.
         """
         self._server.cleanup()
+
+
+def _forget_dead_handles(data_dir: Path) -> None:
+    """Drop processes that no longer exist from pgserver's list of the server's users.
+
+    pgserver stops the server when its last listed user lets go; a user killed without cleaning up
+    (SIGKILL, a crash) would stay listed forever and the server would never be stopped again.
+    """
+    handles = data_dir / _HANDLES_FILE
+    if not handles.exists():
+        return
+    pids: list[int] = json.loads(handles.read_text())
+    alive = [pid for pid in pids if psutil.pid_exists(pid)]
+    if alive != pids:
+        handles.write_text(json.dumps(alive))
 
 
 def start_embedded_postgres(
@@ -51,5 +72,6 @@ def start_embedded_postgres(
 
     path = Path(data_dir).expanduser().resolve()
     path.parent.mkdir(parents=True, exist_ok=True)
+    _forget_dead_handles(path)
     server = get_server(path, cleanup_mode=cleanup)
     return EmbeddedPostgres(data_dir=path, dsn=server.get_uri(), _server=server)
