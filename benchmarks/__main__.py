@@ -9,8 +9,11 @@ import asyncio
 import os
 import sys
 
+from benchmarks.context import measure_build_context
+from benchmarks.gateway import measure_gateway
 from benchmarks.grpc_baseline import measure_empty_handler
 from benchmarks.load import report
+from benchmarks.toolplane import measure_toolplane
 
 
 async def main() -> None:
@@ -22,7 +25,14 @@ async def main() -> None:
         baseline,
         await measure_empty_handler("nemo", concurrency=concurrency, seconds=seconds),
     ]
-    print(report(results, baseline))
+    context = await measure_build_context(concurrency=concurrency, seconds=seconds)
+    results.append(context.load)
+    gateway_results, gateway_summary = await measure_gateway(seconds)
+    print(report([*results, *gateway_results], baseline))
+    print(context.describe())
+    print(gateway_summary)
+    print()
+    print(await measure_toolplane(concurrency=concurrency, seconds=seconds))
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ import pytest
 
 from nemo_core.db import connect
 from nemo_ops.cli import main
+from nemo_ops.migrate import load_migrations
 
 DatabaseFactory = Callable[[], Awaitable[str]]
 
@@ -83,7 +84,7 @@ async def test_migrate_and_seed_through_the_entry_point(
 
     code, out, err = await _run("migrate", env={"DATABASE_URL": dsn})
     assert code == 0, err
-    assert "applied 5 migration(s)" in out
+    assert f"applied {len(load_migrations())} migration(s)" in out
     assert "nemo migrate: applying 0001_roles_and_schemas.sql" in err
 
     code, out, _ = await _run("migrate", "--database-url", dsn)

@@ -8,13 +8,19 @@ import pytest
 from google.protobuf.wrappers_pb2 import StringValue
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from nemo_core_echo import SERVICE, TOKENS, EchoSettings, StartEcho, stub
+from opentelemetry import metrics
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader, NumberDataPoint
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
 from nemo_core.client import create_channel
 from nemo_core.db import connect
-from nemo_core.telemetry import configure_telemetry, otlp_export_requested
+from nemo_core.telemetry import (
+    attach_metric_reader,
+    configure_telemetry,
+    otlp_export_requested,
+)
 
 
 def _ancestors(span: ReadableSpan, by_id: dict[int, ReadableSpan]) -> list[ReadableSpan]:
@@ -105,3 +111,41 @@ async def test_asyncpg_spans_carry_no_query_parameters(
 )
 def test_otlp_export_follows_standard_variables(environ: dict[str, str], expected: bool) -> None:
     assert otlp_export_requested(environ) is expected
+
+
+@pytest.mark.parametrize(
+    ("environ", "expected"),
+    [
+        ({}, False),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4317"}, True),
+        ({"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": "http://collector:4317"}, True),
+        # A traces-only endpoint or exporter choice says nothing about metrics.
+        ({"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://collector:4317"}, False),
+        ({"OTEL_TRACES_EXPORTER": "otlp"}, False),
+        ({"OTEL_METRICS_EXPORTER": "otlp"}, True),
+        ({"OTEL_METRICS_EXPORTER": "none", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4317"}, False),
+    ],
+)
+def test_metric_export_follows_standard_variables(environ: dict[str, str], expected: bool) -> None:
+    assert otlp_export_requested(environ, "metrics") is expected
+
+
+def test_counters_reach_an_attached_reader(spans: InMemorySpanExporter) -> None:
+    counter = metrics.get_meter("nemo_core.tests").create_counter("nemo.tests.events")
+    reader = InMemoryMetricReader()
+    attach_metric_reader(reader)
+    counter.add(2, {"kind": "a"})
+    counter.add(3, {"kind": "b"})
+    counter.add(1, {"kind": "a"})
+    data = reader.get_metrics_data()
+    assert data is not None
+    points = {
+        str((point.attributes or {})["kind"]): point.value
+        for resource in data.resource_metrics
+        for scope in resource.scope_metrics
+        for metric in scope.metrics
+        if metric.name == "nemo.tests.events"
+        for point in metric.data.data_points
+        if isinstance(point, NumberDataPoint)
+    }
+    assert points == {"a": 3, "b": 3}

@@ -18,7 +18,16 @@ from dataclasses import dataclass
 
 import asyncpg
 
-from nemo_ops import agent_tokens, dev, migrate, seed, settings_doc
+from nemo_ops import (
+    agent_tokens,
+    approvals,
+    dev,
+    migrate,
+    purge_snapshots,
+    seed,
+    settings_doc,
+    sync_tools,
+)
 from nemo_toolplane.tokens import TokenError
 
 __all__ = ["SUBCOMMANDS", "Subcommand", "build_parser", "main"]
@@ -54,6 +63,19 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
     ),
     Subcommand(
         "settings", settings_doc.HELP, settings_doc.configure_parser, settings_doc.run_command
+    ),
+    Subcommand(
+        "purge-snapshots",
+        purge_snapshots.HELP,
+        purge_snapshots.configure_parser,
+        purge_snapshots.run_command,
+        True,
+    ),
+    Subcommand(
+        "sync-tools", sync_tools.HELP, sync_tools.configure_parser, sync_tools.run_command, True
+    ),
+    Subcommand(
+        "approvals", approvals.HELP, approvals.configure_parser, approvals.run_command, True
     ),
 )
 

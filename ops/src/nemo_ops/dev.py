@@ -33,6 +33,8 @@ from nemo_ops.embedded_pg import EmbeddedPostgres, start_embedded_postgres
 from nemo_ops.migrate import migrate, role_passwords_from_env
 from nemo_ops.seed import seed
 from nemo_toolplane.tokens import issue_token, revoke_tokens_labelled
+from nemo_toolplane.tool_sync import sync_tools
+from nemo_toolplane.tools import build_registry
 
 HELP = "start the whole stack locally (embedded PostgreSQL unless DATABASE_URL is set)"
 
@@ -151,6 +153,12 @@ async def _prepare_database(owner_dsn: str) -> None:
     await migrate(owner_dsn, role_passwords=role_passwords_from_env(os.environ), progress=_progress)
     report = await seed(owner_dsn, progress=_progress)
     _progress(f"seeded {report.rows} rows")
+    conn = await connect(owner_dsn)
+    try:
+        tools = await sync_tools(conn, build_registry())
+    finally:
+        await conn.close()
+    _progress(f"tool registry: {len(tools.added)} added, {len(tools.updated)} updated")
 
 
 async def _ensure_database(server_dsn: str) -> str:

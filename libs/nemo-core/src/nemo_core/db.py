@@ -60,6 +60,12 @@ async def connect(dsn: str, *, connect_timeout: float = 10.0) -> asyncpg.Connect
     return conn
 
 
+async def _skip_session_reset(conn: asyncpg.Connection[asyncpg.Record]) -> None:
+    """Pool release hook: asyncpg still rolls back an open transaction first; the session reset
+    query it would run next (RESET ALL, UNLISTEN, advisory unlocks) is a wasted round trip,
+    because services bind settings per transaction only and take no session locks."""
+
+
 async def create_pool(
     dsn: str,
     *,
@@ -74,6 +80,7 @@ async def create_pool(
         max_size=max_size,
         command_timeout=command_timeout,
         init=init_connection,
+        reset=_skip_session_reset,
     )
 
 

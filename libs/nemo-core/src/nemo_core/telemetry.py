@@ -1,50 +1,71 @@
-"""OpenTelemetry setup, once per process.
+"""OpenTelemetry setup, once per process: traces and metrics.
 
 Spans are exported over OTLP/gRPC only when the standard variables ask for it
 (``OTEL_TRACES_EXPORTER=otlp``, ``OTEL_EXPORTER_OTLP_ENDPOINT`` or
 ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``; ``OTEL_TRACES_EXPORTER=none`` wins); the exporter itself
-reads the endpoint, headers and TLS variables. Propagation is the SDK default, W3C trace context
+reads the endpoint, headers and TLS variables. Metrics follow the same rule with
+``OTEL_METRICS_EXPORTER`` and ``OTEL_EXPORTER_OTLP_METRICS_ENDPOINT``, exported every
+``OTEL_METRIC_EXPORT_INTERVAL`` milliseconds. Propagation is the SDK default, W3C trace context
 and baggage, which ``OTEL_PROPAGATORS`` can change.
+
+Code that counts creates its instruments from ``opentelemetry.metrics.get_meter(...)`` at import
+time; the API forwards them to the provider installed here once it exists.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from typing import Literal
 
-from opentelemetry import trace
+from opentelemetry import metrics, trace
+from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 from opentelemetry.instrumentation.asyncpg import AsyncPGInstrumentor
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter
 
 _provider: TracerProvider | None = None
+_meter_provider: MeterProvider | None = None
+
+Signal = Literal["traces", "metrics"]
 
 
-def otlp_export_requested(environ: Mapping[str, str]) -> bool:
-    """Whether the standard ``OTEL_*`` variables ask for OTLP trace export."""
-    exporters = environ.get("OTEL_TRACES_EXPORTER")
+def otlp_export_requested(environ: Mapping[str, str], signal: Signal = "traces") -> bool:
+    """Whether the standard ``OTEL_*`` variables ask for OTLP export of ``signal``."""
+    exporters = environ.get(f"OTEL_{signal.upper()}_EXPORTER")
     if exporters is not None:
         return "otlp" in {name.strip() for name in exporters.split(",")}
     return bool(
         environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
-        or environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        or environ.get(f"OTEL_EXPORTER_OTLP_{signal.upper()}_ENDPOINT")
     )
 
 
 def configure_telemetry(service_name: str) -> TracerProvider:
-    """Install the process's tracer provider and asyncpg instrumentation; later calls reuse it.
+    """Install the process's tracer and meter providers and asyncpg instrumentation; later calls
+    reuse them.
 
     ``OTEL_SERVICE_NAME`` and ``OTEL_RESOURCE_ATTRIBUTES`` override ``service_name`` as usual.
     """
-    global _provider
+    global _provider, _meter_provider
     if _provider is not None:
         return _provider
-    provider = TracerProvider(resource=Resource.create({SERVICE_NAME: service_name}))
+    resource = Resource.create({SERVICE_NAME: service_name})
+    provider = TracerProvider(resource=resource)
     if otlp_export_requested(os.environ):
         provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
     trace.set_tracer_provider(provider)
+    readers: list[MetricReader] = []
+    if otlp_export_requested(os.environ, "metrics"):
+        # The reader reads OTEL_METRIC_EXPORT_INTERVAL itself.
+        readers.append(PeriodicExportingMetricReader(OTLPMetricExporter()))
+    meter_provider = MeterProvider(resource=resource, metric_readers=readers)
+    metrics.set_meter_provider(meter_provider)
+    _meter_provider = meter_provider
     # Query parameters can hold learner data, so they never go on spans.
     AsyncPGInstrumentor(capture_parameters=False).instrument(  # type: ignore[no-untyped-call]
         tracer_provider=provider
@@ -58,3 +79,10 @@ def attach_span_exporter(exporter: SpanExporter) -> None:
     if _provider is None:
         raise RuntimeError("configure_telemetry() must run first")
     _provider.add_span_processor(SimpleSpanProcessor(exporter))
+
+
+def attach_metric_reader(reader: MetricReader) -> None:
+    """Also let ``reader`` collect every instrument (tests use an ``InMemoryMetricReader``)."""
+    if _meter_provider is None:
+        raise RuntimeError("configure_telemetry() must run first")
+    _meter_provider.add_metric_reader(reader)

@@ -2,12 +2,24 @@
 
 The gateway builds prompt and conversation context and records turns; the tool plane reads agent
 views, checks learner access and searches knowledge; only the audit caller reads snapshots.
-Which purposes each caller may build is decided per request, in the purpose table.
+The second table says which kinds of purpose each caller may build: prompt and conversation
+purposes for the gateway, agent views for the tool plane.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Final
+
+import grpc
+
+from nemo.context.v1 import purpose_pb2
+from nemo_context.purposes import AGENT_VIEW, CONVERSATION, PROMPT, Purpose
 from nemo_core.callers import CallerAcl
+from nemo_core.errors import ServiceError
+
+PURPOSE_NOT_ALLOWED: Final = "PURPOSE_NOT_ALLOWED"
 
 ACL = CallerAcl(
     {
@@ -29,3 +41,23 @@ ACL = CallerAcl(
         "audit": {"GetSnapshot", "ListPurposes"},
     }
 )
+
+PURPOSE_KINDS_BY_CALLER: Final[Mapping[str, frozenset[purpose_pb2.PurposeKind.ValueType]]] = (
+    MappingProxyType(
+        {
+            "gateway": frozenset({PROMPT, CONVERSATION}),
+            "toolplane": frozenset({AGENT_VIEW}),
+        }
+    )
+)
+
+
+def check_purpose_caller(caller: str, purpose: Purpose) -> None:
+    """PERMISSION_DENIED / ``PURPOSE_NOT_ALLOWED`` unless ``caller`` may build ``purpose``."""
+    if purpose.kind not in PURPOSE_KINDS_BY_CALLER.get(caller, frozenset()):
+        raise ServiceError(
+            grpc.StatusCode.PERMISSION_DENIED,
+            PURPOSE_NOT_ALLOWED,
+            "the caller may not build this kind of purpose",
+            {"caller": caller, "purpose": purpose.name},
+        )

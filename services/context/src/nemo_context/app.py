@@ -4,8 +4,13 @@ from __future__ import annotations
 
 from nemo.context.v1 import context_service_pb2, context_service_pb2_grpc
 from nemo_context.acl import ACL
+from nemo_context.builder import ContextBuilder
+from nemo_context.conversation.builder import ConversationBuilder, ConversationSettings
+from nemo_context.pseudonym import pseudonymizer_from_settings
+from nemo_context.repository import PostgresLearnerRepository
 from nemo_context.servicer import ContextServicer
 from nemo_context.settings import ContextSettings
+from nemo_context.snapshots import create_snapshot_store
 from nemo_core.db import create_pool
 from nemo_core.server import Service, ServiceSetup
 
@@ -17,7 +22,20 @@ async def build(settings: ContextSettings) -> ServiceSetup:
     pool = await create_pool(
         settings.database_url.get_secret_value(), max_size=settings.database_pool_size
     )
-    servicer = ContextServicer()
+    snapshots = create_snapshot_store(settings, pool)
+    # One pseudonymizer for both builders: in development its key is random per process.
+    pseudonymizer = pseudonymizer_from_settings(settings)
+    builder = ContextBuilder(PostgresLearnerRepository(pool), pseudonymizer)
+    conversations = ConversationBuilder(
+        pool, pseudonymizer, ConversationSettings.from_settings(settings)
+    )
+    servicer = ContextServicer(
+        settings=settings,
+        pool=pool,
+        snapshots=snapshots,
+        builder=builder,
+        conversations=conversations,
+    )
     return ServiceSetup(
         services=[
             Service.from_servicer(
@@ -27,5 +45,8 @@ async def build(settings: ContextSettings) -> ServiceSetup:
             )
         ],
         acl=ACL,
-        cleanup=[pool.close],
+        # No deadline_required: no RPC here calls another service (snapshot writes are bounded
+        # by their own timeout and never fail a build).
+        # Run last registered first: snapshot clients close before the pool.
+        cleanup=[pool.close, snapshots.aclose],
     )

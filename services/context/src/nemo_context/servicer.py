@@ -8,50 +8,89 @@ import grpc.aio
 
 from nemo.context.v1 import context_service_pb2 as pb
 from nemo.context.v1 import context_service_pb2_grpc as pb_grpc
-from nemo_core.errors import not_implemented
+from nemo_context import knowledge
+from nemo_context.access import check_learner_access
+from nemo_context.builder import ContextBuilder, build_context
+from nemo_context.conversation.builder import ConversationBuilder
+from nemo_context.conversation.record import record_turn
+from nemo_context.purposes import purpose_table
+from nemo_context.settings import ContextSettings
+from nemo_context.snapshot_reads import read_snapshot
+from nemo_context.snapshots import SnapshotStore
+from nemo_core.callers import current_caller
+from nemo_core.db import Pool
 
 Context: TypeAlias = grpc.aio.ServicerContext[Any, Any]
 
 
 class ContextServicer(pb_grpc.ContextServiceServicer):
-    """The ContextService RPCs; an RPC not built yet answers UNIMPLEMENTED."""
+    """The ContextService RPCs; each handler delegates to the module that owns its rule."""
+
+    def __init__(
+        self,
+        *,
+        settings: ContextSettings,
+        pool: Pool,
+        snapshots: SnapshotStore,
+        builder: ContextBuilder,
+        conversations: ConversationBuilder,
+    ) -> None:
+        self._settings = settings
+        self._pool = pool
+        self._snapshots = snapshots
+        self._builder = builder
+        self._conversations = conversations
 
     async def BuildContext(
         self, request: pb.BuildContextRequest, context: Context
     ) -> pb.BuildContextResponse:
-        raise not_implemented("BuildContext")
+        bundle = await build_context(
+            self._builder, self._snapshots, request, caller=current_caller()
+        )
+        return pb.BuildContextResponse(bundle=bundle.message)
 
     async def BuildConversationContext(
         self, request: pb.BuildConversationContextRequest, context: Context
     ) -> pb.BuildConversationContextResponse:
-        raise not_implemented("BuildConversationContext")
+        bundle = await self._conversations.build(request)
+        return pb.BuildConversationContextResponse(bundle=bundle.message)
 
     async def RecordTurn(
         self, request: pb.RecordTurnRequest, context: Context
     ) -> pb.RecordTurnResponse:
-        raise not_implemented("RecordTurn")
+        return await record_turn(self._pool, request)
 
     async def CheckLearnerAccess(
         self, request: pb.CheckLearnerAccessRequest, context: Context
     ) -> pb.CheckLearnerAccessResponse:
-        raise not_implemented("CheckLearnerAccess")
+        return await check_learner_access(self._pool, request)
 
     async def SearchKnowledge(
         self, request: pb.SearchKnowledgeRequest, context: Context
     ) -> pb.SearchKnowledgeResponse:
-        raise not_implemented("SearchKnowledge")
+        search = knowledge.validate_search(request)
+        async with self._pool.acquire() as conn:
+            hits = await knowledge.search(
+                conn,
+                search.query_words,
+                limit=search.limit,
+                subject=search.subject,
+                grade=search.grade,
+            )
+        return pb.SearchKnowledgeResponse(hits=hits)
 
     async def GetKnowledgeNode(
         self, request: pb.GetKnowledgeNodeRequest, context: Context
     ) -> pb.GetKnowledgeNodeResponse:
-        raise not_implemented("GetKnowledgeNode")
+        async with self._pool.acquire() as conn:
+            return await knowledge.get_node(conn, request.node_id)
 
     async def GetSnapshot(
         self, request: pb.GetSnapshotRequest, context: Context
     ) -> pb.GetSnapshotResponse:
-        raise not_implemented("GetSnapshot")
+        return (await read_snapshot(self._snapshots, request.input_ref)).message
 
     async def ListPurposes(
         self, request: pb.ListPurposesRequest, context: Context
     ) -> pb.ListPurposesResponse:
-        raise not_implemented("ListPurposes")
+        return purpose_table()

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
-from pydantic import Field, SecretStr
+from pathlib import Path
+from typing import Literal, Self
+
+from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from nemo_core.settings import ServiceSettings
+
+MIN_PSEUDONYM_KEY_LENGTH = 32
 
 
 class ContextSettings(ServiceSettings):
@@ -23,3 +28,94 @@ class ContextSettings(ServiceSettings):
     database_pool_size: int = Field(
         10, gt=0, description="Maximum PostgreSQL connections of this process."
     )
+    environment: Literal["development", "staging", "production"] = Field(
+        "development",
+        description="Where the service runs. Outside development it refuses to start without "
+        "a pseudonym key.",
+    )
+    pseudonym_key: SecretStr | None = Field(
+        None,
+        description="Secret key of the learner pseudonym (learner_ref = nemo_ + 12 hex of "
+        f"HMAC-SHA256), at least {MIN_PSEUDONYM_KEY_LENGTH} characters; keep it stable, or "
+        "learner refs change. Required outside development; in development an unset key means "
+        "a random key per process (refs then change on every restart, and a warning says so).",
+    )
+    pseudonym_key_file: Path | None = Field(
+        None,
+        description="File holding pseudonym_key (for mounted secrets); mutually exclusive with "
+        "pseudonym_key.",
+    )
+    snapshot_backend: Literal["local", "s3"] = Field(
+        "local",
+        description="Where context snapshots are written: a local directory (the embedded "
+        "default) or an S3-compatible bucket.",
+    )
+    snapshot_dir: Path = Field(
+        Path(".nemo/snapshots"),
+        description="Directory of the local snapshot backend.",
+    )
+    snapshot_s3_bucket: str | None = Field(
+        None, description="Bucket of the s3 snapshot backend; required with it."
+    )
+    snapshot_s3_endpoint_url: str | None = Field(
+        None,
+        description="Endpoint of an S3-compatible service (MinIO, R2, ...); unset means AWS S3. "
+        "Credentials come from the standard AWS variables and files.",
+    )
+    snapshot_s3_region: str | None = Field(
+        None, description="Region of the snapshot bucket; unset means the AWS default chain."
+    )
+    snapshot_retention_days: int = Field(
+        30,
+        gt=0,
+        description="Days a snapshot is kept: the bucket lifecycle rule and `nemo "
+        "purge-snapshots` delete older ones.",
+    )
+    snapshot_write_timeout_seconds: float = Field(
+        2.0,
+        gt=0,
+        description="Longest a snapshot write may take; a slower or failed write leaves "
+        "input_ref empty instead of delaying the caller.",
+    )
+    conversation_recent_turns: int = Field(
+        8,
+        gt=0,
+        description="Completed turns a conversation bundle carries verbatim; older ones are "
+        "covered by the stored summary.",
+    )
+    conversation_token_budget: int = Field(
+        4000,
+        gt=0,
+        description="Token budget of a conversation bundle when the request sets none.",
+    )
+    conversation_knowledge_limit: int = Field(
+        3,
+        ge=0,
+        description="Knowledge nodes retrieved for the current message of a conversation.",
+    )
+
+    @model_validator(mode="after")
+    def _resolve_pseudonym_key(self) -> Self:
+        # The model is frozen, so the key read from its file is written once here.
+        if self.pseudonym_key_file is not None:
+            if self.pseudonym_key is not None:
+                raise ValueError("set pseudonym_key or pseudonym_key_file, not both")
+            key = self.pseudonym_key_file.read_text(encoding="utf-8").strip()
+            object.__setattr__(self, "pseudonym_key", SecretStr(key))
+        if self.pseudonym_key is None:
+            if self.environment != "development":
+                raise ValueError(
+                    f"the {self.environment} environment needs a pseudonym key: set "
+                    "NEMO_CONTEXT_PSEUDONYM_KEY or NEMO_CONTEXT_PSEUDONYM_KEY_FILE"
+                )
+        elif len(self.pseudonym_key.get_secret_value()) < MIN_PSEUDONYM_KEY_LENGTH:
+            raise ValueError(
+                f"the pseudonym key must be at least {MIN_PSEUDONYM_KEY_LENGTH} characters"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _check_snapshot_backend(self) -> Self:
+        if self.snapshot_backend == "s3" and not self.snapshot_s3_bucket:
+            raise ValueError("snapshot_backend s3 needs snapshot_s3_bucket")
+        return self

@@ -1,10 +1,18 @@
-"""Assembles the gateway: servicer and ACL."""
+"""Assembles the gateway: provider, context client, cache, limits, servicer and ACL."""
 
 from __future__ import annotations
 
 from nemo.gateway.v1 import gateway_service_pb2, gateway_service_pb2_grpc
-from nemo_core.server import Service, ServiceSetup
+from nemo_core.client import create_channel
+from nemo_core.server import Cleanup, Service, ServiceSetup
 from nemo_gateway.acl import ACL
+from nemo_gateway.cache import ResultCache
+from nemo_gateway.chat import ChatStreamer
+from nemo_gateway.context_client import ContextClient
+from nemo_gateway.errors import caller_busy, provider_busy
+from nemo_gateway.limits import InFlightLimit, PerCallerLimit
+from nemo_gateway.providers.factory import build_provider
+from nemo_gateway.runner import PromptRunner
 from nemo_gateway.servicer import GatewayServicer
 from nemo_gateway.settings import GatewaySettings
 
@@ -12,8 +20,25 @@ SERVICE_NAME = "gateway"
 
 
 async def build(settings: GatewaySettings) -> ServiceSetup:
-    """Everything the gateway serves."""
-    servicer = GatewayServicer()
+    """Everything the gateway serves, and how to clean it up."""
+    provider = build_provider(settings)
+    channel = create_channel(settings.context_address, settings)
+    provider_limit = InFlightLimit(settings.provider_max_concurrency, provider_busy)
+    runner = PromptRunner(
+        settings,
+        provider,
+        ContextClient(channel),
+        ResultCache(settings.cache_max_entries, settings.cache_ttl_seconds),
+        provider_limit,
+    )
+    servicer = GatewayServicer(
+        runner,
+        ChatStreamer(settings, provider, runner, provider_limit),
+        PerCallerLimit(settings.caller_max_concurrency, caller_busy),
+    )
+    cleanup: list[Cleanup] = [channel.close]
+    if provider is not None:
+        cleanup.append(provider.aclose)
     return ServiceSetup(
         services=[
             Service.from_servicer(
@@ -23,4 +48,5 @@ async def build(settings: GatewaySettings) -> ServiceSetup:
             )
         ],
         acl=ACL,
+        cleanup=cleanup,
     )

@@ -1,37 +1,166 @@
-"""gRPC handlers of the gateway; each stays thin and delegates to one module."""
+"""gRPC handlers of the gateway; each checks its request and delegates to the runner or the
+chat streamer."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from typing import Any, TypeAlias
+from collections.abc import AsyncIterator, Mapping
+from datetime import UTC, datetime
+from typing import Any, TypeAlias, TypeVar
 
 import grpc.aio
+from google.protobuf import json_format, struct_pb2, timestamp_pb2
+from pydantic import ValidationError
 
 from nemo.gateway.v1 import gateway_service_pb2 as pb
 from nemo.gateway.v1 import gateway_service_pb2_grpc as pb_grpc
-from nemo_core.errors import not_implemented
+from nemo_core.callers import current_caller
+from nemo_gateway.chat import ChatStreamer
+from nemo_gateway.errors import (
+    invalid_variables,
+    learner_data_refused,
+    learner_required,
+    unknown_prompt,
+    wrong_rpc,
+)
+from nemo_gateway.limits import PerCallerLimit
+from nemo_gateway.prompts.knowledge import AnswerVariables, grounded_answer_message
+from nemo_gateway.prompts.registry import REGISTRY, AnySpec
+from nemo_gateway.prompts.spec import Lang, Rpc, Strict
+from nemo_gateway.prompts.tutor import ChatVariables
+from nemo_gateway.runner import Clock, PromptRunner
 
 Context: TypeAlias = grpc.aio.ServicerContext[Any, Any]
+S = TypeVar("S", bound=Strict)
+
+ANSWER_PROMPT = "knowledge.answer"
+# Which prompts each RPC may run; internal prompts are run by the gateway only.
+_SERVED_BY: Mapping[str, frozenset[Rpc]] = {
+    "RunPrompt": frozenset({Rpc.RUN_PROMPT, Rpc.ANSWER}),
+    "StreamPrompt": frozenset({Rpc.STREAM_PROMPT}),
+}
+
+
+def _spec(prompt_id: str, rpc: str) -> AnySpec:
+    spec = REGISTRY.get(prompt_id)
+    if spec is None:
+        raise unknown_prompt(prompt_id)
+    if spec.rpc not in _SERVED_BY[rpc]:
+        raise wrong_rpc(prompt_id, rpc)
+    return spec
+
+
+def _validate(model: type[S], prompt_id: str, values: Mapping[str, Any]) -> S:
+    try:
+        return model.model_validate(values)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(part) for part in error['loc']) or '(root)'}: {error['msg']}"
+            for error in exc.errors(include_url=False, include_input=False)
+        )
+        raise invalid_variables(prompt_id, problems) from None
+
+
+def _clock(evaluated_at: timestamp_pb2.Timestamp, present: bool) -> Clock:
+    if present:
+        return Clock(evaluated_at.ToDatetime(tzinfo=UTC), from_server=False)
+    return Clock(datetime.now(UTC), from_server=True)
+
+
+def _plain(value: Any) -> Any:
+    """A Struct value as plain Python; much cheaper than a JSON round trip."""
+    if isinstance(value, struct_pb2.Struct):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, struct_pb2.ListValue):
+        return [_plain(item) for item in value]
+    return value
+
+
+def _struct_values(variables: struct_pb2.Struct) -> dict[str, Any]:
+    values: dict[str, Any] = _plain(variables)
+    return values
 
 
 class GatewayServicer(pb_grpc.GatewayServiceServicer):
-    """The GatewayService RPCs; an RPC not built yet answers UNIMPLEMENTED."""
+    """The GatewayService RPCs."""
+
+    def __init__(self, runner: PromptRunner, chat: ChatStreamer, callers: PerCallerLimit) -> None:
+        self._runner = runner
+        self._chat = chat
+        self._callers = callers
 
     async def RunPrompt(
         self, request: pb.RunPromptRequest, context: Context
     ) -> pb.RunPromptResponse:
-        raise not_implemented("RunPrompt")
+        spec = _spec(request.prompt_id, "RunPrompt")
+        if spec.purpose is None and request.learner_id:
+            raise learner_data_refused(spec.prompt_id)
+        if spec.purpose is not None and not request.learner_id:
+            raise learner_required(spec.prompt_id)
+        variables = _validate(spec.variables, spec.prompt_id, _struct_values(request.variables))
+        clock = _clock(request.evaluated_at, request.HasField("evaluated_at"))
+        caller = current_caller()
+        with self._callers.hold(caller):
+            prepared = await self._runner.prepare(
+                spec,
+                variables,
+                lang=Lang.from_proto(request.locale),
+                clock=clock,
+                learner_id=request.learner_id,
+                caller=caller,
+            )
+            result = await self._runner.execute(prepared, clock)
+        return pb.RunPromptResponse(output=spec.to_proto(result.output), run=result.record)
 
     async def StreamPrompt(
         self, request: pb.StreamPromptRequest, context: Context
     ) -> AsyncIterator[pb.StreamPromptResponse]:
-        raise not_implemented("StreamPrompt")
-        yield  # an async generator, as streaming handlers must be
+        spec = _spec(request.prompt_id, "StreamPrompt")
+        variables = _validate(
+            ChatVariables,
+            spec.prompt_id,
+            {
+                "session_id": request.session_id,
+                "turn_id": request.turn_id,
+                "user_message": request.user_message,
+                "token_budget": request.token_budget,
+            },
+        )
+        clock = _clock(request.evaluated_at, request.HasField("evaluated_at"))
+        with self._callers.hold(current_caller()):
+            async for response in self._chat.stream(
+                spec, variables, Lang.from_proto(request.locale), clock
+            ):
+                yield response
 
     async def Answer(self, request: pb.AnswerRequest, context: Context) -> pb.AnswerResponse:
-        raise not_implemented("Answer")
+        spec = _spec(ANSWER_PROMPT, "RunPrompt")
+        variables = _validate(
+            AnswerVariables,
+            spec.prompt_id,
+            {
+                "question": request.question,
+                "detailed": request.detailed,
+                "passages": [
+                    json_format.MessageToDict(passage, preserving_proto_field_name=True)
+                    for passage in request.passages
+                ],
+            },
+        )
+        clock = _clock(request.evaluated_at, request.HasField("evaluated_at"))
+        caller = current_caller()
+        with self._callers.hold(caller):
+            prepared = await self._runner.prepare(
+                spec,
+                variables,
+                lang=Lang.from_proto(request.locale),
+                clock=clock,
+                learner_id="",
+                caller=caller,
+            )
+            result = await self._runner.execute(prepared, clock)
+        return pb.AnswerResponse(answer=grounded_answer_message(result.output), run=result.record)
 
     async def ListPrompts(
         self, request: pb.ListPromptsRequest, context: Context
     ) -> pb.ListPromptsResponse:
-        raise not_implemented("ListPrompts")
+        return pb.ListPromptsResponse(prompts=[spec.describe() for spec in REGISTRY])

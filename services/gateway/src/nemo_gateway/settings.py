@@ -1,11 +1,26 @@
-"""Settings of the gateway (environment variables prefixed NEMO_GATEWAY_)."""
+"""Settings of the gateway (environment variables prefixed NEMO_GATEWAY_).
+
+Model keys are secrets: they are ``SecretStr`` (masked in ``repr`` and logs) and are read only by
+the provider module. The LLM key and the embedding key are separate settings and never stand in
+for each other.
+"""
 
 from __future__ import annotations
 
-from pydantic import Field
+from pathlib import Path
+from typing import Literal, Self
+
+from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from nemo_core.settings import ServiceSettings
+
+ProviderName = Literal["baseline", "openai", "anthropic"]
+
+
+def _read_key(path: Path) -> SecretStr:
+    # Mounted secrets often end with a newline that is not part of the key.
+    return SecretStr(path.read_text(encoding="utf-8").strip())
 
 
 class GatewaySettings(ServiceSettings):
@@ -18,3 +33,140 @@ class GatewaySettings(ServiceSettings):
         description="host:port the gRPC server listens on (0.0.0.0:50052 in a container).",
     )
     context_address: str = Field("127.0.0.1:50051", description="host:port of the context service.")
+    provider: ProviderName = Field(
+        "baseline",
+        description="Model provider: `baseline` (no model; every prompt returns its "
+        "deterministic baseline, no key needed), `openai` (any OpenAI-compatible chat "
+        "completions API: OpenAI, NVIDIA NIM, vLLM, Ollama, llama.cpp server) or `anthropic` "
+        "(Anthropic messages API).",
+    )
+    llm_base_url: str | None = Field(
+        None,
+        description="Base URL of the LLM API, for example https://integrate.api.nvidia.com/v1 "
+        "(OpenAI-compatible, /chat/completions is appended) or https://api.anthropic.com "
+        "(/v1/messages is appended). Unset: the provider's public endpoint.",
+    )
+    llm_api_key: SecretStr | None = Field(
+        None, description="Key of the LLM API; never logged. Local servers may need none."
+    )
+    llm_api_key_file: Path | None = Field(
+        None,
+        description="File holding llm_api_key (for mounted secrets); mutually exclusive with "
+        "llm_api_key.",
+    )
+    embedding_base_url: str | None = Field(
+        None,
+        description="Base URL of the embedding API; kept apart from the LLM API and its key.",
+    )
+    embedding_api_key: SecretStr | None = Field(
+        None, description="Key of the embedding API; never falls back to the LLM key."
+    )
+    embedding_api_key_file: Path | None = Field(
+        None,
+        description="File holding embedding_api_key; mutually exclusive with embedding_api_key.",
+    )
+    model_fast: str = Field(
+        "nvidia/nemotron-3-nano-30b-a3b",
+        description="Model name for prompts of the fast tier.",
+    )
+    model_strong: str = Field(
+        "nvidia/nemotron-3-super-120b-a12b",
+        description="Model name for prompts of the strong tier.",
+    )
+    json_schema_mode: bool = Field(
+        True,
+        description="Ask OpenAI-compatible providers for schema-constrained output "
+        "(response_format json_schema); turn off for servers that do not support it.",
+    )
+    ai_enrichment_enabled: bool = Field(
+        True,
+        description="Kill switch: false makes every prompt return its deterministic baseline "
+        "without asking a model; the system stays fully usable.",
+    )
+    request_timeout_seconds: float = Field(
+        30.0,
+        gt=0,
+        description="Longest one provider request may take (for streams: until the first "
+        "delta and between deltas); the caller's deadline shortens it.",
+    )
+    connect_timeout_seconds: float = Field(
+        5.0, gt=0, description="Longest a connection to the provider may take to open."
+    )
+    max_answer_attempts: int = Field(
+        3,
+        ge=1,
+        le=5,
+        description="Model answers per prompt run: the first and the re-asks after a parse or "
+        "validation failure, all inside the caller's deadline.",
+    )
+    max_retries: int = Field(
+        2,
+        ge=0,
+        le=5,
+        description="Retries of one provider request after 429, 5xx or a connection error, with "
+        "exponential backoff and jitter, never past the caller's deadline.",
+    )
+    retry_backoff_seconds: float = Field(
+        0.25, gt=0, description="Backoff before the first retry; doubled for each further one."
+    )
+    retry_backoff_max_seconds: float = Field(
+        4.0, gt=0, description="Longest backoff between two retries (Retry-After included)."
+    )
+    fallback_reserve_seconds: float = Field(
+        0.1,
+        ge=0,
+        description="Time kept back from the caller's deadline to build and return the "
+        "baseline when the provider is slow.",
+    )
+    provider_max_concurrency: int = Field(
+        64,
+        gt=0,
+        description="Provider requests in flight at once; a prompt that needs one more fails "
+        "with RESOURCE_EXHAUSTED (PROVIDER_BUSY).",
+    )
+    caller_max_concurrency: int = Field(
+        32,
+        gt=0,
+        description="Gateway RPCs one caller identity may have in flight at once; one more fails "
+        "with RESOURCE_EXHAUSTED (CALLER_BUSY).",
+    )
+    cache_max_entries: int = Field(
+        1024,
+        ge=0,
+        description="Entries of the exact result cache (0 turns it off). Keys include the "
+        "caller's permission scope, so entries are never shared across scopes.",
+    )
+    cache_ttl_seconds: float = Field(
+        300.0, gt=0, description="How long a cached result may be served."
+    )
+    answer_context_token_budget: int = Field(
+        4000,
+        gt=0,
+        description="Token budget of the passages of a grounded answer; the strongest go first.",
+    )
+    answer_search_limit: int = Field(
+        8,
+        ge=1,
+        le=50,
+        description="Knowledge passages a grounded answer retrieves when the caller gives none.",
+    )
+
+    @model_validator(mode="after")
+    def _resolve_key_files(self) -> Self:
+        # Each key resolves from its own variables only: the LLM key never stands in for the
+        # embedding key, nor the other way round.
+        for key, key_file in (
+            ("llm_api_key", "llm_api_key_file"),
+            ("embedding_api_key", "embedding_api_key_file"),
+        ):
+            path = getattr(self, key_file)
+            if path is None:
+                continue
+            if getattr(self, key) is not None:
+                raise ValueError(f"set {key} or {key_file}, not both")
+            object.__setattr__(self, key, _read_key(path))
+        return self
+
+    def model_for(self, tier: Literal["fast", "strong"]) -> str:
+        """The configured model name of a tier."""
+        return self.model_fast if tier == "fast" else self.model_strong

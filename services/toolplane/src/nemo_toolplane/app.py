@@ -1,6 +1,8 @@
-"""Assembles the tool plane: database pool, gRPC servicers, ACL and the HTTP edge."""
+"""Assembles the tool plane: database pool, router and its gates, gRPC servicers, the MCP edge."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from nemo.toolplane.v1 import (
     toolplane_admin_service_pb2,
@@ -10,34 +12,93 @@ from nemo.toolplane.v1 import (
 )
 from nemo_core.db import create_pool
 from nemo_core.server import Service, ServiceSetup
+from nemo_toolplane.access_cache import AccessCache
+from nemo_toolplane.access_store import AccessStore
 from nemo_toolplane.acl import ACL
+from nemo_toolplane.approvals import ApprovalGate, ApprovalStore
+from nemo_toolplane.audit import AuditLog
+from nemo_toolplane.context_client import ContextClient
+from nemo_toolplane.docs_library import DocsLibrary
 from nemo_toolplane.edge import Edge, create_app
+from nemo_toolplane.mcp_edge import McpEndpoint
+from nemo_toolplane.ratelimit import KeyedRateLimiter
+from nemo_toolplane.router import ToolRouter
 from nemo_toolplane.servicer import ToolPlaneAdminServicer, ToolPlaneServicer
 from nemo_toolplane.settings import ToolPlaneSettings
+from nemo_toolplane.tool_context import Services
+from nemo_toolplane.tools import build_registry
 
 SERVICE_NAME = "toolplane"
 
 
-async def build(settings: ToolPlaneSettings) -> ServiceSetup:
-    """Everything the tool plane serves, and how to clean it up."""
+@dataclass(frozen=True)
+class ToolPlane:
+    """The assembled service: what the server runs, and the parts tests look at."""
+
+    setup: ServiceSetup
+    router: ToolRouter
+    audit: AuditLog
+    edge: Edge
+    access: AccessCache
+
+
+async def assemble(settings: ToolPlaneSettings) -> ToolPlane:
     pool = await create_pool(
         settings.database_url.get_secret_value(), max_size=settings.database_pool_size
     )
-    edge = Edge(create_app(), settings.mcp_host, settings.mcp_port, settings.grace_period_seconds)
-    return ServiceSetup(
+    context = ContextClient(settings)
+    audit = AuditLog(
+        pool, flush_seconds=settings.audit_flush_seconds, batch_size=settings.audit_batch_size
+    )
+    audit.start()
+    access = AccessCache(AccessStore(pool), settings.database_url.get_secret_value())
+    registry = build_registry()
+    router = ToolRouter(
+        registry=registry,
+        approvals=ApprovalGate(pool, ttl_seconds=settings.approval_ttl_seconds),
+        audit=audit,
+        services=Services(
+            context=context,
+            pool=pool,
+            docs=DocsLibrary(settings.docs_dir, settings.docs_base_url),
+        ),
+        environment=settings.environment,
+        limiter=KeyedRateLimiter(settings.agent_calls_per_second, settings.agent_call_burst),
+    )
+    auth_failures = KeyedRateLimiter(
+        settings.auth_failures_per_minute / 60, settings.auth_failures_per_minute
+    )
+    mcp = McpEndpoint(
+        router,
+        registry,
+        access,
+        allowed_origins=settings.allowed_origins,
+        auth_failures=auth_failures,
+    )
+    edge = Edge(
+        create_app(mcp), settings.mcp_host, settings.mcp_port, settings.grace_period_seconds
+    )
+    setup = ServiceSetup(
         services=[
             Service.from_servicer(
                 toolplane_service_pb2_grpc.add_ToolPlaneServiceServicer_to_server,
-                ToolPlaneServicer(),
+                ToolPlaneServicer(router, access, auth_failures),
                 toolplane_service_pb2.DESCRIPTOR.services_by_name["ToolPlaneService"],
             ),
             Service.from_servicer(
                 toolplane_admin_service_pb2_grpc.add_ToolPlaneAdminServiceServicer_to_server,
-                ToolPlaneAdminServicer(),
+                ToolPlaneAdminServicer(pool, ApprovalStore(pool), access),
                 toolplane_admin_service_pb2.DESCRIPTOR.services_by_name["ToolPlaneAdminService"],
             ),
         ],
         acl=ACL,
-        background=[edge.run],
-        cleanup=[pool.close],
+        background=[edge.run, access.run],
+        # Run last registered first: pending audit rows are written before the pool closes.
+        cleanup=[pool.close, context.close, audit.close],
     )
+    return ToolPlane(setup=setup, router=router, audit=audit, edge=edge, access=access)
+
+
+async def build(settings: ToolPlaneSettings) -> ServiceSetup:
+    """Everything the tool plane serves, and how to clean it up."""
+    return (await assemble(settings)).setup

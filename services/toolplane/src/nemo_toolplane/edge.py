@@ -1,17 +1,23 @@
-"""The HTTP edge of the tool plane, served by uvicorn inside the gRPC server's process."""
+"""The HTTP edge of the tool plane, served by uvicorn inside the gRPC server's process.
+
+``/health`` is the only path without authentication; ``/mcp`` is the MCP endpoint
+(:mod:`nemo_toolplane.mcp_edge`).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
+
+from nemo_toolplane.mcp_edge import McpEndpoint
 
 logger = logging.getLogger(__name__)
 
@@ -21,9 +27,24 @@ async def health(_: Request) -> JSONResponse:
     return JSONResponse({"status": "ok"})
 
 
-def create_app() -> Starlette:
+def create_app(mcp: McpEndpoint) -> Starlette:
     """The edge's ASGI application."""
-    return Starlette(routes=[Route("/health", health, methods=["GET"])])
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        async with mcp.running():
+            yield
+
+    return Starlette(
+        routes=[
+            Route("/health", health, methods=["GET"]),
+            # Every method reaches the endpoint, which answers 405 itself after authentication.
+            Route(
+                "/mcp", mcp, methods=["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+            ),
+        ],
+        lifespan=lifespan,
+    )
 
 
 class _EmbeddedServer(uvicorn.Server):
@@ -44,7 +65,7 @@ class Edge:
             port=port,
             log_config=None,
             access_log=False,
-            lifespan="off",
+            lifespan="on",
             timeout_graceful_shutdown=max(1, round(grace_seconds)),
         )
         self._server = _EmbeddedServer(config)
@@ -57,6 +78,13 @@ class Edge:
             for sock in server.sockets:
                 return int(sock.getsockname()[1])
         return 0
+
+    async def wait_started(self) -> int:
+        """Wait until the edge accepts connections (bound the wait with asyncio.timeout);
+        returns its port."""
+        while not self._server.started:  # noqa: ASYNC110 - uvicorn offers a flag, not an event
+            await asyncio.sleep(0.01)
+        return self.port
 
     async def run(self, stopping: asyncio.Event) -> None:
         """Serve until ``stopping`` is set, then shut down gracefully."""

@@ -1,56 +1,359 @@
-"""gRPC handlers of the tool plane; each stays thin and delegates to one module."""
+"""gRPC handlers of the tool plane; each stays thin and delegates to one module.
+
+``ToolPlaneService`` serves internal agents through the same router, policy and audit as the MCP
+edge: the caller token says which service calls, the agent token in the ``authorization``
+metadata says which agent. gRPC status codes are used only for authentication and malformed
+requests; every tool-level outcome is a ``CallToolResponse`` carrying the envelope.
+"""
 
 from __future__ import annotations
 
+import base64
+import json
+from datetime import UTC
 from typing import Any, TypeAlias
 
+import grpc
 import grpc.aio
+from google.protobuf import json_format, struct_pb2, timestamp_pb2
 
+from nemo.toolplane.v1 import approval_pb2, audit_pb2, tool_pb2
 from nemo.toolplane.v1 import toolplane_admin_service_pb2 as admin_pb
 from nemo.toolplane.v1 import toolplane_admin_service_pb2_grpc as admin_pb_grpc
 from nemo.toolplane.v1 import toolplane_service_pb2 as pb
 from nemo.toolplane.v1 import toolplane_service_pb2_grpc as pb_grpc
-from nemo_core.errors import not_implemented
+from nemo_core.db import Pool
+from nemo_core.errors import ServiceError
+from nemo_toolplane import audit_query, tokens
+from nemo_toolplane.access_cache import AccessCache
+from nemo_toolplane.access_store import AgentRules
+from nemo_toolplane.approvals import (
+    Approval,
+    ApprovalError,
+    ApprovalNotFound,
+    ApprovalNotPending,
+    ApprovalStatus,
+    ApprovalStore,
+)
+from nemo_toolplane.policy import Decision
+from nemo_toolplane.principal import InvalidIdentifier, Principal, build_principal
+from nemo_toolplane.ratelimit import KeyedRateLimiter
+from nemo_toolplane.registry import AnyTool, Mode, Risk
+from nemo_toolplane.router import ToolRouter
 
 Context: TypeAlias = grpc.aio.ServicerContext[Any, Any]
 
+_RISK = {
+    Risk.LOW: tool_pb2.RISK_LOW,
+    Risk.MEDIUM: tool_pb2.RISK_MEDIUM,
+    Risk.HIGH: tool_pb2.RISK_HIGH,
+    Risk.CRITICAL: tool_pb2.RISK_CRITICAL,
+}
+_MODE = {Mode.READ: tool_pb2.TOOL_MODE_READ, Mode.WRITE: tool_pb2.TOOL_MODE_WRITE}
+_DECISION = {
+    Decision.ALLOW: audit_pb2.DECISION_ALLOW,
+    Decision.DENY: audit_pb2.DECISION_DENY,
+    Decision.REQUIRE_APPROVAL: audit_pb2.DECISION_REQUIRE_APPROVAL,
+}
+_CALL_STATUS = {
+    "success": audit_pb2.CALL_STATUS_SUCCESS,
+    "denied": audit_pb2.CALL_STATUS_DENIED,
+    "approval_required": audit_pb2.CALL_STATUS_APPROVAL_REQUIRED,
+    "invalid": audit_pb2.CALL_STATUS_INVALID,
+    "not_found": audit_pb2.CALL_STATUS_NOT_FOUND,
+    "error": audit_pb2.CALL_STATUS_ERROR,
+}
+_APPROVAL_STATUS = {
+    ApprovalStatus.PENDING: approval_pb2.APPROVAL_STATUS_PENDING,
+    ApprovalStatus.APPROVED: approval_pb2.APPROVAL_STATUS_APPROVED,
+    ApprovalStatus.REJECTED: approval_pb2.APPROVAL_STATUS_REJECTED,
+    ApprovalStatus.CONSUMED: approval_pb2.APPROVAL_STATUS_CONSUMED,
+    ApprovalStatus.EXPIRED: approval_pb2.APPROVAL_STATUS_EXPIRED,
+}
+_APPROVAL_STATUS_FROM_PB = {value: key for key, value in _APPROVAL_STATUS.items()}
+
+
+def invalid_argument(reason: str, message: str) -> ServiceError:
+    return ServiceError(grpc.StatusCode.INVALID_ARGUMENT, reason, message)
+
+
+def tool_message(tool: AnyTool) -> tool_pb2.Tool:
+    hints = tool.hints
+    return tool_pb2.Tool(
+        tool_id=tool.tool_id,
+        name=tool.name,
+        version=tool.version,
+        description=tool.description,
+        category=tool.category,
+        risk=_RISK[tool.risk],
+        mode=_MODE[tool.mode],
+        input_schema_json=_json(tool.input_schema),
+        output_schema_json=_json(tool.output_schema),
+        annotations=tool_pb2.ToolAnnotations(
+            read_only=hints.read_only,
+            destructive=hints.destructive,
+            idempotent=hints.idempotent,
+            open_world=hints.open_world,
+        ),
+    )
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def _struct(value: dict[str, Any]) -> struct_pb2.Struct:
+    message = struct_pb2.Struct()
+    json_format.ParseDict(value, message)
+    return message
+
+
+def _timestamp(value: Any) -> timestamp_pb2.Timestamp:
+    stamp = timestamp_pb2.Timestamp()
+    stamp.FromDatetime(value.astimezone(UTC))
+    return stamp
+
+
+def peer_host(peer: str) -> str:
+    """The client address of a gRPC peer ("ipv4:127.0.0.1:5555" -> "127.0.0.1"), so failed
+    authentications count per address across both edges."""
+    kind, _, rest = peer.partition(":")
+    if kind in ("ipv4", "ipv6"):
+        host = rest.rsplit(":", 1)[0]
+        return host.removeprefix("[").removesuffix("]")
+    return peer
+
 
 class ToolPlaneServicer(pb_grpc.ToolPlaneServiceServicer):
-    """The ToolPlaneService RPCs; an RPC not built yet answers UNIMPLEMENTED."""
+    """ListTools and CallTool for internal agents."""
+
+    def __init__(
+        self, router: ToolRouter, access: AccessCache, auth_failures: KeyedRateLimiter
+    ) -> None:
+        self._router = router
+        self._access = access
+        self._auth_failures = auth_failures
+
+    async def _caller(
+        self, context: Context, *, session_id: str = "", user_id: str = "", request_id: str = ""
+    ) -> tuple[Principal, AgentRules]:
+        peer = peer_host(context.peer())
+        if self._auth_failures.exhausted(peer):
+            raise ServiceError(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                "AUTHENTICATION_RATE_LIMITED",
+                "too many failed authentications from this address",
+            )
+        token = None
+        for key, value in context.invocation_metadata() or ():
+            if key == "authorization" and isinstance(value, str):
+                scheme, _, rest = value.partition(" ")
+                token = rest.strip() if scheme.lower() == "bearer" else None
+        access = await self._access.load(token) if token else None
+        if access is None:
+            self._auth_failures.acquire(peer)
+            raise ServiceError(
+                grpc.StatusCode.UNAUTHENTICATED,
+                "AGENT_UNAUTHENTICATED",
+                'an agent token is required in the "authorization" metadata ("Bearer <token>")',
+            )
+        try:
+            principal = build_principal(
+                access.identity, session_id=session_id, user_id=user_id, request_id=request_id
+            )
+        except InvalidIdentifier as invalid:
+            raise invalid_argument("INVALID_IDENTIFIER", str(invalid)) from None
+        return principal, access.rules
 
     async def ListTools(
         self, request: pb.ListToolsRequest, context: Context
     ) -> pb.ListToolsResponse:
-        raise not_implemented("ListTools")
+        tools = self._router.list_tools(*await self._caller(context))
+        return pb.ListToolsResponse(tools=[tool_message(tool) for tool in tools])
 
     async def CallTool(self, request: pb.CallToolRequest, context: Context) -> pb.CallToolResponse:
-        raise not_implemented("CallTool")
+        principal, rules = await self._caller(
+            context,
+            session_id=request.session_id,
+            user_id=request.user_id,
+            request_id=request.request_id,
+        )
+        if not request.tool:
+            raise invalid_argument("TOOL_REQUIRED", "name the tool to call")
+        arguments = json_format.MessageToDict(request.arguments)
+        outcome = await self._router.call(
+            principal, rules, request.tool, arguments, transport="grpc"
+        )
+        response = pb.CallToolResponse(
+            success=outcome.error is None,
+            request_id=principal.request_id,
+            tool_id=outcome.tool_id if outcome.known_tool else "",
+            decision=_DECISION[outcome.decision],
+        )
+        if outcome.output is not None:
+            response.result.CopyFrom(_struct(outcome.output))
+        if outcome.error is not None:
+            error = outcome.error
+            response.error.CopyFrom(
+                tool_pb2.ToolError(
+                    code=tool_pb2.ErrorCode.Value(f"ERROR_CODE_{error.code.value}"),
+                    message=error.message,
+                    retryable=error.retryable,
+                    details=_struct(dict(error.details)),
+                )
+            )
+        return response
+
+
+def approval_message(approval: Approval) -> approval_pb2.Approval:
+    message = approval_pb2.Approval(
+        approval_id=approval.approval_id,
+        agent_id=approval.agent_id,
+        user_id=approval.user_id or "",
+        tool_id=approval.tool_id,
+        arguments_sha256=approval.arguments_digest,
+        policy_version=approval.policy_version,
+        status=_APPROVAL_STATUS[approval.status],
+        request_id=approval.request_id,
+        create_time=_timestamp(approval.created_at),
+        expire_time=_timestamp(approval.expires_at),
+        decided_by=approval.decided_by or "",
+        decision_note=approval.decision_note or "",
+    )
+    if approval.decided_at is not None:
+        message.decide_time.CopyFrom(_timestamp(approval.decided_at))
+    return message
+
+
+def _page_size(value: int, default: int, maximum: int) -> int:
+    if value == 0:
+        return default
+    if not 1 <= value <= maximum:
+        raise invalid_argument("INVALID_PAGE_SIZE", f"page_size must be 0 or 1 to {maximum}")
+    return value
 
 
 class ToolPlaneAdminServicer(admin_pb_grpc.ToolPlaneAdminServiceServicer):
-    """The ToolPlaneAdminService RPCs; an RPC not built yet answers UNIMPLEMENTED."""
+    """Operators: agent tokens, approvals and the audit log."""
+
+    def __init__(self, pool: Pool, approvals: ApprovalStore, access: AccessCache) -> None:
+        self._pool = pool
+        self._approvals = approvals
+        self._access = access
 
     async def IssueAgentToken(
         self, request: admin_pb.IssueAgentTokenRequest, context: Context
     ) -> admin_pb.IssueAgentTokenResponse:
-        raise not_implemented("IssueAgentToken")
+        if not request.agent_id:
+            raise invalid_argument("AGENT_REQUIRED", "name the agent to issue a token for")
+        try:
+            async with self._pool.acquire() as conn:
+                issued = await tokens.issue_token(
+                    conn, request.agent_id, user_id=request.user_id or None, label=request.label
+                )
+        except tokens.UnknownAgent as missing:
+            raise ServiceError(grpc.StatusCode.NOT_FOUND, "AGENT_NOT_FOUND", str(missing)) from None
+        except tokens.AgentNotActive as disabled:
+            raise ServiceError(
+                grpc.StatusCode.FAILED_PRECONDITION, "AGENT_NOT_ACTIVE", str(disabled)
+            ) from None
+        return admin_pb.IssueAgentTokenResponse(token_id=issued.token_id, token=issued.token)
 
     async def RevokeAgentToken(
         self, request: admin_pb.RevokeAgentTokenRequest, context: Context
     ) -> admin_pb.RevokeAgentTokenResponse:
-        raise not_implemented("RevokeAgentToken")
+        if not request.token_id:
+            raise invalid_argument("TOKEN_REQUIRED", "name the token to revoke")
+        try:
+            async with self._pool.acquire() as conn:
+                revoked_at = await tokens.revoke_token(conn, request.token_id)
+        except tokens.UnknownToken as missing:
+            raise ServiceError(grpc.StatusCode.NOT_FOUND, "TOKEN_NOT_FOUND", str(missing)) from None
+        # Other replicas learn of it from the database notification; this one need not wait.
+        self._access.invalidate()
+        return admin_pb.RevokeAgentTokenResponse(revoke_time=_timestamp(revoked_at))
 
     async def ListApprovals(
         self, request: admin_pb.ListApprovalsRequest, context: Context
     ) -> admin_pb.ListApprovalsResponse:
-        raise not_implemented("ListApprovals")
+        limit = _page_size(request.page_size, 50, 200)
+        status = _APPROVAL_STATUS_FROM_PB.get(request.status)
+        try:
+            approvals, next_token = await self._approvals.list(
+                status=status, limit=limit, after=request.page_token or None
+            )
+        except ApprovalError as invalid:
+            raise invalid_argument("INVALID_PAGE_TOKEN", str(invalid)) from None
+        return admin_pb.ListApprovalsResponse(
+            approvals=[approval_message(a) for a in approvals], next_page_token=next_token or ""
+        )
 
     async def DecideApproval(
         self, request: admin_pb.DecideApprovalRequest, context: Context
     ) -> admin_pb.DecideApprovalResponse:
-        raise not_implemented("DecideApproval")
+        if not request.approval_id:
+            raise invalid_argument("APPROVAL_REQUIRED", "name the approval to decide")
+        if request.decision == admin_pb.APPROVAL_DECISION_UNSPECIFIED:
+            raise invalid_argument("DECISION_REQUIRED", "decide APPROVE or REJECT")
+        if not request.operator.strip():
+            raise invalid_argument("OPERATOR_REQUIRED", "name the operator who decides")
+        try:
+            approval = await self._approvals.decide(
+                request.approval_id,
+                approve=request.decision == admin_pb.APPROVAL_DECISION_APPROVE,
+                operator=request.operator.strip(),
+                note=request.note,
+            )
+        except ApprovalNotFound as missing:
+            raise ServiceError(
+                grpc.StatusCode.NOT_FOUND, "APPROVAL_NOT_FOUND", str(missing)
+            ) from None
+        except ApprovalNotPending as decided:
+            raise ServiceError(
+                grpc.StatusCode.FAILED_PRECONDITION, "APPROVAL_NOT_PENDING", str(decided)
+            ) from None
+        return admin_pb.DecideApprovalResponse(approval=approval_message(approval))
 
     async def ListAuditEntries(
         self, request: admin_pb.ListAuditEntriesRequest, context: Context
     ) -> admin_pb.ListAuditEntriesResponse:
-        raise not_implemented("ListAuditEntries")
+        limit = _page_size(request.page_size, 100, 500)
+        before_id = None
+        if request.page_token:
+            try:
+                before_id = int(base64.urlsafe_b64decode(request.page_token.encode()).decode())
+            except (ValueError, UnicodeDecodeError):
+                raise invalid_argument("INVALID_PAGE_TOKEN", "invalid page token") from None
+        entries, next_id = await audit_query.list_entries(
+            self._pool,
+            agent_id=request.agent_id or None,
+            request_id=request.request_id or None,
+            since=request.since.ToDatetime(UTC) if request.HasField("since") else None,
+            before_id=before_id,
+            limit=limit,
+        )
+        return admin_pb.ListAuditEntriesResponse(
+            entries=[_audit_message(entry) for entry in entries],
+            next_page_token=(
+                base64.urlsafe_b64encode(str(next_id).encode()).decode() if next_id else ""
+            ),
+        )
+
+
+def _audit_message(entry: audit_query.StoredAuditEntry) -> audit_pb2.AuditEntry:
+    return audit_pb2.AuditEntry(
+        audit_id=entry.audit_id,
+        request_id=entry.request_id,
+        time=_timestamp(entry.timestamp),
+        agent_id=entry.agent_id,
+        session_id=entry.session_id or "",
+        user_id=entry.user_id or "",
+        tool_id=entry.tool_id,
+        resource=entry.resource or "",
+        decision=_DECISION[Decision(entry.decision)],
+        status=_CALL_STATUS[entry.status],
+        error_code=entry.error_code or "",
+        duration_ms=round(entry.duration_ms or 0),
+        environment=entry.environment,
+        metadata=_struct(dict(entry.metadata)),
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, SecretStr
@@ -34,4 +35,55 @@ class ToolPlaneSettings(ServiceSettings):
     environment: Literal["development", "staging", "production"] = Field(
         "development",
         description="Environment the tool plane runs in; grants and policies match against it.",
+    )
+    allowed_origins: list[str] = Field(
+        default_factory=list,
+        description="Origins (scheme://host:port, JSON list) whose browser requests the MCP edge "
+        "accepts; a request carrying any other Origin header gets 403. Clients that send no "
+        "Origin (agents, SDKs) are unaffected.",
+    )
+    context_timeout_seconds: float = Field(
+        5.0,
+        gt=0,
+        description="Longest a call to the context service may take; a gRPC caller's shorter "
+        "deadline wins.",
+    )
+    agent_calls_per_second: float = Field(
+        20.0,
+        gt=0,
+        description="Sustained tools/call rate allowed per agent in this process; calls beyond "
+        "it get RATE_LIMITED (retryable).",
+    )
+    agent_call_burst: int = Field(
+        40, gt=0, description="Calls an agent may make at once before its rate applies."
+    )
+    auth_failures_per_minute: int = Field(
+        20,
+        gt=0,
+        description="Failed authentications allowed per client address and minute; further "
+        "requests from that address get 429 without a token lookup.",
+    )
+    approval_ttl_seconds: int = Field(
+        3600,
+        gt=0,
+        description="How long an approval request stays usable: an operator must approve it and "
+        "the agent repeat the call within this time.",
+    )
+    audit_flush_seconds: float = Field(
+        0.2,
+        gt=0,
+        description="Longest an audit row waits in memory before it is written; rows are written "
+        "in batches off the request path.",
+    )
+    audit_batch_size: int = Field(
+        500, gt=0, description="Most audit rows written in one statement."
+    )
+    docs_dir: Path = Field(
+        Path("docs"),
+        description="Directory of the Markdown corpus of the docs tools (the repository's "
+        "docs/); indexed on the first docs call.",
+    )
+    docs_base_url: str = Field(
+        "https://docs.nemo12.com",
+        description="Public address of the docs site; search hits and pages link to it.",
     )

@@ -20,6 +20,18 @@ class TokenError(Exception):
     """The token cannot be issued or revoked (unknown agent, unknown token)."""
 
 
+class UnknownAgent(TokenError):
+    """No agent has that id."""
+
+
+class AgentNotActive(TokenError):
+    """The agent exists but is disabled."""
+
+
+class UnknownToken(TokenError):
+    """No token has that id."""
+
+
 @dataclass(frozen=True)
 class IssuedToken:
     """A freshly issued token; ``token`` is shown once and never stored."""
@@ -41,9 +53,9 @@ async def issue_token(
     """Create a token for an active agent and store its hash."""
     status = await conn.fetchval("SELECT status FROM toolplane.agents WHERE id = $1", agent_id)
     if status is None:
-        raise TokenError(f"no agent {agent_id!r}")
+        raise UnknownAgent(f"no agent {agent_id!r}")
     if status != "active":
-        raise TokenError(f"agent {agent_id!r} is {status}, not active")
+        raise AgentNotActive(f"agent {agent_id!r} is {status}, not active")
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
     token_id = await conn.fetchval(
         "INSERT INTO toolplane.agent_tokens (agent_id, token_hash, user_id, label) "
@@ -64,7 +76,7 @@ async def revoke_token(conn: Connection, token_id: str) -> datetime:
         token_id,
     )
     if revoked_at is None:
-        raise TokenError(f"no token {token_id!r}")
+        raise UnknownToken(f"no token {token_id!r}")
     return revoked_at
 
 

@@ -90,7 +90,10 @@ class ContextServiceServicer:
     """
 
     def BuildContext(self, request, context):
-        """Builds the bundle of one learner for one declared purpose or agent view.
+        """Builds the bundle of one learner for one declared purpose or agent view. Errors:
+        INVALID_ARGUMENT (UNKNOWN_PURPOSE, INVALID_LEARNER_ID, WRONG_PURPOSE_KIND for a conversation
+        purpose), PERMISSION_DENIED (PURPOSE_NOT_ALLOWED: the gateway builds prompt purposes, the
+        tool plane agent views), NOT_FOUND (LEARNER_NOT_FOUND), INTERNAL (CONTEXT_LEAK_BLOCKED).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

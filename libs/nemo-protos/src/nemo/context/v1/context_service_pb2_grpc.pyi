@@ -39,7 +39,11 @@ class ContextServiceStub:
     @_typing.overload
     def __new__(cls, channel: _aio.Channel) -> ContextServiceAsyncStub: ...
     BuildContext: _grpc.UnaryUnaryMultiCallable[_context_service_pb2.BuildContextRequest, _context_service_pb2.BuildContextResponse]
-    """Builds the bundle of one learner for one declared purpose or agent view."""
+    """Builds the bundle of one learner for one declared purpose or agent view. Errors:
+    INVALID_ARGUMENT (UNKNOWN_PURPOSE, INVALID_LEARNER_ID, WRONG_PURPOSE_KIND for a conversation
+    purpose), PERMISSION_DENIED (PURPOSE_NOT_ALLOWED: the gateway builds prompt purposes, the
+    tool plane agent views), NOT_FOUND (LEARNER_NOT_FOUND), INTERNAL (CONTEXT_LEAK_BLOCKED).
+    """
     BuildConversationContext: _grpc.UnaryUnaryMultiCallable[_context_service_pb2.BuildConversationContextRequest, _context_service_pb2.BuildConversationContextResponse]
     """Builds the bundle for one chat turn."""
     RecordTurn: _grpc.UnaryUnaryMultiCallable[_context_service_pb2.RecordTurnRequest, _context_service_pb2.RecordTurnResponse]
@@ -66,7 +70,11 @@ class ContextServiceAsyncStub(ContextServiceStub):
 
     def __init__(self, channel: _aio.Channel) -> None: ...
     BuildContext: _aio.UnaryUnaryMultiCallable[_context_service_pb2.BuildContextRequest, _context_service_pb2.BuildContextResponse]  # type: ignore[assignment]
-    """Builds the bundle of one learner for one declared purpose or agent view."""
+    """Builds the bundle of one learner for one declared purpose or agent view. Errors:
+    INVALID_ARGUMENT (UNKNOWN_PURPOSE, INVALID_LEARNER_ID, WRONG_PURPOSE_KIND for a conversation
+    purpose), PERMISSION_DENIED (PURPOSE_NOT_ALLOWED: the gateway builds prompt purposes, the
+    tool plane agent views), NOT_FOUND (LEARNER_NOT_FOUND), INTERNAL (CONTEXT_LEAK_BLOCKED).
+    """
     BuildConversationContext: _aio.UnaryUnaryMultiCallable[_context_service_pb2.BuildConversationContextRequest, _context_service_pb2.BuildConversationContextResponse]  # type: ignore[assignment]
     """Builds the bundle for one chat turn."""
     RecordTurn: _aio.UnaryUnaryMultiCallable[_context_service_pb2.RecordTurnRequest, _context_service_pb2.RecordTurnResponse]  # type: ignore[assignment]
@@ -96,7 +104,11 @@ class ContextServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _context_service_pb2.BuildContextRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_context_service_pb2.BuildContextResponse, _abc.Awaitable[_context_service_pb2.BuildContextResponse]]:
-        """Builds the bundle of one learner for one declared purpose or agent view."""
+        """Builds the bundle of one learner for one declared purpose or agent view. Errors:
+        INVALID_ARGUMENT (UNKNOWN_PURPOSE, INVALID_LEARNER_ID, WRONG_PURPOSE_KIND for a conversation
+        purpose), PERMISSION_DENIED (PURPOSE_NOT_ALLOWED: the gateway builds prompt purposes, the
+        tool plane agent views), NOT_FOUND (LEARNER_NOT_FOUND), INTERNAL (CONTEXT_LEAK_BLOCKED).
+        """
 
     @_abc_1.abstractmethod
     def BuildConversationContext(

@@ -86,6 +86,7 @@ class ContextBundle(_message.Message):
     RENDERED_TEXT_FIELD_NUMBER: _builtins.int
     INPUT_REF_FIELD_NUMBER: _builtins.int
     SNAPSHOT_SHA256_FIELD_NUMBER: _builtins.int
+    LEARNING_CONTEXT_FIELD_NUMBER: _builtins.int
     learner_ref: _builtins.str
     """Stable pseudonym of the learner: "nemo_" + 12 hex digits of a keyed HMAC of the learner id."""
     purpose: _builtins.str
@@ -150,6 +151,10 @@ class ContextBundle(_message.Message):
     def next_experience(self) -> Global___NextExperience:
         """The recommended next learning experience, with its reason."""
 
+    @_builtins.property
+    def learning_context(self) -> Global___LearningContext:
+        """Where the learner currently works (subject, strand, package, focus), from the computed model."""
+
     def __init__(
         self,
         *,
@@ -173,14 +178,89 @@ class ContextBundle(_message.Message):
         rendered_text: _builtins.str = ...,
         input_ref: _builtins.str = ...,
         snapshot_sha256: _builtins.str = ...,
+        learning_context: Global___LearningContext | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["built_at", b"built_at", "competency_profile", b"competency_profile", "current_plan", b"current_plan", "goal", b"goal", "learning_progress", b"learning_progress", "next_experience", b"next_experience", "profile", b"profile", "readiness", b"readiness", "recent_evidence", b"recent_evidence"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["built_at", b"built_at", "competency_profile", b"competency_profile", "current_plan", b"current_plan", "goal", b"goal", "learning_context", b"learning_context", "learning_progress", b"learning_progress", "next_experience", b"next_experience", "profile", b"profile", "readiness", b"readiness", "recent_evidence", b"recent_evidence"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["build_version", b"build_version", "built_at", b"built_at", "competency_profile", b"competency_profile", "current_plan", b"current_plan", "goal", b"goal", "input_ref", b"input_ref", "learner_ref", b"learner_ref", "learning_progress", b"learning_progress", "locale", b"locale", "mastery", b"mastery", "next_experience", b"next_experience", "policy_version", b"policy_version", "profile", b"profile", "purpose", b"purpose", "readiness", b"readiness", "recent_evidence", b"recent_evidence", "rendered_text", b"rendered_text", "retention", b"retention", "slices", b"slices", "snapshot_sha256", b"snapshot_sha256"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["build_version", b"build_version", "built_at", b"built_at", "competency_profile", b"competency_profile", "current_plan", b"current_plan", "goal", b"goal", "input_ref", b"input_ref", "learner_ref", b"learner_ref", "learning_context", b"learning_context", "learning_progress", b"learning_progress", "locale", b"locale", "mastery", b"mastery", "next_experience", b"next_experience", "policy_version", b"policy_version", "profile", b"profile", "purpose", b"purpose", "readiness", b"readiness", "recent_evidence", b"recent_evidence", "rendered_text", b"rendered_text", "retention", b"retention", "slices", b"slices", "snapshot_sha256", b"snapshot_sha256"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ContextBundle: _TypeAlias = ContextBundle  # noqa: Y015
+
+@_typing.final
+class NodeRef(_message.Message):
+    """A knowledge node named by id and its Vietnamese title."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NODE_ID_FIELD_NUMBER: _builtins.int
+    NODE_TITLE_FIELD_NUMBER: _builtins.int
+    node_id: _builtins.str
+    """Knowledge node id."""
+    node_title: _builtins.str
+    """Knowledge node title, in Vietnamese."""
+    def __init__(
+        self,
+        *,
+        node_id: _builtins.str = ...,
+        node_title: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["node_id", b"node_id", "node_title", b"node_title"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___NodeRef: _TypeAlias = NodeRef  # noqa: Y015
+
+@_typing.final
+class LearningContext(_message.Message):
+    """Where the learner currently works, as computed by the learning engine."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SUBJECT_FIELD_NUMBER: _builtins.int
+    STRAND_FIELD_NUMBER: _builtins.int
+    PACKAGE_TITLE_FIELD_NUMBER: _builtins.int
+    FOCUS_NODES_FIELD_NUMBER: _builtins.int
+    STUDY_DAYS_PER_WEEK_FIELD_NUMBER: _builtins.int
+    PROVENANCE_FIELD_NUMBER: _builtins.int
+    subject: _builtins.str
+    """Subject being studied, for example "math"."""
+    strand: _builtins.str
+    """Curriculum strand being studied, for example "algebra"."""
+    package_title: _builtins.str
+    """Title of the content package in use."""
+    study_days_per_week: _builtins.int
+    """Planned study days per week; absent when unknown."""
+    @_builtins.property
+    def focus_nodes(self) -> _containers.RepeatedCompositeFieldContainer[Global___NodeRef]:
+        """Nodes the learner is focusing on, in the engine's order."""
+
+    @_builtins.property
+    def provenance(self) -> Global___ModelProvenance:
+        """Which computed model this came from."""
+
+    def __init__(
+        self,
+        *,
+        subject: _builtins.str = ...,
+        strand: _builtins.str = ...,
+        package_title: _builtins.str = ...,
+        focus_nodes: _abc.Iterable[Global___NodeRef] | None = ...,
+        study_days_per_week: _builtins.int | None = ...,
+        provenance: Global___ModelProvenance | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_study_days_per_week", b"_study_days_per_week", "provenance", b"provenance", "study_days_per_week", b"study_days_per_week"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_study_days_per_week", b"_study_days_per_week", "focus_nodes", b"focus_nodes", "package_title", b"package_title", "provenance", b"provenance", "strand", b"strand", "study_days_per_week", b"study_days_per_week", "subject", b"subject"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__study_days_per_week: _TypeAlias = _typing.Literal["study_days_per_week"]  # noqa: Y015
+    _WhichOneofArgType__study_days_per_week: _TypeAlias = _typing.Literal["_study_days_per_week", b"_study_days_per_week"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__study_days_per_week) -> _WhichOneofReturnType__study_days_per_week | None: ...
+
+Global___LearningContext: _TypeAlias = LearningContext  # noqa: Y015
 
 @_typing.final
 class LearnerProfile(_message.Message):
@@ -415,8 +495,11 @@ class ModelProvenance(_message.Message):
 
     VERSION_FIELD_NUMBER: _builtins.int
     COMPUTED_AT_FIELD_NUMBER: _builtins.int
+    ENGINE_VERSION_FIELD_NUMBER: _builtins.int
     version: _builtins.int
     """Version of the computed learner model."""
+    engine_version: _builtins.str
+    """Version of the engine that computed it."""
     @_builtins.property
     def computed_at(self) -> _timestamp_pb2.Timestamp:
         """When the learning engine computed it."""
@@ -426,10 +509,11 @@ class ModelProvenance(_message.Message):
         *,
         version: _builtins.int = ...,
         computed_at: _timestamp_pb2.Timestamp | None = ...,
+        engine_version: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["computed_at", b"computed_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["computed_at", b"computed_at", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["computed_at", b"computed_at", "engine_version", b"engine_version", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -449,6 +533,14 @@ class LearningProgress(_message.Message):
     EVIDENCE_LAST_7_DAYS_FIELD_NUMBER: _builtins.int
     LAST_ACTIVITY_AT_FIELD_NUMBER: _builtins.int
     PROVENANCE_FIELD_NUMBER: _builtins.int
+    PERIOD_FIELD_NUMBER: _builtins.int
+    SESSIONS_FIELD_NUMBER: _builtins.int
+    MINUTES_FIELD_NUMBER: _builtins.int
+    ITEMS_ATTEMPTED_FIELD_NUMBER: _builtins.int
+    ITEMS_CORRECT_FIELD_NUMBER: _builtins.int
+    STREAK_DAYS_FIELD_NUMBER: _builtins.int
+    IMPROVED_NODES_FIELD_NUMBER: _builtins.int
+    DECLINED_NODES_FIELD_NUMBER: _builtins.int
     coverage: _builtins.float
     """Share of the curriculum met, in [0, 1]; absent when unknown."""
     solid_count: _builtins.int
@@ -461,6 +553,18 @@ class LearningProgress(_message.Message):
     """Number of nodes whose state is unknown."""
     evidence_last_7_days: _builtins.int
     """Evidence items recorded in the last seven days."""
+    period: _builtins.str
+    """Period the engine's activity figures cover, for example "2026-W47"."""
+    sessions: _builtins.int
+    """Study sessions in the period; absent when unknown."""
+    minutes: _builtins.int
+    """Minutes studied in the period; absent when unknown."""
+    items_attempted: _builtins.int
+    """Items attempted in the period; absent when unknown."""
+    items_correct: _builtins.int
+    """Items answered correctly in the period; absent when unknown."""
+    streak_days: _builtins.int
+    """Consecutive days with study; absent when unknown."""
     @_builtins.property
     def last_activity_at(self) -> _timestamp_pb2.Timestamp:
         """Time of the most recent learning activity."""
@@ -468,6 +572,14 @@ class LearningProgress(_message.Message):
     @_builtins.property
     def provenance(self) -> Global___ModelProvenance:
         """Which computed model this came from."""
+
+    @_builtins.property
+    def improved_nodes(self) -> _containers.RepeatedCompositeFieldContainer[Global___NodeRef]:
+        """Nodes whose mastery improved in the period."""
+
+    @_builtins.property
+    def declined_nodes(self) -> _containers.RepeatedCompositeFieldContainer[Global___NodeRef]:
+        """Nodes whose mastery declined in the period."""
 
     def __init__(
         self,
@@ -480,14 +592,43 @@ class LearningProgress(_message.Message):
         evidence_last_7_days: _builtins.int = ...,
         last_activity_at: _timestamp_pb2.Timestamp | None = ...,
         provenance: Global___ModelProvenance | None = ...,
+        period: _builtins.str = ...,
+        sessions: _builtins.int | None = ...,
+        minutes: _builtins.int | None = ...,
+        items_attempted: _builtins.int | None = ...,
+        items_correct: _builtins.int | None = ...,
+        streak_days: _builtins.int | None = ...,
+        improved_nodes: _abc.Iterable[Global___NodeRef] | None = ...,
+        declined_nodes: _abc.Iterable[Global___NodeRef] | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_coverage", b"_coverage", "coverage", b"coverage", "last_activity_at", b"last_activity_at", "provenance", b"provenance"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_coverage", b"_coverage", "_items_attempted", b"_items_attempted", "_items_correct", b"_items_correct", "_minutes", b"_minutes", "_sessions", b"_sessions", "_streak_days", b"_streak_days", "coverage", b"coverage", "items_attempted", b"items_attempted", "items_correct", b"items_correct", "last_activity_at", b"last_activity_at", "minutes", b"minutes", "provenance", b"provenance", "sessions", b"sessions", "streak_days", b"streak_days"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_coverage", b"_coverage", "coverage", b"coverage", "evidence_last_7_days", b"evidence_last_7_days", "gap_count", b"gap_count", "last_activity_at", b"last_activity_at", "provenance", b"provenance", "shaky_count", b"shaky_count", "solid_count", b"solid_count", "unknown_count", b"unknown_count"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_coverage", b"_coverage", "_items_attempted", b"_items_attempted", "_items_correct", b"_items_correct", "_minutes", b"_minutes", "_sessions", b"_sessions", "_streak_days", b"_streak_days", "coverage", b"coverage", "declined_nodes", b"declined_nodes", "evidence_last_7_days", b"evidence_last_7_days", "gap_count", b"gap_count", "improved_nodes", b"improved_nodes", "items_attempted", b"items_attempted", "items_correct", b"items_correct", "last_activity_at", b"last_activity_at", "minutes", b"minutes", "period", b"period", "provenance", b"provenance", "sessions", b"sessions", "shaky_count", b"shaky_count", "solid_count", b"solid_count", "streak_days", b"streak_days", "unknown_count", b"unknown_count"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__coverage: _TypeAlias = _typing.Literal["coverage"]  # noqa: Y015
     _WhichOneofArgType__coverage: _TypeAlias = _typing.Literal["_coverage", b"_coverage"]  # noqa: Y015
+    _WhichOneofReturnType__items_attempted: _TypeAlias = _typing.Literal["items_attempted"]  # noqa: Y015
+    _WhichOneofArgType__items_attempted: _TypeAlias = _typing.Literal["_items_attempted", b"_items_attempted"]  # noqa: Y015
+    _WhichOneofReturnType__items_correct: _TypeAlias = _typing.Literal["items_correct"]  # noqa: Y015
+    _WhichOneofArgType__items_correct: _TypeAlias = _typing.Literal["_items_correct", b"_items_correct"]  # noqa: Y015
+    _WhichOneofReturnType__minutes: _TypeAlias = _typing.Literal["minutes"]  # noqa: Y015
+    _WhichOneofArgType__minutes: _TypeAlias = _typing.Literal["_minutes", b"_minutes"]  # noqa: Y015
+    _WhichOneofReturnType__sessions: _TypeAlias = _typing.Literal["sessions"]  # noqa: Y015
+    _WhichOneofArgType__sessions: _TypeAlias = _typing.Literal["_sessions", b"_sessions"]  # noqa: Y015
+    _WhichOneofReturnType__streak_days: _TypeAlias = _typing.Literal["streak_days"]  # noqa: Y015
+    _WhichOneofArgType__streak_days: _TypeAlias = _typing.Literal["_streak_days", b"_streak_days"]  # noqa: Y015
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__coverage) -> _WhichOneofReturnType__coverage | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__items_attempted) -> _WhichOneofReturnType__items_attempted | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__items_correct) -> _WhichOneofReturnType__items_correct | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__minutes) -> _WhichOneofReturnType__minutes | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__sessions) -> _WhichOneofReturnType__sessions | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__streak_days) -> _WhichOneofReturnType__streak_days | None: ...
 
 Global___LearningProgress: _TypeAlias = LearningProgress  # noqa: Y015
 
@@ -499,27 +640,86 @@ class CompetencyProfile(_message.Message):
 
     STRANDS_FIELD_NUMBER: _builtins.int
     PROVENANCE_FIELD_NUMBER: _builtins.int
+    COMPETENCIES_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def strands(self) -> _containers.RepeatedCompositeFieldContainer[Global___CompetencyEntry]:
-        """One entry per strand."""
+        """One entry per strand, when the computed model gives strands."""
 
     @_builtins.property
     def provenance(self) -> Global___ModelProvenance:
         """Which computed model this came from."""
+
+    @_builtins.property
+    def competencies(self) -> _containers.RepeatedCompositeFieldContainer[Global___Competency]:
+        """Level per competency of the curriculum framework, when the computed model gives them."""
 
     def __init__(
         self,
         *,
         strands: _abc.Iterable[Global___CompetencyEntry] | None = ...,
         provenance: Global___ModelProvenance | None = ...,
+        competencies: _abc.Iterable[Global___Competency] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["provenance", b"provenance"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["provenance", b"provenance", "strands", b"strands"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["competencies", b"competencies", "provenance", b"provenance", "strands", b"strands"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___CompetencyProfile: _TypeAlias = CompetencyProfile  # noqa: Y015
+
+@_typing.final
+class Competency(_message.Message):
+    """The learner's level in one competency of the curriculum framework; the measures stay separate."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CODE_FIELD_NUMBER: _builtins.int
+    TITLE_FIELD_NUMBER: _builtins.int
+    LEVEL_FIELD_NUMBER: _builtins.int
+    MAX_LEVEL_FIELD_NUMBER: _builtins.int
+    EVIDENCE_COUNT_FIELD_NUMBER: _builtins.int
+    CONFIDENCE_FIELD_NUMBER: _builtins.int
+    code: _builtins.str
+    """Competency code, for example "math.reasoning"."""
+    title: _builtins.str
+    """Competency title, in Vietnamese."""
+    level: _builtins.int
+    """Level reached; absent when unknown."""
+    max_level: _builtins.int
+    """Highest level of the scale; absent when unknown."""
+    evidence_count: _builtins.int
+    """Number of evidence items behind the level."""
+    confidence: _builtins.float
+    """Confidence of the level in [0, 1]; absent when unknown."""
+    def __init__(
+        self,
+        *,
+        code: _builtins.str = ...,
+        title: _builtins.str = ...,
+        level: _builtins.int | None = ...,
+        max_level: _builtins.int | None = ...,
+        evidence_count: _builtins.int = ...,
+        confidence: _builtins.float | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_confidence", b"_confidence", "_level", b"_level", "_max_level", b"_max_level", "confidence", b"confidence", "level", b"level", "max_level", b"max_level"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_confidence", b"_confidence", "_level", b"_level", "_max_level", b"_max_level", "code", b"code", "confidence", b"confidence", "evidence_count", b"evidence_count", "level", b"level", "max_level", b"max_level", "title", b"title"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__confidence: _TypeAlias = _typing.Literal["confidence"]  # noqa: Y015
+    _WhichOneofArgType__confidence: _TypeAlias = _typing.Literal["_confidence", b"_confidence"]  # noqa: Y015
+    _WhichOneofReturnType__level: _TypeAlias = _typing.Literal["level"]  # noqa: Y015
+    _WhichOneofArgType__level: _TypeAlias = _typing.Literal["_level", b"_level"]  # noqa: Y015
+    _WhichOneofReturnType__max_level: _TypeAlias = _typing.Literal["max_level"]  # noqa: Y015
+    _WhichOneofArgType__max_level: _TypeAlias = _typing.Literal["_max_level", b"_max_level"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__confidence) -> _WhichOneofReturnType__confidence | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__level) -> _WhichOneofReturnType__level | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__max_level) -> _WhichOneofReturnType__max_level | None: ...
+
+Global___Competency: _TypeAlias = Competency  # noqa: Y015
 
 @_typing.final
 class CompetencyEntry(_message.Message):
@@ -581,12 +781,20 @@ class Readiness(_message.Message):
     MILESTONE_FIELD_NUMBER: _builtins.int
     BLOCKING_NODE_IDS_FIELD_NUMBER: _builtins.int
     PROVENANCE_FIELD_NUMBER: _builtins.int
+    CONFIDENCE_FIELD_NUMBER: _builtins.int
+    COVERAGE_FIELD_NUMBER: _builtins.int
+    STRANDS_FIELD_NUMBER: _builtins.int
+    BLOCKING_NODES_FIELD_NUMBER: _builtins.int
     readiness: _builtins.float
     """Readiness in [0, 1]; absent when unknown."""
     band: _builtins.str
     """Readiness band, for example "ready", "almost" or "not_yet"."""
     milestone: _builtins.str
     """Milestone the readiness refers to."""
+    confidence: _builtins.float
+    """Confidence of the readiness estimate in [0, 1]; absent when unknown."""
+    coverage: _builtins.float
+    """Share of the milestone's content met, in [0, 1]; absent when unknown."""
     @_builtins.property
     def blocking_node_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Nodes that hold readiness back, weakest first."""
@@ -594,6 +802,14 @@ class Readiness(_message.Message):
     @_builtins.property
     def provenance(self) -> Global___ModelProvenance:
         """Which computed model this came from."""
+
+    @_builtins.property
+    def strands(self) -> _containers.RepeatedCompositeFieldContainer[Global___StrandReadiness]:
+        """Readiness per curriculum strand, as the engine gives it."""
+
+    @_builtins.property
+    def blocking_nodes(self) -> _containers.RepeatedCompositeFieldContainer[Global___NodeRef]:
+        """Titles of `blocking_node_ids`, in the same order."""
 
     def __init__(
         self,
@@ -603,16 +819,57 @@ class Readiness(_message.Message):
         milestone: _builtins.str = ...,
         blocking_node_ids: _abc.Iterable[_builtins.str] | None = ...,
         provenance: Global___ModelProvenance | None = ...,
+        confidence: _builtins.float | None = ...,
+        coverage: _builtins.float | None = ...,
+        strands: _abc.Iterable[Global___StrandReadiness] | None = ...,
+        blocking_nodes: _abc.Iterable[Global___NodeRef] | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_readiness", b"_readiness", "provenance", b"provenance", "readiness", b"readiness"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_confidence", b"_confidence", "_coverage", b"_coverage", "_readiness", b"_readiness", "confidence", b"confidence", "coverage", b"coverage", "provenance", b"provenance", "readiness", b"readiness"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_readiness", b"_readiness", "band", b"band", "blocking_node_ids", b"blocking_node_ids", "milestone", b"milestone", "provenance", b"provenance", "readiness", b"readiness"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_confidence", b"_confidence", "_coverage", b"_coverage", "_readiness", b"_readiness", "band", b"band", "blocking_node_ids", b"blocking_node_ids", "blocking_nodes", b"blocking_nodes", "confidence", b"confidence", "coverage", b"coverage", "milestone", b"milestone", "provenance", b"provenance", "readiness", b"readiness", "strands", b"strands"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__confidence: _TypeAlias = _typing.Literal["confidence"]  # noqa: Y015
+    _WhichOneofArgType__confidence: _TypeAlias = _typing.Literal["_confidence", b"_confidence"]  # noqa: Y015
+    _WhichOneofReturnType__coverage: _TypeAlias = _typing.Literal["coverage"]  # noqa: Y015
+    _WhichOneofArgType__coverage: _TypeAlias = _typing.Literal["_coverage", b"_coverage"]  # noqa: Y015
+    _WhichOneofReturnType__readiness: _TypeAlias = _typing.Literal["readiness"]  # noqa: Y015
+    _WhichOneofArgType__readiness: _TypeAlias = _typing.Literal["_readiness", b"_readiness"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__confidence) -> _WhichOneofReturnType__confidence | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__coverage) -> _WhichOneofReturnType__coverage | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__readiness) -> _WhichOneofReturnType__readiness | None: ...
+
+Global___Readiness: _TypeAlias = Readiness  # noqa: Y015
+
+@_typing.final
+class StrandReadiness(_message.Message):
+    """Readiness in one curriculum strand."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    STRAND_FIELD_NUMBER: _builtins.int
+    READINESS_FIELD_NUMBER: _builtins.int
+    strand: _builtins.str
+    """Curriculum strand, for example "algebra"."""
+    readiness: _builtins.float
+    """Readiness in [0, 1]; absent when unknown."""
+    def __init__(
+        self,
+        *,
+        strand: _builtins.str = ...,
+        readiness: _builtins.float | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_readiness", b"_readiness", "readiness", b"readiness"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_readiness", b"_readiness", "readiness", b"readiness", "strand", b"strand"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__readiness: _TypeAlias = _typing.Literal["readiness"]  # noqa: Y015
     _WhichOneofArgType__readiness: _TypeAlias = _typing.Literal["_readiness", b"_readiness"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType__readiness) -> _WhichOneofReturnType__readiness | None: ...
 
-Global___Readiness: _TypeAlias = Readiness  # noqa: Y015
+Global___StrandReadiness: _TypeAlias = StrandReadiness  # noqa: Y015
 
 @_typing.final
 class LearningPlan(_message.Message):
@@ -624,10 +881,13 @@ class LearningPlan(_message.Message):
     TITLE_FIELD_NUMBER: _builtins.int
     STEPS_FIELD_NUMBER: _builtins.int
     PROVENANCE_FIELD_NUMBER: _builtins.int
+    HORIZON_DAYS_FIELD_NUMBER: _builtins.int
     plan_id: _builtins.str
     """Plan id."""
     title: _builtins.str
     """Plan title."""
+    horizon_days: _builtins.int
+    """Days the plan spans; absent when unknown."""
     @_builtins.property
     def steps(self) -> _containers.RepeatedCompositeFieldContainer[Global___PlanStep]:
         """Ordered steps; the order is the engine's, never a model's."""
@@ -643,12 +903,15 @@ class LearningPlan(_message.Message):
         title: _builtins.str = ...,
         steps: _abc.Iterable[Global___PlanStep] | None = ...,
         provenance: Global___ModelProvenance | None = ...,
+        horizon_days: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["provenance", b"provenance"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_horizon_days", b"_horizon_days", "horizon_days", b"horizon_days", "provenance", b"provenance"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["plan_id", b"plan_id", "provenance", b"provenance", "steps", b"steps", "title", b"title"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_horizon_days", b"_horizon_days", "horizon_days", b"horizon_days", "plan_id", b"plan_id", "provenance", b"provenance", "steps", b"steps", "title", b"title"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__horizon_days: _TypeAlias = _typing.Literal["horizon_days"]  # noqa: Y015
+    _WhichOneofArgType__horizon_days: _TypeAlias = _typing.Literal["_horizon_days", b"_horizon_days"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__horizon_days) -> _WhichOneofReturnType__horizon_days | None: ...
 
 Global___LearningPlan: _TypeAlias = LearningPlan  # noqa: Y015
 
@@ -663,6 +926,7 @@ class PlanStep(_message.Message):
     NODE_TITLE_FIELD_NUMBER: _builtins.int
     ACTIVITY_FIELD_NUMBER: _builtins.int
     STATUS_FIELD_NUMBER: _builtins.int
+    MINUTES_FIELD_NUMBER: _builtins.int
     position: _builtins.int
     """Position in the plan, starting at 1."""
     node_id: _builtins.str
@@ -673,6 +937,8 @@ class PlanStep(_message.Message):
     """Kind of activity, for example "practice" or "review"."""
     status: _builtins.str
     """Step status, for example "done", "current" or "upcoming"."""
+    minutes: _builtins.int
+    """Planned minutes; absent when unknown."""
     def __init__(
         self,
         *,
@@ -681,12 +947,15 @@ class PlanStep(_message.Message):
         node_title: _builtins.str = ...,
         activity: _builtins.str = ...,
         status: _builtins.str = ...,
+        minutes: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_minutes", b"_minutes", "minutes", b"minutes"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["activity", b"activity", "node_id", b"node_id", "node_title", b"node_title", "position", b"position", "status", b"status"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_minutes", b"_minutes", "activity", b"activity", "minutes", b"minutes", "node_id", b"node_id", "node_title", b"node_title", "position", b"position", "status", b"status"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__minutes: _TypeAlias = _typing.Literal["minutes"]  # noqa: Y015
+    _WhichOneofArgType__minutes: _TypeAlias = _typing.Literal["_minutes", b"_minutes"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__minutes) -> _WhichOneofReturnType__minutes | None: ...
 
 Global___PlanStep: _TypeAlias = PlanStep  # noqa: Y015
 
@@ -701,6 +970,8 @@ class NextExperience(_message.Message):
     NODE_TITLE_FIELD_NUMBER: _builtins.int
     REASON_FIELD_NUMBER: _builtins.int
     PROVENANCE_FIELD_NUMBER: _builtins.int
+    TITLE_FIELD_NUMBER: _builtins.int
+    ESTIMATED_MINUTES_FIELD_NUMBER: _builtins.int
     kind: _builtins.str
     """Kind of experience, for example "practice" or "lesson"."""
     node_id: _builtins.str
@@ -709,6 +980,10 @@ class NextExperience(_message.Message):
     """Knowledge node title, in Vietnamese."""
     reason: _builtins.str
     """Why it is recommended, so an agent can explain it to a person."""
+    title: _builtins.str
+    """Title of the experience itself, in Vietnamese."""
+    estimated_minutes: _builtins.int
+    """Estimated minutes; absent when unknown."""
     @_builtins.property
     def provenance(self) -> Global___ModelProvenance:
         """Which computed model this came from."""
@@ -721,11 +996,15 @@ class NextExperience(_message.Message):
         node_title: _builtins.str = ...,
         reason: _builtins.str = ...,
         provenance: Global___ModelProvenance | None = ...,
+        title: _builtins.str = ...,
+        estimated_minutes: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["provenance", b"provenance"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_estimated_minutes", b"_estimated_minutes", "estimated_minutes", b"estimated_minutes", "provenance", b"provenance"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["kind", b"kind", "node_id", b"node_id", "node_title", b"node_title", "provenance", b"provenance", "reason", b"reason"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_estimated_minutes", b"_estimated_minutes", "estimated_minutes", b"estimated_minutes", "kind", b"kind", "node_id", b"node_id", "node_title", b"node_title", "provenance", b"provenance", "reason", b"reason", "title", b"title"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__estimated_minutes: _TypeAlias = _typing.Literal["estimated_minutes"]  # noqa: Y015
+    _WhichOneofArgType__estimated_minutes: _TypeAlias = _typing.Literal["_estimated_minutes", b"_estimated_minutes"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__estimated_minutes) -> _WhichOneofReturnType__estimated_minutes | None: ...
 
 Global___NextExperience: _TypeAlias = NextExperience  # noqa: Y015

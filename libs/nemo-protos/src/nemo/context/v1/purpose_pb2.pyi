@@ -59,6 +59,7 @@ class Purpose(_message.Message):
     MASTERY_LIMIT_FIELD_NUMBER: _builtins.int
     EVIDENCE_LIMIT_FIELD_NUMBER: _builtins.int
     REASON_FIELD_NUMBER: _builtins.int
+    RETENTION_LIMIT_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """Purpose name, for example "tutor_hint" or "learning_state"."""
     kind: Global___PurposeKind.ValueType
@@ -69,6 +70,8 @@ class Purpose(_message.Message):
     """Maximum number of evidence items; 0 when the purpose takes no evidence."""
     reason: _builtins.str
     """Why the purpose needs exactly these slices, in words a person can argue with."""
+    retention_limit: _builtins.int
+    """Maximum number of retention entries; 0 when the purpose takes no retention."""
     @_builtins.property
     def slices(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Data slices the purpose may read, in order."""
@@ -82,10 +85,11 @@ class Purpose(_message.Message):
         mastery_limit: _builtins.int = ...,
         evidence_limit: _builtins.int = ...,
         reason: _builtins.str = ...,
+        retention_limit: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["evidence_limit", b"evidence_limit", "kind", b"kind", "mastery_limit", b"mastery_limit", "name", b"name", "reason", b"reason", "slices", b"slices"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["evidence_limit", b"evidence_limit", "kind", b"kind", "mastery_limit", b"mastery_limit", "name", b"name", "reason", b"reason", "retention_limit", b"retention_limit", "slices", b"slices"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

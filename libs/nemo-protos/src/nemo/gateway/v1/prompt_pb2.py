@@ -24,15 +24,15 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1cnemo/gateway/v1/prompt.proto\x12\x0fnemo.gateway.v1\"\x84\x02\n\x10PromptDescriptor\x12\x11\n\tprompt_id\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\t\x12\x0f\n\x07purpose\x18\x03 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x04 \x01(\t\x12.\n\nmodel_tier\x18\x05 \x01(\x0e\x32\x1a.nemo.gateway.v1.ModelTier\x12\x13\n\x0btemperature\x18\x06 \x01(\x01\x12\x18\n\x10max_input_tokens\x18\x07 \x01(\x05\x12\x19\n\x11max_output_tokens\x18\x08 \x01(\x05\x12\x1a\n\x12output_schema_json\x18\t \x01(\t\x12\x10\n\x08streamed\x18\n \x01(\x08*S\n\tModelTier\x12\x1a\n\x16MODEL_TIER_UNSPECIFIED\x10\x00\x12\x13\n\x0fMODEL_TIER_FAST\x10\x01\x12\x15\n\x11MODEL_TIER_STRONG\x10\x02\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1cnemo/gateway/v1/prompt.proto\x12\x0fnemo.gateway.v1\"\xb0\x02\n\x10PromptDescriptor\x12\x11\n\tprompt_id\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\t\x12\x0f\n\x07purpose\x18\x03 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x04 \x01(\t\x12.\n\nmodel_tier\x18\x05 \x01(\x0e\x32\x1a.nemo.gateway.v1.ModelTier\x12\x13\n\x0btemperature\x18\x06 \x01(\x01\x12\x18\n\x10max_input_tokens\x18\x07 \x01(\x05\x12\x19\n\x11max_output_tokens\x18\x08 \x01(\x05\x12\x1a\n\x12output_schema_json\x18\t \x01(\t\x12\x10\n\x08streamed\x18\n \x01(\x08\x12\x0b\n\x03rpc\x18\x0b \x01(\t\x12\x1d\n\x15variables_schema_json\x18\x0c \x01(\t*S\n\tModelTier\x12\x1a\n\x16MODEL_TIER_UNSPECIFIED\x10\x00\x12\x13\n\x0fMODEL_TIER_FAST\x10\x01\x12\x15\n\x11MODEL_TIER_STRONG\x10\x02\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'nemo.gateway.v1.prompt_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_MODELTIER']._serialized_start=312
-  _globals['_MODELTIER']._serialized_end=395
+  _globals['_MODELTIER']._serialized_start=356
+  _globals['_MODELTIER']._serialized_end=439
   _globals['_PROMPTDESCRIPTOR']._serialized_start=50
-  _globals['_PROMPTDESCRIPTOR']._serialized_end=310
+  _globals['_PROMPTDESCRIPTOR']._serialized_end=354
 # @@protoc_insertion_point(module_scope)

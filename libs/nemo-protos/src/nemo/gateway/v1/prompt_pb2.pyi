@@ -57,6 +57,8 @@ class PromptDescriptor(_message.Message):
     MAX_OUTPUT_TOKENS_FIELD_NUMBER: _builtins.int
     OUTPUT_SCHEMA_JSON_FIELD_NUMBER: _builtins.int
     STREAMED_FIELD_NUMBER: _builtins.int
+    RPC_FIELD_NUMBER: _builtins.int
+    VARIABLES_SCHEMA_JSON_FIELD_NUMBER: _builtins.int
     prompt_id: _builtins.str
     """Prompt id, for example "learner.tutor_hint"."""
     version: _builtins.str
@@ -77,6 +79,12 @@ class PromptDescriptor(_message.Message):
     """JSON Schema of the output the model must produce."""
     streamed: _builtins.bool
     """True when the prompt is served by StreamPrompt."""
+    rpc: _builtins.str
+    """The RPC that serves the prompt: "RunPrompt", "Answer", "StreamPrompt", or "internal" for a
+    prompt the gateway runs itself (the conversation summary).
+    """
+    variables_schema_json: _builtins.str
+    """JSON Schema of the prompt's `variables` (RunPrompt); unknown variables are refused."""
     def __init__(
         self,
         *,
@@ -90,10 +98,12 @@ class PromptDescriptor(_message.Message):
         max_output_tokens: _builtins.int = ...,
         output_schema_json: _builtins.str = ...,
         streamed: _builtins.bool = ...,
+        rpc: _builtins.str = ...,
+        variables_schema_json: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["description", b"description", "max_input_tokens", b"max_input_tokens", "max_output_tokens", b"max_output_tokens", "model_tier", b"model_tier", "output_schema_json", b"output_schema_json", "prompt_id", b"prompt_id", "purpose", b"purpose", "streamed", b"streamed", "temperature", b"temperature", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["description", b"description", "max_input_tokens", b"max_input_tokens", "max_output_tokens", b"max_output_tokens", "model_tier", b"model_tier", "output_schema_json", b"output_schema_json", "prompt_id", b"prompt_id", "purpose", b"purpose", "rpc", b"rpc", "streamed", b"streamed", "temperature", b"temperature", "variables_schema_json", b"variables_schema_json", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

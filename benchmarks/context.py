@@ -1,0 +1,152 @@
+"""BuildContext(tutor_hint) with snapshots to a local directory, against a context service process.
+
+The service runs as in production (``python -m nemo_context``) on a fresh embedded PostgreSQL
+database, migrated and seeded; every call builds L-1's tutor_hint bundle and persists its
+snapshot. Besides throughput and latency, it reports the CPU milliseconds per build spent by the
+context service process and by PostgreSQL (all its processes: backends and background workers).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc.aio
+import psutil
+
+from benchmarks.load import LoadResult, run_load, server_process
+from nemo.context.v1 import context_service_pb2, context_service_pb2_grpc
+from nemo_core.db import connect, dsn_with
+from nemo_core.settings import DEFAULT_CALLER_TOKEN_METADATA_KEY
+from nemo_ops.embedded_pg import start_embedded_postgres
+from nemo_ops.migrate import migrate
+from nemo_ops.seed import seed
+from nemo_testing.ports import free_port
+
+CALLER_TOKEN = "bench-gateway-token-0123456789abcdef"
+WARMUP_SECONDS = 1.0
+
+
+@dataclass(frozen=True)
+class ContextBenchmark:
+    """The load result and PostgreSQL's share of the work."""
+
+    load: LoadResult
+    postgres_cpu_ms_per_build: float | None
+
+    def describe(self) -> str:
+        """One line with the CPU milliseconds per build of the service and of PostgreSQL."""
+
+        def figure(value: float | None) -> str:
+            return f"{value:.3f}" if value is not None else "-"
+
+        return (
+            "BuildContext(tutor_hint) CPU ms per build: context service "
+            f"{figure(self.load.server_cpu_ms_per_call)}, "
+            f"PostgreSQL {figure(self.postgres_cpu_ms_per_build)}"
+        )
+
+
+def _postgres_processes(data_dir: Path) -> list[psutil.Process]:
+    """The postmaster of ``data_dir`` and every process it started."""
+    postmaster = psutil.Process(int((data_dir / "postmaster.pid").read_text().split()[0]))
+    return [postmaster, *postmaster.children(recursive=True)]
+
+
+def _cpu_seconds(processes: list[psutil.Process]) -> float:
+    total = 0.0
+    for process in processes:
+        try:
+            times = process.cpu_times()
+        except psutil.NoSuchProcess:
+            continue
+        total += times.user + times.system
+    return total
+
+
+@contextmanager
+def _seeded_database(scratch: Path) -> Iterator[tuple[str, Path]]:
+    """(owner DSN, data directory) of a migrated, seeded database on an embedded server."""
+    server = start_embedded_postgres(scratch / "pgdata", cleanup="delete")
+    try:
+        yield server.dsn, server.data_dir
+    finally:
+        server.stop()
+
+
+async def _prepare(owner_dsn: str) -> str:
+    conn = await connect(owner_dsn)
+    try:
+        await conn.execute("CREATE DATABASE nemo_bench")
+    finally:
+        await conn.close()
+    dsn = dsn_with(owner_dsn, database="nemo_bench")
+    await migrate(dsn, role_passwords={})
+    await seed(dsn)
+    return dsn_with(dsn, user="nemo_context")
+
+
+async def measure_build_context(*, concurrency: int, seconds: float) -> ContextBenchmark:
+    """Load BuildContext(tutor_hint, persist) from ``concurrency`` callers for ``seconds``."""
+    scratch_root = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
+    with (
+        tempfile.TemporaryDirectory(prefix="nemo-bench-", dir=scratch_root) as scratch,
+        _seeded_database(Path(scratch)) as (owner_dsn, data_dir),
+    ):
+        context_dsn = await _prepare(owner_dsn)
+        port = free_port()
+        environment = {
+            "NEMO_CONTEXT_LISTEN_ADDRESS": f"127.0.0.1:{port}",
+            "NEMO_CONTEXT_DATABASE_URL": context_dsn,
+            "NEMO_CONTEXT_CALLER_TOKENS": f'{{"gateway": "{CALLER_TOKEN}"}}',
+            "NEMO_CONTEXT_PSEUDONYM_KEY": secrets.token_hex(32),
+            "NEMO_CONTEXT_SNAPSHOT_DIR": str(Path(scratch) / "snapshots"),
+            "NEMO_CONTEXT_LOG_LEVEL": "WARNING",
+        }
+        saved = {key: os.environ.get(key) for key in environment}
+        os.environ.update(environment)
+        try:
+            with server_process(["-m", "nemo_context"], port) as service:
+                return await _load(port, service, data_dir, concurrency, seconds)
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+
+
+async def _load(
+    port: int, service: psutil.Process, data_dir: Path, concurrency: int, seconds: float
+) -> ContextBenchmark:
+    metadata = ((DEFAULT_CALLER_TOKEN_METADATA_KEY, CALLER_TOKEN),)
+    request = context_service_pb2.BuildContextRequest(
+        learner_id="L-1", purpose="tutor_hint", persist=True
+    )
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+        stub = context_service_pb2_grpc.ContextServiceStub(channel)
+
+        async def call() -> object:
+            response: context_service_pb2.BuildContextResponse = await stub.BuildContext(
+                request, metadata=metadata, timeout=5
+            )
+            if not response.bundle.input_ref:
+                raise RuntimeError("the snapshot was not written")
+            return response
+
+        name = f"BuildContext(tutor_hint) + local snapshot, {concurrency} callers"
+        # Warm up separately, so PostgreSQL's CPU is counted over the measured calls only.
+        await run_load(name, call, concurrency=concurrency, seconds=WARMUP_SECONDS)
+        postgres = _postgres_processes(data_dir)
+        postgres_before = _cpu_seconds(postgres)
+        result = await run_load(
+            name, call, concurrency=concurrency, seconds=seconds, warmup_seconds=0, server=service
+        )
+        postgres_used = _cpu_seconds(postgres) - postgres_before
+    per_build = postgres_used * 1000 / result.calls if result.calls else None
+    return ContextBenchmark(load=result, postgres_cpu_ms_per_build=per_build)

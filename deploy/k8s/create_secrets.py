@@ -1,0 +1,223 @@
+#!/usr/bin/env python3
+"""Print the Secrets the Nemo manifests reference, as one Kubernetes List (JSON) for
+`kubectl apply -f -`. Needs only Python 3.11; nothing is sent anywhere.
+
+    python3 deploy/k8s/create_secrets.py --namespace nemo \\
+        --owner-database-url 'postgresql://nemo_owner:...@db.internal:5432/nemo?sslmode=require' \\
+        --pseudonym-key-file pseudonym.key \\
+        --llm-api-key-file llm.key --embedding-api-key-file embedding.key \\
+        --caller-tokens-out caller-tokens.json | kubectl apply -f -
+
+Every run generates new login passwords for the nemo_context and nemo_toolplane roles and new
+caller tokens, so a run is also how they are rotated: apply, run the migration Job (it sets
+the new passwords), then restart the Deployments. The pseudonym key is never generated here:
+it decides every learner_ref and must outlive runs of this script (see
+docs/operations/pseudonym-key.md). The tokens of callers outside the namespace (internal
+services, operators, the audit reader) are written to --caller-tokens-out, readable by the
+owner only, to hand over through your secret store.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import secrets
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlsplit, urlunsplit
+
+#: Who calls whom: every caller identity and the services that accept it (their ACLs).
+CALLER_IDENTITIES: Mapping[str, tuple[str, ...]] = {
+    "gateway": ("context",),
+    "toolplane": ("context",),
+    "audit": ("context",),
+    "internal": ("gateway", "toolplane"),
+    "operator": ("toolplane",),
+}
+
+#: Services that call other services, with the identity their client token proves.
+CLIENT_IDENTITIES: Mapping[str, str] = {"gateway": "gateway", "toolplane": "toolplane"}
+
+SERVICES: tuple[str, ...] = ("context", "gateway", "toolplane")
+
+#: Database roles created by the migrations, by the service that logs in with them.
+SERVICE_ROLES: Mapping[str, str] = {"context": "nemo_context", "toolplane": "nemo_toolplane"}
+
+MIN_PSEUDONYM_KEY_LENGTH = 32
+
+
+class SecretsError(Exception):
+    """An input is missing or unusable."""
+
+
+def _random_token() -> str:
+    return secrets.token_urlsafe(32)
+
+
+def _read_secret_file(path: Path) -> str:
+    # Secret files often end with a newline that is not part of the secret.
+    return path.read_text(encoding="utf-8").strip()
+
+
+def role_database_url(owner_url: str, role: str, password: str) -> str:
+    """``owner_url`` with the user and password of ``role`` (host, database, options kept)."""
+    parts = urlsplit(owner_url)
+    if parts.scheme not in {"postgresql", "postgres"}:
+        raise SecretsError("the owner database URL must be postgresql://user:password@host/db")
+    # No host is allowed: libpq then takes it from the options (?host=/socket/dir).
+    host = parts.hostname or ""
+    host = f"[{host}]" if ":" in host else host
+    port = f":{parts.port}" if parts.port else ""
+    netloc = f"{quote(role, safe='')}:{quote(password, safe='')}@{host}{port}"
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+def _secret(name: str, namespace: str, data: Mapping[str, str]) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {"app.kubernetes.io/part-of": "nemo-ai-plane"},
+        },
+        "type": "Opaque",
+        "data": {
+            key: base64.b64encode(value.encode("utf-8")).decode("ascii")
+            for key, value in data.items()
+        },
+    }
+
+
+def build_secrets(
+    *,
+    namespace: str,
+    owner_database_url: str,
+    pseudonym_key: str,
+    llm_api_key: str,
+    embedding_api_key: str,
+) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """The Secrets of ``namespace`` and the caller tokens generated for them."""
+    if len(pseudonym_key) < MIN_PSEUDONYM_KEY_LENGTH:
+        raise SecretsError(
+            f"the pseudonym key must be at least {MIN_PSEUDONYM_KEY_LENGTH} characters"
+        )
+    passwords = {service: _random_token() for service in SERVICE_ROLES}
+    tokens = {identity: _random_token() for identity in CALLER_IDENTITIES}
+
+    def accepted_by(service: str) -> str:
+        accepted = {
+            identity: tokens[identity]
+            for identity, services in CALLER_IDENTITIES.items()
+            if service in services
+        }
+        return json.dumps(accepted, sort_keys=True)
+
+    manifests = [
+        _secret(
+            "nemo-migrate-database",
+            namespace,
+            {
+                "url": owner_database_url,
+                "context-password": passwords["context"],
+                "toolplane-password": passwords["toolplane"],
+            },
+        ),
+        *(
+            _secret(
+                f"nemo-{service}-database",
+                namespace,
+                {"url": role_database_url(owner_database_url, role, passwords[service])},
+            )
+            for service, role in SERVICE_ROLES.items()
+        ),
+        _secret("nemo-pseudonym-key", namespace, {"key": pseudonym_key}),
+        _secret(
+            "nemo-model-keys",
+            namespace,
+            {"llm-api-key": llm_api_key, "embedding-api-key": embedding_api_key},
+        ),
+        *(
+            _secret(f"nemo-{service}-callers", namespace, {"tokens.json": accepted_by(service)})
+            for service in SERVICES
+        ),
+        *(
+            _secret(f"nemo-{service}-client-token", namespace, {"token": tokens[identity]})
+            for service, identity in CLIENT_IDENTITIES.items()
+        ),
+    ]
+    return manifests, tokens
+
+
+def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description="Print the Secrets of one Nemo namespace as a Kubernetes List (JSON)."
+    )
+    parser.add_argument("--namespace", required=True, help="namespace of the overlay")
+    parser.add_argument(
+        "--owner-database-url",
+        default=os.environ.get("NEMO_OWNER_DATABASE_URL"),
+        help="postgresql:// URL of the role that owns the schemas, used by the migration Job; "
+        "the service roles' URLs reuse its host, database and options "
+        "(default: $NEMO_OWNER_DATABASE_URL)",
+    )
+    parser.add_argument(
+        "--pseudonym-key-file",
+        type=Path,
+        required=True,
+        help=f"file holding the pseudonym key (at least {MIN_PSEUDONYM_KEY_LENGTH} characters)",
+    )
+    parser.add_argument("--llm-api-key-file", type=Path, help="file holding the LLM API key")
+    parser.add_argument(
+        "--embedding-api-key-file", type=Path, help="file holding the embedding API key"
+    )
+    parser.add_argument(
+        "--caller-tokens-out",
+        type=Path,
+        required=True,
+        help="where to write the generated caller tokens (JSON, mode 0600)",
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parse_args(argv)
+    try:
+        if not args.owner_database_url:
+            raise SecretsError("pass --owner-database-url or set NEMO_OWNER_DATABASE_URL")
+        manifests, tokens = build_secrets(
+            namespace=args.namespace,
+            owner_database_url=args.owner_database_url,
+            pseudonym_key=_read_secret_file(args.pseudonym_key_file),
+            # No key is fine for the baseline provider and for local model servers.
+            llm_api_key=_read_secret_file(args.llm_api_key_file) if args.llm_api_key_file else "",
+            embedding_api_key=(
+                _read_secret_file(args.embedding_api_key_file)
+                if args.embedding_api_key_file
+                else ""
+            ),
+        )
+    except (SecretsError, OSError) as error:
+        print(f"create_secrets: error: {error}", file=sys.stderr)
+        return 1
+    handed_over = {
+        identity: token
+        for identity, token in tokens.items()
+        if identity not in CLIENT_IDENTITIES.values()
+    }
+    descriptor = os.open(args.caller_tokens_out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(descriptor, 0o600)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+        json.dump(handed_over, handle, indent=2, sort_keys=True)
+        handle.write("\n")
+    json.dump({"apiVersion": "v1", "kind": "List", "items": manifests}, sys.stdout, indent=2)
+    sys.stdout.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

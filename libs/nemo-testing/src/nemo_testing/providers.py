@@ -1,0 +1,439 @@
+"""A real HTTP server on loopback speaking the model providers' wire formats, with scripted
+replies and a log of every request.
+
+It serves ``POST /v1/chat/completions`` (OpenAI-compatible; base URL ``openai_base_url``) and
+``POST /v1/messages`` (Anthropic; base URL ``anthropic_base_url``), as JSON or, when the request
+asks for ``"stream": true``, as server-sent events with chunked transfer encoding. Each request
+takes the next scripted reply (or the default one):
+
+- :class:`Answer` — a whole answer with its finish reason and token usage;
+- :class:`HttpError` — a status such as 429 (with ``Retry-After``) or 503;
+- :class:`Hang` — no answer for a while, so the client's timeout fires;
+- :class:`Stream` — text deltas, then a clean end, or a cut connection after ``cut_after``.
+
+In tests: ``async with ScriptedProvider() as provider: provider.script(Answer('{"a": 1}'))``.
+As a process (benchmarks): ``python -m nemo_testing.providers PORT TEXT`` answers every request
+at once with TEXT and keeps no log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import sys
+from collections import deque
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+import h11
+
+OPENAI_PATH = "/v1/chat/completions"
+ANTHROPIC_PATH = "/v1/messages"
+_READ_SIZE = 65536
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A whole answer; ``truncated`` makes the finish reason length / max_tokens."""
+
+    text: str
+    truncated: bool = False
+    input_tokens: int = 40
+    output_tokens: int = 12
+
+
+@dataclass(frozen=True)
+class HttpError:
+    """An error status, for example 429 with a Retry-After of ``retry_after`` seconds."""
+
+    status: int
+    retry_after: float | None = None
+
+
+@dataclass(frozen=True)
+class Hang:
+    """Accept the request and stay silent for ``seconds``, then close the connection."""
+
+    seconds: float = 60.0
+
+
+@dataclass(frozen=True)
+class Stream:
+    """Streamed deltas; with ``cut_after`` the connection is cut after that many deltas, with
+    no terminal event and no end of the chunked body."""
+
+    deltas: tuple[str, ...]
+    cut_after: int | None = None
+    truncated: bool = False
+    delta_delay: float = 0.0
+    input_tokens: int = 40
+
+
+Reply = Answer | HttpError | Hang | Stream
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    """One request the server received."""
+
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.body).hexdigest()
+
+
+def _sse(event: str | None, data: Any) -> bytes:
+    payload = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
+    head = f"event: {event}\n" if event else ""
+    return f"{head}data: {payload}\n\n".encode()
+
+
+def _openai_answer(model: str, answer: Answer) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-scripted",
+        "object": "chat.completion",
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": answer.text},
+                "finish_reason": "length" if answer.truncated else "stop",
+            }
+        ],
+        "usage": {
+            "prompt_tokens": answer.input_tokens,
+            "completion_tokens": answer.output_tokens,
+            "total_tokens": answer.input_tokens + answer.output_tokens,
+        },
+    }
+
+
+def _anthropic_answer(model: str, answer: Answer) -> dict[str, Any]:
+    return {
+        "id": "msg_scripted",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": [{"type": "text", "text": answer.text}],
+        "stop_reason": "max_tokens" if answer.truncated else "end_turn",
+        "stop_sequence": None,
+        "usage": {"input_tokens": answer.input_tokens, "output_tokens": answer.output_tokens},
+    }
+
+
+def _openai_stream(model: str, stream: Stream) -> tuple[list[bytes], list[bytes]]:
+    """(one message per delta, the closing messages)."""
+
+    def chunk(delta: dict[str, str], finish: str | None) -> bytes:
+        return _sse(
+            None,
+            {
+                "id": "chatcmpl-scripted",
+                "object": "chat.completion.chunk",
+                "model": model,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+            },
+        )
+
+    deltas = [chunk({"content": text}, None) for text in stream.deltas]
+    output_tokens = sum(len(text.split()) for text in stream.deltas)
+    closing = [
+        chunk({}, "length" if stream.truncated else "stop"),
+        _sse(
+            None,
+            {
+                "id": "chatcmpl-scripted",
+                "object": "chat.completion.chunk",
+                "model": model,
+                "choices": [],
+                "usage": {
+                    "prompt_tokens": stream.input_tokens,
+                    "completion_tokens": output_tokens,
+                    "total_tokens": stream.input_tokens + output_tokens,
+                },
+            },
+        ),
+        _sse(None, "[DONE]"),
+    ]
+    return deltas, closing
+
+
+def _anthropic_stream(model: str, stream: Stream) -> tuple[list[bytes], list[bytes]]:
+    opening = [
+        _sse(
+            "message_start",
+            {
+                "type": "message_start",
+                "message": {
+                    "id": "msg_scripted",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": model,
+                    "content": [],
+                    "stop_reason": None,
+                    "usage": {"input_tokens": stream.input_tokens, "output_tokens": 1},
+                },
+            },
+        ),
+        _sse(
+            "content_block_start",
+            {"type": "content_block_start", "index": 0, "content_block": {"type": "text"}},
+        ),
+    ]
+    deltas = [
+        _sse(
+            "content_block_delta",
+            {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": t}},
+        )
+        for t in stream.deltas
+    ]
+    # The opening events go out with the first delta.
+    if deltas:
+        deltas[0] = b"".join(opening) + deltas[0]
+    closing = [
+        _sse("content_block_stop", {"type": "content_block_stop", "index": 0}),
+        _sse(
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": "max_tokens" if stream.truncated else "end_turn"},
+                "usage": {"output_tokens": sum(len(t.split()) for t in stream.deltas)},
+            },
+        ),
+        _sse("message_stop", {"type": "message_stop"}),
+    ]
+    if not deltas:
+        closing = opening + closing
+    return deltas, closing
+
+
+class _Cut(Exception):
+    """The reply ends by cutting the connection."""
+
+
+@dataclass
+class ScriptedProvider:
+    """The scripted provider server; use as an async context manager."""
+
+    default: Reply | None = None
+    """The reply when the script is empty; None answers 500."""
+    record: bool = True
+    requests: list[RecordedRequest] = field(default_factory=list)
+    _script: deque[Reply] = field(default_factory=deque)
+    _stream_script: deque[Reply] = field(default_factory=deque)
+    _server: asyncio.Server | None = None
+    _connections: set[asyncio.Task[None]] = field(default_factory=set)
+    _arrived: asyncio.Event = field(default_factory=asyncio.Event)
+    port: int = 0
+
+    def script(self, *replies: Reply) -> None:
+        """Queue replies for the next requests, in order."""
+        self._script.extend(replies)
+
+    def script_stream(self, *replies: Reply) -> None:
+        """Queue replies for the next requests that ask for a stream; they take these before
+        the common script, so streamed and whole requests made at once get the right ones."""
+        self._stream_script.extend(replies)
+
+    def reset(self) -> None:
+        """Forget the scripts and the request log."""
+        self._script.clear()
+        self._stream_script.clear()
+        self.requests.clear()
+
+    async def wait_for_requests(self, count: int) -> None:
+        """Return once ``count`` requests have arrived since the last reset."""
+        while len(self.requests) < count:
+            self._arrived.clear()
+            await self._arrived.wait()
+
+    @property
+    def openai_base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def anthropic_base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    async def start(self, port: int = 0) -> None:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", port)
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._connections):
+            task.cancel()
+        await asyncio.gather(*self._connections, return_exceptions=True)
+        if self._server is not None:
+            await self._server.wait_closed()
+
+    async def __aenter__(self) -> ScriptedProvider:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections.add(task)
+        connection = h11.Connection(h11.SERVER)
+        try:
+            while True:
+                request = await self._read_request(connection, reader)
+                if request is None:
+                    return
+                await self._respond(connection, writer, *request)
+                if connection.our_state is h11.MUST_CLOSE:
+                    return
+                connection.start_next_cycle()
+        except (_Cut, ConnectionError, h11.ProtocolError):
+            writer.transport.abort()
+        finally:
+            self._connections.discard(task)
+            writer.close()
+
+    async def _read_request(
+        self, connection: h11.Connection, reader: asyncio.StreamReader
+    ) -> tuple[h11.Request, bytes] | None:
+        request: h11.Request | None = None
+        body = bytearray()
+        while True:
+            event = connection.next_event()
+            if event is h11.NEED_DATA:
+                data = await reader.read(_READ_SIZE)
+                connection.receive_data(data)
+                if not data and connection.their_state is h11.IDLE:
+                    return None
+                continue
+            if isinstance(event, h11.Request):
+                request = event
+            elif isinstance(event, h11.Data):
+                body += event.data
+            elif isinstance(event, h11.EndOfMessage) and request is not None:
+                return request, bytes(body)
+            elif isinstance(event, h11.ConnectionClosed):
+                return None
+
+    async def _respond(
+        self,
+        connection: h11.Connection,
+        writer: asyncio.StreamWriter,
+        request: h11.Request,
+        body: bytes,
+    ) -> None:
+        path = request.target.decode()
+        if self.record:
+            headers = {k.decode().lower(): v.decode() for k, v in request.headers}
+            self.requests.append(RecordedRequest(path, headers, body))
+            self._arrived.set()
+        try:
+            payload = json.loads(body)
+        except ValueError:
+            payload = {}
+        if payload.get("stream") is True and self._stream_script:
+            reply: Reply | None = self._stream_script.popleft()
+        else:
+            reply = self._script.popleft() if self._script else self.default
+        model = str(payload.get("model", ""))
+        anthropic = path == ANTHROPIC_PATH
+        if path not in (OPENAI_PATH, ANTHROPIC_PATH):
+            await _send_json(connection, writer, 404, {"error": "unknown path"})
+        elif reply is None:
+            await _send_json(connection, writer, 500, {"error": "no scripted reply"})
+        elif isinstance(reply, HttpError):
+            extra = [] if reply.retry_after is None else [("retry-after", f"{reply.retry_after:g}")]
+            await _send_json(connection, writer, reply.status, {"error": "scripted"}, extra)
+        elif isinstance(reply, Hang):
+            await asyncio.sleep(reply.seconds)
+            raise _Cut
+        elif isinstance(reply, Answer):
+            answer = _anthropic_answer if anthropic else _openai_answer
+            await _send_json(connection, writer, 200, answer(model, reply))
+        else:
+            await _send_stream(connection, writer, reply, model, anthropic=anthropic)
+
+
+async def _send(connection: h11.Connection, writer: asyncio.StreamWriter, event: Any) -> None:
+    data = connection.send(event)
+    if data:
+        writer.write(data)
+        await writer.drain()
+
+
+async def _send_json(
+    connection: h11.Connection,
+    writer: asyncio.StreamWriter,
+    status: int,
+    payload: Any,
+    extra_headers: list[tuple[str, str]] | None = None,
+) -> None:
+    body = json.dumps(payload, ensure_ascii=False).encode()
+    headers = [
+        ("content-type", "application/json"),
+        ("content-length", str(len(body))),
+        *(extra_headers or []),
+    ]
+    await _send(connection, writer, h11.Response(status_code=status, headers=headers))
+    await _send(connection, writer, h11.Data(data=body))
+    await _send(connection, writer, h11.EndOfMessage())
+
+
+async def _send_stream(
+    connection: h11.Connection,
+    writer: asyncio.StreamWriter,
+    stream: Stream,
+    model: str,
+    *,
+    anthropic: bool,
+) -> None:
+    deltas, closing = (_anthropic_stream if anthropic else _openai_stream)(model, stream)
+    headers = [("content-type", "text/event-stream"), ("transfer-encoding", "chunked")]
+    await _send(connection, writer, h11.Response(status_code=200, headers=headers))
+    for sent, message in enumerate(deltas):
+        if stream.cut_after is not None and sent >= stream.cut_after:
+            raise _Cut
+        await _send(connection, writer, h11.Data(data=message))
+        if stream.delta_delay:
+            await asyncio.sleep(stream.delta_delay)
+    if stream.cut_after is not None:
+        raise _Cut
+    for message in closing:
+        await _send(connection, writer, h11.Data(data=message))
+    await _send(connection, writer, h11.EndOfMessage())
+
+
+async def _serve_forever(port: int, text: str) -> None:
+    provider = ScriptedProvider(default=Answer(text), record=False)
+    await provider.start(port)
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await provider.close()
+
+
+def main() -> None:
+    """``python -m nemo_testing.providers PORT TEXT``: answer every request with TEXT."""
+    port, text = int(sys.argv[1]), sys.argv[2]
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(_serve_forever(port, text))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,73 @@
+"""`nemo approvals list|approve|reject`: operators decide on calls waiting for approval."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+from nemo_core.db import create_pool
+from nemo_toolplane.approvals import Approval, ApprovalError, ApprovalStatus, ApprovalStore
+
+HELP = "list, approve or reject tool calls waiting for a person's approval"
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "A tool call that needs approval waits as an approval request bound to its agent, user, "
+        "tool version and arguments. Approving lets the same call run once when the agent "
+        "repeats it before the request expires; rejecting refuses it."
+    )
+    parser.add_argument("action", choices=("list", "approve", "reject"))
+    parser.add_argument("approval_id", nargs="?", help="the approval to decide")
+    parser.add_argument(
+        "--status",
+        choices=[status.value for status in ApprovalStatus],
+        help="list only approvals in this state (default: all)",
+    )
+    parser.add_argument("--limit", type=int, default=50, help="most approvals to list (1-200)")
+    parser.add_argument("--operator", help="who decides (recorded with the decision)")
+    parser.add_argument("--note", default="", help="why (recorded with the decision)")
+
+
+def _line(approval: Approval) -> str:
+    return (
+        f"{approval.approval_id}  {approval.status:<9} {approval.agent_id:<18} "
+        f"{approval.user_id or '-':<8} {approval.tool_id:<28} {approval.policy_version:<30} "
+        f"expires {approval.expires_at.isoformat(timespec='seconds')}"
+    )
+
+
+async def _run(args: argparse.Namespace) -> int:
+    pool = await create_pool(args.database_url, min_size=1, max_size=1)
+    store = ApprovalStore(pool)
+    try:
+        if args.action == "list":
+            status = ApprovalStatus(args.status) if args.status else None
+            approvals, _ = await store.list(status=status, limit=args.limit, after=None)
+            for approval in approvals:
+                print(_line(approval))
+            print(f"{len(approvals)} approval(s)", file=sys.stderr)
+            return 0
+        decided = await store.decide(
+            args.approval_id,
+            approve=args.action == "approve",
+            operator=args.operator,
+            note=args.note,
+        )
+        print(_line(decided))
+        return 0
+    except ApprovalError as error:
+        print(f"nemo approvals: error: {error}", file=sys.stderr)
+        return 1
+    finally:
+        await pool.close()
+
+
+def run_command(args: argparse.Namespace) -> int:
+    if args.action == "list":
+        if not 1 <= args.limit <= 200:
+            args.subparser.error("--limit must be between 1 and 200")
+    elif not args.approval_id or not (args.operator or "").strip():
+        args.subparser.error(f"{args.action} needs an approval id and --operator")
+    return asyncio.run(_run(args))

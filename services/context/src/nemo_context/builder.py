@@ -1,0 +1,185 @@
+"""Builds a learner's ContextBundle for one declared purpose, and nothing but its slices.
+
+The bundle is pseudonymous (``learner_ref``), minimised (only declared slices, cut at the
+purpose's limits), keeps the five measures apart (coverage, mastery, evidence, confidence,
+readiness), copies computed learner models instead of recomputing them (see ``slices``), leaves
+missing values unset instead of 0, and ends in the identifier gate: :meth:`ContextBuilder.build`
+returns a :class:`~nemo_context.gate.Gated` bundle or raises.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Final
+
+import grpc
+
+from nemo.context.v1 import context_service_pb2
+from nemo.context.v1 import learner_context_pb2 as pb
+from nemo.type.v1 import locale_pb2
+from nemo_context import slices
+from nemo_context.acl import check_purpose_caller
+from nemo_context.gate import Gated, find_forbidden_name, gate, leak_blocked, record_block
+from nemo_context.pseudonym import Pseudonymizer
+from nemo_context.purposes import CONVERSATION, POLICY_VERSION, Purpose, Slice, purpose_named
+from nemo_context.render import render_bundle
+from nemo_context.repository import LearnerRecord, LearnerRepository
+from nemo_context.snapshots import SnapshotStore, persist_snapshot
+from nemo_core.errors import ServiceError
+
+BUILD_VERSION: Final = "context-builder-1"
+"""Version of this builder and renderer; bundles and snapshots carry it."""
+
+INVALID_LEARNER_ID: Final = "INVALID_LEARNER_ID"
+LEARNER_NOT_FOUND: Final = "LEARNER_NOT_FOUND"
+WRONG_PURPOSE_KIND: Final = "WRONG_PURPOSE_KIND"
+
+_LEARNER_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
+
+
+def check_learner_id(learner_id: str) -> None:
+    """INVALID_ARGUMENT / ``INVALID_LEARNER_ID`` unless ``learner_id`` looks like a learner key."""
+    if not _LEARNER_ID.match(learner_id):
+        raise ServiceError(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            INVALID_LEARNER_ID,
+            "learner_id must be 1 to 128 letters, digits or . _ : - (starting with a letter "
+            "or digit)",
+        )
+
+
+def learner_not_found() -> ServiceError:
+    """The error for a learner that does not exist."""
+    return ServiceError(grpc.StatusCode.NOT_FOUND, LEARNER_NOT_FOUND, "no such learner")
+
+
+class ContextBuilder:
+    """Reads a learner through a repository and assembles the gated bundle of one purpose."""
+
+    def __init__(
+        self,
+        repository: LearnerRepository,
+        pseudonymizer: Pseudonymizer,
+        *,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self._repository = repository
+        self._pseudonymizer = pseudonymizer
+        self._clock = clock
+
+    async def build(
+        self, learner_id: str, purpose: Purpose, locale: locale_pb2.Locale.ValueType
+    ) -> Gated[pb.ContextBundle]:
+        """The gated bundle of ``learner_id`` for ``purpose``, rendered in ``locale``."""
+        check_learner_id(learner_id)
+        record = await self._repository.read(learner_id, purpose)
+        if record is None:
+            raise learner_not_found()
+        _refuse_identifier_columns(record)
+        bundle = assemble(
+            record,
+            purpose,
+            learner_ref=self._pseudonymizer.learner_ref(learner_id),
+            built_at=self._clock(),
+            locale=locale if locale != locale_pb2.LOCALE_UNSPECIFIED else locale_pb2.LOCALE_VI,
+        )
+        bundle.rendered_text = render_bundle(bundle)
+        return gate(bundle, forbidden_values=record.linked_ids | {learner_id})
+
+
+async def build_context(
+    builder: ContextBuilder,
+    snapshots: SnapshotStore,
+    request: context_service_pb2.BuildContextRequest,
+    *,
+    caller: str,
+) -> Gated[pb.ContextBundle]:
+    """BuildContext: the gated bundle of a declared purpose the caller may build, with its
+    snapshot reference when ``persist`` is set and the snapshot could be written.
+
+    The snapshot holds the gated bundle exactly as returned, minus ``input_ref`` and
+    ``snapshot_sha256`` (which name the snapshot itself); a failed write returns the bundle
+    with both empty.
+    """
+    purpose = purpose_named(request.purpose)
+    check_purpose_caller(caller, purpose)
+    if purpose.kind == CONVERSATION:
+        raise ServiceError(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            WRONG_PURPOSE_KIND,
+            "conversation purposes are built with BuildConversationContext",
+        )
+    bundle = await builder.build(request.learner_id, purpose, request.locale)
+    if not request.persist:
+        return bundle
+    stored = await persist_snapshot(snapshots, bundle.message.learner_ref, bundle.message)
+    if stored is None:
+        return bundle
+    return bundle.with_text(input_ref=stored.input_ref, snapshot_sha256=stored.sha256)
+
+
+def _refuse_identifier_columns(record: LearnerRecord) -> None:
+    """Fail the build when the repository returned a column with a forbidden name.
+
+    The builder copies only the columns it knows, so such a column would be dropped, not leaked;
+    but a query that selects it is broken, and failing loudly is what gets it fixed.
+    """
+    columns = {name: value for name, value in vars(record).items() if name != "linked_ids"}
+    finding = find_forbidden_name(columns)
+    if finding is not None:
+        record_block(finding)
+        raise leak_blocked()
+
+
+def assemble(
+    record: LearnerRecord,
+    purpose: Purpose,
+    *,
+    learner_ref: str,
+    built_at: datetime,
+    locale: locale_pb2.Locale.ValueType,
+) -> pb.ContextBundle:
+    """The bundle of ``purpose`` from ``record``, without rendered text; only declared slices."""
+    bundle = pb.ContextBundle(
+        learner_ref=learner_ref,
+        purpose=purpose.name,
+        slices=[str(slice_) for slice_ in purpose.slices],
+        policy_version=POLICY_VERSION,
+        build_version=BUILD_VERSION,
+        built_at=slices.timestamp(built_at),
+        locale=locale,
+    )
+    if purpose.declares(Slice.PROFILE):
+        bundle.profile.grade = record.grade
+        if purpose.declares(Slice.AGE) and record.age_years is not None:
+            bundle.profile.age_years = record.age_years
+    if purpose.declares(Slice.MASTERY):
+        bundle.mastery.extend(
+            slices.mastery_entry(row) for row in record.mastery[: purpose.mastery_limit]
+        )
+    if purpose.declares(Slice.RECENT_EVIDENCE):
+        bundle.recent_evidence.CopyFrom(
+            slices.evidence_summary(record.evidence[: purpose.evidence_limit])
+        )
+    if purpose.declares(Slice.GOAL) and record.goal is not None:
+        bundle.goal.CopyFrom(slices.goal(record.goal))
+    if purpose.declares(Slice.RETENTION):
+        bundle.retention.extend(
+            slices.retention_entry(row) for row in record.retention[: purpose.retention_limit]
+        )
+    models = record.models
+    if purpose.declares(Slice.LEARNING_CONTEXT) and "context" in models:
+        bundle.learning_context.CopyFrom(slices.learning_context(models["context"]))
+    if purpose.declares(Slice.LEARNING_PROGRESS):
+        bundle.learning_progress.CopyFrom(slices.learning_progress(record))
+    if purpose.declares(Slice.COMPETENCY_PROFILE) and "competency" in models:
+        bundle.competency_profile.CopyFrom(slices.competency_profile(models["competency"]))
+    if purpose.declares(Slice.READINESS) and "readiness" in models:
+        bundle.readiness.CopyFrom(slices.readiness(models["readiness"]))
+    if purpose.declares(Slice.CURRENT_PLAN) and "current_plan" in models:
+        bundle.current_plan.CopyFrom(slices.learning_plan(models["current_plan"]))
+    if purpose.declares(Slice.NEXT_EXPERIENCE) and "next_experience" in models:
+        bundle.next_experience.CopyFrom(slices.next_experience(models["next_experience"]))
+    return bundle

@@ -1,0 +1,79 @@
+"""Token budget: a conservative token estimate and trimming that keeps what must stay.
+
+No tokenizer can be shipped or downloaded here, so tokens are estimated from character classes,
+erring high (an under-estimate could overflow a model's context window, an over-estimate only
+drops an old message early):
+
+- a run of ASCII letters and digits costs one token per 3 characters, rounded up (English BPE
+  averages about 4 characters per token);
+- any other visible ASCII character (punctuation, brackets, operators) costs one token;
+- a non-ASCII character costs one token per 2 bytes of its UTF-8 form, rounded up: one for a
+  Vietnamese letter with a diacritic ("ằ", "đ"), two for CJK characters and emoji, which
+  byte-level vocabularies often split into several tokens;
+- whitespace is free (BPE merges it into the following word).
+
+Every rule rounds up and charges punctuation and diacritics in full: "Hằng đẳng thức" is counted
+as 12 tokens, where byte-level BPE vocabularies spend about 6 to 9.
+
+The estimate is taken over the bundle's canonical JSON (everything but its ``meta``), so keys
+and quoting are counted too. Trimming drops, until the bundle fits: whole history turns, oldest
+first; then retrieved knowledge, least relevant first; then the stored summary. The current
+message, the structured state and the profile are never dropped; when they alone exceed the
+budget the bundle is returned over budget, and ``estimated_tokens`` says so.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Final
+
+from nemo.context.v1 import conversation_pb2 as pb
+from nemo_context.snapshots import canonical_json
+
+_PIECES: Final = re.compile(r"[A-Za-z0-9]+|[\x21-\x7e]|[^\x00-\x7f]")
+
+
+def estimate_tokens(text: str) -> int:
+    """Conservative token count of ``text`` (see the module docstring)."""
+    total = 0
+    for piece in _PIECES.findall(text):
+        if piece.isascii():
+            total += -(-len(piece) // 3) if piece.isalnum() else 1
+        else:
+            total += -(-len(piece.encode("utf-8")) // 2)
+    return total
+
+
+def bundle_tokens(bundle: pb.ConversationBundle) -> int:
+    """Estimated tokens of everything ``bundle`` carries except its ``meta``."""
+    content = pb.ConversationBundle()
+    content.CopyFrom(bundle)
+    content.ClearField("meta")
+    return estimate_tokens(canonical_json(content).decode("utf-8"))
+
+
+def trim_to_budget(
+    bundle: pb.ConversationBundle,
+    budget: int,
+    *,
+    estimate: Callable[[pb.ConversationBundle], int] = bundle_tokens,
+) -> tuple[int, int]:
+    """Trim ``bundle`` in place until it fits ``budget``; returns (estimated tokens, history
+    messages dropped)."""
+    dropped = 0
+    tokens = estimate(bundle)
+    while tokens > budget and bundle.recent_messages:
+        oldest_turn = bundle.recent_messages[0].turn_id
+        while bundle.recent_messages and bundle.recent_messages[0].turn_id == oldest_turn:
+            del bundle.recent_messages[0]
+            dropped += 1
+        tokens = estimate(bundle)
+    while tokens > budget and bundle.retrieved_knowledge:
+        # Hits are ordered best first: the last one is the least relevant.
+        del bundle.retrieved_knowledge[-1]
+        tokens = estimate(bundle)
+    if tokens > budget and bundle.conversation_summary:
+        bundle.conversation_summary = ""
+        tokens = estimate(bundle)
+    return tokens, dropped

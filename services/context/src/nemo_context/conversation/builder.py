@@ -1,0 +1,221 @@
+"""BuildConversationContext: the one place that assembles what a chat turn may see.
+
+Given a session, the current turn and the learner's message, the builder reads the session bound
+to its learner, keeps the reusable history (see :mod:`.filtering`), takes the last N turns of it
+plus the latest stored summary, adds the structured state, a minimal pseudonymous profile (the
+learner ref and grade) and knowledge retrieved for the message, trims the result to the token
+budget (see :mod:`.budget`), masks internal keys typed into chat text (see :mod:`.redaction`) and
+passes the finished bundle through the identifier gate.
+
+``summary_stale`` is set when a reusable message left out of the bundle (outside the window or
+trimmed for the budget) is not covered by the summary the bundle carries: the gateway should then
+write a new summary with ``RecordTurn``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+
+import grpc
+from google.protobuf import json_format
+from google.protobuf.struct_pb2 import Struct
+
+from nemo.context.v1 import context_service_pb2 as service_pb
+from nemo.context.v1 import conversation_pb2 as pb
+from nemo.context.v1 import knowledge_pb2, learner_context_pb2
+from nemo_context import knowledge
+from nemo_context.conversation import filtering, store
+from nemo_context.conversation.budget import trim_to_budget
+from nemo_context.conversation.redaction import mask_keys
+from nemo_context.gate import Gated, gate
+from nemo_context.pseudonym import Pseudonymizer
+from nemo_context.settings import ContextSettings
+from nemo_core.db import Connection, Pool, learner_transaction
+from nemo_core.errors import ServiceError
+
+BUILD_VERSION: Final = "conversation-builder-1"
+
+INVALID_SESSION_ID: Final = "INVALID_SESSION_ID"
+INVALID_TURN_ID: Final = "INVALID_TURN_ID"
+INVALID_MESSAGE: Final = "INVALID_MESSAGE"
+INVALID_TOKEN_BUDGET: Final = "INVALID_TOKEN_BUDGET"
+SESSION_NOT_FOUND: Final = "SESSION_NOT_FOUND"
+
+MAX_ID_CHARS: Final = 128
+MAX_MESSAGE_CHARS: Final = 16_000
+MAX_TOKEN_BUDGET: Final = 1_000_000
+
+#: A message hit must score at least this (of 3) to be retrieved: the node's title or an alias
+#: must appear in the message, or most of it. Chat messages are long and mostly not about titles.
+MIN_MESSAGE_HIT_SCORE: Final = 1.5
+#: The session's current topic (``extracted_info.topic_node_id``) is retrieved first, ranked with
+#: the highest score a hit can have.
+TOPIC_SCORE: Final = 3.0
+
+
+@dataclass(frozen=True)
+class ConversationSettings:
+    """The knobs of the builder (from the service settings)."""
+
+    recent_turns: int
+    default_token_budget: int
+    knowledge_limit: int
+
+    @classmethod
+    def from_settings(cls, settings: ContextSettings) -> ConversationSettings:
+        return cls(
+            recent_turns=settings.conversation_recent_turns,
+            default_token_budget=settings.conversation_token_budget,
+            knowledge_limit=settings.conversation_knowledge_limit,
+        )
+
+
+def invalid(reason: str, message: str) -> ServiceError:
+    """INVALID_ARGUMENT with ``reason``."""
+    return ServiceError(grpc.StatusCode.INVALID_ARGUMENT, reason, message)
+
+
+def check_ids(session_id: str, turn_id: str) -> None:
+    """INVALID_ARGUMENT unless both ids are present, short and free of control characters."""
+    for value, reason, name in (
+        (session_id, INVALID_SESSION_ID, "session_id"),
+        (turn_id, INVALID_TURN_ID, "turn_id"),
+    ):
+        if not value.strip() or len(value) > MAX_ID_CHARS or not value.isprintable():
+            raise invalid(reason, f"{name} is required: 1 to {MAX_ID_CHARS} printable characters")
+
+
+def session_not_found() -> ServiceError:
+    """The error for a session id that names no session."""
+    return ServiceError(grpc.StatusCode.NOT_FOUND, SESSION_NOT_FOUND, "no such chat session")
+
+
+def _budget(request: service_pb.BuildConversationContextRequest, default: int) -> int:
+    if request.token_budget == 0:
+        return default
+    if not 0 < request.token_budget <= MAX_TOKEN_BUDGET:
+        raise invalid(
+            INVALID_TOKEN_BUDGET,
+            f"token_budget must be between 1 and {MAX_TOKEN_BUDGET} (0 means the default)",
+        )
+    return request.token_budget
+
+
+def _validate(request: service_pb.BuildConversationContextRequest) -> None:
+    check_ids(request.session_id, request.turn_id)
+    message = request.current_user_message
+    if not message.strip() or len(message) > MAX_MESSAGE_CHARS:
+        raise invalid(
+            INVALID_MESSAGE,
+            f"current_user_message is required and at most {MAX_MESSAGE_CHARS} characters",
+        )
+
+
+def _struct(value: dict[str, object]) -> Struct:
+    struct = Struct()
+    json_format.ParseDict(value, struct)
+    return struct
+
+
+async def _retrieve(
+    conn: Connection, message: str, extracted_info: dict[str, object], limit: int
+) -> list[knowledge_pb2.KnowledgeHit]:
+    if limit <= 0:
+        return []
+    hits: list[knowledge_pb2.KnowledgeHit] = []
+    topic = extracted_info.get("topic_node_id")
+    if isinstance(topic, str) and topic:
+        hits.extend(
+            knowledge_pb2.KnowledgeHit(node=node, score=TOPIC_SCORE)
+            for node in await knowledge.nodes_by_id(conn, [topic])
+        )
+    found = await knowledge.search(
+        conn, knowledge.query_words(message), limit=limit, min_score=MIN_MESSAGE_HIT_SCORE
+    )
+    seen = {hit.node.node_id for hit in hits}
+    hits.extend(hit for hit in found if hit.node.node_id not in seen)
+    return hits[:limit]
+
+
+def _masked(bundle: pb.ConversationBundle, forbidden: frozenset[str]) -> None:
+    bundle.current_user_message = mask_keys(bundle.current_user_message, forbidden)
+    bundle.conversation_summary = mask_keys(bundle.conversation_summary, forbidden)
+    for message in bundle.recent_messages:
+        message.content = mask_keys(message.content, forbidden)
+
+
+def _is_stale(
+    history: Sequence[filtering.Turn], included: set[str], covered_through_seq: int
+) -> bool:
+    return any(
+        message.seq > covered_through_seq
+        for turn in history
+        for message in turn.messages
+        if message.message_id not in included
+    )
+
+
+class ConversationBuilder:
+    """Assembles gated conversation bundles from PostgreSQL."""
+
+    def __init__(
+        self, pool: Pool, pseudonymizer: Pseudonymizer, settings: ConversationSettings
+    ) -> None:
+        self._pool = pool
+        self._pseudonymizer = pseudonymizer
+        self._settings = settings
+
+    async def build(
+        self, request: service_pb.BuildConversationContextRequest
+    ) -> Gated[pb.ConversationBundle]:
+        """The gated bundle for one turn; see the module docstring."""
+        _validate(request)
+        budget = _budget(request, self._settings.default_token_budget)
+        learner_id = await store.session_learner(self._pool, request.session_id)
+        if learner_id is None:
+            raise session_not_found()
+        async with learner_transaction(self._pool, [learner_id], readonly=True) as conn:
+            session = await store.read_session(conn, request.session_id, learner_id)
+            retrieved = await _retrieve(
+                conn,
+                request.current_user_message,
+                session.extracted_info,
+                self._settings.knowledge_limit,
+            )
+        turns = filtering.group_turns(filtering.reusable_history(session.messages, request.turn_id))
+        _, recent = filtering.recent_window(turns, self._settings.recent_turns)
+        bundle = pb.ConversationBundle(
+            session_id=request.session_id,
+            turn_id=request.turn_id,
+            current_user_message=request.current_user_message,
+            learner_ref=self._pseudonymizer.learner_ref(learner_id),
+            recent_messages=[message.as_context() for turn in recent for message in turn.messages],
+            conversation_summary=session.summary.text if session.summary else "",
+            state=pb.ConversationState(
+                extracted_info=_struct(session.extracted_info),
+                agent_state=_struct(session.agent_state),
+            ),
+            profile=learner_context_pb2.LearnerProfile(grade=session.grade),
+            retrieved_knowledge=retrieved,
+        )
+        _masked(bundle, session.linked_ids)
+        tokens, _ = trim_to_budget(bundle, budget)
+        included = {message.message_id for message in bundle.recent_messages}
+        # Trimming may have dropped the summary: then the bundle carries none.
+        summary = session.summary if bundle.conversation_summary else None
+        bundle.meta.CopyFrom(
+            pb.ConversationMeta(
+                token_budget=budget,
+                estimated_tokens=tokens,
+                included_message_count=len(included),
+                dropped_message_count=sum(len(turn.messages) for turn in turns) - len(included),
+                summary_version=summary.version if summary else 0,
+                build_version=BUILD_VERSION,
+                summary_stale=_is_stale(
+                    turns, included, summary.covers_through_seq if summary else 0
+                ),
+            )
+        )
+        return gate(bundle, forbidden_values=session.linked_ids)

@@ -1,0 +1,155 @@
+"""RecordTurn: the conversation's write path (finished turns, structured state, summaries).
+
+The gateway records each turn once it has finished, with every message's final status, so a
+reply cut mid-stream is stored as ``partial`` and never reused as context. Recording a turn again
+replaces its messages: allowed while it is the session's latest turn (a retry or a completion of
+it), refused once later turns follow it, since the order of the conversation is already settled.
+Everything of one call (messages, state, summary) is written in one transaction bound to the
+session's learner: a call that fails writes nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import grpc
+from google.protobuf import json_format
+
+from nemo.context.v1 import context_service_pb2 as service_pb
+from nemo.context.v1 import conversation_pb2 as pb
+from nemo_context.conversation import store
+from nemo_context.conversation.builder import check_ids, invalid, session_not_found
+from nemo_context.conversation.messages import ROLES, STATUSES, TYPES
+from nemo_core.db import Pool, learner_transaction
+from nemo_core.errors import ServiceError
+
+NO_MESSAGES: Final = "NO_MESSAGES"
+TOO_MANY_MESSAGES: Final = "TOO_MANY_MESSAGES"
+INVALID_MESSAGE_ROLE: Final = "INVALID_MESSAGE_ROLE"
+INVALID_MESSAGE_TYPE: Final = "INVALID_MESSAGE_TYPE"
+INVALID_MESSAGE_STATUS: Final = "INVALID_MESSAGE_STATUS"
+INVALID_TOOL_RESULT: Final = "INVALID_TOOL_RESULT"
+INVALID_TEXT: Final = "INVALID_TEXT"
+INVALID_SUMMARY: Final = "INVALID_SUMMARY"
+UNKNOWN_SUMMARY_TURN: Final = "UNKNOWN_SUMMARY_TURN"
+TURN_NOT_LATEST: Final = "TURN_NOT_LATEST"
+
+MAX_MESSAGES_PER_TURN: Final = 64
+MAX_TEXT_CHARS: Final = 64_000
+
+
+def _check_text(value: str, what: str, index: int | None = None) -> None:
+    # PostgreSQL text cannot hold NUL; refusing it here keeps the error precise.
+    if len(value) > MAX_TEXT_CHARS or "\x00" in value:
+        raise ServiceError(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            INVALID_TEXT,
+            f"{what} must be at most {MAX_TEXT_CHARS} characters and contain no NUL",
+            {} if index is None else {"index": str(index)},
+        )
+
+
+def _message(index: int, message: pb.TurnMessage) -> store.NewMessage:
+    where = {"index": str(index)}
+    if message.role not in ROLES:
+        raise ServiceError(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            INVALID_MESSAGE_ROLE,
+            "messages[].role must be USER, ASSISTANT, TOOL or SYSTEM",
+            where,
+        )
+    if message.type not in TYPES:
+        raise ServiceError(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            INVALID_MESSAGE_TYPE,
+            "messages[].type must be TEXT, TOOL_RESULT or UI_EVENT",
+            where,
+        )
+    if message.status not in STATUSES:
+        raise ServiceError(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            INVALID_MESSAGE_STATUS,
+            "messages[].status must be PENDING, COMPLETED, FAILED, PARTIAL or CANCELLED",
+            where,
+        )
+    is_tool_result = message.type == pb.MESSAGE_TYPE_TOOL_RESULT
+    if is_tool_result != (message.role == pb.MESSAGE_ROLE_TOOL) or (
+        message.tool_summary and not is_tool_result
+    ):
+        raise ServiceError(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            INVALID_TOOL_RESULT,
+            "tool results, and only they, have role TOOL; only they carry a tool_summary",
+            where,
+        )
+    _check_text(message.content, "messages[].content", index)
+    _check_text(message.tool_summary, "messages[].tool_summary", index)
+    return store.NewMessage(
+        role=ROLES[message.role],
+        type=TYPES[message.type],
+        status=STATUSES[message.status],
+        content=message.content,
+        tool_summary=message.tool_summary or None,
+    )
+
+
+def _validate(request: service_pb.RecordTurnRequest) -> list[store.NewMessage]:
+    check_ids(request.session_id, request.turn_id)
+    if not request.messages:
+        raise invalid(NO_MESSAGES, "a turn has at least one message")
+    if len(request.messages) > MAX_MESSAGES_PER_TURN:
+        raise invalid(TOO_MANY_MESSAGES, f"a turn has at most {MAX_MESSAGES_PER_TURN} messages")
+    messages = [_message(index, message) for index, message in enumerate(request.messages)]
+    if request.HasField("summary"):
+        if not request.summary.summary.strip():
+            raise invalid(INVALID_SUMMARY, "summary.summary must not be empty")
+        _check_text(request.summary.summary, "summary.summary")
+    return messages
+
+
+def _state(state: pb.ConversationState) -> tuple[dict[str, Any], dict[str, Any]]:
+    return (
+        json_format.MessageToDict(state.extracted_info),
+        json_format.MessageToDict(state.agent_state),
+    )
+
+
+async def record_turn(
+    pool: Pool, request: service_pb.RecordTurnRequest
+) -> service_pb.RecordTurnResponse:
+    """Store one turn; see the module docstring. Errors write nothing."""
+    messages = _validate(request)
+    learner_id = await store.session_learner(pool, request.session_id)
+    if learner_id is None:
+        raise session_not_found()
+    session_id, turn_id = request.session_id, request.turn_id
+    async with learner_transaction(pool, [learner_id]) as conn:
+        try:
+            await store.replace_turn(conn, session_id, learner_id, turn_id, messages)
+        except store.TurnNotLatestError:
+            raise ServiceError(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                TURN_NOT_LATEST,
+                "later turns follow this turn; only the latest turn can be recorded again",
+            ) from None
+        if request.HasField("state"):
+            await store.write_state(conn, session_id, learner_id, *_state(request.state))
+        if request.HasField("summary"):
+            try:
+                await store.add_summary(
+                    conn,
+                    session_id,
+                    learner_id,
+                    request.summary.summary,
+                    request.summary.covers_through_turn_id or turn_id,
+                )
+            except store.UnknownSummaryTurnError:
+                raise ServiceError(
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    UNKNOWN_SUMMARY_TURN,
+                    "summary.covers_through_turn_id names no turn of this session",
+                ) from None
+        summary_version = await store.latest_summary_version(conn, session_id, learner_id)
+    return service_pb.RecordTurnResponse(
+        stored_message_count=len(messages), summary_version=summary_version
+    )

@@ -1,0 +1,449 @@
+"""The identifier gate: the last check on every finished bundle before it leaves the service.
+
+Columns that describe a person are never selected (the database role cannot), but a query can
+still grow a column or a builder can copy a key into free text. The gate walks the finished
+message — nested messages, repeated fields, map keys, ``google.protobuf.Struct`` values and JSON
+held inside strings — and refuses it when it finds
+
+- a forbidden field name (see :data:`FORBIDDEN_FIELD_NAMES`), compared after camelCase is turned
+  into snake_case and the name is lower-cased, matched as a whole name so ``node_title`` passes;
+- one of the forbidden values (the learner's raw id, the ids of users linked to the learner)
+  inside any string, case-insensitively and on token boundaries, so ``L-1`` is caught in
+  "see L-1." but not inside ``L-10``.
+
+Only the gate constructs a :class:`Gated` value, and handlers that return learner data take
+it from one, so an ungated bundle cannot be returned by construction rather than by discipline.
+A blocked bundle raises INTERNAL / ``CONTEXT_LEAK_BLOCKED``; the event is logged and counted
+without the offending data.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Callable, Collection, Iterable
+from dataclasses import dataclass
+from enum import Enum
+from functools import lru_cache
+from typing import Any, Final, Generic, TypeVar, final
+
+import grpc
+from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.message import Message
+from google.protobuf.struct_pb2 import ListValue, Struct, Value
+from opentelemetry import metrics
+
+from nemo_core.errors import ServiceError
+
+logger = logging.getLogger(__name__)
+
+CONTEXT_LEAK_BLOCKED: Final = "CONTEXT_LEAK_BLOCKED"
+
+FORBIDDEN_FIELD_NAMES: Final = frozenset(
+    {
+        "display_name",
+        "full_name",
+        "name",
+        "first_name",
+        "last_name",
+        "email",
+        "phone",
+        "address",
+        "dob",
+        "birth",
+        "birth_date",
+        "user_id",
+        "learner_id",
+        "family_id",
+        "guardian",
+        "parent_name",
+        "school_name",
+        "avatar_url",
+        "facebook_url",
+        "links_json",
+    }
+)
+"""Whole field names that describe a person or carry an internal key."""
+
+PHOTO_WORDS: Final = frozenset({"photo", "photos"})
+"""A name with one of these words (``photo``, ``photo_url``, ``profile_photo``) is a photo field."""
+
+_blocked_counter = metrics.get_meter("nemo_context.gate").create_counter(
+    "nemo.context.gate.blocked",
+    unit="{bundle}",
+    description="Bundles the identifier gate refused to return.",
+)
+
+_CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+_SEPARATORS = re.compile(r"[\s\-.]+")
+
+_M = TypeVar("_M", bound=Message)
+
+
+def normalize_field_name(name: str) -> str:
+    """``displayName``, ``DisplayName``, ``DISPLAY_NAME``, ``display-name`` → ``display_name``."""
+    return _SEPARATORS.sub("_", _CAMEL_BOUNDARY.sub("_", name.strip())).lower()
+
+
+@lru_cache(maxsize=4096)
+def is_forbidden_field_name(name: str) -> bool:
+    """Whether ``name`` (any casing) is a forbidden field name, as a whole name."""
+    normalized = normalize_field_name(name)
+    if normalized in FORBIDDEN_FIELD_NAMES:
+        return True
+    return not PHOTO_WORDS.isdisjoint(normalized.split("_"))
+
+
+@lru_cache(maxsize=1024)
+def _value_pattern(values: tuple[str, ...]) -> re.Pattern[str] | None:
+    # Boundaries are "not a letter or digit on either side": "L-1." and "(L-1)" match, "L-10",
+    # "XL-1" do not. Longest first, so a shorter id never shadows a longer one in the alternation.
+    alternatives = sorted({value for value in values if value}, key=len, reverse=True)
+    if not alternatives:
+        return None
+    body = "|".join(re.escape(value) for value in alternatives)
+    return re.compile(rf"(?<![^\W_])(?:{body})(?![^\W_])", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class LeakFinding:
+    """What the gate found, described without the data: which rule, and where in the schema."""
+
+    rule: str
+    """``field_name`` or ``value``."""
+    location: str
+    """Type of the message holding it (never a key or a value of the data)."""
+
+
+class _Kind(Enum):
+    TEXT = 1
+    BYTES = 2
+    MESSAGE = 3
+    MAP = 4
+
+
+@dataclass(frozen=True)
+class _FieldPlan:
+    name: str
+    kind: _Kind
+    repeated: bool
+    map_value: _Kind | None = None
+
+
+@dataclass(frozen=True)
+class _MessagePlan:
+    """What is worth looking at in one message type, worked out once per type."""
+
+    declares_forbidden_name: bool
+    fields: tuple[_FieldPlan, ...]
+    """Fields that can hold text (strings, bytes, maps, messages that can hold text); numbers,
+    booleans, enums and text-free messages such as Timestamp are never visited."""
+
+
+_PLANS: dict[str, _MessagePlan] = {}
+
+
+def _field_kind(field: FieldDescriptor, visiting: set[str]) -> _Kind | None:
+    if field.type == FieldDescriptor.TYPE_STRING:
+        return _Kind.TEXT
+    if field.type == FieldDescriptor.TYPE_BYTES:
+        return _Kind.BYTES
+    if field.message_type is not None:
+        if _plan_of(field.message_type, visiting) is None:
+            return None
+        return _Kind.MESSAGE
+    return None
+
+
+def _plan_of(descriptor: Any, visiting: set[str] | None = None) -> _MessagePlan | None:
+    """The plan of a message type; None when it can never hold text or a forbidden name."""
+    full_name = descriptor.full_name
+    if full_name in _STRUCT_TYPES:
+        return _MessagePlan(False, ())
+    cached = _PLANS.get(full_name)
+    if cached is not None:
+        return cached if cached.declares_forbidden_name or cached.fields else None
+    visiting = visiting if visiting is not None else set()
+    if full_name in visiting:
+        # A recursive type: assume it can hold text (checked for real when walked).
+        return _MessagePlan(False, ())
+    visiting.add(full_name)
+    fields: list[_FieldPlan] = []
+    for field in descriptor.fields:
+        entry = field.message_type
+        if field.is_repeated and entry is not None and entry.GetOptions().map_entry:
+            value_kind = _field_kind(entry.fields_by_name["value"], visiting)
+            fields.append(_FieldPlan(field.name, _Kind.MAP, True, value_kind))
+            continue
+        kind = _field_kind(field, visiting)
+        if kind is not None:
+            fields.append(_FieldPlan(field.name, kind, field.is_repeated))
+    visiting.discard(full_name)
+    plan = _MessagePlan(
+        declares_forbidden_name=any(is_forbidden_field_name(f.name) for f in descriptor.fields),
+        fields=tuple(fields),
+    )
+    _PLANS[full_name] = plan
+    return plan if plan.declares_forbidden_name or plan.fields else None
+
+
+class _Scanner:
+    """One walk over a message or a plain structure; stops at the first finding."""
+
+    def __init__(self, pattern: re.Pattern[str] | None) -> None:
+        self._pattern = pattern
+
+    def message(self, message: Message) -> LeakFinding | None:
+        descriptor = message.DESCRIPTOR
+        full_name = descriptor.full_name
+        to_python = _STRUCT_TYPES.get(full_name)
+        if to_python is not None:
+            return self.plain(to_python(message), full_name)
+        plan = _plan_of(descriptor)
+        if plan is None:
+            return None
+        if plan.declares_forbidden_name:
+            for present, _ in message.ListFields():
+                if is_forbidden_field_name(present.name):
+                    return LeakFinding("field_name", full_name)
+        for field in plan.fields:
+            finding = self._field(message, field, full_name)
+            if finding is not None:
+                return finding
+        return None
+
+    def _field(self, message: Message, field: _FieldPlan, location: str) -> LeakFinding | None:
+        if field.kind is _Kind.MESSAGE and not field.repeated:
+            return (
+                self.message(getattr(message, field.name)) if message.HasField(field.name) else None
+            )
+        value = getattr(message, field.name)
+        if field.kind is _Kind.MAP:
+            for key, item in value.items():
+                # Map keys are data named like fields: checked both as names and as text.
+                if isinstance(key, str):
+                    finding = self.name(key, location) or self.text(key, location)
+                    if finding is not None:
+                        return finding
+                if field.map_value is not None:
+                    finding = self._value(field.map_value, item, location)
+                    if finding is not None:
+                        return finding
+            return None
+        if field.repeated:
+            for item in value:
+                finding = self._value(field.kind, item, location)
+                if finding is not None:
+                    return finding
+            return None
+        return self._value(field.kind, value, location) if value else None
+
+    def _value(self, kind: _Kind, value: Any, location: str) -> LeakFinding | None:
+        if kind is _Kind.TEXT:
+            return self.text(value, location)
+        if kind is _Kind.BYTES:
+            return self.text(value.decode("utf-8", "replace"), location)
+        return self.message(value)
+
+    def name(self, name: str, location: str) -> LeakFinding | None:
+        return LeakFinding("field_name", location) if is_forbidden_field_name(name) else None
+
+    def text(self, text: str, location: str) -> LeakFinding | None:
+        if self._pattern is not None and self._pattern.search(text):
+            return LeakFinding("value", location)
+        if "{" in text or "[" in text:
+            embedded = _embedded_json(text)
+            if embedded is not None:
+                return self.plain(embedded, location)
+        return None
+
+    def plain(self, value: object, location: str) -> LeakFinding | None:
+        """Walk JSON-like Python data: dict keys are field names, strings are scanned."""
+        if isinstance(value, str):
+            return self.text(value, location)
+        if isinstance(value, Message):
+            return self.message(value)
+        if isinstance(value, dict):
+            for key, item in value.items():
+                key_text = str(key)
+                finding = self.name(key_text, location) or self.text(key_text, location)
+                if finding is None:
+                    finding = self.plain(item, location)
+                if finding is not None:
+                    return finding
+            return None
+        if isinstance(value, list | tuple | set | frozenset):
+            for item in value:
+                finding = self.plain(item, location)
+                if finding is not None:
+                    return finding
+            return None
+        if isinstance(value, bytes):
+            return self.text(value.decode("utf-8", "replace"), location)
+        return None
+
+
+def _embedded_json(text: str) -> object | None:
+    """The JSON object or array a string holds, if it holds exactly one."""
+    stripped = text.strip()
+    if len(stripped) < 2 or (stripped[0], stripped[-1]) not in (("{", "}"), ("[", "]")):
+        return None
+    try:
+        parsed: object = json.loads(stripped)
+    except ValueError:
+        return None
+    return parsed
+
+
+def _struct_to_python(struct: Message) -> dict[str, object]:
+    assert isinstance(struct, Struct)
+    return {key: _value_to_python(value) for key, value in struct.fields.items()}
+
+
+def _list_value_to_python(list_value: Message) -> list[object]:
+    assert isinstance(list_value, ListValue)
+    return [_value_to_python(value) for value in list_value.values]
+
+
+def _value_to_python(value: Message) -> object:
+    assert isinstance(value, Value)
+    kind = value.WhichOneof("kind")
+    if kind == "struct_value":
+        return _struct_to_python(value.struct_value)
+    if kind == "list_value":
+        return _list_value_to_python(value.list_value)
+    if kind == "string_value":
+        return value.string_value
+    return None
+
+
+_STRUCT_TYPES: Final[dict[str, Callable[[Message], object]]] = {
+    "google.protobuf.Struct": _struct_to_python,
+    "google.protobuf.Value": _value_to_python,
+    "google.protobuf.ListValue": _list_value_to_python,
+}
+"""Messages that carry JSON: walked as JSON, their keys being field names."""
+
+
+def find_leak(value: object, *, forbidden_values: Collection[str]) -> LeakFinding | None:
+    """What the gate would block in ``value`` (a message or JSON-like data), or None."""
+    if isinstance(forbidden_values, str):
+        raise TypeError("forbidden_values must be a collection of strings, not a string")
+    scanner = _Scanner(_value_pattern(tuple(sorted(forbidden_values))))
+    return scanner.plain(value, type(value).__name__)
+
+
+def find_forbidden_name(value: object) -> LeakFinding | None:
+    """A forbidden field name in JSON-like data (keys at any depth, JSON held in strings).
+
+    Names only: the rows a repository returns carry the learner's own keys for binding, so
+    their values are judged where they end up, in the finished bundle.
+    """
+    location = type(value).__name__
+    return LeakFinding("field_name", location) if _has_forbidden_name(value) else None
+
+
+def _may_hold_names(value: object) -> bool:
+    # Only containers, messages and strings that could hold JSON can hold a field name.
+    if isinstance(value, str):
+        return "{" in value or "[" in value
+    return isinstance(value, dict | list | tuple | Message)
+
+
+def _has_forbidden_name(value: object) -> bool:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(key, str) and is_forbidden_field_name(key):
+                return True
+            if _may_hold_names(item) and _has_forbidden_name(item):
+                return True
+        return False
+    if isinstance(value, list | tuple):
+        return any(_may_hold_names(item) and _has_forbidden_name(item) for item in value)
+    if isinstance(value, str):
+        embedded = _embedded_json(value)
+        return embedded is not None and _has_forbidden_name(embedded)
+    if isinstance(value, Message):
+        return _Scanner(None).message(value) is not None
+    return False
+
+
+def leak_blocked() -> ServiceError:
+    """The error a blocked bundle becomes: nothing of the bundle, nothing of the data."""
+    return ServiceError(
+        grpc.StatusCode.INTERNAL,
+        CONTEXT_LEAK_BLOCKED,
+        "the context could not be returned safely",
+    )
+
+
+_GATE_KEY: Final = object()
+
+
+@final
+class Gated(Generic[_M]):
+    """A message that passed the identifier gate in exactly its current state.
+
+    Only :func:`gate` (and :meth:`with_text`, which checks what it adds) builds one. Handlers
+    that return learner data accept nothing else, so "no handler returns learner data that did
+    not pass the gate" holds by construction. The wrapped message must not be mutated.
+    """
+
+    __slots__ = ("_forbidden_values", "_message")
+
+    def __init__(self, message: _M, forbidden_values: frozenset[str], *, key: object) -> None:
+        if key is not _GATE_KEY:
+            raise TypeError("only gate() creates Gated values")
+        self._message = message
+        self._forbidden_values = forbidden_values
+
+    @property
+    def message(self) -> _M:
+        """The gated message (read it; do not change it)."""
+        return self._message
+
+    def with_text(self, **fields: str) -> Gated[_M]:
+        """A copy with top-level string ``fields`` set, for references added after gating (a
+        snapshot's key and digest). The rest of the copy already passed; the new names and
+        values are checked like any other, so the result is gated in its exact state."""
+        finding = find_leak(fields, forbidden_values=self._forbidden_values)
+        if finding is not None:
+            record_block(finding)
+            raise leak_blocked()
+        copy = type(self._message)()
+        copy.CopyFrom(self._message)
+        for name, value in fields.items():
+            setattr(copy, name, value)
+        return Gated(copy, self._forbidden_values, key=_GATE_KEY)
+
+
+def gate(message: _M, *, forbidden_values: Collection[str]) -> Gated[_M]:
+    """Pass ``message`` through the identifier gate or raise ``CONTEXT_LEAK_BLOCKED``.
+
+    ``forbidden_values`` are the learner's raw id and the ids of the users linked to the learner
+    (see ``repository.linked_identifiers``). Call it on the finished message, right before it is
+    returned: anything changed afterwards has not been checked.
+    """
+    values = frozenset(forbidden_values) if not isinstance(forbidden_values, str) else None
+    if values is None:
+        raise TypeError("forbidden_values must be a collection of strings, not a string")
+    finding = find_leak(message, forbidden_values=values)
+    if finding is not None:
+        record_block(finding)
+        raise leak_blocked()
+    return Gated(message, values, key=_GATE_KEY)
+
+
+def record_block(finding: LeakFinding) -> None:
+    """Log and count a blocked bundle; the finding names the rule and type, never the data."""
+    _blocked_counter.add(1, {"rule": finding.rule})
+    logger.error(
+        "identifier gate blocked a bundle",
+        extra={"gate_rule": finding.rule, "gate_location": finding.location},
+    )
+
+
+def forbidden_names_in(names: Iterable[str]) -> list[str]:
+    """The forbidden names among ``names`` (for checks of schemas and purpose tables)."""
+    return [name for name in names if is_forbidden_field_name(name)]

@@ -1,0 +1,209 @@
+"""Knowledge search and node lookup over the curriculum graph (no learner data, no binding).
+
+Matching ignores Vietnamese diacritics and case on both sides: text is folded (NFD, combining
+marks dropped, ``đ`` to ``d``, lower case) and split into words. The query is folded here; node
+titles and aliases are folded by the database into ``knowledge.nodes.search_text`` (the same
+rule in SQL), which prefilters candidates by whole words. Candidates are then ranked by
+
+- query coverage: the share of the query's words the title (or one alias) contains;
+- field coverage: the share of the title's (or alias's) words the query contains, so a long chat
+  message that names a node ranks that node high;
+- a phrase bonus when the whole title or alias appears in the query, or the whole query in it.
+
+Each part is at most 1, so a score is in [0, 3]; title and aliases compete and the best counts.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+
+import asyncpg
+import grpc
+
+from nemo.context.v1 import context_service_pb2 as pb
+from nemo.context.v1 import knowledge_pb2
+from nemo_core.db import Connection
+from nemo_core.errors import ServiceError
+
+INVALID_QUERY: Final = "INVALID_QUERY"
+INVALID_LIMIT: Final = "INVALID_LIMIT"
+INVALID_GRADE: Final = "INVALID_GRADE"
+INVALID_NODE_ID: Final = "INVALID_NODE_ID"
+KNOWLEDGE_NODE_NOT_FOUND: Final = "KNOWLEDGE_NODE_NOT_FOUND"
+
+DEFAULT_LIMIT: Final = 10
+MAX_LIMIT: Final = 50
+MAX_QUERY_CHARS: Final = 500
+#: Words of a query that take part in matching; a chat message may be longer.
+MAX_QUERY_WORDS: Final = 48
+
+_WORD = re.compile(r"[a-z0-9]+")
+
+_NODE_COLUMNS = "id, title, aliases, subject, grade, strand, description"
+
+
+def fold(text: str) -> str:
+    """``text`` in lower case without diacritics: "Hệ số góc" → "he so goc"."""
+    decomposed = unicodedata.normalize("NFD", text.lower().replace("đ", "d").replace("Đ", "d"))
+    return "".join(char for char in decomposed if not unicodedata.combining(char))
+
+
+def words(text: str) -> list[str]:
+    """The folded words of ``text``, in order."""
+    return _WORD.findall(fold(text))
+
+
+def query_words(text: str) -> tuple[str, ...]:
+    """The words of ``text`` that take part in matching: distinct, in order, at most
+    :data:`MAX_QUERY_WORDS`. Single letters are left out: in chat they are variables ("x + 3")
+    or particles ("ạ") and would match any alias with "a" in it."""
+    distinct = dict.fromkeys(word for word in words(text) if len(word) > 1 or word.isdigit())
+    return tuple(distinct)[:MAX_QUERY_WORDS]
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    """A validated knowledge search."""
+
+    query_words: tuple[str, ...]
+    limit: int
+    subject: str
+    grade: int
+
+
+def validate_search(request: pb.SearchKnowledgeRequest) -> SearchRequest:
+    """Check a SearchKnowledge request; INVALID_ARGUMENT with a reason for anything off."""
+    if len(request.query) > MAX_QUERY_CHARS:
+        raise _invalid(INVALID_QUERY, f"query is longer than {MAX_QUERY_CHARS} characters")
+    matched_words = query_words(request.query)
+    if not matched_words:
+        raise _invalid(INVALID_QUERY, "query must contain a word of two letters or a number")
+    if not 0 <= request.limit <= MAX_LIMIT:
+        raise _invalid(INVALID_LIMIT, f"limit must be between 1 and {MAX_LIMIT} (0 means 10)")
+    if not (request.grade == 0 or 1 <= request.grade <= 12):
+        raise _invalid(INVALID_GRADE, "grade must be between 1 and 12 (0 means any)")
+    return SearchRequest(
+        query_words=matched_words,
+        limit=request.limit or DEFAULT_LIMIT,
+        subject=request.subject.strip(),
+        grade=request.grade,
+    )
+
+
+def _invalid(reason: str, message: str) -> ServiceError:
+    return ServiceError(grpc.StatusCode.INVALID_ARGUMENT, reason, message)
+
+
+def _contains_run(haystack: Sequence[str], needle: Sequence[str]) -> bool:
+    """Whether ``needle`` occurs in ``haystack`` as consecutive words."""
+    size = len(needle)
+    return size > 0 and any(
+        list(haystack[start : start + size]) == list(needle)
+        for start in range(len(haystack) - size + 1)
+    )
+
+
+def _field_score(query: Sequence[str], field: Sequence[str]) -> float:
+    if not field:
+        return 0.0
+    shared = set(query) & set(field)
+    if not shared:
+        return 0.0
+    query_coverage = len(shared) / len(set(query))
+    field_coverage = len(shared) / len(set(field))
+    phrase = _contains_run(query, field) or _contains_run(field, query)
+    return query_coverage + field_coverage + (1.0 if phrase else 0.0)
+
+
+def score(query_words: Sequence[str], title: str, aliases: Sequence[str]) -> float:
+    """Relevance of a node to the query words, in [0, 3]; see the module docstring."""
+    return max(_field_score(query_words, words(field)) for field in (title, *aliases))
+
+
+def node_message(row: asyncpg.Record) -> knowledge_pb2.KnowledgeNode:
+    """A ``knowledge.nodes`` row as a message."""
+    return knowledge_pb2.KnowledgeNode(
+        node_id=row["id"],
+        title=row["title"],
+        aliases=row["aliases"],
+        subject=row["subject"],
+        grade=row["grade"],
+        strand=row["strand"],
+        description=row["description"],
+    )
+
+
+async def search(
+    conn: Connection,
+    query_words: Sequence[str],
+    *,
+    limit: int,
+    subject: str = "",
+    grade: int = 0,
+    min_score: float = 0.0,
+) -> list[knowledge_pb2.KnowledgeHit]:
+    """Nodes matching ``query_words`` (folded words), best first, at most ``limit``."""
+    if not query_words or limit <= 0:
+        return []
+    # Words are [a-z0-9]+ only, so they need no escaping inside the regular expression.
+    pattern = r"\m(" + "|".join(query_words) + r")\M"
+    rows = await conn.fetch(
+        f"SELECT {_NODE_COLUMNS} FROM knowledge.nodes"
+        " WHERE search_text ~ $1 AND ($2 = '' OR subject = $2) AND ($3 = 0 OR grade = $3)",
+        pattern,
+        subject,
+        grade,
+    )
+    scored = [
+        (score(query_words, row["title"], row["aliases"]), row["grade"], row["id"], row)
+        for row in rows
+    ]
+    ranked = sorted(
+        (entry for entry in scored if entry[0] > min_score),
+        key=lambda entry: (-entry[0], entry[1], entry[2]),
+    )
+    return [
+        knowledge_pb2.KnowledgeHit(node=node_message(row), score=round(value, 6))
+        for value, _, _, row in ranked[:limit]
+    ]
+
+
+async def nodes_by_id(
+    conn: Connection, node_ids: Sequence[str]
+) -> list[knowledge_pb2.KnowledgeNode]:
+    """The nodes among ``node_ids`` that exist, in the order given."""
+    rows = await conn.fetch(
+        f"SELECT {_NODE_COLUMNS} FROM knowledge.nodes WHERE id = ANY($1::text[])", list(node_ids)
+    )
+    by_id = {row["id"]: row for row in rows}
+    return [node_message(by_id[node_id]) for node_id in node_ids if node_id in by_id]
+
+
+async def get_node(conn: Connection, node_id: str) -> pb.GetKnowledgeNodeResponse:
+    """One node with every edge into and out of it; NOT_FOUND for an unknown id."""
+    if not node_id.strip():
+        raise _invalid(INVALID_NODE_ID, "node_id is required")
+    found = await nodes_by_id(conn, [node_id])
+    if not found:
+        raise ServiceError(
+            grpc.StatusCode.NOT_FOUND, KNOWLEDGE_NODE_NOT_FOUND, "no knowledge node has this id"
+        )
+    edges = await conn.fetch(
+        "SELECT from_node_id, to_node_id, kind FROM knowledge.edges"
+        " WHERE from_node_id = $1 OR to_node_id = $1"
+        " ORDER BY kind, from_node_id, to_node_id",
+        node_id,
+    )
+    return pb.GetKnowledgeNodeResponse(
+        node=found[0],
+        edges=[
+            knowledge_pb2.KnowledgeEdge(
+                from_node_id=edge["from_node_id"], to_node_id=edge["to_node_id"], kind=edge["kind"]
+            )
+            for edge in edges
+        ],
+    )

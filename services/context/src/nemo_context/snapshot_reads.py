@@ -1,0 +1,73 @@
+"""GetSnapshot: an auditor reads back exactly what a model or an agent saw, verified."""
+
+from __future__ import annotations
+
+import logging
+from typing import Final
+
+import grpc
+from botocore.exceptions import BotoCoreError, ClientError
+from google.protobuf import json_format
+
+from nemo.context.v1 import context_service_pb2 as pb
+from nemo.context.v1 import learner_context_pb2
+from nemo_context.gate import Gated, gate
+from nemo_context.snapshot_objects import KEY_PATTERN
+from nemo_context.snapshots import (
+    SnapshotDigestMismatchError,
+    SnapshotNotFoundError,
+    SnapshotStore,
+)
+from nemo_core.errors import ServiceError
+
+logger = logging.getLogger(__name__)
+
+INVALID_INPUT_REF: Final = "INVALID_INPUT_REF"
+SNAPSHOT_NOT_FOUND: Final = "SNAPSHOT_NOT_FOUND"
+SNAPSHOT_DIGEST_MISMATCH: Final = "SNAPSHOT_DIGEST_MISMATCH"
+SNAPSHOT_STORE_UNAVAILABLE: Final = "SNAPSHOT_STORE_UNAVAILABLE"
+
+
+async def read_snapshot(store: SnapshotStore, input_ref: str) -> Gated[pb.GetSnapshotResponse]:
+    """The snapshot under ``input_ref`` after its digest was verified.
+
+    Errors: INVALID_ARGUMENT / ``INVALID_INPUT_REF`` for anything not shaped like a snapshot key,
+    NOT_FOUND / ``SNAPSHOT_NOT_FOUND`` when nothing is recorded or the object has expired,
+    DATA_LOSS / ``SNAPSHOT_DIGEST_MISMATCH`` when the stored bytes were altered after writing,
+    UNAVAILABLE / ``SNAPSHOT_STORE_UNAVAILABLE`` when the object storage cannot be read.
+    """
+    if not KEY_PATTERN.match(input_ref):
+        raise ServiceError(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            INVALID_INPUT_REF,
+            "input_ref must be a snapshot key: ai-context/YYYY-MM-DD/<learner_ref>/<uuid>.json",
+        )
+    try:
+        snapshot = await store.get(input_ref)
+    except SnapshotNotFoundError:
+        raise ServiceError(
+            grpc.StatusCode.NOT_FOUND, SNAPSHOT_NOT_FOUND, "no snapshot is stored under input_ref"
+        ) from None
+    except (BotoCoreError, ClientError, OSError) as error:
+        logger.warning("snapshot storage read failed", extra={"error_type": type(error).__name__})
+        raise ServiceError(
+            grpc.StatusCode.UNAVAILABLE,
+            SNAPSHOT_STORE_UNAVAILABLE,
+            "the snapshot storage cannot be read right now",
+        ) from None
+    except SnapshotDigestMismatchError:
+        raise ServiceError(
+            grpc.StatusCode.DATA_LOSS,
+            SNAPSHOT_DIGEST_MISMATCH,
+            "the stored snapshot does not match the digest recorded when it was written",
+        ) from None
+    bundle = json_format.Parse(snapshot.canonical_json, learner_context_pb2.ContextBundle())
+    response = pb.GetSnapshotResponse(
+        input_ref=snapshot.input_ref,
+        sha256=snapshot.sha256,
+        canonical_json=snapshot.canonical_json,
+        bundle=bundle,
+    )
+    # The learner's id cannot be recovered from a pseudonym, so only field names are checked
+    # here; the bytes are the ones that passed the full gate when the bundle was built.
+    return gate(response, forbidden_values=())

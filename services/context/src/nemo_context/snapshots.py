@@ -1,0 +1,222 @@
+"""Snapshots: a durable record of exactly what a bundle showed a model or an agent.
+
+A snapshot is the canonical JSON of the returned bundle (sorted keys, no whitespace, UTF-8, proto
+field names), stored under ``ai-context/YYYY-MM-DD/<learner_ref>/<uuid>.json`` (the key is the
+bundle's ``input_ref``; the path names the pseudonym, never the learner). Its SHA-256 is recorded
+in PostgreSQL, apart from the object, so reading a snapshot back detects an object altered after
+it was written.
+
+Writing a snapshot never blocks or fails the build that asked for it: :func:`persist_snapshot`
+gives up after the configured timeout, logs the failure without learner data, counts it on
+``nemo.context.snapshot.failures`` and returns ``None``, and the caller returns the bundle with an
+empty ``input_ref``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import json
+import logging
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Protocol
+
+from google.protobuf import json_format
+from google.protobuf.message import Message
+from opentelemetry import metrics
+
+from nemo_context.settings import ContextSettings
+from nemo_context.snapshot_objects import (
+    SNAPSHOT_PREFIX,
+    LocalDirectoryObjects,
+    ObjectNotFoundError,
+    S3Objects,
+    SnapshotObjects,
+    check_key,
+)
+from nemo_core.db import Pool
+
+__all__ = [
+    "SnapshotDigestMismatchError",
+    "SnapshotNotFoundError",
+    "SnapshotStore",
+    "StoredSnapshot",
+    "VerifiedSnapshot",
+    "canonical_json",
+    "create_snapshot_objects",
+    "create_snapshot_store",
+    "persist_snapshot",
+    "snapshot_key",
+]
+
+logger = logging.getLogger(__name__)
+
+_failures = metrics.get_meter("nemo.context").create_counter(
+    "nemo.context.snapshot.failures",
+    unit="{failure}",
+    description="Snapshot writes that failed or timed out; the bundle was returned without "
+    "input_ref.",
+)
+
+
+def canonical_json(message: Message) -> bytes:
+    """The one byte form of a message that is hashed and stored.
+
+    Proto3 JSON with proto field names, fields at their default value omitted, keys sorted, no
+    whitespace, non-ASCII text kept as UTF-8 (Vietnamese stays readable).
+    """
+    document = json_format.MessageToDict(message, preserving_proto_field_name=True)
+    return json.dumps(
+        document, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    ).encode("utf-8")
+
+
+def snapshot_key(learner_ref: str, created_at: datetime, snapshot_id: uuid.UUID) -> str:
+    """``ai-context/YYYY-MM-DD/<learner_ref>/<uuid>.json``, dated in UTC."""
+    day = created_at.astimezone(UTC).date().isoformat()
+    return check_key(f"{SNAPSHOT_PREFIX}{day}/{learner_ref}/{snapshot_id}.json")
+
+
+@dataclass(frozen=True)
+class StoredSnapshot:
+    """Where a snapshot was stored and the digest recorded for it."""
+
+    input_ref: str
+    sha256: str
+
+
+@dataclass(frozen=True)
+class VerifiedSnapshot:
+    """A snapshot read back whose bytes match the recorded digest."""
+
+    input_ref: str
+    sha256: str
+    canonical_json: bytes
+
+
+class SnapshotNotFoundError(LookupError):
+    """No snapshot is recorded under the ref, or its object is gone (expired by retention)."""
+
+
+class SnapshotDigestMismatchError(Exception):
+    """The stored object no longer matches the digest recorded when it was written."""
+
+
+class SnapshotStore(Protocol):
+    """Stores snapshots and reads them back verified."""
+
+    async def put(self, learner_ref: str, body: bytes) -> StoredSnapshot:
+        """Store ``body`` for ``learner_ref`` and record its digest."""
+
+    async def get(self, input_ref: str) -> VerifiedSnapshot:
+        """Read a snapshot back, verified against its recorded digest."""
+
+    async def aclose(self) -> None:
+        """Release connections."""
+
+
+class DigestedSnapshotStore:
+    """Snapshot objects in a :class:`SnapshotObjects` backend, digests in PostgreSQL."""
+
+    def __init__(
+        self,
+        objects: SnapshotObjects,
+        pool: Pool,
+        *,
+        write_timeout_seconds: float,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self.objects = objects
+        self._pool = pool
+        self._write_timeout = write_timeout_seconds
+        self._clock = clock
+
+    async def put(self, learner_ref: str, body: bytes) -> StoredSnapshot:
+        created_at = self._clock()
+        stored = StoredSnapshot(
+            input_ref=snapshot_key(learner_ref, created_at, uuid.uuid4()),
+            sha256=hashlib.sha256(body).hexdigest(),
+        )
+        async with asyncio.timeout(self._write_timeout):
+            # Object first: a digest row always points at an object that was fully written.
+            await self.objects.put(stored.input_ref, body)
+            async with self._pool.acquire() as conn:
+                await conn.execute(
+                    "INSERT INTO learning.context_snapshots"
+                    " (input_ref, learner_ref, sha256, size_bytes, created_at)"
+                    " VALUES ($1, $2, $3, $4, $5)",
+                    stored.input_ref,
+                    learner_ref,
+                    stored.sha256,
+                    len(body),
+                    created_at,
+                )
+        return stored
+
+    async def get(self, input_ref: str) -> VerifiedSnapshot:
+        check_key(input_ref)
+        async with self._pool.acquire() as conn:
+            recorded: str | None = await conn.fetchval(
+                "SELECT sha256 FROM learning.context_snapshots WHERE input_ref = $1", input_ref
+            )
+        if recorded is None:
+            raise SnapshotNotFoundError(input_ref)
+        try:
+            body = await self.objects.get(input_ref)
+        except ObjectNotFoundError:
+            raise SnapshotNotFoundError(input_ref) from None
+        actual = hashlib.sha256(body).hexdigest()
+        if not hmac.compare_digest(actual, recorded):
+            raise SnapshotDigestMismatchError(input_ref)
+        return VerifiedSnapshot(input_ref=input_ref, sha256=actual, canonical_json=body)
+
+    async def aclose(self) -> None:
+        await self.objects.aclose()
+
+
+def create_snapshot_objects(settings: ContextSettings) -> SnapshotObjects:
+    """The object backend the settings choose (local directory or S3)."""
+    if settings.snapshot_backend == "s3":
+        if settings.snapshot_s3_bucket is None:
+            raise ValueError("snapshot_backend s3 needs snapshot_s3_bucket")
+        return S3Objects(
+            settings.snapshot_s3_bucket,
+            endpoint_url=settings.snapshot_s3_endpoint_url,
+            region=settings.snapshot_s3_region,
+            timeout_seconds=settings.snapshot_write_timeout_seconds,
+        )
+    return LocalDirectoryObjects(settings.snapshot_dir)
+
+
+def create_snapshot_store(settings: ContextSettings, pool: Pool) -> DigestedSnapshotStore:
+    """The snapshot store of a context server: its backend plus digests in ``pool``'s database."""
+    return DigestedSnapshotStore(
+        create_snapshot_objects(settings),
+        pool,
+        write_timeout_seconds=settings.snapshot_write_timeout_seconds,
+    )
+
+
+async def persist_snapshot(
+    store: SnapshotStore, learner_ref: str, bundle: Message
+) -> StoredSnapshot | None:
+    """Store the canonical JSON of ``bundle``; ``None`` when that failed. Never raises.
+
+    ``bundle`` must be exactly what is returned, with ``input_ref`` and ``snapshot_sha256``
+    still empty; the caller sets those two from the result.
+    """
+    try:
+        return await store.put(learner_ref, canonical_json(bundle))
+    except Exception as error:
+        # The error's text may carry the key, which names the pseudonym: only its type is logged.
+        reason = "timeout" if isinstance(error, TimeoutError) else "error"
+        logger.warning(
+            "snapshot write failed; bundle returned without input_ref",
+            extra={"failure": reason, "error_type": type(error).__name__},
+        )
+        _failures.add(1, {"reason": reason})
+        return None

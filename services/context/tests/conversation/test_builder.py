@@ -1,0 +1,407 @@
+"""BuildConversationContext: seed 004's six scenarios, and what the builder must never do."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+
+import asyncpg
+import grpc
+import pytest
+from asyncpg.connection import LoggedQuery
+from google.protobuf import json_format
+
+from nemo.context.v1 import context_service_pb2 as service_pb
+from nemo.context.v1 import conversation_pb2 as pb
+from nemo_context.conversation.budget import bundle_tokens
+from nemo_context.conversation.builder import (
+    BUILD_VERSION,
+    INVALID_MESSAGE,
+    INVALID_SESSION_ID,
+    INVALID_TOKEN_BUDGET,
+    INVALID_TURN_ID,
+    SESSION_NOT_FOUND,
+    ConversationBuilder,
+    ConversationSettings,
+)
+from nemo_context.conversation.record import record_turn
+from nemo_context.conversation.redaction import MASK
+from nemo_context.gate import CONTEXT_LEAK_BLOCKED
+from nemo_context.pseudonym import Pseudonymizer
+from nemo_core.db import LEARNER_IDS_SETTING, Pool, init_connection
+from nemo_core.errors import ServiceError
+
+MakeSession = Callable[..., Awaitable[str]]
+PSEUDONYMS = Pseudonymizer(b"conversation-tests-key-0123456789abcdef")
+COMPLETED, PARTIAL, FAILED = (
+    pb.MESSAGE_STATUS_COMPLETED,
+    pb.MESSAGE_STATUS_PARTIAL,
+    pb.MESSAGE_STATUS_FAILED,
+)
+
+
+def builder(pool: Pool, *, recent_turns: int = 8, knowledge_limit: int = 3) -> ConversationBuilder:
+    return ConversationBuilder(
+        pool,
+        PSEUDONYMS,
+        ConversationSettings(
+            recent_turns=recent_turns, default_token_budget=4000, knowledge_limit=knowledge_limit
+        ),
+    )
+
+
+def said(
+    role: pb.MessageRole.ValueType, text: str, status: pb.MessageStatus.ValueType = COMPLETED
+) -> pb.TurnMessage:
+    return pb.TurnMessage(role=role, type=pb.MESSAGE_TYPE_TEXT, status=status, content=text)
+
+
+def exchange(
+    question: str, answer: str, answer_status: pb.MessageStatus.ValueType = COMPLETED
+) -> list[pb.TurnMessage]:
+    return [
+        said(pb.MESSAGE_ROLE_USER, question),
+        said(pb.MESSAGE_ROLE_ASSISTANT, answer, answer_status),
+    ]
+
+
+async def record(
+    pool: Pool,
+    session_id: str,
+    turn_id: str,
+    messages: Sequence[pb.TurnMessage],
+    *,
+    state: pb.ConversationState | None = None,
+    summary: pb.SummaryUpdate | None = None,
+) -> service_pb.RecordTurnResponse:
+    request = service_pb.RecordTurnRequest(
+        session_id=session_id, turn_id=turn_id, messages=messages, state=state, summary=summary
+    )
+    return await record_turn(pool, request)
+
+
+async def build(
+    pool: Pool,
+    session_id: str,
+    turn_id: str,
+    message: str = "Cô giải thích tiếp giúp em với ạ.",
+    *,
+    token_budget: int = 0,
+    recent_turns: int = 8,
+) -> pb.ConversationBundle:
+    request = service_pb.BuildConversationContextRequest(
+        session_id=session_id,
+        turn_id=turn_id,
+        current_user_message=message,
+        token_budget=token_budget,
+    )
+    return (await builder(pool, recent_turns=recent_turns).build(request)).message
+
+
+def contents(bundle: pb.ConversationBundle) -> list[str]:
+    return [message.content for message in bundle.recent_messages]
+
+
+# Seed 004, scenario 1: the second turn sees the first.
+async def test_second_turn_includes_the_first(
+    context_pool: Pool, make_session: MakeSession
+) -> None:
+    session = await make_session("L-1")
+    await record(context_pool, session, "T1", exchange("(a + b)² là gì ạ?", "a² + 2ab + b²."))
+    bundle = await build(context_pool, session, "T2", "Vậy (a - b)² thì sao ạ?")
+    assert contents(bundle) == ["(a + b)² là gì ạ?", "a² + 2ab + b²."]
+    assert [m.turn_id for m in bundle.recent_messages] == ["T1", "T1"]
+    assert [m.role for m in bundle.recent_messages] == [
+        pb.MESSAGE_ROLE_USER,
+        pb.MESSAGE_ROLE_ASSISTANT,
+    ]
+    assert bundle.current_user_message == "Vậy (a - b)² thì sao ạ?"
+    assert (bundle.session_id, bundle.turn_id) == (session, "T2")
+    assert bundle.meta.included_message_count == 2
+    assert bundle.meta.dropped_message_count == 0
+    assert bundle.meta.build_version == BUILD_VERSION
+
+
+# Seed 004, scenario 2: a reply cut mid-stream (and failed or cancelled ones) is not context.
+async def test_cut_stream_and_failed_replies_are_not_context(context_pool: Pool) -> None:
+    bundle = await build(
+        context_pool,
+        "CS-L1-TUTOR",
+        "T5",
+        "Em quên mất hạng tử ở giữa, cô giải thích lại giúp em với.",
+    )
+    # The demo session: M-6 failed, M-9 partial, M-11 cancelled, M-2 and M-12 UI events,
+    # M-12 and M-13 belong to the current turn T5, M-5 is a tool result.
+    assert [m.message_id for m in bundle.recent_messages] == [
+        "M-1",
+        "M-3",
+        "M-4",
+        "M-5",
+        "M-7",
+        "M-8",
+        "M-10",
+    ]
+    text = "\n".join(contents(bundle))
+    assert "Ở đây a = 2x nên" not in text  # the partial reply
+    assert "Chưa đúng rồi. Em" not in text  # the cancelled one
+    assert "phase_changed" not in text
+    assert "typing" not in text
+    tool = bundle.recent_messages[3]
+    assert tool.type == pb.MESSAGE_TYPE_TOOL_RESULT
+    assert tool.content == "Tìm thấy nút Hằng đẳng thức (lớp 8) và hai bài luyện tập liên quan."
+
+
+async def test_a_partial_reply_recorded_by_the_gateway_is_never_reused(
+    context_pool: Pool, make_session: MakeSession
+) -> None:
+    session = await make_session("L-1")
+    await record(context_pool, session, "T1", exchange("Câu một?", "Trả lời một."))
+    await record(context_pool, session, "T2", exchange("Câu hai?", "Trả lời bị cắt giữa", PARTIAL))
+    bundle = await build(context_pool, session, "T3")
+    assert contents(bundle) == ["Câu một?", "Trả lời một.", "Câu hai?"]
+
+
+# Seed 004, scenario 3: the current turn's stored messages are not repeated as history.
+async def test_current_turn_is_excluded(context_pool: Pool, make_session: MakeSession) -> None:
+    session = await make_session("L-1")
+    await record(context_pool, session, "T1", exchange("Câu một?", "Trả lời một."))
+    # The gateway stored the current question already (as the demo's pending T5 message is).
+    await record(context_pool, session, "T2", [said(pb.MESSAGE_ROLE_USER, "Câu hai?")])
+    bundle = await build(context_pool, session, "T2", "Câu hai?")
+    assert contents(bundle) == ["Câu một?", "Trả lời một."]
+    assert bundle.current_user_message == "Câu hai?"
+    assert "T2" not in {m.turn_id for m in bundle.recent_messages}
+
+
+# Seed 004, scenario 4: a long conversation keeps the last N turns plus the summary.
+async def test_long_conversation_keeps_the_window_and_the_summary(
+    context_pool: Pool, make_session: MakeSession
+) -> None:
+    session = await make_session("L-1")
+    for turn in range(1, 13):
+        summary = pb.SummaryUpdate(summary="Tóm tắt lượt 1 đến 3.") if turn == 3 else None
+        await record(
+            context_pool,
+            session,
+            f"T{turn}",
+            exchange(f"Hỏi {turn}", f"Đáp {turn}"),
+            summary=summary,
+        )
+    bundle = await build(context_pool, session, "T13")
+    assert [m.turn_id for m in bundle.recent_messages][::2] == [f"T{t}" for t in range(5, 13)]
+    assert bundle.conversation_summary == "Tóm tắt lượt 1 đến 3."
+    assert bundle.meta.summary_version == 1
+    assert bundle.meta.included_message_count == 16
+    assert bundle.meta.dropped_message_count == 8
+    # T4 is outside the window and not covered by the summary.
+    assert bundle.meta.summary_stale
+
+    response = await record(
+        context_pool,
+        session,
+        "T12",
+        exchange("Hỏi 12", "Đáp 12"),
+        summary=pb.SummaryUpdate(summary="Tóm tắt lượt 1 đến 4.", covers_through_turn_id="T4"),
+    )
+    assert response.summary_version == 2
+    bundle = await build(context_pool, session, "T13")
+    assert bundle.conversation_summary == "Tóm tắt lượt 1 đến 4."
+    assert bundle.meta.summary_version == 2
+    assert not bundle.meta.summary_stale
+
+    # A smaller window leaves turns the summary does not cover.
+    narrow = await build(context_pool, session, "T13", recent_turns=4)
+    assert [m.turn_id for m in narrow.recent_messages][::2] == ["T9", "T10", "T11", "T12"]
+    assert narrow.meta.summary_stale
+
+
+async def test_without_a_summary_dropped_turns_are_stale(
+    context_pool: Pool, make_session: MakeSession
+) -> None:
+    session = await make_session("L-1")
+    for turn in range(1, 4):
+        await record(context_pool, session, f"T{turn}", exchange(f"Hỏi {turn}", f"Đáp {turn}"))
+    bundle = await build(context_pool, session, "T4", recent_turns=2)
+    assert bundle.meta.summary_version == 0
+    assert bundle.conversation_summary == ""
+    assert bundle.meta.summary_stale
+    assert not (await build(context_pool, session, "T4", recent_turns=3)).meta.summary_stale
+
+
+# Seed 004, scenario 5: an empty session builds without error.
+async def test_empty_session(context_pool: Pool, make_session: MakeSession) -> None:
+    session = await make_session("L-3")
+    bundle = await build(context_pool, session, "T1", "Phân số là gì ạ?")
+    assert list(bundle.recent_messages) == []
+    assert bundle.conversation_summary == ""
+    assert bundle.meta.included_message_count == 0
+    assert bundle.meta.dropped_message_count == 0
+    assert bundle.meta.summary_version == 0
+    assert not bundle.meta.summary_stale
+    assert not bundle.state.extracted_info.fields
+    assert not bundle.state.agent_state.fields
+    assert bundle.profile.grade == 5
+    assert bundle.learner_ref == PSEUDONYMS.learner_ref("L-3")
+    assert [hit.node.node_id for hit in bundle.retrieved_knowledge] == ["math-05-fractions"]
+
+
+# Seed 004, scenario 6: over budget, the oldest history goes first; message and state stay.
+async def test_over_budget_trims_oldest_first_and_keeps_message_and_state(
+    context_pool: Pool, make_session: MakeSession
+) -> None:
+    session = await make_session("L-1")
+    padding = " — một lời giải thích dài về khai triển bình phương của một tổng" * 4
+    for turn in range(1, 7):
+        await record(
+            context_pool, session, f"T{turn}", exchange(f"Hỏi {turn}", f"Đáp {turn}{padding}")
+        )
+    state = pb.ConversationState()
+    state.agent_state.update({"phase": "practice", "hint_level": 2})
+    await record(context_pool, session, "T6", exchange("Hỏi 6", f"Đáp 6{padding}"), state=state)
+
+    full = await build(context_pool, session, "T7")
+    assert full.meta.estimated_tokens == bundle_tokens(full)
+    assert full.meta.included_message_count == 12
+    budget = full.meta.estimated_tokens * 2 // 3
+    trimmed = await build(context_pool, session, "T7", token_budget=budget)
+    assert trimmed.meta.token_budget == budget
+    assert trimmed.meta.estimated_tokens <= budget
+    assert trimmed.meta.estimated_tokens == bundle_tokens(trimmed)
+    kept = [m.turn_id for m in trimmed.recent_messages][::2]
+    assert kept
+    assert kept == [f"T{t}" for t in range(7 - len(kept), 7)]
+    assert trimmed.meta.dropped_message_count == 12 - len(trimmed.recent_messages)
+    assert trimmed.current_user_message == full.current_user_message
+    assert trimmed.state == full.state
+    assert json_format.MessageToDict(trimmed.state.agent_state) == {
+        "phase": "practice",
+        "hint_level": 2.0,
+    }
+    assert trimmed.meta.summary_stale  # dropped turns, no summary
+
+    starved = await build(context_pool, session, "T7", token_budget=10)
+    assert list(starved.recent_messages) == []
+    assert starved.current_user_message == full.current_user_message
+    assert starved.state == full.state
+    assert starved.meta.estimated_tokens > 10  # over budget, and it says so
+
+
+async def test_state_profile_and_knowledge_of_the_demo_session(context_pool: Pool) -> None:
+    bundle = await build(context_pool, "CS-L1-TUTOR", "T5", "Em quên mất hạng tử ở giữa ạ.")
+    info = json_format.MessageToDict(bundle.state.extracted_info)
+    assert info["topic_node_id"] == "math-08-algebraic-identities"
+    assert json_format.MessageToDict(bundle.state.agent_state)["pending_exercise"] == "(x + 5)²"
+    assert bundle.profile.grade == 8
+    assert not bundle.profile.HasField("age_years")  # minimal profile: the grade only
+    assert bundle.learner_ref == PSEUDONYMS.learner_ref("L-1")
+    assert bundle.conversation_summary.startswith("Học sinh hỏi về hằng đẳng thức")
+    assert bundle.meta.summary_version == 1
+    assert not bundle.meta.summary_stale
+    # The session's topic comes first; nothing else in the message names a node.
+    assert [hit.node.node_id for hit in bundle.retrieved_knowledge] == [
+        "math-08-algebraic-identities"
+    ]
+
+
+async def test_knowledge_named_in_the_message_is_retrieved(
+    context_pool: Pool, make_session: MakeSession
+) -> None:
+    session = await make_session("L-1")
+    bundle = await build(context_pool, session, "T1", "Em chưa hiểu hệ số góc của đường thẳng ạ.")
+    assert [hit.node.title for hit in bundle.retrieved_knowledge] == ["Hệ số góc"]
+
+
+async def test_sessions_of_other_learners_stay_apart(context_pool: Pool) -> None:
+    bundle = await build(context_pool, "CS-L2-TUTOR", "T2")
+    assert bundle.learner_ref == PSEUDONYMS.learner_ref("L-2")
+    assert bundle.profile.grade == 6
+    assert contents(bundle) == [
+        "Vì sao âm nhân âm lại ra dương ạ?",
+        "Nhân với một số âm là đổi hướng trên trục số; đổi hướng hai lần thì quay về hướng cũ.",
+    ]
+
+
+async def test_every_statement_is_bound_to_the_sessions_learner(context_dsn: str) -> None:
+    statements: list[LoggedQuery] = []
+
+    async def init(conn: asyncpg.Connection[asyncpg.Record]) -> None:
+        await init_connection(conn)
+        conn.add_query_logger(statements.append)
+
+    pool = await asyncpg.create_pool(context_dsn, min_size=1, max_size=1, init=init)
+    try:
+        await build(pool, "CS-L2-TUTOR", "T2", "Âm nhân âm ạ?")
+    finally:
+        await pool.close()
+    queries = [statement.query for statement in statements]
+    # The session's learner is looked up by key, then everything runs bound to exactly it.
+    [lookup] = [s for s in statements if "chat_session_learner" in s.query]
+    assert lookup.args == ("CS-L2-TUTOR",)
+    [bind] = [s for s in statements if LEARNER_IDS_SETTING in s.args]
+    assert bind.args == (LEARNER_IDS_SETTING, "L-2")
+    reads = [s for s in statements if "learning." in s.query and s is not lookup]
+    assert len(reads) >= 5
+    for statement in reads:
+        assert "L-2" in statement.args, statement.query
+        assert queries.index(bind.query) < queries.index(statement.query)
+
+
+async def test_keys_typed_into_chat_are_masked(
+    context_pool: Pool, make_session: MakeSession
+) -> None:
+    session = await make_session("L-1")
+    await record(
+        context_pool,
+        session,
+        "T1",
+        exchange("Mã học sinh của em là L-1, tài khoản mẹ em là u-p1.", "Cô nhớ rồi."),
+    )
+    bundle = await build(context_pool, session, "T2", "Em là L-1 đây ạ, bạn L-10 ngồi cạnh em.")
+    assert contents(bundle)[0] == f"Mã học sinh của em là {MASK}, tài khoản mẹ em là {MASK}."
+    assert bundle.current_user_message == f"Em là {MASK} đây ạ, bạn L-10 ngồi cạnh em."
+
+
+async def test_a_key_in_the_structured_state_is_blocked(
+    context_pool: Pool, make_session: MakeSession
+) -> None:
+    session = await make_session("L-1")
+    state = pb.ConversationState()
+    state.extracted_info.update({"learner": "L-1"})
+    await record(context_pool, session, "T1", exchange("Hỏi", "Đáp"), state=state)
+    with pytest.raises(ServiceError) as caught:
+        await build(context_pool, session, "T2")
+    assert (caught.value.code, caught.value.reason) == (
+        grpc.StatusCode.INTERNAL,
+        CONTEXT_LEAK_BLOCKED,
+    )
+
+
+@pytest.mark.parametrize(
+    ("fields", "reason"),
+    [
+        ({"session_id": "", "turn_id": "T1"}, INVALID_SESSION_ID),
+        ({"session_id": "x" * 129, "turn_id": "T1"}, INVALID_SESSION_ID),
+        ({"session_id": "CS-L1-TUTOR", "turn_id": ""}, INVALID_TURN_ID),
+        ({"session_id": "CS-L1-TUTOR", "turn_id": "T\n1"}, INVALID_TURN_ID),
+        (
+            {"session_id": "CS-L1-TUTOR", "turn_id": "T6", "current_user_message": " "},
+            INVALID_MESSAGE,
+        ),
+        ({"session_id": "CS-L1-TUTOR", "turn_id": "T6", "token_budget": -5}, INVALID_TOKEN_BUDGET),
+    ],
+)
+async def test_invalid_requests(context_pool: Pool, fields: dict[str, object], reason: str) -> None:
+    request = service_pb.BuildConversationContextRequest(
+        **({"current_user_message": "Câu hỏi"} | fields)  # type: ignore[arg-type]
+    )
+    with pytest.raises(ServiceError) as caught:
+        await builder(context_pool).build(request)
+    assert (caught.value.code, caught.value.reason) == (grpc.StatusCode.INVALID_ARGUMENT, reason)
+
+
+async def test_unknown_session_is_not_found(context_pool: Pool) -> None:
+    with pytest.raises(ServiceError) as caught:
+        await build(context_pool, "CS-NOBODY", "T1")
+    assert (caught.value.code, caught.value.reason) == (
+        grpc.StatusCode.NOT_FOUND,
+        SESSION_NOT_FOUND,
+    )

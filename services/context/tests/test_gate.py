@@ -1,0 +1,305 @@
+"""The identifier gate: forbidden names at any depth, raw ids on token boundaries, Gated values."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import grpc
+import pytest
+from google.protobuf.struct_pb2 import Struct
+from google.rpc import error_details_pb2
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from nemo.context.v1 import conversation_pb2
+from nemo.context.v1 import learner_context_pb2 as pb
+from nemo_context.gate import (
+    CONTEXT_LEAK_BLOCKED,
+    FORBIDDEN_FIELD_NAMES,
+    Gated,
+    find_forbidden_name,
+    find_leak,
+    gate,
+    is_forbidden_field_name,
+)
+from nemo_core.errors import ServiceError
+
+from .conftest import CounterTotal
+
+LEARNER = "L-1"
+LINKED = frozenset({"L-1", "F-1", "U-L1", "U-P1", "U-P4", "U-G1", "U-G3", "U-M1"})
+
+
+def _struct(value: dict[str, Any]) -> Struct:
+    struct = Struct()
+    struct.update(value)
+    return struct
+
+
+def _blocked(value: object) -> bool:
+    return find_leak(value, forbidden_values=LINKED) is not None
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "display_name",
+        "displayName",
+        "DisplayName",
+        "DISPLAY_NAME",
+        "display-name",
+        "name",
+        "email",
+        "userId",
+        "learnerID",
+        "birthDate",
+        "dob",
+        "guardian",
+        "parentName",
+        "schoolName",
+        "avatarUrl",
+        "firstName",
+        "last_name",
+        "facebookUrl",
+        "linksJson",
+        "photo",
+        "photoUrl",
+        "profile_photo",
+        "PHOTOS",
+    ],
+)
+def test_forbidden_names_are_matched_after_normalising_case(name: str) -> None:
+    assert is_forbidden_field_name(name)
+
+
+@pytest.mark.parametrize(
+    "name", ["node_title", "title", "learner_ref", "nodeTitle", "photosynthesis", "named_entity"]
+)
+def test_names_are_matched_whole_so_titles_pass(name: str) -> None:
+    assert not is_forbidden_field_name(name)
+
+
+def test_a_name_field_deep_in_nested_messages_structs_and_lists_is_blocked() -> None:
+    state = conversation_pb2.ConversationState(
+        extracted_info=_struct({"topics": [{"details": {"parent": {"fullName": "A B"}}}]})
+    )
+    assert _blocked(state)
+    assert not _blocked(
+        conversation_pb2.ConversationState(
+            extracted_info=_struct({"topics": [{"details": {"node_title": "Hệ số góc"}}]})
+        )
+    )
+
+
+def test_map_keys_of_a_proto_map_are_checked_as_names_and_as_text() -> None:
+    assert _blocked(error_details_pb2.ErrorInfo(metadata={"email": "x"}))
+    assert _blocked(error_details_pb2.ErrorInfo(metadata={"note": "for U-P1"}))
+    assert _blocked(error_details_pb2.ErrorInfo(metadata={"U-M1": "mentor"}))
+    assert not _blocked(error_details_pb2.ErrorInfo(metadata={"note": "node math-08-slope"}))
+
+
+def test_json_held_in_a_string_is_parsed_and_walked() -> None:
+    bundle = pb.ContextBundle(rendered_text=json.dumps({"a": [{"b": {"email": "x@example.com"}}]}))
+    assert _blocked(bundle)
+    bundle.rendered_text = json.dumps({"a": [{"b": {"node_title": "Phân số"}}]})
+    assert not _blocked(bundle)
+
+
+@pytest.mark.parametrize(
+    "text", ["see L-1.", "(L-1)", "l-1", "learner:L-1,x", "L-1", "nemo_L-1", "học sinh L-1 lớp 8"]
+)
+def test_the_raw_id_in_free_text_is_blocked_on_token_boundaries(text: str) -> None:
+    assert _blocked(pb.ContextBundle(rendered_text=text))
+
+
+@pytest.mark.parametrize("text", ["L-10", "see L-100.", "XL-1", "L-1x", "L-12 and L-19"])
+def test_longer_ids_that_contain_the_raw_id_pass(text: str) -> None:
+    assert not _blocked(pb.ContextBundle(rendered_text=text))
+
+
+def test_ids_of_linked_users_are_blocked_like_the_learner_id() -> None:
+    for user_id in ("U-P1", "u-m1", "F-1"):
+        assert _blocked(pb.ContextBundle(goal=pb.Goal(title=f"set by {user_id}")))
+
+
+def test_repository_rows_are_checked_for_names_only() -> None:
+    assert find_forbidden_name({"rows": [{"node_id": "x", "extra": '{"a": {"email": 1}}'}]})
+    assert find_forbidden_name([{"model": {"steps": [{"learnerId": 3}]}}])
+    # The rows carry the learner's own key for binding; values are judged in the bundle.
+    assert find_forbidden_name({"rows": [{"node_id": "L-1", "title": "[1, 2]"}]}) is None
+
+
+def test_gate_returns_the_message_it_checked() -> None:
+    bundle = pb.ContextBundle(learner_ref="nemo_0123456789ab", rendered_text="lớp 8")
+    gated = gate(bundle, forbidden_values=LINKED)
+    assert gated.message is bundle
+
+
+def test_a_blocked_bundle_raises_internal_leak_blocked_and_is_logged_and_counted_without_data(
+    caplog: pytest.LogCaptureFixture, counter_total: CounterTotal
+) -> None:
+    before = counter_total("nemo.context.gate.blocked", {"rule": "value"})
+    bundle = pb.ContextBundle(rendered_text="Học sinh L-1 (Nguyễn Minh An)")
+    with (
+        caplog.at_level(logging.ERROR, logger="nemo_context.gate"),
+        pytest.raises(ServiceError) as raised,
+    ):
+        gate(bundle, forbidden_values=LINKED)
+    assert raised.value.code is grpc.StatusCode.INTERNAL
+    assert raised.value.reason == CONTEXT_LEAK_BLOCKED
+    assert "L-1" not in raised.value.message
+    assert counter_total("nemo.context.gate.blocked", {"rule": "value"}) == before + 1
+    [record] = [r for r in caplog.records if r.name == "nemo_context.gate"]
+    logged = json.dumps({**vars(record), "args": None, "msg": record.getMessage()}, default=str)
+    assert "L-1" not in logged
+    assert "Nguyễn" not in logged
+    assert record.__dict__["gate_rule"] == "value"
+
+
+def test_gated_values_come_only_from_the_gate() -> None:
+    with pytest.raises(TypeError):
+        Gated(pb.ContextBundle(), frozenset(), key=object())
+
+
+def test_text_added_after_gating_is_checked_too() -> None:
+    gated = gate(pb.ContextBundle(rendered_text="lớp 8"), forbidden_values=LINKED)
+    referenced = gated.with_text(input_ref="ai-context/2026-11-29/nemo_0123456789ab/x.json")
+    assert referenced.message.input_ref.startswith("ai-context/")
+    assert referenced.message.rendered_text == "lớp 8"
+    assert gated.message.input_ref == ""  # the gated original is left as it was
+    for fields in ({"input_ref": "ai-context/L-1/x.json"}, {"email": "x"}):
+        with pytest.raises(ServiceError) as raised:
+            gated.with_text(**fields)
+        assert raised.value.reason == CONTEXT_LEAK_BLOCKED
+
+
+def test_a_single_string_of_forbidden_values_is_refused() -> None:
+    with pytest.raises(TypeError):
+        gate(pb.ContextBundle(), forbidden_values="L-1")
+
+
+# Property: planted names or ids are always found; clean structures (with look-alike ids) pass.
+
+# No "-" in random text, so random text can never spell an id; look-alikes are added whole.
+_SAFE_TEXT = st.text(
+    alphabet="abcdefghijklmnopqrstuvwxyzLUFMP0123456789 .,:;()ăâđêôơưáàảãạ", max_size=20
+)
+_LOOKALIKES = st.sampled_from(["L-10", "L-100", "XL-1", "L-1x", "U-P10", "F-12", "U-M11"])
+_SAFE_KEYS = st.sampled_from(
+    ["node_title", "title", "learner_ref", "grade", "mastery", "notes", "items", "nodeId"]
+)
+_LEAF = st.one_of(
+    _SAFE_TEXT,
+    st.builds(lambda a, b, c: f"{a} {b} {c}", _SAFE_TEXT, _LOOKALIKES, _SAFE_TEXT),
+    st.integers(-1000, 1000),
+    st.booleans(),
+    st.none(),
+)
+_TREE = st.recursive(
+    _LEAF,
+    lambda children: st.one_of(
+        st.lists(children, max_size=4),
+        st.dictionaries(_SAFE_KEYS, children, max_size=4),
+    ),
+    max_leaves=25,
+)
+
+
+def _forbidden_key_spellings(name: str) -> list[str]:
+    words = name.split("_")
+    camel = words[0] + "".join(word.title() for word in words[1:])
+    return [name, name.upper(), camel, camel[0].upper() + camel[1:]]
+
+
+_FORBIDDEN_KEY = st.sampled_from(sorted(FORBIDDEN_FIELD_NAMES | {"photo_url"})).flatmap(
+    lambda name: st.sampled_from(_forbidden_key_spellings(name))
+)
+_RAW_ID = st.sampled_from(sorted(LINKED)).flatmap(
+    lambda value: st.sampled_from([value, value.lower()])
+)
+_ID_TEXT = st.builds(
+    lambda before, value, after: f"{before}{value}{after}",
+    st.sampled_from(["", "see ", "(", "học sinh ", "ref:"]),
+    _RAW_ID,
+    st.sampled_from(["", ".", ")", " lớp 8", ", ok"]),
+)
+
+
+def _plant(tree: Any, data: st.DataObject) -> Any:
+    """``tree`` with one forbidden name or raw id planted at a random depth and position."""
+    children = (
+        list(tree.values()) if isinstance(tree, dict) else tree if isinstance(tree, list) else []
+    )
+    containers = [i for i, child in enumerate(children) if isinstance(child, dict | list)]
+    descend: bool = bool(containers) and data.draw(st.booleans(), label="descend")
+    if descend:
+        index = data.draw(st.sampled_from(containers), label="child")
+        if isinstance(tree, dict):
+            key = list(tree)[index]
+            return {**tree, key: _plant(tree[key], data)}
+        return [*tree[:index], _plant(tree[index], data), *tree[index + 1 :]]
+    payload_is_name = data.draw(st.booleans(), label="name or value")
+    if isinstance(tree, dict):
+        if payload_is_name:
+            return {**tree, data.draw(_FORBIDDEN_KEY): data.draw(_LEAF)}
+        return {**tree, data.draw(_SAFE_KEYS): data.draw(_ID_TEXT)}
+    if isinstance(tree, list):
+        item = {data.draw(_FORBIDDEN_KEY): 1} if payload_is_name else data.draw(_ID_TEXT)
+        position = data.draw(st.integers(0, len(tree)), label="position")
+        return [*tree[:position], item, *tree[position:]]
+    if payload_is_name:
+        return {data.draw(_FORBIDDEN_KEY): tree}
+    return data.draw(_ID_TEXT)
+
+
+def _json_ready(tree: Any) -> Any:
+    # Struct holds numbers as doubles; keep the tree JSON-shaped for every encoding.
+    if isinstance(tree, dict):
+        return {key: _json_ready(value) for key, value in tree.items()}
+    if isinstance(tree, list):
+        return [_json_ready(value) for value in tree]
+    return tree
+
+
+def _encode(tree: Any, data: st.DataObject) -> Any:
+    """Re-encode containers at random as Python data, a Struct or a JSON string."""
+    if not isinstance(tree, dict | list):
+        return tree
+    how = data.draw(st.sampled_from(["python", "struct", "json"]), label="encoding")
+    if how == "json":
+        return json.dumps(_json_ready(tree), ensure_ascii=data.draw(st.booleans()))
+    if how == "struct" and isinstance(tree, dict):
+        return _struct(_json_ready(tree))
+    if isinstance(tree, dict):
+        return {key: _encode(value, data) for key, value in tree.items()}
+    return [_encode(value, data) for value in tree]
+
+
+def _wrap(encoded: Any, data: st.DataObject) -> object:
+    """Sometimes hand the gate a message holding the structure, as handlers do."""
+    if isinstance(encoded, Struct) and data.draw(st.booleans(), label="in a message"):
+        return conversation_pb2.ConversationState(agent_state=encoded)
+    if isinstance(encoded, str) and data.draw(st.booleans(), label="in a message"):
+        return pb.ContextBundle(rendered_text=encoded)
+    return encoded
+
+
+_PROPERTY_SETTINGS = settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+
+
+@_PROPERTY_SETTINGS
+@given(tree=_TREE, data=st.data())
+def test_planted_names_and_ids_are_always_blocked(tree: Any, data: st.DataObject) -> None:
+    planted = _wrap(_encode(_plant(tree, data), data), data)
+    assert _blocked(planted)
+
+
+@_PROPERTY_SETTINGS
+@given(tree=_TREE, data=st.data())
+def test_structures_without_them_always_pass(tree: Any, data: st.DataObject) -> None:
+    clean = _wrap(_encode(tree, data), data)
+    assert not _blocked(clean)

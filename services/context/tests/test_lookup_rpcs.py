@@ -1,0 +1,87 @@
+"""CheckLearnerAccess, SearchKnowledge and GetKnowledgeNode through a real server."""
+
+from __future__ import annotations
+
+import grpc
+import grpc.aio
+import pytest
+
+from nemo.context.v1 import context_service_pb2 as pb
+from nemo_context.access import INVALID_RESOURCE_SCOPE
+from nemo_context.knowledge import INVALID_LIMIT, KNOWLEDGE_NODE_NOT_FOUND
+from nemo_core.errors import error_details
+
+from .conftest import RunningContextServer
+
+TIMEOUT = 10.0
+
+
+async def test_the_tool_plane_checks_access(context_server: RunningContextServer) -> None:
+    stub = context_server.stub("toolplane")
+    allowed = await stub.CheckLearnerAccess(
+        pb.CheckLearnerAccessRequest(user_id="U-M1", learner_id="L-1", resource_scope="user"),
+        timeout=TIMEOUT,
+    )
+    assert (allowed.allowed, allowed.basis) == (True, pb.ACCESS_BASIS_MENTOR)
+    denied = await stub.CheckLearnerAccess(
+        pb.CheckLearnerAccessRequest(user_id="U-M2", learner_id="L-2", resource_scope="user"),
+        timeout=TIMEOUT,
+    )
+    assert (denied.allowed, denied.basis) == (False, pb.ACCESS_BASIS_UNSPECIFIED)
+    with pytest.raises(grpc.aio.AioRpcError) as raised:
+        await stub.CheckLearnerAccess(
+            pb.CheckLearnerAccessRequest(user_id="U-M1", learner_id="L-1", resource_scope="all"),
+            timeout=TIMEOUT,
+        )
+    details = error_details(raised.value)
+    assert (details.code, details.reason, details.domain) == (
+        grpc.StatusCode.INVALID_ARGUMENT,
+        INVALID_RESOURCE_SCOPE,
+        "context",
+    )
+
+
+async def test_only_the_tool_plane_checks_access(context_server: RunningContextServer) -> None:
+    request = pb.CheckLearnerAccessRequest(user_id="U-S1", learner_id="L-1", resource_scope="*")
+    for caller in ("gateway", "audit"):
+        with pytest.raises(grpc.aio.AioRpcError) as raised:
+            await context_server.stub(caller).CheckLearnerAccess(request, timeout=TIMEOUT)
+        assert error_details(raised.value).reason == "CALLER_NOT_ALLOWED"
+
+
+async def test_knowledge_for_the_gateway_and_the_tool_plane(
+    context_server: RunningContextServer,
+) -> None:
+    for caller in ("gateway", "toolplane"):
+        stub = context_server.stub(caller)
+        found = await stub.SearchKnowledge(
+            pb.SearchKnowledgeRequest(query="he so goc", limit=3), timeout=TIMEOUT
+        )
+        assert found.hits[0].node.title == "Hệ số góc"
+        assert len(found.hits) <= 3
+        node = await stub.GetKnowledgeNode(
+            pb.GetKnowledgeNodeRequest(node_id="math-09-quadratic-equations"), timeout=TIMEOUT
+        )
+        assert node.node.title == "Phương trình bậc hai"
+        assert {edge.from_node_id for edge in node.edges} == {
+            "math-08-factorization",
+            "math-08-linear-equations",
+            "math-09-square-roots",
+        }
+
+
+async def test_knowledge_errors_on_the_wire(context_server: RunningContextServer) -> None:
+    stub = context_server.stub("toolplane")
+    with pytest.raises(grpc.aio.AioRpcError) as missing:
+        await stub.GetKnowledgeNode(
+            pb.GetKnowledgeNodeRequest(node_id="math-99-nothing"), timeout=TIMEOUT
+        )
+    assert (error_details(missing.value).code, error_details(missing.value).reason) == (
+        grpc.StatusCode.NOT_FOUND,
+        KNOWLEDGE_NODE_NOT_FOUND,
+    )
+    with pytest.raises(grpc.aio.AioRpcError) as too_many:
+        await stub.SearchKnowledge(
+            pb.SearchKnowledgeRequest(query="he so goc", limit=500), timeout=TIMEOUT
+        )
+    assert error_details(too_many.value).reason == INVALID_LIMIT

@@ -1,0 +1,88 @@
+"""learner_ref: a keyed, stable pseudonym, never the id; production refuses to run without a key."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import logging
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from nemo_context.pseudonym import Pseudonymizer, pseudonymizer_from_settings
+from nemo_context.settings import ContextSettings
+
+KEY = "k" * 40
+
+
+def _settings(**values: Any) -> ContextSettings:
+    return ContextSettings(database_url="postgresql://nemo_context@localhost/nemo", **values)
+
+
+def test_ref_is_nemo_and_12_hex_of_the_keyed_hmac() -> None:
+    ref = Pseudonymizer(KEY.encode()).learner_ref("L-1")
+    expected = hmac.new(KEY.encode(), b"L-1", hashlib.sha256).hexdigest()[:12]
+    assert ref == f"nemo_{expected}"
+    assert re.fullmatch(r"nemo_[0-9a-f]{12}", ref)
+    assert "L-1" not in ref
+
+
+def test_same_key_gives_the_same_ref_in_every_instance() -> None:
+    first = pseudonymizer_from_settings(_settings(pseudonym_key=KEY))
+    second = pseudonymizer_from_settings(_settings(pseudonym_key=KEY))
+    assert first.learner_ref("L-1") == second.learner_ref("L-1")
+
+
+def test_another_key_or_another_learner_gives_another_ref() -> None:
+    refs = {
+        Pseudonymizer(KEY.encode()).learner_ref("L-1"),
+        Pseudonymizer(("x" * 40).encode()).learner_ref("L-1"),
+        Pseudonymizer(KEY.encode()).learner_ref("L-10"),
+    }
+    assert len(refs) == 3
+
+
+def test_unkeyed_hashes_of_the_id_do_not_give_the_ref() -> None:
+    ref = Pseudonymizer(KEY.encode()).learner_ref("L-1")
+    for candidate in ("L-1", "nemo12:learner-context:L-1"):
+        assert hashlib.sha256(candidate.encode()).hexdigest()[:12] != ref.removeprefix("nemo_")
+
+
+def test_key_file_is_read_and_stripped(tmp_path: Path) -> None:
+    key_file = tmp_path / "pseudonym.key"
+    key_file.write_text(KEY + "\n")
+    from_file = pseudonymizer_from_settings(_settings(pseudonym_key_file=key_file))
+    assert from_file.learner_ref("L-1") == Pseudonymizer(KEY.encode()).learner_ref("L-1")
+
+
+@pytest.mark.parametrize("environment", ["staging", "production"])
+def test_outside_development_the_service_refuses_to_start_without_a_key(
+    environment: str,
+) -> None:
+    with pytest.raises(ValidationError, match="needs a pseudonym key"):
+        _settings(environment=environment)
+
+
+def test_a_short_key_is_refused() -> None:
+    with pytest.raises(ValidationError, match="at least 32 characters"):
+        _settings(pseudonym_key="short", environment="production")
+
+
+def test_key_and_key_file_together_are_refused(tmp_path: Path) -> None:
+    key_file = tmp_path / "pseudonym.key"
+    key_file.write_text(KEY)
+    with pytest.raises(ValidationError, match="not both"):
+        _settings(pseudonym_key=KEY, pseudonym_key_file=key_file)
+
+
+def test_development_without_a_key_uses_a_random_key_and_warns(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="nemo_context.pseudonym"):
+        first = pseudonymizer_from_settings(_settings())
+        second = pseudonymizer_from_settings(_settings())
+    assert first.learner_ref("L-1") != second.learner_ref("L-1")
+    assert any("random key" in record.getMessage() for record in caplog.records)

@@ -1,0 +1,136 @@
+"""The bundle queries as the nemo_context role: every statement binds the requested learner, and
+the database itself hides other learners and identifier columns."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import asyncpg
+import pytest
+from asyncpg.connection import LoggedQuery
+
+from nemo_context.purposes import CONVERSATION, PURPOSES
+from nemo_context.repository import PostgresLearnerRepository, linked_identifiers
+from nemo_core.db import LEARNER_IDS_SETTING, Pool, init_connection, learner_transaction
+
+LEARNER_TABLES = (
+    "learning.learners",
+    "learning.mastery",
+    "learning.evidence",
+    "learning.goals",
+    "learning.retention",
+    "learning.learner_model_versions",
+    "learning.guardians",
+    "learning.mentor_assignments",
+)
+BUNDLE_PURPOSES = [name for name, purpose in PURPOSES.items() if purpose.kind != CONVERSATION]
+
+
+@pytest.fixture
+async def recorded_pool(context_dsn: str) -> AsyncIterator[tuple[Pool, list[LoggedQuery]]]:
+    """A pool as nemo_context that records every statement it runs, with its parameters."""
+    statements: list[LoggedQuery] = []
+
+    async def init(conn: asyncpg.Connection[asyncpg.Record]) -> None:
+        await init_connection(conn)
+        conn.add_query_logger(statements.append)
+
+    pool = await asyncpg.create_pool(context_dsn, min_size=1, max_size=1, init=init)
+    try:
+        yield pool, statements
+    finally:
+        await pool.close()
+
+
+@pytest.mark.parametrize("learner_id", ["L-1", "L-2", "L-10"])
+async def test_every_bundle_statement_binds_exactly_the_requested_learner(
+    recorded_pool: tuple[Pool, list[LoggedQuery]], learner_id: str
+) -> None:
+    pool, statements = recorded_pool
+    repository = PostgresLearnerRepository(pool)
+    for name in BUNDLE_PURPOSES:
+        statements.clear()
+        assert await repository.read(learner_id, PURPOSES[name]) is not None
+        touching = [s for s in statements if any(t in s.query for t in LEARNER_TABLES)]
+        # One statement per purpose, composites (learning_state) included.
+        assert len(touching) == 1, f"{name}: {len(touching)} data statements"
+        for statement in touching:
+            assert statement.args == (learner_id,), f"{name}: {statement.query[:80]}"
+        # Row-level security was bound to the same learner first, in the same transaction.
+        queries = [s.query for s in statements]
+        [bind] = [s for s in statements if LEARNER_IDS_SETTING in s.args]
+        assert bind.args == (LEARNER_IDS_SETTING, learner_id)
+        assert queries.index(bind.query) < queries.index(touching[0].query)
+        assert queries[0].startswith("BEGIN")
+        assert "COMMIT;" in queries[queries.index(touching[-1].query) :]
+
+
+async def test_statements_never_name_identifier_columns_or_verbatim_answers(
+    recorded_pool: tuple[Pool, list[LoggedQuery]],
+) -> None:
+    pool, statements = recorded_pool
+    repository = PostgresLearnerRepository(pool)
+    for name in BUNDLE_PURPOSES:
+        await repository.read("L-1", PURPOSES[name])
+    text = "\n".join(statement.query for statement in statements)
+    for column in ("payload_json", "display_name", "birth_date", "email", "phone", "school"):
+        assert column not in text
+    assert "learning.families" not in text
+
+
+async def test_an_unknown_learner_reads_as_none(context_pool: Pool) -> None:
+    repository = PostgresLearnerRepository(context_pool)
+    assert await repository.read("L-404", PURPOSES["learning_state"]) is None
+
+
+async def test_a_query_without_where_sees_only_the_bound_learner(context_pool: Pool) -> None:
+    async with learner_transaction(context_pool, ["L-1"], readonly=True) as conn:
+        mastery = await conn.fetch("SELECT learner_id FROM learning.mastery")
+        evidence = await conn.fetch("SELECT learner_id FROM learning.evidence")
+        learners = await conn.fetch("SELECT id FROM learning.learners")
+        models = await conn.fetch("SELECT learner_id FROM learning.learner_model_versions")
+    assert {row["learner_id"] for row in mastery} == {"L-1"}
+    assert len(mastery) == 15
+    assert {row["learner_id"] for row in evidence} == {"L-1"}
+    assert [row["id"] for row in learners] == ["L-1"]
+    assert {row["learner_id"] for row in models} == {"L-1"}
+
+
+async def test_nothing_bound_sees_no_learner_rows(context_pool: Pool) -> None:
+    async with context_pool.acquire() as conn:
+        assert await conn.fetchval("SELECT count(*) FROM learning.mastery") == 0
+        assert await conn.fetchval("SELECT count(*) FROM learning.learners") == 0
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "SELECT display_name FROM learning.learners",
+        "SELECT birth_date FROM learning.learners",
+        "SELECT email FROM learning.users",
+        "SELECT payload_json FROM learning.evidence",
+        "SELECT * FROM learning.learners",
+    ],
+)
+async def test_identifier_columns_and_answers_are_refused_to_the_role(
+    context_pool: Pool, query: str
+) -> None:
+    async with learner_transaction(context_pool, ["L-1"], readonly=True) as conn:
+        with pytest.raises(asyncpg.InsufficientPrivilegeError):
+            await conn.fetch(query)
+
+
+async def test_linked_identifiers_cover_the_learner_family_and_linked_users(
+    context_pool: Pool,
+) -> None:
+    async with learner_transaction(context_pool, ["L-1"], readonly=True) as conn:
+        linked = await linked_identifiers(conn, "L-1")
+        assert await linked_identifiers(conn, "L-2") == frozenset()
+    # Own account, family owner/guardian/supporter, guardian outside the family, mentor.
+    assert linked == {"L-1", "F-1", "U-L1", "U-P1", "U-P4", "U-G1", "U-G3", "U-M1"}
+
+
+async def test_linked_identifiers_include_inactive_mentors(context_pool: Pool) -> None:
+    async with learner_transaction(context_pool, ["L-2"], readonly=True) as conn:
+        linked = await linked_identifiers(conn, "L-2")
+    assert linked == {"L-2", "F-2", "U-P2", "U-G2", "U-M2"}

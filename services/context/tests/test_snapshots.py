@@ -1,0 +1,343 @@
+"""Snapshots: canonical JSON, both backends, digest verification, and writes that never block."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import re
+import secrets
+from collections.abc import AsyncIterator, Callable, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+
+import aioboto3
+import grpc
+import pytest
+from google.protobuf import json_format
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from nemo.context.v1 import learner_context_pb2 as lc
+from nemo_context.snapshot_objects import (
+    LIFECYCLE_RULE_ID,
+    LocalDirectoryObjects,
+    S3Objects,
+    SnapshotObjects,
+)
+from nemo_context.snapshot_reads import SNAPSHOT_STORE_UNAVAILABLE, read_snapshot
+from nemo_context.snapshots import (
+    DigestedSnapshotStore,
+    SnapshotDigestMismatchError,
+    SnapshotNotFoundError,
+    StoredSnapshot,
+    canonical_json,
+    persist_snapshot,
+)
+from nemo_core.db import Pool, create_pool
+from nemo_core.errors import ServiceError
+from nemo_testing.ports import free_port
+from nemo_testing.s3 import S3Endpoint
+
+KEY = re.compile(r"^ai-context/(\d{4}-\d{2}-\d{2})/(nemo_[0-9a-f]{12})/[0-9a-f-]{36}\.json$")
+
+
+def new_learner_ref() -> str:
+    return f"nemo_{secrets.token_hex(6)}"
+
+
+def sample_bundle(learner_ref: str) -> lc.ContextBundle:
+    return lc.ContextBundle(
+        learner_ref=learner_ref,
+        purpose="tutor_hint",
+        slices=["profile", "mastery", "recent_evidence"],
+        policy_version="2026-11-1",
+        build_version="1.0.0",
+        built_at=Timestamp(seconds=1_795_000_000),
+        profile=lc.LearnerProfile(grade=8),
+        mastery=[
+            lc.MasteryEntry(
+                node_id="math-08-algebraic-identities",
+                node_title="Hằng đẳng thức",
+                mastery=0.35,
+                confidence=0.6,
+                evidence_count=7,
+                state=lc.KNOWLEDGE_STATE_GAP,
+            ),
+            lc.MasteryEntry(node_id="math-08-slope", node_title="Hệ số góc", evidence_count=0),
+        ],
+        rendered_text="Học sinh lớp 8. Đang yếu nhất: Hằng đẳng thức (35%).",
+    )
+
+
+def test_canonical_json_is_sorted_compact_utf8_with_proto_field_names() -> None:
+    bundle = sample_bundle("nemo_0123456789ab")
+    body = canonical_json(bundle)
+    text = body.decode("utf-8")
+    assert "Hằng đẳng thức" in text  # UTF-8, not \\u escapes
+    assert '"learner_ref":"nemo_0123456789ab"' in text  # proto names, no whitespace
+    assert "learnerRef" not in text
+    assert text.startswith(
+        '{"build_version":"1.0.0","built_at":"2026-11-18T11:06:40Z","learner_ref":"nemo_'
+    )
+    assert "\n" not in text
+    document = json.loads(body)
+    assert list(document) == sorted(document)
+    assert list(document["mastery"][0]) == sorted(document["mastery"][0])
+    # Unset optional measures stay missing rather than becoming 0.
+    assert "mastery" not in document["mastery"][1]
+    assert json_format.Parse(body, lc.ContextBundle()) == bundle
+
+
+def test_canonical_json_is_stable_across_field_order() -> None:
+    forward = sample_bundle("nemo_0123456789ab")
+    backward = lc.ContextBundle()
+    # Set fields in the opposite order: the bytes must not depend on construction order.
+    backward.rendered_text = forward.rendered_text
+    backward.mastery.extend(forward.mastery)
+    backward.profile.CopyFrom(forward.profile)
+    backward.built_at.CopyFrom(forward.built_at)
+    backward.build_version = forward.build_version
+    backward.policy_version = forward.policy_version
+    backward.slices.extend(forward.slices)
+    backward.purpose = forward.purpose
+    backward.learner_ref = forward.learner_ref
+    assert canonical_json(backward) == canonical_json(forward)
+
+
+@pytest.fixture(params=["local", "s3"])
+async def objects(
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    s3_endpoint: S3Endpoint,
+    s3_session: aioboto3.Session,
+    s3_bucket: str,
+) -> AsyncIterator[SnapshotObjects]:
+    if request.param == "local":
+        backend: SnapshotObjects = LocalDirectoryObjects(tmp_path / "snapshots")
+    else:
+        backend = S3Objects(s3_bucket, endpoint_url=s3_endpoint.url, session=s3_session)
+    yield backend
+    await backend.aclose()
+
+
+@pytest.fixture
+def store(objects: SnapshotObjects, context_pool: Pool) -> DigestedSnapshotStore:
+    return DigestedSnapshotStore(objects, context_pool, write_timeout_seconds=10)
+
+
+async def overwrite(objects: SnapshotObjects, key: str, body: bytes) -> None:
+    """Change a stored object behind the service's back, as an attacker or a bad restore would."""
+    await objects.put(key, body)
+
+
+async def test_persisted_snapshot_holds_exactly_the_bundle_and_its_digest(
+    store: DigestedSnapshotStore, context_pool: Pool
+) -> None:
+    learner_ref = new_learner_ref()
+    bundle = sample_bundle(learner_ref)
+    stored = await persist_snapshot(store, learner_ref, bundle)
+
+    assert stored is not None
+    match = KEY.match(stored.input_ref)
+    assert match is not None
+    assert match.group(1) == datetime.now(UTC).date().isoformat()
+    assert match.group(2) == learner_ref
+    body = await store.objects.get(stored.input_ref)
+    assert body == canonical_json(bundle)
+    assert stored.sha256 == hashlib.sha256(body).hexdigest()
+    async with context_pool.acquire() as conn:
+        row = await conn.fetchrow(
+            "SELECT learner_ref, sha256, size_bytes FROM learning.context_snapshots"
+            " WHERE input_ref = $1",
+            stored.input_ref,
+        )
+    assert row is not None
+    assert dict(row) == {
+        "learner_ref": learner_ref,
+        "sha256": stored.sha256,
+        "size_bytes": len(body),
+    }
+
+    verified = await store.get(stored.input_ref)
+    assert verified.canonical_json == body
+    assert verified.sha256 == stored.sha256
+
+
+async def test_tampered_object_is_detected(store: DigestedSnapshotStore) -> None:
+    learner_ref = new_learner_ref()
+    stored = await persist_snapshot(store, learner_ref, sample_bundle(learner_ref))
+    assert stored is not None
+    forged = sample_bundle(learner_ref)
+    forged.mastery[0].mastery = 0.95
+    await overwrite(store.objects, stored.input_ref, canonical_json(forged))
+    with pytest.raises(SnapshotDigestMismatchError):
+        await store.get(stored.input_ref)
+
+
+async def test_unknown_and_expired_snapshots_are_not_found(store: DigestedSnapshotStore) -> None:
+    learner_ref = new_learner_ref()
+    never_written = f"ai-context/2026-01-02/{learner_ref}/00000000-0000-4000-8000-000000000000.json"
+    with pytest.raises(SnapshotNotFoundError):
+        await store.get(never_written)
+
+    stored = await persist_snapshot(store, learner_ref, sample_bundle(learner_ref))
+    assert stored is not None
+    day = datetime.now(UTC).date()
+    assert await store.objects.delete_day(day) >= 1  # what a lifecycle expiry does
+    with pytest.raises(SnapshotNotFoundError):
+        await store.get(stored.input_ref)
+
+
+async def test_keys_of_another_shape_never_reach_the_backend(store: DigestedSnapshotStore) -> None:
+    for key in ("../../etc/passwd", "ai-context/2026-01-02/L-1/x.json", ""):
+        with pytest.raises(ValueError, match="not a snapshot key"):
+            await store.get(key)
+        with pytest.raises(ValueError, match="not a snapshot key"):
+            await store.objects.put(key, b"{}")
+
+
+async def test_a_failed_digest_write_returns_none_and_is_counted(
+    objects: SnapshotObjects,
+    context_dsn: str,
+    counter_total: Callable[[str, Mapping[str, str]], int],
+) -> None:
+    # The object can be written but the database is gone: no input_ref may point at it.
+    closed_pool = await create_pool(context_dsn, min_size=0, max_size=1)
+    await closed_pool.close()
+    store = DigestedSnapshotStore(objects, closed_pool, write_timeout_seconds=10)
+    learner_ref = new_learner_ref()
+    before = counter_total("nemo.context.snapshot.failures", {"reason": "error"})
+    assert await persist_snapshot(store, learner_ref, sample_bundle(learner_ref)) is None
+    assert counter_total("nemo.context.snapshot.failures", {"reason": "error"}) == before + 1
+
+
+async def test_unreachable_s3_endpoint_gives_none_counted_and_logged_without_learner_data(
+    context_pool: Pool,
+    s3_session: aioboto3.Session,
+    counter_total: Callable[[str, Mapping[str, str]], int],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    nobody_listens = f"http://127.0.0.1:{free_port()}"
+    objects = S3Objects(
+        "snapshots", endpoint_url=nobody_listens, session=s3_session, timeout_seconds=1
+    )
+    store = DigestedSnapshotStore(objects, context_pool, write_timeout_seconds=5)
+    learner_ref = new_learner_ref()
+    before = counter_total("nemo.context.snapshot.failures", {})
+    try:
+        with caplog.at_level(logging.WARNING, logger="nemo_context.snapshots"):
+            result = await persist_snapshot(store, learner_ref, sample_bundle(learner_ref))
+    finally:
+        await objects.aclose()
+    assert result is None
+    assert counter_total("nemo.context.snapshot.failures", {}) == before + 1
+    (record,) = [r for r in caplog.records if r.name == "nemo_context.snapshots"]
+    assert "snapshot write failed" in record.getMessage()
+    logged = json.dumps({k: str(v) for k, v in vars(record).items()})
+    assert learner_ref not in logged
+    assert "Hằng đẳng thức" not in logged
+
+
+async def test_a_hanging_endpoint_is_abandoned_at_the_write_timeout(
+    context_pool: Pool,
+    s3_session: aioboto3.Session,
+    counter_total: Callable[[str, Mapping[str, str]], int],
+) -> None:
+    # Accepts connections and never answers, like a black-holed load balancer.
+    connections: list[asyncio.StreamWriter] = []
+
+    async def hold(_reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        connections.append(writer)
+
+    server = await asyncio.start_server(hold, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    objects = S3Objects(
+        "snapshots", endpoint_url=f"http://127.0.0.1:{port}", session=s3_session, timeout_seconds=30
+    )
+    store = DigestedSnapshotStore(objects, context_pool, write_timeout_seconds=0.3)
+    learner_ref = new_learner_ref()
+    before = counter_total("nemo.context.snapshot.failures", {"reason": "timeout"})
+    try:
+        result = await persist_snapshot(store, learner_ref, sample_bundle(learner_ref))
+    finally:
+        await objects.aclose()
+        for writer in connections:
+            writer.close()
+        server.close()
+        await server.wait_closed()
+    assert result is None
+    assert counter_total("nemo.context.snapshot.failures", {"reason": "timeout"}) == before + 1
+
+
+async def test_retention_rule_is_put_once_and_keeps_other_rules(
+    s3_endpoint: S3Endpoint, s3_session: aioboto3.Session, s3_bucket: str
+) -> None:
+    other_rule = {
+        "ID": "expire-tmp",
+        "Filter": {"Prefix": "tmp/"},
+        "Status": "Enabled",
+        "Expiration": {"Days": 1},
+    }
+    async with s3_session.client("s3", endpoint_url=s3_endpoint.url) as s3:
+        await s3.put_bucket_lifecycle_configuration(
+            Bucket=s3_bucket, LifecycleConfiguration={"Rules": [other_rule]}
+        )
+    objects = S3Objects(s3_bucket, endpoint_url=s3_endpoint.url, session=s3_session)
+    try:
+        await objects.apply_retention_rule(30)
+        await objects.apply_retention_rule(14)
+    finally:
+        await objects.aclose()
+    async with s3_session.client("s3", endpoint_url=s3_endpoint.url) as s3:
+        rules = (await s3.get_bucket_lifecycle_configuration(Bucket=s3_bucket))["Rules"]
+    by_id = {rule["ID"]: rule for rule in rules}
+    assert set(by_id) == {"expire-tmp", LIFECYCLE_RULE_ID}
+    ours = by_id[LIFECYCLE_RULE_ID]
+    assert ours["Expiration"] == {"Days": 14}
+    assert ours["Status"] == "Enabled"
+    assert ours["Filter"] == {"Prefix": "ai-context/"}
+
+
+async def test_local_snapshots_are_private_files(tmp_path: Path, context_pool: Pool) -> None:
+    store = DigestedSnapshotStore(
+        LocalDirectoryObjects(tmp_path), context_pool, write_timeout_seconds=10
+    )
+    learner_ref = new_learner_ref()
+    stored = await persist_snapshot(store, learner_ref, sample_bundle(learner_ref))
+    assert isinstance(stored, StoredSnapshot)
+    path = tmp_path / stored.input_ref
+    assert path.read_bytes() == canonical_json(sample_bundle(learner_ref))
+    assert path.stat().st_mode & 0o077 == 0
+    assert path.parent.stat().st_mode & 0o077 == 0
+    assert not [p for p in path.parent.iterdir() if p.name.startswith(".tmp-")]
+
+
+async def test_unreadable_storage_is_unavailable_not_internal(
+    tmp_path: Path, context_pool: Pool, s3_session: aioboto3.Session
+) -> None:
+    learner_ref = new_learner_ref()
+    written = DigestedSnapshotStore(
+        LocalDirectoryObjects(tmp_path), context_pool, write_timeout_seconds=10
+    )
+    stored = await persist_snapshot(written, learner_ref, sample_bundle(learner_ref))
+    assert stored is not None
+    # The digest is recorded, but the storage the reader points at does not answer.
+    dead = S3Objects(
+        "snapshots",
+        endpoint_url=f"http://127.0.0.1:{free_port()}",
+        session=s3_session,
+        timeout_seconds=1,
+    )
+    try:
+        with pytest.raises(ServiceError) as caught:
+            await read_snapshot(
+                DigestedSnapshotStore(dead, context_pool, write_timeout_seconds=10),
+                stored.input_ref,
+            )
+    finally:
+        await dead.aclose()
+    assert (caught.value.code, caught.value.reason) == (
+        grpc.StatusCode.UNAVAILABLE,
+        SNAPSHOT_STORE_UNAVAILABLE,
+    )

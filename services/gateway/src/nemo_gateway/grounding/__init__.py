@@ -1,0 +1,2 @@
+"""Grounded answers: preparing numbered sources, flagging instruction-like passages, checking
+citations sentence by sentence."""

@@ -1,0 +1,43 @@
+"""The per-sentence citation check of a grounded answer.
+
+An answer that cites something somewhere is not the same as an answer whose every sentence is
+supported: counting uncited sentences is what catches a sentence added without a source.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_CITATION = re.compile(r"\[(\d+)\]")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+@dataclass(frozen=True, slots=True)
+class CitationReport:
+    """Valid and non-existent citation numbers (ascending), uncited sentences, all sentences."""
+
+    valid: tuple[int, ...]
+    invalid: tuple[int, ...]
+    uncited_sentences: int
+    sentences: int
+
+
+def split_sentences(answer: str) -> list[str]:
+    """Sentences of ``answer``, split after ``.``, ``!`` or ``?`` followed by whitespace."""
+    return [sentence for sentence in _SENTENCE_END.split(answer.strip()) if sentence]
+
+
+def check_citations(answer: str, source_count: int) -> CitationReport:
+    """Which citations of ``answer`` name one of the ``source_count`` sources, and how many
+    sentences cite nothing."""
+    used = {int(number) for number in _CITATION.findall(answer)}
+    valid = {number for number in used if 1 <= number <= source_count}
+    sentences = split_sentences(answer)
+    uncited = sum(1 for sentence in sentences if not _CITATION.search(sentence))
+    return CitationReport(
+        valid=tuple(sorted(valid)),
+        invalid=tuple(sorted(used - valid)),
+        uncited_sentences=uncited,
+        sentences=len(sentences),
+    )

@@ -1,0 +1,153 @@
+"""What a registered prompt is: the fields of one registry row and the input it runs on."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from functools import cached_property
+from typing import Any, Generic, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict
+
+from nemo.context.v1 import conversation_pb2, learner_context_pb2
+from nemo.gateway.v1 import outputs_pb2, prompt_pb2
+from nemo.type.v1 import locale_pb2
+from nemo_gateway.providers.base import Message
+
+
+class Lang(StrEnum):
+    """Language of a prompt and of its output."""
+
+    VI = "vi"
+    EN = "en"
+
+    @classmethod
+    def from_proto(cls, locale: int) -> Lang:
+        """LOCALE_EN is English; unspecified means the platform default, Vietnamese."""
+        return cls.EN if locale == locale_pb2.LOCALE_EN else cls.VI
+
+    def to_proto(self) -> locale_pb2.Locale.ValueType:
+        return locale_pb2.LOCALE_EN if self is Lang.EN else locale_pb2.LOCALE_VI
+
+
+class Strict(BaseModel):
+    """Base of every input and output model: unknown fields are an error, values are frozen so
+    a guardrail can only accept or reject, never rewrite."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Rpc(StrEnum):
+    """Which RPC serves a prompt."""
+
+    RUN_PROMPT = "RunPrompt"
+    ANSWER = "Answer"
+    STREAM_PROMPT = "StreamPrompt"
+    INTERNAL = "internal"
+    """Run by the gateway itself (the conversation summary), never by a caller."""
+
+
+V = TypeVar("V", bound=Strict)
+M = TypeVar("M", bound=Strict)
+Out = TypeVar("Out", bound=Strict)
+
+
+@dataclass(frozen=True, slots=True)
+class NumberedSource:
+    """A passage as numbered in a grounded-answer prompt."""
+
+    number: int
+    document_id: str
+    title: str
+    text: str
+    score: float
+    flagged_as_instruction: bool
+
+
+@dataclass(frozen=True)
+class PromptInput(Generic[V]):
+    """Everything a prompt's renderer, guardrail and baseline may read."""
+
+    variables: V
+    lang: Lang
+    evaluated_at: datetime
+    context: learner_context_pb2.ContextBundle | None = None
+    """The learner bundle, for prompts with a purpose; None for content-only prompts."""
+    conversation: conversation_pb2.ConversationBundle | None = None
+    """The conversation bundle, for the tutor prompts."""
+    sources: tuple[NumberedSource, ...] = field(default=())
+    """Numbered passages, for grounded answers."""
+
+
+@dataclass(frozen=True)
+class PromptSpec(Generic[V, M, Out]):
+    """One registered prompt. The registry module lists them all."""
+
+    prompt_id: str
+    version: str
+    description: str
+    purpose: str | None
+    """Context purpose for learner prompts; None for prompts that may see no learner data."""
+    rpc: Rpc
+    tier: Literal["fast", "strong"]
+    max_input_tokens: int
+    max_output_tokens: int
+    variables: type[V]
+    model_output: type[M]
+    """What the model must produce (JSON), or for streamed prompts the reply text's wrapper."""
+    output: type[Out]
+    """The typed result, with the server-authoritative fields the model never sets."""
+    render: Callable[[PromptInput[V]], tuple[Message, ...]]
+    guardrail: Callable[[M, PromptInput[V]], str | None]
+    """Returns why the model's output is rejected, or None to accept it; never changes it."""
+    finish: Callable[[M, PromptInput[V]], Out]
+    """Adds the server-authoritative fields to an accepted model output."""
+    baseline: Callable[[PromptInput[V]], Out]
+    """The deterministic result: no model, no clock, no randomness."""
+    to_proto: Callable[[Out], outputs_pb2.PromptOutput]
+    """What a client receives; server-side fields (answer keys, rubrics) are left out."""
+    temperature: float = 0.0
+
+    @property
+    def ref(self) -> str:
+        """``id@version``."""
+        return f"{self.prompt_id}@{self.version}"
+
+    @property
+    def streamed(self) -> bool:
+        return self.rpc is Rpc.STREAM_PROMPT
+
+    @cached_property
+    def output_schema(self) -> dict[str, Any]:
+        """JSON Schema of the model's output."""
+        return self.model_output.model_json_schema()
+
+    @cached_property
+    def output_schema_json(self) -> str:
+        return json.dumps(self.output_schema, ensure_ascii=False, sort_keys=True)
+
+    @cached_property
+    def variables_schema_json(self) -> str:
+        return json.dumps(self.variables.model_json_schema(), ensure_ascii=False, sort_keys=True)
+
+    def describe(self) -> prompt_pb2.PromptDescriptor:
+        """The ListPrompts entry."""
+        return prompt_pb2.PromptDescriptor(
+            prompt_id=self.prompt_id,
+            version=self.version,
+            purpose=self.purpose or "",
+            description=self.description,
+            model_tier=prompt_pb2.MODEL_TIER_FAST
+            if self.tier == "fast"
+            else prompt_pb2.MODEL_TIER_STRONG,
+            temperature=self.temperature,
+            max_input_tokens=self.max_input_tokens,
+            max_output_tokens=self.max_output_tokens,
+            output_schema_json=self.output_schema_json,
+            streamed=self.streamed,
+            rpc=self.rpc.value,
+            variables_schema_json=self.variables_schema_json,
+        )

@@ -1,0 +1,161 @@
+"""What every model provider takes and returns, independent of its wire format."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+Role = Literal["system", "user", "assistant"]
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One chat message of a model request."""
+
+    role: Role
+    content: str
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRequest:
+    """A model call, before it is put into a provider's wire format."""
+
+    model: str
+    messages: tuple[Message, ...]
+    max_output_tokens: int
+    temperature: float
+    output_schema: dict[str, Any] | None
+    """JSON Schema the answer must follow; None for free text (chat)."""
+    schema_name: str = "output"
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Tokens a provider reported; None where it reported nothing (never guessed as 0)."""
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """A whole (non-streamed) model answer."""
+
+    text: str
+    finish_reason: str
+    truncated: bool
+    """The provider stopped at the output token limit (finish reason length / max_tokens)."""
+    usage: Usage
+    response_model: str
+    request_sha256: str
+    requests: int
+    """HTTP requests made for this answer, retries included."""
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    """The next piece of a streamed answer."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class StreamEnd:
+    """The clean end of a streamed answer."""
+
+    finish_reason: str
+    truncated: bool
+    usage: Usage
+    response_model: str
+
+
+StreamEvent = TextDelta | StreamEnd
+
+
+class ProviderFailure(Exception):
+    """A model call that produced no usable answer; ``code`` is the run record's reason."""
+
+    code = "PROVIDER_ERROR"
+
+    def __init__(self, message: str, *, requests: int, request_sha256: str) -> None:
+        super().__init__(message)
+        self.requests = requests
+        self.request_sha256 = request_sha256
+
+
+class ProviderTimeout(ProviderFailure):
+    """The provider did not answer within the request timeout or the caller's deadline."""
+
+    code = "PROVIDER_TIMEOUT"
+
+
+class ProviderUnavailable(ProviderFailure):
+    """429, 5xx or connection errors until the retries or the deadline ran out."""
+
+    code = "PROVIDER_UNAVAILABLE"
+
+
+class ProviderRejected(ProviderFailure):
+    """The provider refused the request (4xx other than 429) or answered in a shape it should
+    not; retrying the same request cannot help."""
+
+    code = "PROVIDER_REJECTED"
+
+
+class StreamBroken(ProviderFailure):
+    """A started stream ended without its terminal event (connection cut, error event)."""
+
+    code = "PROVIDER_STREAM_BROKEN"
+
+
+class ModelStream(Protocol):
+    """A started streamed answer."""
+
+    @property
+    def request_sha256(self) -> str:
+        """SHA-256 of the exact request body sent."""
+        ...
+
+    @property
+    def requests(self) -> int:
+        """HTTP requests made to start the stream, retries included."""
+        ...
+
+    def events(self) -> AsyncIterator[StreamEvent]:
+        """Deltas as the provider sends them, then one :class:`StreamEnd`; a stream that ends
+        any other way raises :class:`StreamBroken` or :class:`ProviderTimeout`."""
+        ...
+
+
+class ModelProvider(Protocol):
+    """A model endpoint: one wire format, one base URL, one key."""
+
+    @property
+    def name(self) -> str:
+        """Provider name as on GenAI spans, for example "openai" or "anthropic"."""
+        ...
+
+    async def complete(self, request: ModelRequest, deadline: float | None) -> Completion:
+        """One answer; ``deadline`` is a ``time.monotonic()`` instant to give up at."""
+        ...
+
+    def open_stream(
+        self, request: ModelRequest, deadline: float | None
+    ) -> AbstractAsyncContextManager[ModelStream]:
+        """Start a streamed answer; entering fails with :class:`ProviderFailure` when the
+        response cannot be started (after the retries)."""
+        ...
+
+    async def aclose(self) -> None:
+        """Close the provider's connections."""
+        ...
+
+
+def encode_body(body: dict[str, Any]) -> tuple[bytes, str]:
+    """The exact request bytes and their lower-case hex SHA-256."""
+    raw = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+    return raw, hashlib.sha256(raw).hexdigest()

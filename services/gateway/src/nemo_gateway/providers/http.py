@@ -1,0 +1,287 @@
+"""Model calls over HTTP: timeouts, retries with backoff and jitter, deadlines, streams.
+
+The wire formats (OpenAI-compatible chat completions, Anthropic messages) only build bodies and
+read answers; everything about sending them lives here. httpx's own retries stay off: a request
+is retried only here, on 429, 5xx and connection errors, and never past the caller's deadline.
+Timeouts are not retried: a provider that did not answer in time would not answer in the time
+that is left either.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import httpx
+from httpx_aiohttp import AiohttpTransport
+from httpx_sse import EventSource, SSEError
+from pydantic import SecretStr
+
+from nemo_gateway.providers.base import (
+    Completion,
+    ModelRequest,
+    ProviderFailure,
+    ProviderRejected,
+    ProviderTimeout,
+    ProviderUnavailable,
+    StreamBroken,
+    StreamEvent,
+    Usage,
+    encode_body,
+)
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """How long requests may take and how they are retried."""
+
+    request_timeout: float
+    connect_timeout: float
+    max_retries: int
+    backoff: float
+    backoff_max: float
+
+    def delay(self, retry: int, retry_after: float | None) -> float:
+        """Backoff before retry number ``retry`` (0-based): exponential with jitter, or the
+        provider's Retry-After, never above ``backoff_max``."""
+        if retry_after is not None:
+            return min(retry_after, self.backoff_max)
+        ceiling: float = min(self.backoff * 2.0**retry, self.backoff_max)
+        # "Equal jitter": at least half the backoff, so callers that failed together spread out
+        # without retrying at once.
+        return ceiling / 2 + random.uniform(0, ceiling / 2)
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedAnswer:
+    """The parts of a whole answer the gateway uses."""
+
+    text: str
+    finish_reason: str
+    truncated: bool
+    input_tokens: int | None
+    output_tokens: int | None
+    response_model: str
+
+
+class StreamDecoder(Protocol):
+    """Turns a provider's server-sent events into stream events; one per stream."""
+
+    def feed(self, event: str, data: str) -> list[StreamEvent]:
+        """Events for one SSE message; raises ``ValueError`` on an error event or a malformed
+        message."""
+        ...
+
+    @property
+    def finished(self) -> bool:
+        """Whether the terminal message arrived."""
+        ...
+
+
+class WireFormat(Protocol):
+    """One provider API's request and answer shapes."""
+
+    name: str
+    path: str
+
+    def headers(self, api_key: SecretStr | None) -> dict[str, str]:
+        """Request headers, including the key."""
+        ...
+
+    def body(self, request: ModelRequest, *, stream: bool) -> dict[str, Any]:
+        """The JSON request body."""
+        ...
+
+    def parse(self, payload: Any) -> ParsedAnswer:
+        """A whole answer; raises ``ValueError`` when its shape is wrong."""
+        ...
+
+    def stream_decoder(self) -> StreamDecoder:
+        """A decoder for one streamed answer."""
+        ...
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    value = response.headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        return None  # an HTTP date: the exponential backoff applies instead
+
+
+class _Failure:
+    """Builds failures that carry the request count and body digest."""
+
+    def __init__(self, sha256: str) -> None:
+        self.sha256 = sha256
+        self.requests = 0
+
+    def __call__(self, kind: type[ProviderFailure], message: str) -> ProviderFailure:
+        # The digest names a body the provider received; none was sent before the first request.
+        sha256 = self.sha256 if self.requests else ""
+        return kind(message, requests=self.requests, request_sha256=sha256)
+
+
+@dataclass(slots=True)
+class HttpModelStream:
+    """A started streamed answer over SSE."""
+
+    response: httpx.Response
+    decoder: StreamDecoder
+    deadline: float | None
+    request_sha256: str
+    requests: int
+
+    async def events(self) -> AsyncIterator[StreamEvent]:
+        failure = _Failure(self.request_sha256)
+        failure.requests = self.requests
+        try:
+            async with asyncio.timeout_at(self.deadline):
+                async for message in EventSource(self.response).aiter_sse():
+                    for event in self.decoder.feed(message.event, message.data):
+                        yield event
+        except (TimeoutError, httpx.TimeoutException):
+            raise failure(ProviderTimeout, "the stream stalled past its timeout") from None
+        except (httpx.TransportError, SSEError, ValueError) as exc:
+            raise failure(StreamBroken, f"the stream broke: {type(exc).__name__}") from None
+        if not self.decoder.finished:
+            raise failure(StreamBroken, "the stream ended without its terminal event")
+
+
+class HttpProvider:
+    """A :class:`~nemo_gateway.providers.base.ModelProvider` over HTTP in one wire format."""
+
+    def __init__(
+        self,
+        wire: WireFormat,
+        *,
+        base_url: str,
+        api_key: SecretStr | None,
+        policy: RetryPolicy,
+        max_connections: int,
+    ) -> None:
+        self._wire = wire
+        self._url = httpx.URL(base_url.rstrip("/") + wire.path)
+        self._api_key = api_key
+        self._policy = policy
+        self._timeouts = httpx.Timeout(
+            policy.request_timeout, connect=policy.connect_timeout
+        ).as_dict()
+        # Requests go straight to an httpx transport: aiohttp's C-accelerated HTTP/1.1 under
+        # httpx's request and response types. The httpx client's extras (cookies, redirects,
+        # auth flows, URL merging) have no use here and cost more CPU than the rest of a call.
+        self._transport = AiohttpTransport(
+            limits=httpx.Limits(
+                max_connections=max_connections, max_keepalive_connections=max_connections
+            ),
+            # Proxies come from the deployment's network, never from stray variables.
+            trust_env=False,
+        )
+
+    @property
+    def name(self) -> str:
+        return self._wire.name
+
+    def __repr__(self) -> str:
+        return f"HttpProvider({self._wire.name!r}, {str(self._url)!r})"
+
+    async def aclose(self) -> None:
+        await self._transport.aclose()
+
+    async def complete(self, request: ModelRequest, deadline: float | None) -> Completion:
+        raw, sha256 = encode_body(self._wire.body(request, stream=False))
+        failure = _Failure(sha256)
+        response = await self._send(raw, deadline, failure, read_body=True)
+        try:
+            answer = self._wire.parse(json.loads(response.content))
+        except ValueError as exc:
+            raise failure(ProviderRejected, f"unexpected answer shape: {exc}") from None
+        return Completion(
+            text=answer.text,
+            finish_reason=answer.finish_reason,
+            truncated=answer.truncated,
+            usage=Usage(answer.input_tokens, answer.output_tokens),
+            response_model=answer.response_model,
+            request_sha256=sha256,
+            requests=failure.requests,
+        )
+
+    @asynccontextmanager
+    async def open_stream(
+        self, request: ModelRequest, deadline: float | None
+    ) -> AsyncIterator[HttpModelStream]:
+        raw, sha256 = encode_body(self._wire.body(request, stream=True))
+        failure = _Failure(sha256)
+        response = await self._send(raw, deadline, failure, read_body=False)
+        try:
+            yield HttpModelStream(
+                response, self._wire.stream_decoder(), deadline, sha256, failure.requests
+            )
+        finally:
+            await response.aclose()
+
+    def _timeout(self, deadline: float | None) -> float:
+        if deadline is None:
+            return self._policy.request_timeout
+        return min(self._policy.request_timeout, deadline - time.monotonic())
+
+    async def _send(
+        self, raw: bytes, deadline: float | None, failure: _Failure, *, read_body: bool
+    ) -> httpx.Response:
+        headers = self._wire.headers(self._api_key)
+        retry = 0
+        while True:
+            timeout = self._timeout(deadline)
+            if timeout <= 0:
+                raise failure(ProviderTimeout, "no time left before the deadline")
+            failure.requests += 1
+            retry_after: float | None = None
+            try:
+                async with asyncio.timeout(timeout):
+                    response = await self._transport.handle_async_request(
+                        httpx.Request(
+                            "POST",
+                            self._url,
+                            headers=headers,
+                            content=raw,
+                            extensions={"timeout": self._timeouts},
+                        )
+                    )
+                    if response.status_code < 400 and read_body:
+                        await response.aread()
+            except (TimeoutError, httpx.ReadTimeout, httpx.WriteTimeout, httpx.PoolTimeout):
+                raise failure(ProviderTimeout, "the provider did not answer in time") from None
+            except httpx.TransportError as exc:
+                # Connection failures, including a keep-alive connection the provider closed
+                # (reported as a connect error): a new request on a new connection can succeed.
+                problem = f"connection error ({type(exc).__name__})"
+            else:
+                status = response.status_code
+                if status < 400:
+                    return response
+                await response.aclose()
+                if status != 429 and status < 500:
+                    raise failure(ProviderRejected, f"the provider answered HTTP {status}")
+                problem, retry_after = f"HTTP {status}", _retry_after(response)
+            if retry >= self._policy.max_retries:
+                raise failure(ProviderUnavailable, f"{problem}; no retries left")
+            delay = self._policy.delay(retry, retry_after)
+            if deadline is not None and time.monotonic() + delay >= deadline:
+                raise failure(ProviderUnavailable, f"{problem}; no time left to retry")
+            logger.info(
+                "retrying model request",
+                extra={"provider": self._wire.name, "problem": problem, "delay_seconds": delay},
+            )
+            await asyncio.sleep(delay)
+            retry += 1

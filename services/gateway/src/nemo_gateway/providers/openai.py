@@ -1,0 +1,132 @@
+"""OpenAI-compatible chat completions (OpenAI, NVIDIA NIM, vLLM, Ollama, llama.cpp server)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import SecretStr
+
+from nemo_gateway.providers.base import (
+    ModelRequest,
+    StreamEnd,
+    StreamEvent,
+    TextDelta,
+    Usage,
+)
+from nemo_gateway.providers.http import ParsedAnswer
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+TRUNCATED_FINISH_REASON = "length"
+_DONE = "[DONE]"
+
+
+def _tokens(usage: Any, key: str) -> int | None:
+    value = usage.get(key) if isinstance(usage, dict) else None
+    return value if isinstance(value, int) else None
+
+
+class OpenAIChatFormat:
+    """Request and answer shapes of ``POST {base}/chat/completions``."""
+
+    name = "openai"
+    path = "/chat/completions"
+
+    def __init__(self, *, json_schema_mode: bool) -> None:
+        self._json_schema_mode = json_schema_mode
+
+    def headers(self, api_key: SecretStr | None) -> dict[str, str]:
+        headers = {"content-type": "application/json"}
+        if api_key is not None:
+            headers["authorization"] = f"Bearer {api_key.get_secret_value()}"
+        return headers
+
+    def body(self, request: ModelRequest, *, stream: bool) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": request.model,
+            "messages": [{"role": m.role, "content": m.content} for m in request.messages],
+            "temperature": request.temperature,
+            "max_tokens": request.max_output_tokens,
+        }
+        if request.output_schema is not None:
+            if self._json_schema_mode:
+                body["response_format"] = {
+                    "type": "json_schema",
+                    "json_schema": {"name": request.schema_name, "schema": request.output_schema},
+                }
+            else:
+                body["response_format"] = {"type": "json_object"}
+        if stream:
+            body["stream"] = True
+            body["stream_options"] = {"include_usage": True}
+        return body
+
+    def parse(self, payload: Any) -> ParsedAnswer:
+        try:
+            choice = payload["choices"][0]
+            text = choice["message"]["content"]
+            finish_reason = choice.get("finish_reason") or ""
+        except (KeyError, IndexError, TypeError):
+            raise ValueError("no choices[0].message.content") from None
+        if not isinstance(text, str):
+            raise ValueError("choices[0].message.content is not text")
+        usage = payload.get("usage")
+        return ParsedAnswer(
+            text=text,
+            finish_reason=finish_reason,
+            truncated=finish_reason == TRUNCATED_FINISH_REASON,
+            input_tokens=_tokens(usage, "prompt_tokens"),
+            output_tokens=_tokens(usage, "completion_tokens"),
+            response_model=str(payload.get("model") or ""),
+        )
+
+    def stream_decoder(self) -> OpenAIStreamDecoder:
+        return OpenAIStreamDecoder()
+
+
+class OpenAIStreamDecoder:
+    """Chunks ``data: {...}`` until ``data: [DONE]``; usage comes in a last chunk."""
+
+    def __init__(self) -> None:
+        self._finish_reason = ""
+        self._usage = Usage()
+        self._model = ""
+        self._done = False
+
+    @property
+    def finished(self) -> bool:
+        return self._done
+
+    def feed(self, event: str, data: str) -> list[StreamEvent]:
+        if data == _DONE:
+            self._done = True
+            return [
+                StreamEnd(
+                    finish_reason=self._finish_reason,
+                    truncated=self._finish_reason == TRUNCATED_FINISH_REASON,
+                    usage=self._usage,
+                    response_model=self._model,
+                )
+            ]
+        try:
+            chunk = json.loads(data)
+        except ValueError:
+            raise ValueError("a chunk is not JSON") from None
+        if not isinstance(chunk, dict):
+            raise ValueError("a chunk is not an object")
+        if "error" in chunk:
+            raise ValueError("the provider sent an error chunk")
+        self._model = str(chunk.get("model") or self._model)
+        usage = chunk.get("usage")
+        if isinstance(usage, dict):
+            self._usage = Usage(
+                _tokens(usage, "prompt_tokens"), _tokens(usage, "completion_tokens")
+            )
+        events: list[StreamEvent] = []
+        for choice in chunk.get("choices") or ():
+            content = (choice.get("delta") or {}).get("content")
+            if isinstance(content, str) and content:
+                events.append(TextDelta(content))
+            if choice.get("finish_reason"):
+                self._finish_reason = str(choice["finish_reason"])
+        return events

@@ -1,0 +1,315 @@
+"""Runs a prompt: context first, then the kill switch, the cache, the model pipeline or the
+baseline, and the run record. RunPrompt, Answer and the conversation summary all go through
+:meth:`PromptRunner.execute`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from google.protobuf import timestamp_pb2
+
+from nemo.gateway.v1 import run_pb2
+from nemo_core.deadlines import downstream_timeout
+from nemo_core.errors import ServiceError
+from nemo_gateway.cache import CachedRun, CacheKey, ResultCache, digest, messages_digest
+from nemo_gateway.context_client import ContextClient
+from nemo_gateway.grounding.sources import Passage, number_sources
+from nemo_gateway.limits import InFlightLimit
+from nemo_gateway.prompts.knowledge import AnswerVariables
+from nemo_gateway.prompts.registry import AnySpec
+from nemo_gateway.prompts.spec import Lang, PromptInput, Strict
+from nemo_gateway.providers.base import Message, ModelProvider
+from nemo_gateway.settings import GatewaySettings
+from nemo_gateway.structured.pipeline import Outcome, Path, Reason, Tally, run_model
+from nemo_gateway.telemetry import genai_span, record_result
+
+logger = logging.getLogger(__name__)
+
+BASELINE_PROVIDER = "baseline"
+
+_PATHS = {
+    Path.MODEL: run_pb2.RUN_PATH_MODEL,
+    Path.REPAIRED: run_pb2.RUN_PATH_REPAIRED,
+    Path.FALLBACK: run_pb2.RUN_PATH_FALLBACK,
+}
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """The typed output and how it was produced."""
+
+    output: Any
+    record: run_pb2.RunRecord
+
+
+@dataclass(frozen=True)
+class Clock:
+    """The evaluation time of a run, and whether it came from the server's clock."""
+
+    evaluated_at: datetime
+    from_server: bool
+
+    def timestamp(self) -> timestamp_pb2.Timestamp:
+        stamp = timestamp_pb2.Timestamp()
+        stamp.FromDatetime(self.evaluated_at)
+        return stamp
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A prompt with its input gathered, ready to run."""
+
+    spec: AnySpec
+    prompt: PromptInput[Any]
+    scope: str
+    """The caller's permission scope; cache entries never cross it."""
+    input_ref: str = ""
+    cacheable: bool = True
+    skip_model: Reason | None = field(default=None)
+    """Set when the input alone decides the baseline (no sources to answer from)."""
+
+
+def model_deadline(reserve: float) -> float | None:
+    """``time.monotonic()`` instant by which model calls must end, keeping ``reserve`` seconds
+    to build and send the baseline; None when the caller set no deadline."""
+    try:
+        remaining = downstream_timeout(reserve)
+    except ServiceError:
+        return time.monotonic()  # nothing left: the provider fails fast and the baseline runs
+    return None if remaining is None else time.monotonic() + remaining
+
+
+class PromptRunner:
+    """Everything a non-streamed prompt run needs."""
+
+    def __init__(
+        self,
+        settings: GatewaySettings,
+        provider: ModelProvider | None,
+        context: ContextClient,
+        cache: ResultCache,
+        provider_limit: InFlightLimit,
+    ) -> None:
+        self._settings = settings
+        self._provider = provider
+        self._context = context
+        self._cache = cache
+        self._provider_limit = provider_limit
+        self._fixed_key_parts: dict[str, tuple[str, str]] = {}
+
+    @property
+    def context(self) -> ContextClient:
+        return self._context
+
+    async def prepare(
+        self,
+        spec: AnySpec,
+        variables: Strict,
+        *,
+        lang: Lang,
+        clock: Clock,
+        learner_id: str,
+        caller: str,
+    ) -> Prepared:
+        """Gather the prompt's input: the learner bundle or the numbered sources."""
+        if spec.purpose is not None:
+            bundle = await self._context.build_context(learner_id, spec.purpose, lang.to_proto())
+            prompt = PromptInput(variables, lang, clock.evaluated_at, context=bundle)
+            scope = f"learner:{spec.purpose}:{bundle.learner_ref}"
+            return Prepared(spec, prompt, scope, input_ref=bundle.input_ref)
+        scope = f"caller:{caller}"
+        if isinstance(variables, AnswerVariables):
+            sources = number_sources(
+                await self._passages(variables), self._settings.answer_context_token_budget
+            )
+            prompt = PromptInput(variables, lang, clock.evaluated_at, sources=sources)
+            return Prepared(spec, prompt, scope, skip_model=None if sources else Reason.NO_SOURCES)
+        return Prepared(spec, PromptInput(variables, lang, clock.evaluated_at), scope)
+
+    async def _passages(self, variables: AnswerVariables) -> list[Passage]:
+        if variables.passages:
+            return [
+                Passage(p.document_id, p.chunk_index, p.title, p.text, p.score)
+                for p in variables.passages
+            ]
+        hits = await self._context.search_knowledge(
+            variables.question, self._settings.answer_search_limit
+        )
+        return [
+            Passage(hit.node.node_id, 0, hit.node.title, hit.node.description, hit.score)
+            for hit in hits
+            if hit.node.description
+        ]
+
+    async def execute(self, prepared: Prepared, clock: Clock) -> RunResult:
+        """Run the prepared prompt and build its run record."""
+        spec, prompt = prepared.spec, prepared.prompt
+        skip = self._skip_reason(prepared)
+        provider = self._provider
+        if skip is not None or provider is None:
+            reason = skip or Reason.BASELINE_PROVIDER
+            return self._baseline(prepared, clock, reason, Tally(), provider=BASELINE_PROVIDER)
+        model = self._settings.model_for(spec.tier)
+        rendered = spec.render(prompt)
+        key = self._cache_key(prepared, provider.name, model, rendered)
+        with genai_span(
+            provider=provider.name,
+            model=model,
+            prompt_id=spec.prompt_id,
+            prompt_version=spec.version,
+            temperature=spec.temperature,
+            max_tokens=spec.max_output_tokens,
+            output_type="json",
+        ) as span:
+            cached = self._cache.get(key) if key is not None else None
+            if cached is not None:
+                record = self._record(
+                    prepared, clock, Path(cached.path), cached.reason, Tally(), provider.name,
+                    model, cache_hit=True,
+                )  # fmt: skip
+                record.request_sha256 = cached.request_sha256
+                record_result(
+                    span, path=cached.path, reason=cached.reason, attempts=0, input_tokens=0,
+                    output_tokens=0, response_model=cached.response_model, finish_reasons=(),
+                    input_ref=prepared.input_ref, cache_hit=True,
+                )  # fmt: skip
+                return RunResult(cached.output, record)
+            with self._provider_limit.hold():
+                outcome = await run_model(
+                    spec,
+                    prompt,
+                    rendered,
+                    provider,
+                    model=model,
+                    max_attempts=self._settings.max_answer_attempts,
+                    deadline=model_deadline(self._settings.fallback_reserve_seconds),
+                )
+            tally = outcome.tally
+            record_result(
+                span, path=outcome.path, reason=outcome.reason, attempts=tally.requests,
+                input_tokens=tally.input_tokens, output_tokens=tally.output_tokens,
+                response_model=tally.response_model, finish_reasons=tally.finish_reasons,
+                input_ref=prepared.input_ref, cache_hit=False,
+            )  # fmt: skip
+        return self._finish(prepared, clock, outcome, provider.name, model, key)
+
+    def _cache_key(
+        self, prepared: Prepared, provider: str, model: str, rendered: tuple[Message, ...]
+    ) -> CacheKey | None:
+        """The run's cache key; None when the run may not be cached or the cache is off."""
+        if not (prepared.cacheable and self._cache.enabled):
+            return None
+        spec = prepared.spec
+        fixed = self._fixed_key_parts.get(spec.ref)
+        if fixed is None:
+            # What only the prompt and the settings decide is digested once per prompt.
+            parameters = digest(
+                {
+                    "provider": provider,
+                    "temperature": spec.temperature,
+                    "max_output_tokens": spec.max_output_tokens,
+                    "max_attempts": self._settings.max_answer_attempts,
+                    "json_schema_mode": self._settings.json_schema_mode,
+                }
+            )
+            fixed = self._fixed_key_parts[spec.ref] = (parameters, digest(spec.output_schema))
+        return CacheKey(
+            prompt_ref=spec.ref,
+            model=model,
+            parameters=fixed[0],
+            schema_sha256=fixed[1],
+            context_sha256=messages_digest(rendered),
+            scope=prepared.scope,
+        )
+
+    def _skip_reason(self, prepared: Prepared) -> Reason | None:
+        if not self._settings.ai_enrichment_enabled:
+            return Reason.KILL_SWITCH
+        if self._provider is None:
+            return Reason.BASELINE_PROVIDER
+        return prepared.skip_model
+
+    def _finish(
+        self,
+        prepared: Prepared,
+        clock: Clock,
+        outcome: Outcome,
+        provider: str,
+        model: str,
+        key: CacheKey | None,
+    ) -> RunResult:
+        if outcome.accepted is None:
+            logger.info(
+                "prompt fell back to its baseline",
+                extra={
+                    "prompt": prepared.spec.ref,
+                    "reason": outcome.reason,
+                    "detail": outcome.detail,
+                    "attempts": outcome.tally.requests,
+                },
+            )
+            return self._baseline(prepared, clock, outcome.reason, outcome.tally, provider, model)
+        output = prepared.spec.finish(outcome.accepted, prepared.prompt)
+        if key is not None:
+            self._cache.put(
+                key,
+                CachedRun(
+                    output,
+                    outcome.path.value,
+                    outcome.reason,
+                    outcome.tally.request_sha256,
+                    outcome.tally.response_model,
+                ),
+            )
+        record = self._record(
+            prepared, clock, outcome.path, outcome.reason, outcome.tally, provider, model
+        )
+        return RunResult(output, record)
+
+    def _baseline(
+        self,
+        prepared: Prepared,
+        clock: Clock,
+        reason: str,
+        tally: Tally,
+        provider: str,
+        model: str = "",
+    ) -> RunResult:
+        output = prepared.spec.baseline(prepared.prompt)
+        record = self._record(prepared, clock, Path.FALLBACK, reason, tally, provider, model)
+        return RunResult(output, record)
+
+    def _record(
+        self,
+        prepared: Prepared,
+        clock: Clock,
+        path: Path,
+        reason: str,
+        tally: Tally,
+        provider: str,
+        model: str,
+        *,
+        cache_hit: bool = False,
+    ) -> run_pb2.RunRecord:
+        return run_pb2.RunRecord(
+            prompt_id=prepared.spec.prompt_id,
+            prompt_version=prepared.spec.version,
+            path=_PATHS[path],
+            reason=reason,
+            attempts=tally.requests,
+            provider=provider,
+            model=model,
+            usage=run_pb2.TokenUsage(
+                input_tokens=tally.input_tokens, output_tokens=tally.output_tokens
+            ),
+            input_ref=prepared.input_ref,
+            request_sha256=tally.request_sha256,
+            evaluated_at=clock.timestamp(),
+            evaluated_at_from_server=clock.from_server,
+            cache_hit=cache_hit,
+        )

@@ -1,0 +1,176 @@
+"""One prompt run against a model, in the order the gateway guarantees:
+
+truncation check → JSON extraction (strict, then brace slice, then backslash repair) → LaTeX
+escape check → pydantic validation → guardrail.
+
+- A truncated answer (finish reason ``length`` / ``max_tokens``) is its own outcome: FALLBACK with
+  reason TRUNCATED, not a parse error to re-ask.
+- A parse or validation failure is re-asked with the error, up to the attempt limit and inside
+  the deadline; then FALLBACK with ATTEMPTS_EXHAUSTED.
+- A guardrail rejection goes straight to the whole baseline: never re-asked, never patched.
+- Provider failures (timeout, 429/5xx after retries, refusals) fall back with their own reason.
+
+The outcome says which path produced the result: MODEL (first answer, strict parse), REPAIRED
+(brace slice, backslash repair or a re-ask was needed) or FALLBACK.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from pydantic import ValidationError
+
+from nemo_gateway.prompts.spec import PromptInput, PromptSpec
+from nemo_gateway.providers.base import (
+    Message,
+    ModelProvider,
+    ModelRequest,
+    ProviderFailure,
+    Usage,
+)
+from nemo_gateway.structured.extraction import ParseFailure, Step, TopLevel, extract_json
+from nemo_gateway.structured.latex import ambiguous_latex
+
+
+class Path(StrEnum):
+    MODEL = "MODEL"
+    REPAIRED = "REPAIRED"
+    FALLBACK = "FALLBACK"
+
+
+class Reason(StrEnum):
+    """Run record reasons; a clean MODEL run has none."""
+
+    BRACE_SLICE = Step.BRACE_SLICE.value
+    BACKSLASH_REPAIR = Step.BACKSLASH_REPAIR.value
+    REASKED = "REASKED"
+    GUARDRAIL_REJECTED = "GUARDRAIL_REJECTED"
+    TRUNCATED = "TRUNCATED"
+    ATTEMPTS_EXHAUSTED = "ATTEMPTS_EXHAUSTED"
+    KILL_SWITCH = "KILL_SWITCH"
+    BASELINE_PROVIDER = "BASELINE_PROVIDER"
+    NO_SOURCES = "NO_SOURCES"
+
+
+@dataclass(slots=True)
+class Tally:
+    """What the provider requests of one run added up to."""
+
+    requests: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    request_sha256: str = ""
+    response_model: str = ""
+    finish_reasons: list[str] = field(default_factory=list)
+
+    def add_usage(self, usage: Usage) -> None:
+        self.input_tokens += usage.input_tokens or 0
+        self.output_tokens += usage.output_tokens or 0
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """The result of a run: an accepted model output, or None for the baseline."""
+
+    accepted: Any | None
+    path: Path
+    reason: str
+    tally: Tally
+    detail: str = ""
+    """Why the last answer was not accepted, for the log (never model text)."""
+
+
+def _validation_text(error: ValidationError) -> str:
+    problems = [
+        f"{'.'.join(str(part) for part in item['loc']) or '(root)'}: {item['msg']}"
+        for item in error.errors(include_url=False, include_input=False)
+    ]
+    return "; ".join(problems[:10])
+
+
+def reask_message(problem: str, schema: dict[str, Any]) -> Message:
+    """What the model is told after an answer that could not be used."""
+    return Message(
+        "user",
+        "Your previous answer could not be used: "
+        f"{problem}. Answer again with only one JSON value that follows this JSON Schema "
+        "exactly, with no other field, and write every backslash inside a string as \\\\:\n"
+        + json.dumps(schema, ensure_ascii=False),
+    )
+
+
+def _check_answer(spec: PromptSpec[Any, Any, Any], text: str) -> tuple[Any, Step]:
+    """Parse and validate one answer; raises ParseFailure or ValidationError."""
+    top: TopLevel = "array" if spec.output_schema.get("type") == "array" else "object"
+    parsed = extract_json(text, top)
+    commands = ambiguous_latex(parsed.source)
+    if commands:
+        raise ParseFailure(
+            f"LaTeX commands written with one backslash ({', '.join(commands)}) read as "
+            "JSON control characters; double every backslash"
+        )
+    return spec.model_output.model_validate(parsed.value), parsed.step
+
+
+async def run_model(
+    spec: PromptSpec[Any, Any, Any],
+    prompt: PromptInput[Any],
+    rendered: tuple[Message, ...],
+    provider: ModelProvider,
+    *,
+    model: str,
+    max_attempts: int,
+    deadline: float | None,
+) -> Outcome:
+    """Ask the model with the ``rendered`` prompt until an answer is accepted, rejected or the
+    attempts run out."""
+    messages = list(rendered)
+    tally = Tally()
+    reasked = False
+    problem = ""
+    for _ in range(max_attempts):
+        request = ModelRequest(
+            model=model,
+            messages=tuple(messages),
+            max_output_tokens=spec.max_output_tokens,
+            temperature=spec.temperature,
+            output_schema=spec.output_schema,
+            schema_name=spec.prompt_id.replace(".", "_"),
+        )
+        try:
+            completion = await provider.complete(request, deadline)
+        except ProviderFailure as failure:
+            tally.requests += failure.requests
+            tally.request_sha256 = failure.request_sha256 or tally.request_sha256
+            return Outcome(None, Path.FALLBACK, failure.code, tally, str(failure))
+        tally.requests += completion.requests
+        tally.request_sha256 = completion.request_sha256
+        tally.response_model = completion.response_model
+        tally.finish_reasons.append(completion.finish_reason)
+        tally.add_usage(completion.usage)
+        if completion.truncated:
+            return Outcome(None, Path.FALLBACK, Reason.TRUNCATED, tally)
+        try:
+            value, step = _check_answer(spec, completion.text)
+        except ParseFailure as failure:
+            problem = str(failure)
+        except ValidationError as error:
+            problem = _validation_text(error)
+        else:
+            rejection = spec.guardrail(value, prompt)
+            if rejection is not None:
+                return Outcome(None, Path.FALLBACK, Reason.GUARDRAIL_REJECTED, tally, rejection)
+            if reasked:
+                return Outcome(value, Path.REPAIRED, Reason.REASKED, tally)
+            if step is Step.STRICT:
+                return Outcome(value, Path.MODEL, "", tally)
+            return Outcome(value, Path.REPAIRED, step.value, tally)
+        reasked = True
+        messages += [
+            Message("assistant", completion.text),
+            reask_message(problem, spec.output_schema),
+        ]
+    return Outcome(None, Path.FALLBACK, Reason.ATTEMPTS_EXHAUSTED, tally, problem)

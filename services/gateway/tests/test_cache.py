@@ -1,0 +1,157 @@
+"""The exact result cache: keyed by everything a result depends on, including the caller's
+permission scope, so two scopes never read each other's entry."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+from collections.abc import AsyncIterator
+
+import grpc.aio
+import pytest
+
+from nemo.gateway.v1 import answer_pb2
+from nemo.gateway.v1 import gateway_service_pb2 as pb
+from nemo.gateway.v1 import gateway_service_pb2_grpc as pb_grpc
+from nemo_core.callers import CallerAcl
+from nemo_core.server import Server
+from nemo_core.settings import DEFAULT_CALLER_TOKEN_METADATA_KEY
+from nemo_gateway.app import SERVICE_NAME, build
+from nemo_gateway.cache import CachedRun, CacheKey, ResultCache
+from nemo_gateway.settings import GatewaySettings
+from nemo_testing.providers import Answer, ScriptedProvider
+
+from .gateway_testing import CONTEXT_CLIENT_TOKEN, FIXED_TIME, LLM_KEY, StartGateway, variables
+
+TOKENS = {"internal": "internal-token-for-cache-0123", "reports": "reports-token-for-cache-0123"}
+PASSAGE = answer_pb2.Passage(
+    document_id="doc-1", title="Hằng đẳng thức", text="(a + b)² = a² + 2ab + b².", score=1.0
+)
+
+
+def _answer(text: str) -> Answer:
+    return Answer(json.dumps({"covered": True, "answer": text}, ensure_ascii=False))
+
+
+@pytest.fixture
+async def two_callers(provider: ScriptedProvider) -> AsyncIterator[pb_grpc.GatewayServiceAsyncStub]:
+    """A gateway whose ACL admits two caller identities (two permission scopes)."""
+    settings = GatewaySettings(
+        listen_address="127.0.0.1:0",
+        caller_tokens=TOKENS,
+        client_token=CONTEXT_CLIENT_TOKEN,
+        context_address="127.0.0.1:9",
+        provider="openai",
+        llm_base_url=provider.openai_base_url,
+        llm_api_key=LLM_KEY,
+        log_level="WARNING",
+    )
+    setup = await build(settings)
+    acl = CallerAcl({identity: {"Answer", "RunPrompt"} for identity in TOKENS})
+    server = Server(SERVICE_NAME, settings, dataclasses.replace(setup, acl=acl))
+    port = await server.start()
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+        yield pb_grpc.GatewayServiceStub(channel)
+    await server.shutdown()
+
+
+async def _ask(stub: pb_grpc.GatewayServiceAsyncStub, caller: str) -> pb.AnswerResponse:
+    response: pb.AnswerResponse = await stub.Answer(
+        pb.AnswerRequest(question="(a + b)² là gì?", passages=[PASSAGE], evaluated_at=FIXED_TIME),
+        metadata=((DEFAULT_CALLER_TOKEN_METADATA_KEY, TOKENS[caller]),),
+        timeout=10,
+    )
+    return response
+
+
+async def test_two_callers_never_receive_each_others_entry(
+    two_callers: pb_grpc.GatewayServiceAsyncStub, provider: ScriptedProvider
+) -> None:
+    provider.script(_answer("Đáp án cho internal [1]."), _answer("Đáp án cho reports [1]."))
+    first = await _ask(two_callers, "internal")
+    again = await _ask(two_callers, "internal")
+    other = await _ask(two_callers, "reports")
+    assert (first.run.cache_hit, again.run.cache_hit, other.run.cache_hit) == (False, True, False)
+    assert first.answer.answer == again.answer.answer == "Đáp án cho internal [1]."
+    assert other.answer.answer == "Đáp án cho reports [1]."
+    # The hit made no request and names the request that produced the entry.
+    assert len(provider.requests) == 2
+    assert (again.run.attempts, again.run.request_sha256) == (0, first.run.request_sha256)
+    assert (await _ask(two_callers, "reports")).answer.answer == "Đáp án cho reports [1]."
+
+
+async def test_two_learners_never_share_an_entry(
+    start_gateway: StartGateway, provider: ScriptedProvider, context_address: str
+) -> None:
+    gateway = await start_gateway(context_address=context_address)
+    provider.script(
+        Answer(json.dumps({"hint": "Gợi ý thứ nhất."}, ensure_ascii=False)),
+        Answer(json.dumps({"hint": "Gợi ý thứ hai."}, ensure_ascii=False)),
+    )
+
+    async def hint(learner_id: str) -> pb.RunPromptResponse:
+        response: pb.RunPromptResponse = await gateway.stub.RunPrompt(
+            pb.RunPromptRequest(
+                prompt_id="learner.tutor_hint",
+                learner_id=learner_id,
+                variables=variables(node_id="math-08-algebraic-identities"),
+            ),
+            metadata=gateway.metadata,
+            timeout=10,
+        )
+        return response
+
+    l1, l3, l1_again = await hint("L-1"), await hint("L-3"), await hint("L-1")
+    assert [r.output.tutor_hint.hint for r in (l1, l3, l1_again)] == [
+        "Gợi ý thứ nhất.",
+        "Gợi ý thứ hai.",
+        "Gợi ý thứ nhất.",
+    ]
+    assert [r.run.cache_hit for r in (l1, l3, l1_again)] == [False, False, True]
+    # A hit still names the snapshot of the context it was served for.
+    assert l1_again.run.input_ref
+    assert l1_again.run.input_ref != l1.run.input_ref
+
+
+async def test_fallbacks_are_not_cached(
+    start_gateway: StartGateway, provider: ScriptedProvider
+) -> None:
+    gateway = await start_gateway()
+    provider.script(Answer("not json", truncated=True), _answer("Có [1]."))
+    request = pb.AnswerRequest(question="Q?", passages=[PASSAGE])
+    first = await gateway.stub.Answer(request, metadata=gateway.metadata, timeout=10)
+    second = await gateway.stub.Answer(request, metadata=gateway.metadata, timeout=10)
+    assert (first.run.reason, second.run.cache_hit, second.answer.answer) == (
+        "TRUNCATED",
+        False,
+        "Có [1].",
+    )
+
+
+def _key(**changes: str) -> CacheKey:
+    base = CacheKey("p@1", "model", "params", "schema", "context", "caller:internal")
+    return dataclasses.replace(base, **changes)
+
+
+def test_every_key_part_separates_entries() -> None:
+    cache = ResultCache(max_entries=16, ttl_seconds=60)
+    cache.put(_key(), CachedRun("output", "MODEL", "", "sha", "m"))
+    for part in ("prompt_ref", "model", "parameters", "schema_sha256", "context_sha256", "scope"):
+        assert cache.get(_key(**{part: "other"})) is None, part
+    assert cache.get(_key()) is not None
+
+
+async def test_entries_are_bounded_in_number_and_age() -> None:
+    cache = ResultCache(max_entries=2, ttl_seconds=0.2)
+    for scope in ("a", "b", "c"):
+        cache.put(_key(scope=scope), CachedRun(scope, "MODEL", "", "", ""))
+    assert len(cache) == 2
+    await asyncio.sleep(0.3)
+    assert cache.get(_key(scope="c")) is None
+
+
+def test_a_zero_size_turns_the_cache_off() -> None:
+    cache = ResultCache(max_entries=0, ttl_seconds=60)
+    cache.put(_key(), CachedRun("output", "MODEL", "", "", ""))
+    assert cache.get(_key()) is None

@@ -1,0 +1,246 @@
+"""StreamPrompt for tutor.chat_reply against the real context service and a scripted provider:
+deltas as they come, retry only before the first delta, a cut stream ends with an error status and
+a partial turn, a finished one is completed, a stale summary is rewritten and stored."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import grpc
+import pytest
+
+from nemo.gateway.v1 import gateway_service_pb2 as pb
+from nemo.gateway.v1 import run_pb2
+from nemo_core.db import connect
+from nemo_core.errors import error_details
+from nemo_testing.providers import Answer, HttpError, ScriptedProvider, Stream
+
+from .gateway_testing import (
+    FIXED_TIME,
+    Gateway,
+    StartGateway,
+    chat_session,
+    start_context_service,
+    stored_messages,
+)
+
+QUESTION = "Còn (2x - 1)² thì sao ạ?"
+DELTAS = ("Với bình phương một hiệu, ", "(a - b)² = a² - 2ab + b². ", "Em thử với a = 2x nhé.")
+
+WIRES = pytest.mark.parametrize("wire", ["openai", "anthropic"])
+
+
+def _request(session_id: str, turn_id: str = "T2") -> pb.StreamPromptRequest:
+    return pb.StreamPromptRequest(
+        prompt_id="tutor.chat_reply",
+        session_id=session_id,
+        turn_id=turn_id,
+        user_message=QUESTION,
+        evaluated_at=FIXED_TIME,
+    )
+
+
+async def _collect(
+    gateway: Gateway, request: pb.StreamPromptRequest
+) -> tuple[list[str], list[pb.StreamPromptResponse], grpc.aio.AioRpcError | None]:
+    """The text deltas, every event, and the error the stream ended with (None if clean)."""
+    events: list[pb.StreamPromptResponse] = []
+    try:
+        async for event in gateway.stub.StreamPrompt(
+            request, metadata=gateway.metadata, timeout=10
+        ):
+            events.append(event)
+    except grpc.aio.AioRpcError as exc:
+        return [e.text_delta for e in events if e.HasField("text_delta")], events, exc
+    return [e.text_delta for e in events if e.HasField("text_delta")], events, None
+
+
+@pytest.fixture
+async def session(owner_dsn: str) -> AsyncIterator[str]:
+    async with chat_session(owner_dsn) as session_id:
+        yield session_id
+
+
+@WIRES
+async def test_a_finished_stream_is_relayed_and_recorded_completed(
+    wire: str,
+    start_gateway: StartGateway,
+    provider: ScriptedProvider,
+    context_address: str,
+    session: str,
+    owner_dsn: str,
+) -> None:
+    gateway = await start_gateway(provider=wire, context_address=context_address)
+    provider.script_stream(Stream(DELTAS))
+    deltas, events, error = await _collect(gateway, _request(session))
+    assert error is None
+    assert deltas == list(DELTAS)
+    completed = events[-1].completed
+    assert completed.output.chat_reply.text == "".join(DELTAS)
+    assert completed.output.chat_reply.disclaimer
+    assert (completed.run.path, completed.run.attempts) == (run_pb2.RUN_PATH_MODEL, 1)
+    assert completed.run.request_sha256 == provider.requests[0].sha256
+    assert await stored_messages(owner_dsn, session, "T2") == [
+        ("user", "completed", QUESTION),
+        ("assistant", "completed", "".join(DELTAS)),
+    ]
+    body = provider.requests[0].json()
+    assert body["stream"] is True
+    # The earlier, completed turn is history; the current question comes last.
+    contents = [m["content"] for m in body["messages"] if m["role"] != "system"]
+    assert contents[-1] == QUESTION
+    assert "(a + b)² = a² + 2ab + b². Em thử với a = x nhé." in contents
+
+
+@WIRES
+async def test_a_stream_cut_after_two_deltas_ends_with_an_error_and_a_partial_turn(
+    wire: str,
+    start_gateway: StartGateway,
+    provider: ScriptedProvider,
+    context_address: str,
+    session: str,
+    owner_dsn: str,
+) -> None:
+    gateway = await start_gateway(provider=wire, context_address=context_address)
+    provider.script_stream(Stream(DELTAS, cut_after=2), Stream(DELTAS))
+    deltas, events, error = await _collect(gateway, _request(session))
+    assert deltas == list(DELTAS[:2])
+    assert not any(e.HasField("completed") for e in events), "a broken stream never ends cleanly"
+    assert error is not None
+    assert error.code() is grpc.StatusCode.UNAVAILABLE
+    assert error_details(error).reason == "PROVIDER_STREAM_BROKEN"
+    # No retry after the first delta: one provider request.
+    assert len(provider.requests) == 1
+    assert await stored_messages(owner_dsn, session, "T2") == [
+        ("user", "completed", QUESTION),
+        ("assistant", "partial", "".join(DELTAS[:2])),
+    ]
+
+
+async def test_a_stream_that_breaks_before_its_first_delta_is_started_again(
+    start_gateway: StartGateway,
+    provider: ScriptedProvider,
+    context_address: str,
+    session: str,
+    owner_dsn: str,
+) -> None:
+    gateway = await start_gateway(context_address=context_address)
+    provider.script_stream(Stream(DELTAS, cut_after=0), Stream(DELTAS))
+    deltas, events, error = await _collect(gateway, _request(session))
+    assert error is None
+    assert deltas == list(DELTAS)
+    assert events[-1].completed.run.attempts == 2
+    assert len(provider.requests) == 2
+
+
+async def test_a_reply_stopped_by_the_token_limit_is_stored_partial(
+    start_gateway: StartGateway,
+    provider: ScriptedProvider,
+    context_address: str,
+    session: str,
+    owner_dsn: str,
+) -> None:
+    gateway = await start_gateway(context_address=context_address)
+    provider.script_stream(Stream(DELTAS[:1], truncated=True))
+    deltas, _, error = await _collect(gateway, _request(session))
+    assert deltas == [DELTAS[0]]
+    assert error is not None
+    assert error.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert error_details(error).reason == "REPLY_TRUNCATED"
+    assert (await stored_messages(owner_dsn, session, "T2"))[1] == (
+        "assistant",
+        "partial",
+        DELTAS[0],
+    )
+
+
+async def test_a_provider_that_never_starts_falls_back_to_the_baseline_reply(
+    start_gateway: StartGateway,
+    provider: ScriptedProvider,
+    context_address: str,
+    session: str,
+    owner_dsn: str,
+) -> None:
+    gateway = await start_gateway(context_address=context_address, max_retries=1)
+    provider.script_stream(HttpError(503), HttpError(503))
+    deltas, events, error = await _collect(gateway, _request(session))
+    assert error is None
+    completed = events[-1].completed
+    assert (completed.run.path, completed.run.reason, completed.run.attempts) == (
+        run_pb2.RUN_PATH_FALLBACK,
+        "PROVIDER_UNAVAILABLE",
+        2,
+    )
+    assert deltas == [completed.output.chat_reply.text]
+    assert (await stored_messages(owner_dsn, session, "T2"))[1][1] == "completed"
+
+
+async def test_a_stale_summary_is_rewritten_and_stored_with_the_turn(
+    start_gateway: StartGateway,
+    provider: ScriptedProvider,
+    context_dsn: str,
+    owner_dsn: str,
+    tmp_path: Path,
+) -> None:
+    summary = "Học sinh đã học bình phương của một tổng và làm đúng (x + 3)²."
+    # With one recent turn kept verbatim, the older of two earlier turns needs a summary.
+    async with (
+        start_context_service(context_dsn, tmp_path, conversation_recent_turns=1) as address,
+        chat_session(owner_dsn, turns=2) as session_id,
+    ):
+        gateway = await start_gateway(context_address=address)
+        provider.script_stream(Stream(DELTAS))
+        provider.script(Answer(json.dumps({"summary": summary}, ensure_ascii=False)))
+        _, events, error = await _collect(gateway, _request(session_id, turn_id="T3"))
+        assert error is None
+        assert events[-1].completed.run.path == run_pb2.RUN_PATH_MODEL
+        assert len(provider.requests) == 2
+        summary_request = next(r for r in provider.requests if not r.json().get("stream"))
+        assert summary_request.json()["response_format"]["json_schema"]["name"] == (
+            "tutor_summarize_conversation"
+        )
+        conn = await connect(owner_dsn)
+        try:
+            stored = await conn.fetch(
+                "SELECT summary FROM learning.conversation_summaries WHERE session_id = $1",
+                session_id,
+            )
+        finally:
+            await conn.close()
+        assert [row["summary"] for row in stored] == [summary]
+
+
+async def test_only_the_chat_prompt_is_streamed(start_gateway: StartGateway) -> None:
+    gateway = await start_gateway()
+    request = pb.StreamPromptRequest(
+        prompt_id="coral.evaluate_item", session_id="S", turn_id="T", user_message="x"
+    )
+    _, _, error = await _collect(gateway, request)
+    assert error is not None
+    assert error.code() is grpc.StatusCode.INVALID_ARGUMENT
+    assert error_details(error).reason == "WRONG_RPC_FOR_PROMPT"
+
+
+async def test_a_reply_the_caller_cancels_is_stored_cancelled(
+    start_gateway: StartGateway,
+    provider: ScriptedProvider,
+    context_address: str,
+    session: str,
+    owner_dsn: str,
+) -> None:
+    gateway = await start_gateway(context_address=context_address)
+    provider.script_stream(Stream(DELTAS, delta_delay=0.5))
+    call = gateway.stub.StreamPrompt(_request(session), metadata=gateway.metadata, timeout=10)
+    first = await call.read()
+    assert isinstance(first, pb.StreamPromptResponse)
+    assert first.text_delta == DELTAS[0]
+    call.cancel()
+    # The record is written after the cancellation reached the server: poll for it.
+    for _ in range(100):
+        if stored := await stored_messages(owner_dsn, session, "T2"):
+            break
+        await asyncio.sleep(0.05)
+    assert stored == [("user", "completed", QUESTION), ("assistant", "cancelled", DELTAS[0])]

@@ -1,0 +1,146 @@
+"""Content-only prompts: provably unable to receive learner data; generated items keep their
+answer key and rubric on the server."""
+
+from __future__ import annotations
+
+import json
+
+import grpc
+import pytest
+
+from nemo.gateway.v1 import gateway_service_pb2 as pb
+from nemo.gateway.v1 import outputs_pb2, run_pb2
+from nemo_core.errors import error_details
+from nemo_gateway.prompts.registry import REGISTRY
+from nemo_testing.providers import Answer, ScriptedProvider
+
+from .gateway_testing import StartGateway, variables
+
+# The only inputs a content prompt may take: curriculum content and item text.
+CONTENT_FIELDS = frozenset(
+    {"topic", "subject", "grade", "node_id", "kind", "count", "stem", "choices", "answer_key"}
+)
+ITEMS_REQUEST = {"topic": "Hằng đẳng thức", "subject": "math", "grade": 8, "count": 2}
+DRAFT = {
+    "items": [
+        {
+            "kind": "multiple_choice",
+            "stem": "(x + 1)² bằng?",
+            "choices": ["x² + 1", "x² + 2x + 1", "x² + x + 1", "2x + 1"],
+            "answer": "x² + 2x + 1",
+            "rubric": "RUBRIC-SECRET-1: nhận ra hạng tử 2x.",
+        },
+        {
+            "kind": "multiple_choice",
+            "stem": "(x - 2)² bằng?",
+            "choices": ["x² - 4", "x² + 4", "x² - 4x + 4", "x² - 2x + 4"],
+            "answer": "x² - 4x + 4",
+            "rubric": "RUBRIC-SECRET-2: dấu của hạng tử giữa.",
+        },
+    ]
+}
+
+
+def test_content_prompts_have_no_purpose_and_accept_only_content_fields() -> None:
+    content = [spec for spec in REGISTRY if spec.prompt_id.startswith("coral.")]
+    assert [spec.prompt_id for spec in content] == ["coral.evaluate_item", "coral.generate_items"]
+    for spec in content:
+        assert spec.purpose is None
+        assert spec.variables.model_config.get("extra") == "forbid"
+        assert set(spec.variables.model_fields) <= CONTENT_FIELDS, spec.prompt_id
+
+
+@pytest.mark.parametrize("prompt_id", ["coral.generate_items", "coral.evaluate_item"])
+async def test_a_content_prompt_refuses_a_learner(
+    prompt_id: str, start_gateway: StartGateway, provider: ScriptedProvider
+) -> None:
+    gateway = await start_gateway()
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await gateway.stub.RunPrompt(
+            pb.RunPromptRequest(prompt_id=prompt_id, learner_id="L-1"),
+            metadata=gateway.metadata,
+            timeout=5,
+        )
+    assert error_details(refused.value).reason == "LEARNER_DATA_REFUSED"
+    assert provider.requests == []
+
+
+async def test_learner_data_smuggled_in_variables_is_refused(
+    start_gateway: StartGateway, provider: ScriptedProvider
+) -> None:
+    gateway = await start_gateway()
+    for extra in ({"learner_id": "L-1"}, {"mastery": 0.4}, {"learner_ref": "nemo_0123456789ab"}):
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await gateway.stub.RunPrompt(
+                pb.RunPromptRequest(
+                    prompt_id="coral.generate_items", variables=variables(**ITEMS_REQUEST, **extra)
+                ),
+                metadata=gateway.metadata,
+                timeout=5,
+            )
+        assert error_details(refused.value).reason == "INVALID_VARIABLES"
+    assert provider.requests == []
+
+
+async def test_generated_items_reach_the_client_without_answer_key_or_rubric(
+    start_gateway: StartGateway, provider: ScriptedProvider
+) -> None:
+    gateway = await start_gateway()
+    provider.script(Answer(json.dumps(DRAFT, ensure_ascii=False)))
+    response = await gateway.stub.RunPrompt(
+        pb.RunPromptRequest(prompt_id="coral.generate_items", variables=variables(**ITEMS_REQUEST)),
+        metadata=gateway.metadata,
+        timeout=5,
+    )
+    assert response.run.path == run_pb2.RUN_PATH_MODEL
+    items = response.output.generated_items.items
+    assert [(item.position, item.stem) for item in items] == [
+        (1, "(x + 1)² bằng?"),
+        (2, "(x - 2)² bằng?"),
+    ]
+    assert all(item.item_id.startswith("gi_") for item in items)
+    wire = response.SerializeToString()
+    for secret in ("RUBRIC-SECRET-1", "RUBRIC-SECRET-2"):
+        assert secret.encode() not in wire
+    # The client message has no field that could carry them.
+    assert {"answer", "answer_key", "rubric"}.isdisjoint(
+        outputs_pb2.GeneratedItem.DESCRIPTOR.fields_by_name
+    )
+    # The prompt itself carried no learner data: no pseudonym, no learner id.
+    sent = provider.requests[0].body.decode()
+    assert "nemo_" not in sent
+    assert "L-1" not in sent
+
+
+async def test_a_model_cannot_set_server_authoritative_item_fields(
+    start_gateway: StartGateway, provider: ScriptedProvider
+) -> None:
+    gateway = await start_gateway()
+    with_positions = {"items": [{**item, "position": 9} for item in DRAFT["items"]]}
+    provider.script(Answer(json.dumps(with_positions)), Answer(json.dumps(DRAFT)))
+    response = await gateway.stub.RunPrompt(
+        pb.RunPromptRequest(prompt_id="coral.generate_items", variables=variables(**ITEMS_REQUEST)),
+        metadata=gateway.metadata,
+        timeout=5,
+    )
+    assert (response.run.path, response.run.reason) == (run_pb2.RUN_PATH_REPAIRED, "REASKED")
+    assert [item.position for item in response.output.generated_items.items] == [1, 2]
+
+
+async def test_a_key_outside_the_choices_is_rejected_by_the_guardrail(
+    start_gateway: StartGateway, provider: ScriptedProvider
+) -> None:
+    gateway = await start_gateway()
+    broken = json.loads(json.dumps(DRAFT))
+    broken["items"][0]["answer"] = "x² + 2"
+    provider.script(Answer(json.dumps(broken)))
+    response = await gateway.stub.RunPrompt(
+        pb.RunPromptRequest(prompt_id="coral.generate_items", variables=variables(**ITEMS_REQUEST)),
+        metadata=gateway.metadata,
+        timeout=5,
+    )
+    assert (response.run.path, response.run.reason) == (
+        run_pb2.RUN_PATH_FALLBACK,
+        "GUARDRAIL_REJECTED",
+    )
+    assert len(provider.requests) == 1

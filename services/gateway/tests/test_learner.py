@@ -1,0 +1,88 @@
+"""Learner prompts run on the bundle the real context service builds for their purpose."""
+
+from __future__ import annotations
+
+import json
+
+import grpc
+import pytest
+
+from nemo.gateway.v1 import gateway_service_pb2 as pb
+from nemo.gateway.v1 import run_pb2
+from nemo_core.errors import error_details
+from nemo_testing.providers import Answer, ScriptedProvider
+
+from .gateway_testing import FIXED_TIME, StartGateway, variables
+
+
+async def test_a_hint_carries_the_learner_context_and_names_its_snapshot(
+    start_gateway: StartGateway, provider: ScriptedProvider, context_address: str
+) -> None:
+    gateway = await start_gateway(context_address=context_address)
+    provider.script(
+        Answer(json.dumps({"hint": "Hãy nhớ hạng tử ở giữa là 2ab."}, ensure_ascii=False))
+    )
+    response = await gateway.stub.RunPrompt(
+        pb.RunPromptRequest(
+            prompt_id="learner.tutor_hint",
+            learner_id="L-1",
+            variables=variables(node_id="math-08-algebraic-identities"),
+            evaluated_at=FIXED_TIME,
+        ),
+        metadata=gateway.metadata,
+        timeout=10,
+    )
+    assert response.run.path == run_pb2.RUN_PATH_MODEL
+    assert response.output.tutor_hint.hint == "Hãy nhớ hạng tử ở giữa là 2ab."
+    assert response.output.tutor_hint.focus_node_id == "math-08-algebraic-identities"
+    assert response.output.tutor_hint.disclaimer
+    assert response.run.input_ref.startswith("ai-context/")
+    sent = json.dumps(provider.requests[0].json(), ensure_ascii=False)
+    # The pseudonymous rendered context went into the prompt; the internal id did not.
+    assert "nemo_" in sent
+    assert "L-1" not in sent
+
+
+async def test_a_learner_prompt_without_a_learner_is_refused(start_gateway: StartGateway) -> None:
+    gateway = await start_gateway()
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await gateway.stub.RunPrompt(
+            pb.RunPromptRequest(prompt_id="learner.plan_explanation"),
+            metadata=gateway.metadata,
+            timeout=10,
+        )
+    assert refused.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    assert error_details(refused.value).reason == "LEARNER_REQUIRED"
+
+
+async def test_no_prompt_is_sent_when_the_context_service_is_unavailable(
+    start_gateway: StartGateway, provider: ScriptedProvider
+) -> None:
+    gateway = await start_gateway()  # its context address has nothing listening
+    provider.script(Answer(json.dumps({"hint": "x"})))
+    with pytest.raises(grpc.aio.AioRpcError) as unavailable:
+        await gateway.stub.RunPrompt(
+            pb.RunPromptRequest(prompt_id="learner.tutor_hint", learner_id="L-1"),
+            metadata=gateway.metadata,
+            timeout=10,
+        )
+    assert unavailable.value.code() is grpc.StatusCode.UNAVAILABLE
+    details = error_details(unavailable.value)
+    assert (details.reason, details.domain) == ("CONTEXT_UNAVAILABLE", "gateway")
+    assert provider.requests == []
+
+
+async def test_an_unknown_learner_is_reported_as_the_context_service_refused_it(
+    start_gateway: StartGateway, provider: ScriptedProvider, context_address: str
+) -> None:
+    gateway = await start_gateway(context_address=context_address)
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await gateway.stub.RunPrompt(
+            pb.RunPromptRequest(prompt_id="learner.portrait_summary", learner_id="L-404"),
+            metadata=gateway.metadata,
+            timeout=10,
+        )
+    details = error_details(refused.value)
+    assert details.reason == "CONTEXT_REJECTED"
+    assert refused.value.code() is grpc.StatusCode.NOT_FOUND, details
+    assert provider.requests == []

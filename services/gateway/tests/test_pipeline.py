@@ -1,0 +1,310 @@
+"""The structured-output pipeline end to end: gRPC in, a real HTTP provider server speaking the
+OpenAI or Anthropic wire format with scripted replies, path + reason + request count out."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from nemo.gateway.v1 import gateway_service_pb2 as pb
+from nemo.gateway.v1 import run_pb2
+from nemo_gateway.prompts import coral
+from nemo_gateway.prompts.spec import Lang, PromptInput
+from nemo_testing.providers import Answer, Hang, HttpError, ScriptedProvider
+
+from .gateway_testing import FIXED_TIME, LLM_KEY, Gateway, StartGateway, variables
+
+ITEM: dict[str, Any] = {
+    "stem": "Khai triển (x + 3)².",
+    "kind": "multiple_choice",
+    "choices": ["x² + 9", "x² + 6x + 9", "x² + 3x + 9", "2x + 6"],
+    "answer_key": "x² + 6x + 9",
+    "subject": "math",
+    "grade": 8,
+}
+VALID = {"verdict": "accept", "issues": [], "summary": "Câu hỏi rõ ràng, đáp án duy nhất."}
+
+WIRES = pytest.mark.parametrize("wire", ["openai", "anthropic"])
+
+
+def _request() -> pb.RunPromptRequest:
+    return pb.RunPromptRequest(
+        prompt_id="coral.evaluate_item", variables=variables(**ITEM), evaluated_at=FIXED_TIME
+    )
+
+
+async def _run(gateway: Gateway, deadline_seconds: float = 10) -> pb.RunPromptResponse:
+    response: pb.RunPromptResponse = await gateway.stub.RunPrompt(
+        _request(), metadata=gateway.metadata, timeout=deadline_seconds
+    )
+    return response
+
+
+def _baseline_bytes() -> bytes:
+    prompt = PromptInput(
+        coral.EvaluateItemVariables.model_validate(ITEM), Lang.VI, FIXED_TIME.ToDatetime()
+    )
+    return coral.item_review_proto(coral.baseline_evaluate(prompt)).SerializeToString(
+        deterministic=True
+    )
+
+
+def _assert_run(
+    response: pb.RunPromptResponse,
+    provider: ScriptedProvider,
+    *,
+    path: run_pb2.RunPath.ValueType,
+    reason: str,
+    requests: int,
+) -> None:
+    assert (response.run.path, response.run.reason) == (path, reason)
+    assert len(provider.requests) == requests
+    assert response.run.attempts == requests
+    # The run names the exact body of the last request the provider received.
+    assert response.run.request_sha256 == provider.requests[-1].sha256
+
+
+@WIRES
+async def test_valid_json_is_the_model_path(
+    wire: str, start_gateway: StartGateway, provider: ScriptedProvider
+) -> None:
+    gateway = await start_gateway(provider=wire)
+    provider.script(Answer(json.dumps(VALID, ensure_ascii=False)))
+    response = await _run(gateway)
+    _assert_run(response, provider, path=run_pb2.RUN_PATH_MODEL, reason="", requests=1)
+    assert response.output.item_evaluation.summary == VALID["summary"]
+    assert response.run.provider == wire
+    assert response.run.model == gateway.settings.model_fast
+    assert (response.run.usage.input_tokens, response.run.usage.output_tokens) == (40, 12)
+    assert response.run.evaluated_at == FIXED_TIME
+    assert not response.run.evaluated_at_from_server
+
+
+@WIRES
+async def test_fenced_json_with_prose_around_is_still_the_model_path(
+    wire: str, start_gateway: StartGateway, provider: ScriptedProvider
+) -> None:
+    gateway = await start_gateway(provider=wire)
+    fenced = f"Đây là đánh giá:\n```json\n{json.dumps(VALID, ensure_ascii=False)}\n```\nHết."
+    provider.script(Answer(fenced))
+    response = await _run(gateway)
+    _assert_run(response, provider, path=run_pb2.RUN_PATH_MODEL, reason="", requests=1)
+    assert response.output.item_evaluation.verdict == "accept"
+
+
+async def test_json_inside_prose_without_fence_needs_the_brace_slice(
+    start_gateway: StartGateway, provider: ScriptedProvider
+) -> None:
+    gateway = await start_gateway()
+    provider.script(Answer(f"Kết quả: {json.dumps(VALID, ensure_ascii=False)} — xong."))
+    response = await _run(gateway)
+    _assert_run(
+        response, provider, path=run_pb2.RUN_PATH_REPAIRED, reason="BRACE_SLICE", requests=1
+    )
+
+
+@WIRES
+async def test_latex_backslashes_are_repaired_and_kept_as_written(
+    wire: str, start_gateway: StartGateway, provider: ScriptedProvider
+) -> None:
+    gateway = await start_gateway(provider=wire)
+    # \Theta and \log start no JSON escape: strict parsing fails, the repair doubles them.
+    raw = (
+        '{"verdict": "revise", "issues": ["Nên viết \\Theta(n \\log n) bằng chữ"], '
+        '"summary": "Ký hiệu \\Theta khó với lớp 8."}'
+    )
+    provider.script(Answer(raw))
+    response = await _run(gateway)
+    _assert_run(
+        response, provider, path=run_pb2.RUN_PATH_REPAIRED, reason="BACKSLASH_REPAIR", requests=1
+    )
+    assert list(response.output.item_evaluation.issues) == ["Nên viết \\Theta(n \\log n) bằng chữ"]
+
+
+async def test_invalid_json_then_valid_on_reask_is_repaired(
+    start_gateway: StartGateway, provider: ScriptedProvider
+) -> None:
+    gateway = await start_gateway()
+    provider.script(
+        Answer('{"verdict": "accept", "issues": [], "summary": '), Answer(json.dumps(VALID))
+    )
+    response = await _run(gateway)
+    _assert_run(response, provider, path=run_pb2.RUN_PATH_REPAIRED, reason="REASKED", requests=2)
+    # The re-ask carries the broken answer and says what was wrong with it.
+    reask = provider.requests[1].json()["messages"]
+    assert reask[-2] == {
+        "role": "assistant",
+        "content": '{"verdict": "accept", "issues": [], "summary": ',
+    }
+    assert "could not be used" in reask[-1]["content"]
+
+
+@WIRES
+async def test_extra_fields_then_valid_on_reask_is_repaired(
+    wire: str, start_gateway: StartGateway, provider: ScriptedProvider
+) -> None:
+    gateway = await start_gateway(provider=wire)
+    # A score is server-authoritative: the model may not add one.
+    provider.script(Answer(json.dumps({**VALID, "score": 9})), Answer(json.dumps(VALID)))
+    response = await _run(gateway)
+    _assert_run(response, provider, path=run_pb2.RUN_PATH_REPAIRED, reason="REASKED", requests=2)
+    assert "score" in provider.requests[1].json()["messages"][-1]["content"]
+
+
+@WIRES
+async def test_guardrail_rejection_falls_back_without_a_reask(
+    wire: str, start_gateway: StartGateway, provider: ScriptedProvider
+) -> None:
+    gateway = await start_gateway(provider=wire)
+    # Valid JSON and schema, but an accepted item may not list issues: the guardrail rejects.
+    provider.script(
+        Answer(json.dumps({"verdict": "accept", "issues": ["mơ hồ"], "summary": "Ổn."})),
+        Answer(json.dumps(VALID)),
+    )
+    response = await _run(gateway)
+    _assert_run(
+        response, provider, path=run_pb2.RUN_PATH_FALLBACK, reason="GUARDRAIL_REJECTED", requests=1
+    )
+    # The whole baseline, never a patched model answer.
+    assert response.output.SerializeToString(deterministic=True) == _baseline_bytes()
+
+
+@WIRES
+async def test_truncated_answer_falls_back_as_truncated(
+    wire: str, start_gateway: StartGateway, provider: ScriptedProvider
+) -> None:
+    gateway = await start_gateway(provider=wire)
+    provider.script(Answer('{"verdict": "accept", "iss', truncated=True))
+    response = await _run(gateway)
+    _assert_run(response, provider, path=run_pb2.RUN_PATH_FALLBACK, reason="TRUNCATED", requests=1)
+    assert response.output.SerializeToString(deterministic=True) == _baseline_bytes()
+
+
+@WIRES
+async def test_429_then_success_is_the_model_path(
+    wire: str, start_gateway: StartGateway, provider: ScriptedProvider
+) -> None:
+    gateway = await start_gateway(provider=wire)
+    provider.script(HttpError(429, retry_after=0.01), Answer(json.dumps(VALID)))
+    response = await _run(gateway)
+    _assert_run(response, provider, path=run_pb2.RUN_PATH_MODEL, reason="", requests=2)
+    # A retry sends the very same body.
+    assert provider.requests[0].body == provider.requests[1].body
+
+
+async def test_5xx_until_the_retries_run_out_falls_back(
+    start_gateway: StartGateway, provider: ScriptedProvider
+) -> None:
+    gateway = await start_gateway(max_retries=2)
+    provider.script(HttpError(503), HttpError(502), HttpError(500), Answer(json.dumps(VALID)))
+    response = await _run(gateway)
+    _assert_run(
+        response,
+        provider,
+        path=run_pb2.RUN_PATH_FALLBACK,
+        reason="PROVIDER_UNAVAILABLE",
+        requests=3,
+    )
+
+
+async def test_a_refused_request_is_not_retried(
+    start_gateway: StartGateway, provider: ScriptedProvider
+) -> None:
+    gateway = await start_gateway()
+    provider.script(HttpError(401), Answer(json.dumps(VALID)))
+    response = await _run(gateway)
+    _assert_run(
+        response, provider, path=run_pb2.RUN_PATH_FALLBACK, reason="PROVIDER_REJECTED", requests=1
+    )
+
+
+@WIRES
+async def test_a_provider_timeout_falls_back_within_the_callers_deadline(
+    wire: str, start_gateway: StartGateway, provider: ScriptedProvider
+) -> None:
+    gateway = await start_gateway(provider=wire)
+    provider.script(Hang(60))
+    # The provider never answers; the caller's 1.5 s deadline still gets the baseline, not
+    # DEADLINE_EXCEEDED.
+    response = await _run(gateway, deadline_seconds=1.5)
+    _assert_run(
+        response, provider, path=run_pb2.RUN_PATH_FALLBACK, reason="PROVIDER_TIMEOUT", requests=1
+    )
+    assert response.output.SerializeToString(deterministic=True) == _baseline_bytes()
+
+
+async def test_latex_that_json_reads_as_control_characters_is_reasked(
+    start_gateway: StartGateway, provider: ScriptedProvider
+) -> None:
+    gateway = await start_gateway()
+    # "\frac" parses as form feed + "rac": valid JSON, destroyed formula. It is re-asked.
+    bad = '{"verdict": "revise", "issues": ["Viết \\frac{1}{2} rõ hơn"], "summary": "Cần sửa."}'
+    good = '{"verdict": "revise", "issues": ["Viết \\\\frac{1}{2} rõ hơn"], "summary": "Cần sửa."}'
+    provider.script(Answer(bad), Answer(good))
+    response = await _run(gateway)
+    _assert_run(response, provider, path=run_pb2.RUN_PATH_REPAIRED, reason="REASKED", requests=2)
+    assert list(response.output.item_evaluation.issues) == ["Viết \\frac{1}{2} rõ hơn"]
+    assert "\\frac" in provider.requests[1].json()["messages"][-1]["content"]
+
+
+async def test_answers_that_never_parse_exhaust_the_attempts(
+    start_gateway: StartGateway, provider: ScriptedProvider
+) -> None:
+    gateway = await start_gateway(max_answer_attempts=3)
+    provider.script(Answer("không phải JSON"), Answer("[1, 2]"), Answer('{"verdict": "maybe"}'))
+    response = await _run(gateway)
+    _assert_run(
+        response, provider, path=run_pb2.RUN_PATH_FALLBACK, reason="ATTEMPTS_EXHAUSTED", requests=3
+    )
+
+
+async def test_the_request_asks_for_schema_constrained_output(
+    start_gateway: StartGateway, provider: ScriptedProvider
+) -> None:
+    gateway = await start_gateway()
+    provider.script(Answer(json.dumps(VALID)))
+    await _run(gateway)
+    body = provider.requests[0].json()
+    assert body["temperature"] == 0
+    assert body["response_format"]["type"] == "json_schema"
+    assert body["response_format"]["json_schema"]["schema"]["additionalProperties"] is False
+    assert provider.requests[0].headers["authorization"] == f"Bearer {LLM_KEY}"
+
+
+async def test_without_evaluated_at_the_server_clock_is_used_and_reported(
+    start_gateway: StartGateway, provider: ScriptedProvider
+) -> None:
+    gateway = await start_gateway()
+    provider.script(Answer(json.dumps(VALID)))
+    request = pb.RunPromptRequest(prompt_id="coral.evaluate_item", variables=variables(**ITEM))
+    response = await gateway.stub.RunPrompt(request, metadata=gateway.metadata, timeout=10)
+    assert response.run.evaluated_at_from_server
+    assert response.run.evaluated_at.seconds > FIXED_TIME.seconds
+
+
+async def test_a_deadline_too_short_for_any_answer_still_gets_the_baseline(
+    start_gateway: StartGateway, provider: ScriptedProvider
+) -> None:
+    gateway = await start_gateway(fallback_reserve_seconds=5.0)
+    provider.script(Answer(json.dumps(VALID)))
+    response = await _run(gateway, deadline_seconds=2)
+    # All the time is reserved for the fallback: no request is sent at all.
+    assert (response.run.path, response.run.reason, response.run.attempts) == (
+        run_pb2.RUN_PATH_FALLBACK,
+        "PROVIDER_TIMEOUT",
+        0,
+    )
+    assert provider.requests == []
+    assert response.run.request_sha256 == ""
+
+
+async def test_an_unreachable_provider_falls_back(start_gateway: StartGateway) -> None:
+    gateway = await start_gateway(llm_base_url="http://127.0.0.1:9/v1", max_retries=1)
+    response = await _run(gateway)
+    assert (response.run.path, response.run.reason, response.run.attempts) == (
+        run_pb2.RUN_PATH_FALLBACK,
+        "PROVIDER_UNAVAILABLE",
+        2,
+    )

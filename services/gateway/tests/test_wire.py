@@ -1,0 +1,57 @@
+"""What each wire format puts on the wire, as the provider server receives it."""
+
+from __future__ import annotations
+
+import json
+
+from nemo.gateway.v1 import gateway_service_pb2 as pb
+from nemo_testing.providers import ANTHROPIC_PATH, OPENAI_PATH, Answer, ScriptedProvider
+
+from .gateway_testing import StartGateway, variables
+
+REQUEST = pb.RunPromptRequest(
+    prompt_id="coral.evaluate_item",
+    variables=variables(stem="2 + 2 = ?", kind="short_answer", subject="math", grade=1),
+)
+VALID = json.dumps({"verdict": "accept", "issues": [], "summary": "Ổn."})
+
+
+async def test_openai_chat_completions(
+    start_gateway: StartGateway, provider: ScriptedProvider
+) -> None:
+    gateway = await start_gateway(provider="openai")
+    provider.script(Answer(VALID))
+    await gateway.stub.RunPrompt(REQUEST, metadata=gateway.metadata, timeout=5)
+    [request] = provider.requests
+    body = request.json()
+    assert request.path == OPENAI_PATH
+    assert [m["role"] for m in body["messages"]] == ["system", "user"]
+    assert (body["model"], body["max_tokens"], body["temperature"]) == (
+        gateway.settings.model_fast,
+        800,
+        0,
+    )
+    assert "stream" not in body
+
+
+async def test_openai_without_schema_mode_asks_for_a_json_object(
+    start_gateway: StartGateway, provider: ScriptedProvider
+) -> None:
+    gateway = await start_gateway(provider="openai", json_schema_mode=False)
+    provider.script(Answer(VALID))
+    await gateway.stub.RunPrompt(REQUEST, metadata=gateway.metadata, timeout=5)
+    assert provider.requests[0].json()["response_format"] == {"type": "json_object"}
+
+
+async def test_anthropic_messages(start_gateway: StartGateway, provider: ScriptedProvider) -> None:
+    gateway = await start_gateway(provider="anthropic")
+    provider.script(Answer(VALID))
+    await gateway.stub.RunPrompt(REQUEST, metadata=gateway.metadata, timeout=5)
+    [request] = provider.requests
+    body = request.json()
+    assert request.path == ANTHROPIC_PATH
+    assert request.headers["anthropic-version"] == "2023-06-01"
+    # The system prompt is a top-level field; messages are the conversation only.
+    assert body["system"].startswith("Bạn thẩm định")
+    assert [m["role"] for m in body["messages"]] == ["user"]
+    assert (body["max_tokens"], body["temperature"]) == (800, 0)

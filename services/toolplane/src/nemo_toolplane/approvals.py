@@ -1,0 +1,247 @@
+"""Approvals: a person lets one exact call run once.
+
+A call that needs approval creates a request bound to everything that made it: agent, user, tool
+id and version, a digest of the canonical arguments and the version of the policy that required
+it, with an expiry. An operator approves or rejects it; the same call repeated with the same
+arguments before the expiry then runs exactly once (the approval is consumed atomically). Changed
+arguments, another agent or user, a changed policy, or an expired approval need a new one. There
+is no path that lets a call through without an approver.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+import asyncpg
+
+from nemo_core.db import Connection, Pool
+
+
+class ApprovalStatus(StrEnum):
+    PENDING = "pending"
+    APPROVED = "approved"
+    REJECTED = "rejected"
+    CONSUMED = "consumed"
+    EXPIRED = "expired"
+
+
+class ApprovalError(Exception):
+    """An operator's request on approvals cannot be carried out."""
+
+
+class ApprovalNotFound(ApprovalError):
+    pass
+
+
+class ApprovalNotPending(ApprovalError):
+    """Only a pending, unexpired approval can be decided."""
+
+    def __init__(self, approval_id: str, status: ApprovalStatus) -> None:
+        super().__init__(f"approval {approval_id} is {status}, not pending")
+        self.status = status
+
+
+def arguments_digest(arguments: Mapping[str, Any]) -> str:
+    """SHA-256 of the canonical JSON of validated arguments (sorted keys, no spaces)."""
+    canonical = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class CallBinding:
+    """What an approval is bound to."""
+
+    agent_id: str
+    user_id: str | None
+    tool_id: str
+    arguments_digest: str
+    policy_name: str | None
+    policy_version: str
+
+
+@dataclass(frozen=True)
+class Approval:
+    approval_id: str
+    agent_id: str
+    user_id: str | None
+    tool_id: str
+    arguments_digest: str
+    policy_name: str | None
+    policy_version: str
+    status: ApprovalStatus
+    request_id: str
+    created_at: datetime
+    expires_at: datetime
+    decided_at: datetime | None
+    decided_by: str | None
+    decision_note: str | None
+
+
+@dataclass(frozen=True)
+class Admission:
+    """The gate's answer: run now (an approval was consumed), or wait for ``approval``."""
+
+    approval: Approval
+    consumed: bool
+
+
+_COLUMNS = """id AS approval_id, agent_id, user_id, tool_id, arguments_digest, policy_name,
+    policy_version, status, request_id, created_at, expires_at, decided_at, decided_by,
+    decision_note"""
+
+_EXPIRE = """
+UPDATE toolplane.approvals SET status = 'expired'
+WHERE status IN ('pending', 'approved') AND expires_at <= now()
+"""
+
+_CONSUME = f"""
+UPDATE toolplane.approvals SET status = 'consumed', consumed_at = now()
+WHERE id = (
+    SELECT id FROM toolplane.approvals
+    WHERE agent_id = $1 AND user_id IS NOT DISTINCT FROM $2 AND tool_id = $3
+      AND arguments_digest = $4 AND policy_version = $5
+      AND status = 'approved' AND expires_at > now()
+    ORDER BY created_at
+    LIMIT 1
+    FOR UPDATE SKIP LOCKED)
+RETURNING {_COLUMNS}
+"""
+
+_PENDING = f"""
+SELECT {_COLUMNS} FROM toolplane.approvals
+WHERE agent_id = $1 AND user_id IS NOT DISTINCT FROM $2 AND tool_id = $3
+  AND arguments_digest = $4 AND policy_version = $5
+  AND status = 'pending' AND expires_at > now()
+"""
+
+# The partial unique index on pending approvals makes a concurrent duplicate a no-op.
+_REQUEST = f"""
+INSERT INTO toolplane.approvals (agent_id, user_id, tool_id, arguments_digest, policy_name,
+    policy_version, request_id, expires_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, now() + make_interval(secs => $8))
+ON CONFLICT DO NOTHING
+RETURNING {_COLUMNS}
+"""
+
+
+def _approval(row: asyncpg.Record) -> Approval:
+    return Approval(**{**dict(row), "status": ApprovalStatus(row["status"])})
+
+
+class ApprovalGate:
+    """The gate on calls that need approval: consume a matching approval or request one."""
+
+    def __init__(self, pool: Pool, *, ttl_seconds: int) -> None:
+        self._pool = pool
+        self._ttl_seconds = ttl_seconds
+
+    async def admit(self, binding: CallBinding, request_id: str) -> Admission:
+        """Consume a matching approval, or return the pending request (created if needed)."""
+        values = (
+            binding.agent_id,
+            binding.user_id,
+            binding.tool_id,
+            binding.arguments_digest,
+            binding.policy_version,
+        )
+        async with self._pool.acquire() as conn, conn.transaction():
+            await conn.execute(_EXPIRE)
+            consumed = await conn.fetchrow(_CONSUME, *values)
+            if consumed is not None:
+                return Admission(_approval(consumed), consumed=True)
+            for _ in range(2):
+                created = await conn.fetchrow(
+                    _REQUEST, *values[:4], binding.policy_name, *values[4:], request_id,
+                    float(self._ttl_seconds),
+                )  # fmt: skip
+                if created is not None:
+                    return Admission(_approval(created), consumed=False)
+                pending = await conn.fetchrow(_PENDING, *values)
+                if pending is not None:
+                    return Admission(_approval(pending), consumed=False)
+        raise RuntimeError("no approval could be created or found")
+
+
+class ApprovalStore:
+    """What operators do with approvals: list them and decide pending ones."""
+
+    def __init__(self, pool: Pool) -> None:
+        self._pool = pool
+
+    async def list(
+        self, *, status: ApprovalStatus | None, limit: int, after: str | None
+    ) -> tuple[list[Approval], str | None]:
+        """Approvals newest first, ``limit`` at a time; returns the next page token."""
+        cursor = _decode_cursor(after) if after else None
+        async with self._pool.acquire() as conn:
+            await conn.execute(_EXPIRE)
+            rows = await conn.fetch(
+                f"""
+                SELECT {_COLUMNS} FROM toolplane.approvals
+                WHERE ($1::text IS NULL OR status = $1)
+                  AND ($2::timestamptz IS NULL OR (created_at, id) < ($2, $3))
+                ORDER BY created_at DESC, id DESC
+                LIMIT $4
+                """,
+                status.value if status else None,
+                cursor[0] if cursor else None,
+                cursor[1] if cursor else None,
+                limit + 1,
+            )
+        approvals = [_approval(row) for row in rows[:limit]]
+        if len(rows) <= limit:
+            return approvals, None
+        last = approvals[-1]
+        return approvals, _encode_cursor(last.created_at, last.approval_id)
+
+    async def decide(
+        self, approval_id: str, *, approve: bool, operator: str, note: str
+    ) -> Approval:
+        """Approve or reject a pending approval."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            await conn.execute(_EXPIRE)
+            row = await conn.fetchrow(
+                f"""
+                UPDATE toolplane.approvals
+                SET status = $2, decided_by = $3, decided_at = now(), decision_note = $4
+                WHERE id = $1 AND status = 'pending'
+                RETURNING {_COLUMNS}
+                """,
+                approval_id,
+                ApprovalStatus.APPROVED.value if approve else ApprovalStatus.REJECTED.value,
+                operator,
+                note or None,
+            )
+            if row is not None:
+                return _approval(row)
+            current = await _status_of(conn, approval_id)
+        if current is None:
+            raise ApprovalNotFound(f"no approval {approval_id}")
+        raise ApprovalNotPending(approval_id, current)
+
+
+async def _status_of(conn: Connection, approval_id: str) -> ApprovalStatus | None:
+    status = await conn.fetchval(
+        "SELECT status FROM toolplane.approvals WHERE id = $1", approval_id
+    )
+    return ApprovalStatus(status) if status is not None else None
+
+
+def _encode_cursor(created_at: datetime, approval_id: str) -> str:
+    raw = json.dumps([created_at.isoformat(), approval_id])
+    return base64.urlsafe_b64encode(raw.encode()).decode()
+
+
+def _decode_cursor(token: str) -> tuple[datetime, str]:
+    try:
+        created_at, approval_id = json.loads(base64.urlsafe_b64decode(token.encode()))
+        return datetime.fromisoformat(created_at), str(approval_id)
+    except (ValueError, TypeError) as error:
+        raise ApprovalError("invalid page token") from error

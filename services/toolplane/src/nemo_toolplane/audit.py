@@ -1,0 +1,183 @@
+"""The audit log: one row per authenticated call, written in batches off the request path.
+
+Every outcome is recorded (unknown tool, invalid input, each denial, approval required, success,
+failure) with identifiers only: the resource (``learner:L-1``) and the error code, never the call's
+input or output. Rows wait in memory at most ``flush_seconds``; a failing store is logged (each
+row in full, so the log still holds the record) and counted, and never fails the call. Closing
+writes every row still pending, so a graceful shutdown loses none.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from opentelemetry import metrics
+
+from nemo_core.db import Pool
+from nemo_toolplane.envelope import ErrorCode
+from nemo_toolplane.policy import Decision
+
+logger = logging.getLogger(__name__)
+
+
+class CallStatus(StrEnum):
+    SUCCESS = "success"
+    DENIED = "denied"
+    APPROVAL_REQUIRED = "approval_required"
+    INVALID = "invalid"
+    NOT_FOUND = "not_found"
+    ERROR = "error"
+
+
+@dataclass(frozen=True)
+class AuditEntry:
+    """One call as the audit log keeps it."""
+
+    request_id: str
+    timestamp: datetime
+    agent_id: str
+    session_id: str
+    user_id: str | None
+    tool_id: str
+    resource: str | None
+    decision: Decision
+    status: CallStatus
+    error_code: ErrorCode | None
+    duration_ms: float
+    environment: str
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+
+_INSERT = """
+INSERT INTO toolplane.audit_logs (request_id, "timestamp", agent_id, session_id, user_id,
+    tool_id, resource, decision, status, error_code, duration_ms, environment, metadata)
+SELECT r, t, a, s, u, tool, res, d, st, e, ms, env, m::jsonb
+FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::text[], $5::text[], $6::text[],
+            $7::text[], $8::text[], $9::text[], $10::text[], $11::float8[], $12::text[],
+            $13::text[]) AS x(r, t, a, s, u, tool, res, d, st, e, ms, env, m)
+"""
+
+
+def _columns(batch: Sequence[AuditEntry]) -> list[list[Any]]:
+    return [
+        [entry.request_id for entry in batch],
+        [entry.timestamp for entry in batch],
+        [entry.agent_id for entry in batch],
+        [entry.session_id for entry in batch],
+        [entry.user_id for entry in batch],
+        [entry.tool_id for entry in batch],
+        [entry.resource for entry in batch],
+        [entry.decision.value for entry in batch],
+        [entry.status.value for entry in batch],
+        [entry.error_code.value if entry.error_code else None for entry in batch],
+        [entry.duration_ms for entry in batch],
+        [entry.environment for entry in batch],
+        [json.dumps(dict(entry.metadata), separators=(",", ":")) for entry in batch],
+    ]
+
+
+class AuditLog:
+    """Collects entries and writes them in the background; :meth:`close` flushes the rest."""
+
+    def __init__(
+        self,
+        pool: Pool,
+        *,
+        flush_seconds: float,
+        batch_size: int,
+        meter: metrics.Meter | None = None,
+    ) -> None:
+        self._pool = pool
+        self._flush_seconds = flush_seconds
+        self._batch_size = batch_size
+        self._pending: list[AuditEntry] = []
+        self._wakeup = asyncio.Event()
+        self._write_lock = asyncio.Lock()
+        self._closing = False
+        self._writer: asyncio.Task[None] | None = None
+        meter = meter or metrics.get_meter(__name__)
+        self._written = meter.create_counter(
+            "nemo.toolplane.audit.rows_written", unit="{row}", description="Audit rows stored."
+        )
+        self._failed = meter.create_counter(
+            "nemo.toolplane.audit.rows_failed",
+            unit="{row}",
+            description="Audit rows the store refused; each is in the error log instead.",
+        )
+        self.failed_rows = 0
+        """Rows the store refused since start (also exported as an OpenTelemetry counter)."""
+
+    def start(self) -> None:
+        """Start the background writer (needs a running event loop)."""
+        if self._writer is None:
+            self._writer = asyncio.create_task(self._write_until_closed())
+
+    def record(self, entry: AuditEntry) -> None:
+        """Queue one entry; never blocks and never raises into the call."""
+        if self._closing and self._writer is None:
+            logger.error("audit entry after close", extra={"audit": _loggable(entry)})
+            return
+        self._pending.append(entry)
+        # Wake the writer when a batch starts (it then waits up to flush_seconds) or is full.
+        if len(self._pending) == 1 or len(self._pending) >= self._batch_size:
+            self._wakeup.set()
+
+    async def close(self) -> None:
+        """Stop waiting for batches to fill and write every pending entry."""
+        self._closing = True
+        self._wakeup.set()
+        if self._writer is not None:
+            await self._writer
+            self._writer = None
+        await self._flush()
+
+    async def _write_until_closed(self) -> None:
+        while True:
+            await self._wakeup.wait()
+            self._wakeup.clear()
+            if not self._closing and len(self._pending) < self._batch_size:
+                # Until the batch is full, closing starts, or flush_seconds pass.
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wakeup.wait(), self._flush_seconds)
+                self._wakeup.clear()
+            await self._flush()
+            if self._closing:
+                return
+
+    async def flush(self) -> None:
+        """Write every entry recorded so far, including a batch already being written."""
+        await self._flush()
+
+    async def _flush(self) -> None:
+        # One writer at a time, so flush() returns only after earlier batches are stored too.
+        async with self._write_lock:
+            while self._pending:
+                batch = self._pending[: self._batch_size]
+                del self._pending[: self._batch_size]
+                await self._write(batch)
+
+    async def _write(self, batch: list[AuditEntry]) -> None:
+        try:
+            await self._pool.execute(_INSERT, *_columns(batch))
+        except Exception:
+            self.failed_rows += len(batch)
+            self._failed.add(len(batch))
+            logger.exception("audit store failed; the rows follow in the log")
+            for entry in batch:
+                logger.error("audit row not stored", extra={"audit": _loggable(entry)})
+            return
+        self._written.add(len(batch))
+
+
+def _loggable(entry: AuditEntry) -> dict[str, Any]:
+    row = asdict(entry)
+    row["timestamp"] = entry.timestamp.isoformat()
+    return row

@@ -1,0 +1,59 @@
+"""Reading the audit log back, newest first, a page at a time (operators' admin RPC)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from nemo_core.db import Pool
+
+_LIST = """
+SELECT id, request_id, "timestamp", agent_id, session_id, user_id, tool_id, resource, decision,
+       status, error_code, duration_ms, environment, metadata
+FROM toolplane.audit_logs
+WHERE ($1::text IS NULL OR agent_id = $1)
+  AND ($2::text IS NULL OR request_id = $2)
+  AND ($3::timestamptz IS NULL OR "timestamp" >= $3)
+  AND ($4::bigint IS NULL OR id < $4)
+ORDER BY id DESC
+LIMIT $5
+"""
+
+
+@dataclass(frozen=True)
+class StoredAuditEntry:
+    audit_id: int
+    request_id: str
+    timestamp: datetime
+    agent_id: str
+    session_id: str | None
+    user_id: str | None
+    tool_id: str
+    resource: str | None
+    decision: str
+    status: str
+    error_code: str | None
+    duration_ms: float | None
+    environment: str
+    metadata: Mapping[str, Any]
+
+
+async def list_entries(
+    pool: Pool,
+    *,
+    agent_id: str | None,
+    request_id: str | None,
+    since: datetime | None,
+    before_id: int | None,
+    limit: int,
+) -> tuple[list[StoredAuditEntry], int | None]:
+    """Entries matching the filters, newest first; the second value continues the listing."""
+    rows = await pool.fetch(_LIST, agent_id, request_id, since, before_id, limit + 1)
+    entries = [
+        StoredAuditEntry(audit_id=values.pop("id"), **values)
+        for values in (dict(row) for row in rows[:limit])
+    ]
+    more = len(rows) > limit
+    return entries, (entries[-1].audit_id if more else None)

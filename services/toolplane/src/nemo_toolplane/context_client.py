@@ -1,0 +1,118 @@
+"""The tool plane's only road to learner data and knowledge: the context service.
+
+Every call carries the tool plane's caller token and a timeout (the gRPC caller's remaining
+deadline when shorter than ``context_timeout_seconds``). Failures become tool errors: an
+unreachable or slow context service is ``DEPENDENCY_ERROR`` (retryable), a blocked leak or any
+other failure ``INTERNAL_ERROR`` with the detail in the log only.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import grpc
+import grpc.aio
+
+from nemo.context.v1 import context_service_pb2 as pb
+from nemo.context.v1 import context_service_pb2_grpc as pb_grpc
+from nemo.context.v1 import learner_context_pb2
+from nemo_core.client import create_channel
+from nemo_core.deadlines import downstream_timeout
+from nemo_core.errors import ServiceError, error_details
+from nemo_toolplane.envelope import ErrorCode, ToolError, internal_error
+from nemo_toolplane.settings import ToolPlaneSettings
+
+logger = logging.getLogger(__name__)
+
+_UNAVAILABLE = frozenset(
+    {
+        grpc.StatusCode.UNAVAILABLE,
+        grpc.StatusCode.DEADLINE_EXCEEDED,
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        grpc.StatusCode.CANCELLED,
+    }
+)
+
+
+def dependency_error() -> ToolError:
+    return ToolError(ErrorCode.DEPENDENCY_ERROR, "the context service is unavailable; retry later")
+
+
+def not_reachable() -> ToolError:
+    """The one answer for a learner out of reach, whether or not it exists (no id probing)."""
+    return ToolError(ErrorCode.AUTHORIZATION_ERROR, "the learner is not within this call's reach")
+
+
+def _translate(error: grpc.aio.AioRpcError, method: str, not_found: ToolError) -> ToolError:
+    details = error_details(error)
+    if details.code in _UNAVAILABLE:
+        logger.warning(
+            "context service call failed",
+            extra={"method": method, "grpc_code": details.code.name, "reason": details.reason},
+        )
+        return dependency_error()
+    if details.code is grpc.StatusCode.NOT_FOUND:
+        return not_found
+    logger.error(
+        "context service refused a call",
+        extra={"method": method, "grpc_code": details.code.name, "reason": details.reason},
+    )
+    return internal_error()
+
+
+class ContextClient:
+    """Typed calls to the context service, with errors already translated."""
+
+    def __init__(self, settings: ToolPlaneSettings) -> None:
+        self._channel = create_channel(settings.context_address, settings)
+        self._stub = pb_grpc.ContextServiceStub(self._channel)
+        self._timeout = settings.context_timeout_seconds
+
+    async def close(self) -> None:
+        await self._channel.close()
+
+    def _call_timeout(self) -> float:
+        try:
+            remaining = downstream_timeout()
+        except ServiceError:
+            raise dependency_error() from None
+        return self._timeout if remaining is None else min(remaining, self._timeout)
+
+    async def check_access(self, user_id: str | None, learner_id: str, scope: str) -> bool:
+        """Whether the user may reach the learner under a grant's resource scope."""
+        request = pb.CheckLearnerAccessRequest(
+            user_id=user_id or "", learner_id=learner_id, resource_scope=scope
+        )
+        try:
+            response = await self._stub.CheckLearnerAccess(request, timeout=self._call_timeout())
+        except grpc.aio.AioRpcError as error:
+            raise _translate(error, "CheckLearnerAccess", not_reachable()) from None
+        return bool(response.allowed)
+
+    async def agent_view(self, learner_id: str, view: str) -> learner_context_pb2.ContextBundle:
+        """The gated, pseudonymous bundle of one agent view."""
+        request = pb.BuildContextRequest(learner_id=learner_id, purpose=view)
+        try:
+            response = await self._stub.BuildContext(request, timeout=self._call_timeout())
+        except grpc.aio.AioRpcError as error:
+            raise _translate(error, "BuildContext", not_reachable()) from None
+        return response.bundle
+
+    async def search_knowledge(
+        self, query: str, limit: int, subject: str | None, grade: int | None
+    ) -> pb.SearchKnowledgeResponse:
+        request = pb.SearchKnowledgeRequest(
+            query=query, limit=limit, subject=subject or "", grade=grade or 0
+        )
+        try:
+            return await self._stub.SearchKnowledge(request, timeout=self._call_timeout())
+        except grpc.aio.AioRpcError as error:
+            raise _translate(error, "SearchKnowledge", internal_error()) from None
+
+    async def knowledge_node(self, node_id: str) -> pb.GetKnowledgeNodeResponse:
+        request = pb.GetKnowledgeNodeRequest(node_id=node_id)
+        try:
+            return await self._stub.GetKnowledgeNode(request, timeout=self._call_timeout())
+        except grpc.aio.AioRpcError as error:
+            missing = ToolError(ErrorCode.RESOURCE_NOT_FOUND, f"no knowledge node {node_id!r}")
+            raise _translate(error, "GetKnowledgeNode", missing) from None

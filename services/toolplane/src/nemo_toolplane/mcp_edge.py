@@ -1,0 +1,327 @@
+"""The MCP edge: Streamable HTTP on ``/mcp``, stateless, JSON responses.
+
+The official SDK's low-level server speaks the protocol (revisions 2025-11-25 with ``initialize``
+and 2026-07-28 with per-request envelopes and ``server/discover``). In front of it, this module's
+ASGI endpoint does what belongs to the tool plane, in this order:
+
+1. ``Origin`` present and not in ``allowed_origins`` -> 403 (browsers on other sites);
+2. a client address with too many failed authentications -> 429, before any token lookup;
+3. ``Authorization: Bearer <agent token>`` missing or unknown -> 401 with ``WWW-Authenticate``,
+   before any other table is read (logged, not audited: there is no agent to audit);
+4. any method but POST -> 405 with ``Allow: POST`` (there is no stream to GET, no session to
+   DELETE);
+5. an ``MCP-Protocol-Version`` the SDK does not speak -> 400;
+6. the principal {agent, session, user, request} is attached to the request and ``X-Request-Id``
+   is echoed on the response.
+
+``tools/list`` shows the tools the agent's grants let it see; ``tools/call`` goes through the
+router. An unknown tool is a JSON-RPC error (-32602); every tool-level failure, invalid arguments
+included, is a result with ``isError: true`` whose ``structuredContent`` is the error envelope and
+whose text is the same JSON.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+from collections.abc import AsyncIterator, Collection
+from typing import Any
+
+import mcp_types as types
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel.server import Server
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.shared.exceptions import MCPError
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
+from starlette.datastructures import Headers
+from starlette.responses import Response
+from starlette.types import Message, Receive, Scope, Send
+
+from nemo_toolplane.access_cache import AccessCache
+from nemo_toolplane.access_store import AgentRules
+from nemo_toolplane.principal import InvalidIdentifier, Principal, build_principal
+from nemo_toolplane.ratelimit import KeyedRateLimiter
+from nemo_toolplane.registry import AnyTool, Registry
+from nemo_toolplane.router import ToolRouter
+
+logger = logging.getLogger(__name__)
+
+SERVER_NAME = "nemo-toolplane"
+SUPPORTED_PROTOCOL_VERSIONS = (*HANDSHAKE_PROTOCOL_VERSIONS, *MODERN_PROTOCOL_VERSIONS)
+_CALLER_KEY = "nemo.caller"
+_META_PREFIX = "dev.nemo/"
+#: Largest request body accepted; tool arguments are small.
+MAX_BODY_BYTES = 1024 * 1024
+
+INSTRUCTIONS = (
+    "Nemo tool plane: capabilities on the Nemo learning platform. Learner data is pseudonymous "
+    "(learner_ref); every call is authorized by your grants and policies and audited. Failures "
+    "come back as results with isError and an envelope {success, error: {code, message, "
+    "retryable, details}}; APPROVAL_REQUIRED means a person must approve, then repeat the call."
+)
+
+
+def mcp_tool(tool: AnyTool) -> types.Tool:
+    """A registry tool as ``tools/list`` shows it (bare name; the versioned id in ``_meta``)."""
+    hints = tool.hints
+    return types.Tool(
+        name=tool.name,
+        description=tool.description,
+        input_schema=tool.input_schema,
+        output_schema=tool.output_schema,
+        annotations=types.ToolAnnotations(
+            read_only_hint=hints.read_only,
+            destructive_hint=hints.destructive,
+            idempotent_hint=hints.idempotent,
+            open_world_hint=hints.open_world,
+        ),
+        _meta={
+            f"{_META_PREFIX}tool_id": tool.tool_id,
+            f"{_META_PREFIX}version": tool.version,
+            f"{_META_PREFIX}category": tool.category,
+            f"{_META_PREFIX}risk": tool.risk.value,
+            f"{_META_PREFIX}mode": tool.mode.value,
+        },
+    )
+
+
+def _caller(ctx: ServerRequestContext[Any, Any]) -> tuple[Principal, AgentRules]:
+    """The principal and rules the endpoint attached to the HTTP request."""
+    request = ctx.request
+    caller = request.scope["state"].get(_CALLER_KEY) if request is not None else None
+    if caller is None:
+        raise MCPError(types.INTERNAL_ERROR, "request reached the server unauthenticated")
+    principal, rules = caller
+    return principal, rules
+
+
+def build_mcp_server(router: ToolRouter, registry: Registry) -> Server[Any]:
+    """The SDK's low-level server with the two tool handlers."""
+
+    def input_schema(name: str) -> dict[str, Any] | None:
+        # Lets the SDK check Mcp-Param-* headers without running tools/list on every call.
+        tool = registry.resolve(name)
+        return tool.input_schema if tool is not None else None
+
+    listed: dict[str, types.Tool] = {}
+
+    async def list_tools(
+        ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        tools = router.list_tools(*_caller(ctx))
+        for tool in tools:
+            if tool.tool_id not in listed:
+                listed[tool.tool_id] = mcp_tool(tool)
+        return types.ListToolsResult(tools=[listed[tool.tool_id] for tool in tools])
+
+    async def call_tool(
+        ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        principal, rules = _caller(ctx)
+        outcome = await router.call(
+            principal, rules, params.name, params.arguments, transport="mcp"
+        )
+        if not outcome.known_tool:
+            raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name}")
+        if outcome.error is not None:
+            envelope = outcome.error.envelope()
+            return types.CallToolResult(
+                content=[types.TextContent(text=json.dumps(envelope, ensure_ascii=False))],
+                structured_content=envelope,
+                is_error=True,
+            )
+        return types.CallToolResult(
+            content=[types.TextContent(text=json.dumps(outcome.output, ensure_ascii=False))],
+            structured_content=outcome.output,
+        )
+
+    return Server(
+        SERVER_NAME,
+        version="1",
+        instructions=INSTRUCTIONS,
+        get_tool_input_schema=input_schema,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
+
+
+def _jsonrpc_error(status: int, code: int, message: str, **extra: Any) -> Response:
+    body: dict[str, Any] = {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {"code": code, "message": message},
+    }
+    data = extra.pop("data", None)
+    if data is not None:
+        body["error"]["data"] = data
+    return Response(
+        json.dumps(body), status_code=status, media_type="application/json", headers=extra or None
+    )
+
+
+class _BodyTooLarge(Exception):
+    pass
+
+
+async def _read_body(receive: Receive) -> bytes:
+    chunks = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise _BodyTooLarge
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A ``receive`` that hands the already-read body over once, then the rest of the stream."""
+    sent = False
+
+    async def replayed() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replayed
+
+
+def _bearer(authorization: str | None) -> str | None:
+    if not authorization:
+        return None
+    scheme, _, token = authorization.partition(" ")
+    return token.strip() or None if scheme.lower() == "bearer" else None
+
+
+class McpEndpoint:
+    """The ASGI app of ``/mcp``: the checks above, then the SDK's session manager."""
+
+    def __init__(
+        self,
+        router: ToolRouter,
+        registry: Registry,
+        access: AccessCache,
+        *,
+        allowed_origins: Collection[str],
+        auth_failures: KeyedRateLimiter,
+    ) -> None:
+        self.server = build_mcp_server(router, registry)
+        self.manager = StreamableHTTPSessionManager(
+            app=self.server, json_response=True, stateless=True
+        )
+        self._access = access
+        self._allowed_origins = frozenset(allowed_origins)
+        self._auth_failures = auth_failures
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """The SDK's session manager must run for the edge's lifetime."""
+        async with self.manager.run():
+            yield
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        response, caller = await self._admit(scope)
+        if response is not None or caller is None:
+            assert response is not None
+            await response(scope, receive, send)
+            return
+        principal = caller[0]
+        scope.setdefault("state", {})[_CALLER_KEY] = caller
+        request_id = principal.request_id.encode()
+
+        async def send_with_request_id(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", ()), (b"x-request-id", request_id)]
+            await send(message)
+
+        try:
+            body = await _read_body(receive)
+        except _BodyTooLarge:
+            too_large = _jsonrpc_error(413, types.INVALID_REQUEST, "Request body too large")
+            await too_large(scope, receive, send_with_request_id)
+            return
+        if body.lstrip()[:1] == b"[":
+            # JSON-RPC batches were removed from MCP: exactly one message per POST.
+            batch = _jsonrpc_error(
+                400, types.INVALID_REQUEST, "Send exactly one JSON-RPC message per POST"
+            )
+            await batch(scope, receive, send_with_request_id)
+            return
+        await self.manager.handle_request(scope, _replay(body, receive), send_with_request_id)
+
+    async def _admit(
+        self, scope: Scope
+    ) -> tuple[Response | None, tuple[Principal, AgentRules] | None]:
+        headers = Headers(scope=scope)
+        origin = headers.get("origin")
+        if origin is not None and origin not in self._allowed_origins:
+            logger.warning(
+                "mcp request refused: origin not allowed", extra={"origin": origin[:200]}
+            )
+            return _jsonrpc_error(403, types.INVALID_REQUEST, "Origin not allowed"), None
+
+        client = scope.get("client")
+        source = client[0] if client else "unknown"
+        if self._auth_failures.exhausted(source):
+            retry = max(1, round(self._auth_failures.retry_after(source)))
+            return _jsonrpc_error(
+                429,
+                types.INVALID_REQUEST,
+                "Too many failed authentications",
+                **{"Retry-After": str(retry)},
+            ), None
+
+        token = _bearer(headers.get("authorization"))
+        access = await self._access.load(token) if token else None
+        if access is None:
+            self._auth_failures.acquire(source)
+            logger.warning(
+                "mcp request refused: no valid agent token",
+                extra={
+                    "source": source,
+                    "problem": "unknown token" if token else "no bearer token",
+                },
+            )
+            challenge = 'Bearer realm="nemo-toolplane"' + (
+                ', error="invalid_token"' if token else ""
+            )
+            return _jsonrpc_error(
+                401,
+                types.INVALID_REQUEST,
+                "Authentication required",
+                **{"WWW-Authenticate": challenge},
+            ), None
+
+        if scope["method"] != "POST":
+            return _jsonrpc_error(
+                405, types.INVALID_REQUEST, "Method not allowed", Allow="POST"
+            ), None
+
+        version = headers.get("mcp-protocol-version")
+        if version is not None and version not in SUPPORTED_PROTOCOL_VERSIONS:
+            return _jsonrpc_error(
+                400,
+                types.UNSUPPORTED_PROTOCOL_VERSION,
+                "Unsupported protocol version",
+                data={"supported": list(SUPPORTED_PROTOCOL_VERSIONS), "requested": version[:64]},
+            ), None
+
+        try:
+            principal = build_principal(
+                access.identity,
+                session_id=headers.get("x-nemo12-session-id") or headers.get("mcp-session-id"),
+                user_id=headers.get("x-nemo12-user-id"),
+                request_id=headers.get("x-request-id"),
+            )
+        except InvalidIdentifier as invalid:
+            return _jsonrpc_error(400, types.INVALID_REQUEST, str(invalid)), None
+        return None, (principal, access.rules)

@@ -1,0 +1,159 @@
+"""The tool registry: code is the source of truth.
+
+Each tool declares its name, version, description, category, risk, mode, pydantic input and output
+models, the input field that names a learner (if any) and its executor. The JSON Schemas of
+``tools/list`` come from the models, so the schema that validates is the schema that is published.
+A tool's id is ``name:vN``; its bare name resolves to its latest version.
+
+The ``toolplane.tools`` table is a projection of this registry for grants, policies and operators
+(``nemo sync-tools`` reconciles it).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from pydantic import BaseModel
+
+if TYPE_CHECKING:
+    from nemo_toolplane.tool_context import ToolContext
+
+_NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_]*\.[a-z][a-z0-9_]*$")
+_ID_PATTERN = re.compile(r"^(?P<name>[a-z][a-z0-9_]*\.[a-z][a-z0-9_]*):v(?P<version>[1-9][0-9]*)$")
+
+
+class Risk(StrEnum):
+    """How much harm a tool can do, lowest first."""
+
+    LOW = "LOW"
+    MEDIUM = "MEDIUM"
+    HIGH = "HIGH"
+    CRITICAL = "CRITICAL"
+
+    @property
+    def rank(self) -> int:
+        return list(Risk).index(self)
+
+
+class Mode(StrEnum):
+    """Whether a tool reads or writes; policies read this, never the executor's code."""
+
+    READ = "read"
+    WRITE = "write"
+
+
+@dataclass(frozen=True)
+class ToolHints:
+    """MCP tool annotations, derived from mode and risk only."""
+
+    read_only: bool
+    destructive: bool
+    idempotent: bool
+    open_world: bool
+
+
+def hints_for(mode: Mode, risk: Risk) -> ToolHints:
+    """Reads change nothing and can be repeated; writes at HIGH risk or above may destroy data.
+    Every tool acts on the platform's own data, so none is open-world."""
+    return ToolHints(
+        read_only=mode is Mode.READ,
+        destructive=mode is Mode.WRITE and risk.rank >= Risk.HIGH.rank,
+        idempotent=mode is Mode.READ,
+        open_world=False,
+    )
+
+
+In = TypeVar("In", bound=BaseModel)
+Out = TypeVar("Out", bound=BaseModel)
+
+
+@dataclass(frozen=True, eq=False)
+class ToolDefinition(Generic[In, Out]):
+    """One version of one tool."""
+
+    name: str
+    version: int
+    description: str
+    risk: Risk
+    mode: Mode
+    input_model: type[In]
+    output_model: type[Out]
+    execute: Callable[[ToolContext, In], Awaitable[Out]] = field(repr=False)
+    learner_id_field: str | None = None
+
+    def __post_init__(self) -> None:
+        if not _NAME_PATTERN.match(self.name):
+            raise ValueError(f"tool name {self.name!r} is not category.action in snake_case")
+        if self.version < 1:
+            raise ValueError(f"tool {self.name!r} has version {self.version}, not 1 or more")
+        if self.learner_id_field is not None and (
+            self.learner_id_field not in self.input_model.model_fields
+        ):
+            raise ValueError(f"tool {self.name!r} names no input field {self.learner_id_field!r}")
+
+    @property
+    def tool_id(self) -> str:
+        return f"{self.name}:v{self.version}"
+
+    @property
+    def category(self) -> str:
+        return self.name.split(".", 1)[0]
+
+    @property
+    def hints(self) -> ToolHints:
+        return hints_for(self.mode, self.risk)
+
+    @cached_property
+    def input_schema(self) -> dict[str, Any]:
+        return self.input_model.model_json_schema()
+
+    @cached_property
+    def output_schema(self) -> dict[str, Any]:
+        return self.output_model.model_json_schema(mode="serialization")
+
+    def learner_id(self, arguments: In) -> str | None:
+        """The learner the validated arguments name, when the tool is about one."""
+        if self.learner_id_field is None:
+            return None
+        value = getattr(arguments, self.learner_id_field)
+        return str(value) if value is not None else None
+
+
+AnyTool = ToolDefinition[Any, Any]
+
+
+class Registry:
+    """Every tool version, looked up by versioned id or by bare name (latest version)."""
+
+    def __init__(self, tools: Iterable[AnyTool]) -> None:
+        by_id: dict[str, AnyTool] = {}
+        for tool in tools:
+            if tool.tool_id in by_id:
+                raise ValueError(f"tool {tool.tool_id} is registered twice")
+            by_id[tool.tool_id] = tool
+        self._by_id = by_id
+        latest: dict[str, AnyTool] = {}
+        for tool in by_id.values():
+            current = latest.get(tool.name)
+            if current is None or tool.version > current.version:
+                latest[tool.name] = tool
+        self._latest = dict(sorted(latest.items()))
+
+    def resolve(self, name_or_id: str) -> AnyTool | None:
+        """The tool a call names: an exact version by id, else the latest version of a name."""
+        if _ID_PATTERN.match(name_or_id):
+            return self._by_id.get(name_or_id)
+        return self._latest.get(name_or_id)
+
+    def latest(self) -> list[AnyTool]:
+        """The latest version of every tool, ordered by name."""
+        return list(self._latest.values())
+
+    def versions(self) -> list[AnyTool]:
+        """Every registered version, ordered by id."""
+        return [self._by_id[tool_id] for tool_id in sorted(self._by_id)]

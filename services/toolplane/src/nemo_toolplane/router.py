@@ -1,0 +1,317 @@
+"""The tool router: what happens to every call, from either edge (MCP or gRPC).
+
+    identify tool -> rate limit -> validate arguments -> load grants and policies -> policy
+    -> resource authorization (tools about a learner) -> approval gate -> execute -> audit
+
+The router holds no domain logic: it knows what a tool is, not what any tool does. Every branch,
+unknown tools, invalid input and denials included, ends in exactly one audit row, so the log shows
+who is probing for permissions, not only who succeeded.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from opentelemetry import metrics
+from pydantic import ValidationError
+
+from nemo_toolplane.access_store import AgentRules
+from nemo_toolplane.approvals import ApprovalGate, CallBinding, arguments_digest
+from nemo_toolplane.audit import AuditEntry, AuditLog, CallStatus
+from nemo_toolplane.context_client import not_reachable
+from nemo_toolplane.envelope import ErrorCode, ToolError, internal_error
+from nemo_toolplane.policy import Decision, Grant, Request, ToolFacts, Verdict, evaluate, visible
+from nemo_toolplane.principal import Principal
+from nemo_toolplane.ratelimit import KeyedRateLimiter
+from nemo_toolplane.registry import AnyTool, Registry
+from nemo_toolplane.tool_context import Services, ToolContext
+
+logger = logging.getLogger(__name__)
+# The call's span is the MCP server's (or gRPC's); executions are counted per tool, which also
+# shows that a denied tool's executor never ran.
+_executions = metrics.get_meter(__name__).create_counter(
+    "nemo.toolplane.tool.executions",
+    unit="{call}",
+    description="Tool executors started, by tool id.",
+)
+
+
+@dataclass(frozen=True)
+class CallOutcome:
+    """How one call ended: the tool's output, or the error envelope's content."""
+
+    tool_id: str
+    known_tool: bool
+    decision: Decision
+    output: dict[str, Any] | None = None
+    error: ToolError | None = None
+
+
+@dataclass
+class _Trace:
+    """What the audit row of a call will say; filled in as the call goes."""
+
+    principal: Principal
+    tool_id: str
+    transport: str
+    started: float = field(default_factory=time.perf_counter)
+    timestamp: datetime = field(default_factory=lambda: datetime.now(UTC))
+    resource: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+def tool_facts(tool: AnyTool) -> ToolFacts:
+    return ToolFacts(tool_id=tool.tool_id, name=tool.name, risk=tool.risk, mode=tool.mode)
+
+
+def validation_error(error: ValidationError) -> ToolError:
+    """Which fields are wrong and why; never the values the agent sent."""
+    problems = [
+        {"field": ".".join(str(part) for part in e["loc"]) or "(arguments)", "problem": e["msg"]}
+        for e in error.errors(include_url=False, include_input=False)
+    ]
+    return ToolError(
+        ErrorCode.VALIDATION_ERROR,
+        "the arguments do not match the tool's input schema",
+        details={"errors": problems},
+    )
+
+
+def _mentions(text: str, identifier: str) -> bool:
+    """Whether ``identifier`` occurs in ``text`` as a whole token ("L-1" is not in "L-10")."""
+    return (
+        re.search(rf"(?<![A-Za-z0-9_-]){re.escape(identifier)}(?![A-Za-z0-9_-])", text) is not None
+    )
+
+
+class ToolRouter:
+    """Routes calls for both edges; one instance per process."""
+
+    def __init__(
+        self,
+        *,
+        registry: Registry,
+        approvals: ApprovalGate,
+        audit: AuditLog,
+        services: Services,
+        environment: str,
+        limiter: KeyedRateLimiter,
+    ) -> None:
+        self._registry = registry
+        self._approvals = approvals
+        self._audit = audit
+        self._services = services
+        self._environment = environment
+        self._limiter = limiter
+
+    def list_tools(self, principal: Principal, rules: AgentRules) -> list[AnyTool]:
+        """The tools the agent holds a usable grant for (rules 1 to 3), ordered by name."""
+        return [
+            tool
+            for tool in self._registry.latest()
+            if visible(
+                Request(principal.agent_id, tool_facts(tool), rules.grants, (), self._environment)
+            )
+        ]
+
+    async def call(
+        self,
+        principal: Principal,
+        rules: AgentRules,
+        name: str,
+        arguments: Mapping[str, Any] | None,
+        *,
+        transport: str,
+    ) -> CallOutcome:
+        """Run one call through every gate; always returns, and always audits."""
+        tool = self._registry.resolve(name)
+        record = _Trace(principal, tool.tool_id if tool else name, transport)
+        if tool is None:
+            missing = ToolError(ErrorCode.RESOURCE_NOT_FOUND, f"no tool {name!r}")
+            return self._finish(record, Decision.DENY, CallStatus.NOT_FOUND, error=missing)
+        try:
+            return await self._route(record, rules, tool, arguments or {})
+        except Exception:
+            logger.exception("tool call failed unexpectedly", extra={"tool_id": tool.tool_id})
+            return self._finish(record, Decision.DENY, CallStatus.ERROR, error=internal_error())
+
+    async def _route(
+        self, record: _Trace, rules: AgentRules, tool: AnyTool, arguments: Mapping[str, Any]
+    ) -> CallOutcome:
+        principal = record.principal
+        if not self._limiter.acquire(principal.agent_id):
+            limited = ToolError(
+                ErrorCode.RATE_LIMITED,
+                "too many calls from this agent; slow down",
+                details={
+                    "retry_after_seconds": round(self._limiter.retry_after(principal.agent_id), 3)
+                },
+            )
+            return self._finish(record, Decision.DENY, CallStatus.DENIED, error=limited)
+        try:
+            args = tool.input_model.model_validate(arguments)
+        except ValidationError as invalid:
+            return self._finish(
+                record, Decision.DENY, CallStatus.INVALID, error=validation_error(invalid)
+            )
+        learner_id = tool.learner_id(args)
+        record.resource = f"learner:{learner_id}" if learner_id else None
+
+        verdict = self._decide(principal, rules, tool, record.resource or "")
+        record.metadata["rule"] = verdict.rule
+        if verdict.policy is not None:
+            record.metadata["policy"] = verdict.policy.versioned_name
+        if verdict.decision is Decision.DENY:
+            return self._finish(record, Decision.DENY, CallStatus.DENIED, error=_denial(verdict))
+
+        if learner_id is not None:
+            try:
+                await self._authorize(principal, learner_id, verdict.grants)
+            except ToolError as refused:
+                status = (
+                    CallStatus.DENIED
+                    if refused.code is ErrorCode.AUTHORIZATION_ERROR
+                    else CallStatus.ERROR
+                )
+                return self._finish(record, Decision.DENY, status, error=refused)
+
+        if verdict.decision is Decision.REQUIRE_APPROVAL:
+            waiting = await self._approval_gate(record, tool, args.model_dump(mode="json"), verdict)
+            if waiting is not None:
+                return self._finish(
+                    record, Decision.REQUIRE_APPROVAL, CallStatus.APPROVAL_REQUIRED, error=waiting
+                )
+
+        try:
+            output = await self._execute(tool, args, principal, learner_id)
+        except ToolError as failed:
+            return self._finish(record, verdict.decision, CallStatus.ERROR, error=failed)
+        return self._finish(record, verdict.decision, CallStatus.SUCCESS, output=output)
+
+    def _decide(
+        self, principal: Principal, rules: AgentRules, tool: AnyTool, resource: str
+    ) -> Verdict:
+        """The policy verdict; the same question under the same rules gets the remembered
+        answer (the function is pure)."""
+        key = (tool.tool_id, resource)
+        verdict = rules.verdicts.get(key)
+        if verdict is None:
+            verdict = evaluate(
+                Request(
+                    agent_id=principal.agent_id,
+                    tool=tool_facts(tool),
+                    grants=rules.grants,
+                    policies=rules.policies,
+                    environment=self._environment,
+                    resource=resource,
+                )
+            )
+            rules.remember(key, verdict)
+        return verdict
+
+    async def _authorize(
+        self, principal: Principal, learner_id: str, grants: tuple[Grant, ...]
+    ) -> None:
+        """Knowing a learner id is not access: one of the covering grants' scopes must reach it."""
+        for scope in dict.fromkeys(grant.resource_scope for grant in grants):
+            if await self._services.context.check_access(principal.user_id, learner_id, scope):
+                return
+        raise not_reachable()
+
+    async def _approval_gate(
+        self, record: _Trace, tool: AnyTool, arguments: dict[str, Any], verdict: Verdict
+    ) -> ToolError | None:
+        """None when an approval for exactly this call was consumed; else the error to return."""
+        policy = verdict.policy
+        binding = CallBinding(
+            agent_id=record.principal.agent_id,
+            user_id=record.principal.user_id,
+            tool_id=tool.tool_id,
+            arguments_digest=arguments_digest(arguments),
+            policy_name=policy.name if policy else None,
+            policy_version=policy.versioned_name if policy else "critical-risk@builtin",
+        )
+        admission = await self._approvals.admit(binding, record.principal.request_id)
+        record.metadata["approval_id"] = admission.approval.approval_id
+        if admission.consumed:
+            return None
+        return ToolError(
+            ErrorCode.APPROVAL_REQUIRED,
+            "this call needs a person's approval; repeat it with the same arguments once approved",
+            details={
+                "approval_id": admission.approval.approval_id,
+                "expires_at": admission.approval.expires_at.isoformat(),
+                "policy": binding.policy_version,
+            },
+        )
+
+    async def _execute(
+        self, tool: AnyTool, args: Any, principal: Principal, learner_id: str | None
+    ) -> dict[str, Any]:
+        _executions.add(1, {"nemo.tool.id": tool.tool_id})
+        try:
+            result = await tool.execute(ToolContext(principal, self._services), args)
+            output: dict[str, Any] = tool.output_model.model_validate(result).model_dump(
+                mode="json"
+            )
+        except ToolError:
+            raise
+        except Exception:
+            logger.exception("tool executor failed", extra={"tool_id": tool.tool_id})
+            raise internal_error() from None
+        if learner_id is not None and _mentions(json.dumps(output, ensure_ascii=False), learner_id):
+            logger.error(
+                "blocked a result naming the learner's id", extra={"tool_id": tool.tool_id}
+            )
+            raise internal_error()
+        return output
+
+    def _finish(
+        self,
+        record: _Trace,
+        decision: Decision,
+        status: CallStatus,
+        *,
+        output: dict[str, Any] | None = None,
+        error: ToolError | None = None,
+    ) -> CallOutcome:
+        principal = record.principal
+        self._audit.record(
+            AuditEntry(
+                request_id=principal.request_id,
+                timestamp=record.timestamp,
+                agent_id=principal.agent_id,
+                session_id=principal.session_id,
+                user_id=principal.user_id,
+                tool_id=record.tool_id,
+                resource=record.resource,
+                decision=decision,
+                status=status,
+                error_code=error.code if error else None,
+                duration_ms=(time.perf_counter() - record.started) * 1000,
+                environment=self._environment,
+                metadata={"transport": record.transport, **record.metadata},
+            )
+        )
+        return CallOutcome(
+            tool_id=record.tool_id,
+            known_tool=status is not CallStatus.NOT_FOUND,
+            decision=decision,
+            output=output,
+            error=error,
+        )
+
+
+def _denial(verdict: Verdict) -> ToolError:
+    assert verdict.code is not None
+    details: dict[str, Any] = {"rule": verdict.rule}
+    if verdict.policy is not None:
+        details["policy"] = verdict.policy.name
+    return ToolError(verdict.code, verdict.reason, details=details)

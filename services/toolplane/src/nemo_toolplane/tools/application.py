@@ -1,0 +1,220 @@
+"""Application domain: the registry of the platform's systems, so agents reason about the platform
+from data rather than from assumptions; and ``set_status``, the one write on the tool plane's own
+data (HIGH risk, so it waits for a person's approval)."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from nemo_core.db import Connection
+from nemo_toolplane.envelope import ErrorCode, ToolError
+from nemo_toolplane.registry import AnyTool, Mode, Risk, ToolDefinition
+from nemo_toolplane.tool_context import ToolContext
+
+Status = Literal["active", "maintenance", "deprecated", "retired"]
+_APPLICATION_ID = Field(
+    pattern=r"^[a-z0-9][a-z0-9-]{0,63}$", description="Application id, e.g. nemo12-api."
+)
+
+
+class ApplicationArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    application_id: str = _APPLICATION_ID
+
+
+class ListApplicationsArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    domain: str | None = Field(None, max_length=40, description="Only this domain.")
+    status: Status | None = Field(None, description="Only applications in this status.")
+
+
+class ApplicationSummary(BaseModel):
+    application_id: str
+    name: str
+    domain: str
+    status: Status
+    environment: str
+    owner: str
+    description: str
+
+
+class ListApplicationsResult(BaseModel):
+    applications: list[ApplicationSummary]
+
+
+class Application(ApplicationSummary):
+    repository: str
+    repository_path: str = Field(
+        description="Path inside the repository (the platform is a monorepo)."
+    )
+    architecture_reference: str | None
+    database: str | None
+    deployment_target: str | None
+    metadata: dict[str, Any]
+    created_at: datetime
+    updated_at: datetime
+
+
+class Repository(BaseModel):
+    application_id: str
+    repository: str
+    repository_path: str
+    architecture_reference: str | None
+
+
+class Environment(BaseModel):
+    application_id: str
+    environment: str
+    deployment_target: str | None
+    database: str | None
+    status: Status
+
+
+class SetStatusArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    application_id: str = _APPLICATION_ID
+    status: Status
+    reason: str = Field(min_length=1, max_length=500, description="Why, for the people on call.")
+
+
+class SetStatusResult(BaseModel):
+    application_id: str
+    previous_status: Status
+    status: Status
+
+
+_SELECT = """
+SELECT id AS application_id, name, domain, repository, repository_path, environment, owner,
+       status, description, architecture_reference, database, deployment_target, metadata,
+       created_at, updated_at
+FROM toolplane.applications
+"""
+
+
+async def _fetch(conn: Connection, application_id: str) -> dict[str, Any]:
+    row = await conn.fetchrow(_SELECT + "WHERE id = $1", application_id)
+    if row is None:
+        raise ToolError(ErrorCode.RESOURCE_NOT_FOUND, f"no application {application_id!r}")
+    return dict(row)
+
+
+async def _list(ctx: ToolContext, args: ListApplicationsArgs) -> ListApplicationsResult:
+    rows = await ctx.pool.fetch(
+        _SELECT + "WHERE ($1::text IS NULL OR domain = $1) AND ($2::text IS NULL OR status = $2) "
+        "ORDER BY id",
+        args.domain,
+        args.status,
+    )
+    return ListApplicationsResult(
+        applications=[ApplicationSummary.model_validate(dict(row)) for row in rows]
+    )
+
+
+async def _get(ctx: ToolContext, args: ApplicationArgs) -> Application:
+    async with ctx.pool.acquire() as conn:
+        return Application.model_validate(await _fetch(conn, args.application_id))
+
+
+async def _repository(ctx: ToolContext, args: ApplicationArgs) -> Repository:
+    async with ctx.pool.acquire() as conn:
+        return Repository.model_validate(await _fetch(conn, args.application_id))
+
+
+async def _environment(ctx: ToolContext, args: ApplicationArgs) -> Environment:
+    async with ctx.pool.acquire() as conn:
+        return Environment.model_validate(await _fetch(conn, args.application_id))
+
+
+async def _set_status(ctx: ToolContext, args: SetStatusArgs) -> SetStatusResult:
+    change = {
+        "status": args.status,
+        "reason": args.reason,
+        "agent_id": ctx.principal.agent_id,
+        "user_id": ctx.principal.user_id,
+        "request_id": ctx.principal.request_id,
+    }
+    async with ctx.pool.acquire() as conn, conn.transaction():
+        current = await conn.fetchval(
+            "SELECT status FROM toolplane.applications WHERE id = $1 FOR UPDATE",
+            args.application_id,
+        )
+        if current is None:
+            raise ToolError(ErrorCode.RESOURCE_NOT_FOUND, f"no application {args.application_id!r}")
+        if current == "retired":
+            raise ToolError(ErrorCode.CONFLICT, "a retired application cannot change status")
+        await conn.execute(
+            "UPDATE toolplane.applications SET status = $2, updated_at = now(), "
+            "metadata = metadata || jsonb_build_object('last_status_change', $3::jsonb) "
+            "WHERE id = $1",
+            args.application_id,
+            args.status,
+            json.dumps(change),
+        )
+    return SetStatusResult(
+        application_id=args.application_id, previous_status=current, status=args.status
+    )
+
+
+def _read(
+    name: str, description: str, args: type[BaseModel], out: type[BaseModel], run: Any
+) -> AnyTool:
+    return ToolDefinition(
+        name=name,
+        version=1,
+        description=description,
+        risk=Risk.LOW,
+        mode=Mode.READ,
+        input_model=args,
+        output_model=out,
+        execute=run,
+    )
+
+
+TOOLS: tuple[AnyTool, ...] = (
+    _read(
+        "application.list",
+        "The platform's applications, optionally of one domain or status.",
+        ListApplicationsArgs,
+        ListApplicationsResult,
+        _list,
+    ),
+    _read(
+        "application.get",
+        "One application: owner, status, repository, deployment and architecture reference.",
+        ApplicationArgs,
+        Application,
+        _get,
+    ),
+    _read(
+        "application.get_repository",
+        "Where an application's code lives: repository and path inside it.",
+        ApplicationArgs,
+        Repository,
+        _repository,
+    ),
+    _read(
+        "application.get_environment",
+        "Where and how an application runs: environment, deployment target, database, status.",
+        ApplicationArgs,
+        Environment,
+        _environment,
+    ),
+    ToolDefinition(
+        name="application.set_status",
+        version=1,
+        description="Change an application's status (active, maintenance, deprecated, retired). "
+        "HIGH risk: each call waits for a person's approval and then runs once.",
+        risk=Risk.HIGH,
+        mode=Mode.WRITE,
+        input_model=SetStatusArgs,
+        output_model=SetStatusResult,
+        execute=_set_status,
+    ),
+)

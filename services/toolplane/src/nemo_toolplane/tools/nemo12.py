@@ -1,0 +1,33 @@
+"""Composite tools: one picture of a learner from one agent view, not a chain of five calls."""
+
+from __future__ import annotations
+
+from nemo_toolplane.registry import AnyTool
+from nemo_toolplane.tools.views import (
+    LearningContext,
+    LearningProgress,
+    NextExperience,
+    Profile,
+    Readiness,
+    ViewResult,
+    view_tool,
+)
+
+
+class LearningStateResult(ViewResult):
+    profile: Profile | None = None
+    learning_context: LearningContext | None = None
+    learning_progress: LearningProgress | None = None
+    readiness: Readiness | None = None
+    next_experience: NextExperience | None = None
+
+
+TOOLS: tuple[AnyTool, ...] = (
+    view_tool(
+        "nemo12.get_learner_learning_state",
+        "learning_state",
+        "A learner's whole learning state in one call: profile, context, progress, readiness and "
+        "the next learning experience.",
+        LearningStateResult,
+    ),
+)

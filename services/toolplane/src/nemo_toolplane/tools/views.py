@@ -1,0 +1,210 @@
+"""Agent views of a learner: results built only from the context service's gated bundles.
+
+A learner tool names one agent view (a purpose of the context service's purpose table); the
+context service decides what the view holds, binds exactly that learner, pseudonymises it and
+passes the identifier gate. The tool keeps only the slices its output model declares. The five
+measures (coverage, mastery, evidence, confidence, readiness) stay separate fields.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated, Any, TypeVar
+
+from google.protobuf.json_format import MessageToDict
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+
+from nemo.context.v1 import learner_context_pb2
+from nemo_toolplane.registry import Mode, Risk, ToolDefinition
+from nemo_toolplane.tool_context import ToolContext
+
+LEARNER_ID = Field(
+    pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$",
+    description="Id of the learner, for example L-1. Results name the learner only by a "
+    "pseudonymous learner_ref.",
+)
+
+
+def _short_enum(prefix: str) -> Callable[[Any], Any]:
+    def strip(value: Any) -> Any:
+        if isinstance(value, str) and value.startswith(prefix):
+            return value.removeprefix(prefix).lower()
+        return value
+
+    return strip
+
+
+KnowledgeState = Annotated[str, BeforeValidator(_short_enum("KNOWLEDGE_STATE_"))]
+
+
+class _Slice(BaseModel):
+    # Fields the context service adds later are dropped until a tool version declares them.
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class Provenance(_Slice):
+    version: int = Field(0, description="Version of the computed learner model.")
+    computed_at: str | None = Field(None, description="When the learning engine computed it.")
+    engine_version: str = Field("", description="Version of the engine that computed it.")
+
+
+class NodeRef(_Slice):
+    node_id: str
+    node_title: str = ""
+
+
+class Profile(_Slice):
+    grade: int | None = Field(None, description="School grade, 1 to 12.")
+    age_years: int | None = Field(None, description="Age in whole years; never a birth date.")
+
+
+class MasteryEntry(_Slice):
+    node_id: str
+    node_title: str = ""
+    mastery: float | None = None
+    confidence: float | None = None
+    coverage: float | None = None
+    evidence_count: int = 0
+    state: KnowledgeState = Field("unspecified", description="unknown, gap, shaky or solid.")
+
+
+class LearningContext(_Slice):
+    subject: str = ""
+    strand: str = ""
+    package_title: str = ""
+    focus_nodes: list[NodeRef] = Field(default_factory=list)
+    study_days_per_week: int | None = None
+    provenance: Provenance | None = None
+
+
+class LearningProgress(_Slice):
+    coverage: float | None = None
+    solid_count: int = 0
+    shaky_count: int = 0
+    gap_count: int = 0
+    unknown_count: int = 0
+    evidence_last_7_days: int = 0
+    last_activity_at: str | None = None
+    period: str = Field("", description='Period of the activity figures, e.g. "2026-W47".')
+    sessions: int | None = None
+    minutes: int | None = None
+    items_attempted: int | None = None
+    items_correct: int | None = None
+    streak_days: int | None = None
+    improved_nodes: list[NodeRef] = Field(default_factory=list)
+    declined_nodes: list[NodeRef] = Field(default_factory=list)
+    provenance: Provenance | None = None
+
+
+class CompetencyEntry(_Slice):
+    strand: str
+    mastery: float | None = None
+    coverage: float | None = None
+    confidence: float | None = None
+    state: KnowledgeState = "unspecified"
+
+
+class Competency(_Slice):
+    code: str
+    title: str = ""
+    level: int | None = None
+    max_level: int | None = None
+    evidence_count: int = 0
+    confidence: float | None = None
+
+
+class CompetencyProfile(_Slice):
+    strands: list[CompetencyEntry] = Field(default_factory=list)
+    competencies: list[Competency] = Field(default_factory=list)
+    provenance: Provenance | None = None
+
+
+class StrandReadiness(_Slice):
+    strand: str
+    readiness: float | None = None
+
+
+class Readiness(_Slice):
+    readiness: float | None = None
+    confidence: float | None = None
+    coverage: float | None = None
+    band: str = ""
+    milestone: str = ""
+    strands: list[StrandReadiness] = Field(default_factory=list)
+    blocking_nodes: list[NodeRef] = Field(default_factory=list, description="Weakest first.")
+    provenance: Provenance | None = None
+
+
+class PlanStep(_Slice):
+    position: int = 0
+    node_id: str = ""
+    node_title: str = ""
+    activity: str = ""
+    status: str = ""
+    minutes: int | None = None
+
+
+class LearningPlan(_Slice):
+    plan_id: str = ""
+    title: str = ""
+    horizon_days: int | None = None
+    steps: list[PlanStep] = Field(default_factory=list)
+    provenance: Provenance | None = None
+
+
+class NextExperience(_Slice):
+    kind: str = ""
+    title: str = ""
+    node_id: str = ""
+    node_title: str = ""
+    reason: str = Field("", description="Why it is recommended, to explain to a person.")
+    estimated_minutes: int | None = None
+    provenance: Provenance | None = None
+
+
+class ViewResult(_Slice):
+    """What every learner tool returns besides its slices."""
+
+    learner_ref: str = Field(description="Stable pseudonym of the learner.")
+    view: str = Field(description="The agent view of the context service that built the result.")
+    policy_version: str = Field("", description="Version of the purpose table that applied.")
+    built_at: str | None = None
+
+
+class LearnerArgs(BaseModel):
+    """Arguments of the learner read tools."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    learner_id: Annotated[str, LEARNER_ID]
+
+
+Result = TypeVar("Result", bound=ViewResult)
+
+
+def view_result(bundle: learner_context_pb2.ContextBundle, model: type[Result]) -> Result:
+    """Keep the slices ``model`` declares from a gated bundle."""
+    data = MessageToDict(bundle, preserving_proto_field_name=True)
+    data["view"] = bundle.purpose
+    return model.model_validate(data)
+
+
+def view_tool(
+    name: str, view: str, description: str, output_model: type[Result], *, version: int = 1
+) -> ToolDefinition[LearnerArgs, Result]:
+    """A LOW-risk read tool returning one agent view of the learner named in its arguments."""
+
+    async def execute(ctx: ToolContext, args: LearnerArgs) -> Result:
+        return view_result(await ctx.context.agent_view(args.learner_id, view), output_model)
+
+    return ToolDefinition(
+        name=name,
+        version=version,
+        description=description,
+        risk=Risk.LOW,
+        mode=Mode.READ,
+        input_model=LearnerArgs,
+        output_model=output_model,
+        execute=execute,
+        learner_id_field="learner_id",
+    )

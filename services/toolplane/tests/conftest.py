@@ -1,0 +1,299 @@
+"""Fixtures of the tool plane tests: real PostgreSQL, a real context service and real tool plane
+servers (gRPC and the MCP edge) on loopback, driven by the official MCP client."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import grpc.aio
+import httpx2
+import pytest
+from mcp.client.client import Client
+from mcp.client.streamable_http import streamable_http_client
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader, NumberDataPoint
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from pydantic import SecretStr
+
+from nemo.toolplane.v1 import toolplane_admin_service_pb2_grpc, toolplane_service_pb2_grpc
+from nemo_context.app import build as build_context
+from nemo_context.settings import ContextSettings
+from nemo_core.client import create_channel
+from nemo_core.db import connect
+from nemo_core.server import Server
+from nemo_core.telemetry import attach_metric_reader, attach_span_exporter, configure_telemetry
+from nemo_toolplane.app import SERVICE_NAME, ToolPlane, assemble
+from nemo_toolplane.settings import ToolPlaneSettings
+from nemo_toolplane.tokens import issue_token
+
+REPOSITORY = Path(__file__).resolve().parents[3]
+CALLER_TOKENS = {
+    "internal": f"internal-{secrets.token_hex(16)}",
+    "operator": f"operator-{secrets.token_hex(16)}",
+}
+CONTEXT_CALLER_TOKEN = f"toolplane-{secrets.token_hex(16)}"
+TEST_PSEUDONYM_KEY = "toolplane-test-pseudonym-key-0123456789abcdef"
+
+
+@pytest.fixture(scope="session")
+def spans() -> InMemorySpanExporter:
+    """Every span this test process finishes (the tool plane runs in-process)."""
+    configure_telemetry("nemo-toolplane-tests")
+    exporter = InMemorySpanExporter()
+    attach_span_exporter(exporter)
+    return exporter
+
+
+@pytest.fixture(scope="session")
+def metric_reader(spans: InMemorySpanExporter) -> InMemoryMetricReader:
+    """Every metric this test process records (after telemetry is configured by ``spans``)."""
+    reader = InMemoryMetricReader()
+    attach_metric_reader(reader)
+    return reader
+
+
+def counter(reader: InMemoryMetricReader, name: str, **attributes: str) -> int:
+    """The current total of a counter over the points carrying ``attributes``."""
+    data = reader.get_metrics_data()
+    return sum(
+        int(point.value)
+        for resource in (data.resource_metrics if data else ())
+        for scope in resource.scope_metrics
+        for metric in scope.metrics
+        if metric.name == name
+        for point in metric.data.data_points
+        if isinstance(point, NumberDataPoint)
+        and all((point.attributes or {}).get(k) == v for k, v in attributes.items())
+    )
+
+
+@pytest.fixture(scope="session")
+async def owner(owner_dsn: str) -> AsyncIterator[asyncpg.Connection]:
+    """A connection as the owner role, for setting up and inspecting rows."""
+    conn = await connect(owner_dsn)
+    yield conn
+    await conn.close()
+
+
+@pytest.fixture(scope="session")
+async def context_address(
+    context_dsn: str, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[str]:
+    """A real context service (its production ``build``) accepting the tool plane's token."""
+    settings = ContextSettings(
+        database_url=context_dsn,
+        listen_address="127.0.0.1:0",
+        caller_tokens={"toolplane": CONTEXT_CALLER_TOKEN},
+        pseudonym_key=TEST_PSEUDONYM_KEY,
+        snapshot_dir=tmp_path_factory.mktemp("snapshots"),
+        grace_period_seconds=0.5,
+        database_pool_size=4,
+    )
+    server = Server("context", settings, await build_context(settings))
+    port = await server.start()
+    yield f"127.0.0.1:{port}"
+    await server.shutdown()
+
+
+@dataclass
+class RunningToolPlane:
+    """A tool plane started in this process: gRPC on one port, the MCP edge on another."""
+
+    plane: ToolPlane
+    server: Server
+    settings: ToolPlaneSettings
+    grpc_address: str
+    mcp_url: str
+    _channels: dict[str, grpc.aio.Channel] = field(default_factory=dict)
+
+    def _channel(self, caller: str) -> grpc.aio.Channel:
+        channel = self._channels.get(caller)
+        if channel is None:
+            token = SecretStr(CALLER_TOKENS[caller])
+            channel = create_channel(self.grpc_address, self.settings, token=token)
+            self._channels[caller] = channel
+        return channel
+
+    def tools_stub(self) -> toolplane_service_pb2_grpc.ToolPlaneServiceAsyncStub:
+        return toolplane_service_pb2_grpc.ToolPlaneServiceStub(self._channel("internal"))
+
+    def admin_stub(self) -> toolplane_admin_service_pb2_grpc.ToolPlaneAdminServiceAsyncStub:
+        return toolplane_admin_service_pb2_grpc.ToolPlaneAdminServiceStub(self._channel("operator"))
+
+    def mcp(
+        self, token: str, headers: Mapping[str, str] | None = None, **client: Any
+    ) -> AbstractAsyncContextManager[Client]:
+        """The official MCP client, authenticated with an agent token."""
+        http = httpx2.AsyncClient(
+            headers={"Authorization": f"Bearer {token}", **(headers or {})}, timeout=30
+        )
+        return _ClientWithHttp(
+            Client(streamable_http_client(self.mcp_url, http_client=http), **client), http
+        )
+
+    async def stop(self) -> None:
+        for channel in self._channels.values():
+            await channel.close()
+        self._channels.clear()
+        await self.server.shutdown()
+
+
+class _ClientWithHttp:
+    """Enter the MCP client; close its HTTP client with it."""
+
+    def __init__(self, client: Client, http: httpx2.AsyncClient) -> None:
+        self._client = client
+        self._http = http
+
+    async def __aenter__(self) -> Client:
+        return await self._client.__aenter__()
+
+    async def __aexit__(self, *exc: Any) -> None:
+        try:
+            await self._client.__aexit__(*exc)
+        finally:
+            await self._http.aclose()
+
+
+StartToolPlane = Callable[..., Awaitable[RunningToolPlane]]
+
+
+@pytest.fixture(scope="session")
+async def start_toolplane(
+    toolplane_dsn: str, context_address: str, spans: InMemorySpanExporter
+) -> AsyncIterator[StartToolPlane]:
+    """Factory of tool planes built by the production ``assemble``; keyword arguments override
+    settings. Limits are generous by default so tests do not trip over each other."""
+    started: list[RunningToolPlane] = []
+
+    async def start(**overrides: Any) -> RunningToolPlane:
+        values: dict[str, Any] = {
+            "database_url": toolplane_dsn,
+            "listen_address": "127.0.0.1:0",
+            "mcp_port": 0,
+            "caller_tokens": CALLER_TOKENS,
+            "client_token": CONTEXT_CALLER_TOKEN,
+            "context_address": context_address,
+            "grace_period_seconds": 1.0,
+            "database_pool_size": 4,
+            "agent_calls_per_second": 10_000,
+            "agent_call_burst": 10_000,
+            "auth_failures_per_minute": 10_000,
+            "audit_flush_seconds": 0.05,
+            "docs_dir": REPOSITORY / "docs",
+        }
+        values.update(overrides)
+        settings = ToolPlaneSettings(**values)
+        plane = await assemble(settings)
+        server = Server(SERVICE_NAME, settings, plane.setup)
+        port = await server.start()
+        mcp_port = await plane.edge.wait_started()
+        running = RunningToolPlane(
+            plane, server, settings, f"127.0.0.1:{port}", f"http://127.0.0.1:{mcp_port}/mcp"
+        )
+        started.append(running)
+        return running
+
+    yield start
+    for running in reversed(started):
+        await running.stop()
+
+
+@pytest.fixture(scope="session")
+async def toolplane(start_toolplane: StartToolPlane) -> RunningToolPlane:
+    """One tool plane with the default test settings, shared by the session."""
+    return await start_toolplane()
+
+
+@dataclass(frozen=True)
+class AgentTokens:
+    """Tokens issued for the tests (revoked at the end)."""
+
+    learning_parent: str  # learning-agent bound to U-P1, parent of L-1 and L-3
+    learning_unbound: str
+    research: str
+    engineering: str
+    ids: tuple[str, ...]
+
+
+@pytest.fixture(scope="module")
+async def tokens(owner: asyncpg.Connection) -> AsyncIterator[AgentTokens]:
+    """Tokens for the module's tests; deleted after it, since the demo data has none."""
+    issued = [
+        await issue_token(owner, "learning-agent", user_id="U-P1", label="tests"),
+        await issue_token(owner, "learning-agent", label="tests"),
+        await issue_token(owner, "research-agent", label="tests"),
+        await issue_token(owner, "engineering-agent", user_id="U-S1", label="tests"),
+    ]
+    yield AgentTokens(
+        learning_parent=issued[0].token,
+        learning_unbound=issued[1].token,
+        research=issued[2].token,
+        engineering=issued[3].token,
+        ids=tuple(token.token_id for token in issued),
+    )
+    await owner.execute(
+        "DELETE FROM toolplane.agent_tokens WHERE id = ANY($1)", [t.token_id for t in issued]
+    )
+
+
+@pytest.fixture(scope="module", autouse=True)
+async def _forget_test_tokens(owner: asyncpg.Connection) -> AsyncIterator[None]:
+    """Tokens a test issues itself carry a label starting with "tests"; none outlives its module."""
+    yield
+    await owner.execute("DELETE FROM toolplane.agent_tokens WHERE label LIKE 'tests%'")
+
+
+@asynccontextmanager
+async def access_change(*planes: RunningToolPlane) -> AsyncIterator[None]:
+    """Around a change of tokens, grants or policies: returns once every plane has seen the
+    database's change notification (and so dropped what it had cached)."""
+    before = [plane.plane.access.generation for plane in planes]
+    yield
+    await eventually(
+        lambda: (
+            not any(
+                plane.plane.access.listening and plane.plane.access.generation == generation
+                for plane, generation in zip(planes, before, strict=True)
+            )
+        )
+    )
+
+
+async def eventually(condition: Callable[[], bool], seconds: float = 10) -> None:
+    """Wait until ``condition()`` holds (state another connection or process changes)."""
+    async with asyncio.timeout(seconds):
+        while not condition():  # noqa: ASYNC110 - nothing to await but the other side's effect
+            await asyncio.sleep(0.01)
+
+
+@pytest.fixture
+def audit_rows(
+    owner: asyncpg.Connection, toolplane: RunningToolPlane
+) -> Callable[..., Awaitable[list[asyncpg.Record]]]:
+    """``await audit_rows(request_id=..., session_id=..., plane=...)``: the stored rows, after
+    the plane's pending rows were written."""
+
+    async def rows(
+        *,
+        request_id: str | None = None,
+        session_id: str | None = None,
+        plane: RunningToolPlane | None = None,
+    ) -> list[asyncpg.Record]:
+        await (plane or toolplane).plane.audit.flush()
+        return list(
+            await owner.fetch(
+                "SELECT * FROM toolplane.audit_logs WHERE ($1::text IS NULL OR request_id = $1) "
+                "AND ($2::text IS NULL OR session_id = $2) ORDER BY id",
+                request_id,
+                session_id,
+            )
+        )
+
+    return rows

@@ -1,0 +1,239 @@
+"""The audit log: batched off the request path, every row kept across a graceful shutdown, and a
+failing store that is logged and counted without failing any call."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+import uuid
+from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import asyncpg
+import httpx
+import pytest
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+from nemo_core.db import Pool, connect, create_pool, dsn_with
+from nemo_ops.migrate import migrate
+from nemo_ops.seed import seed
+from nemo_testing.ports import free_port, wait_for_port
+from nemo_toolplane.audit import AuditEntry, AuditLog, CallStatus
+from nemo_toolplane.envelope import ErrorCode
+from nemo_toolplane.policy import Decision
+from nemo_toolplane.tokens import issue_token
+
+from .conftest import (
+    CALLER_TOKENS,
+    REPOSITORY,
+    AgentTokens,
+    RunningToolPlane,
+    StartToolPlane,
+    counter,
+)
+from .mcp_http import modern_call, post
+
+
+def entry(session_id: str, n: int, **changes: Any) -> AuditEntry:
+    values: dict[str, Any] = {
+        "request_id": f"REQ-audit-{n}",
+        "timestamp": datetime.now(UTC),
+        "agent_id": "research-agent",
+        "session_id": session_id,
+        "user_id": None,
+        "tool_id": "docs.search_docs:v1",
+        "resource": None,
+        "decision": Decision.ALLOW,
+        "status": CallStatus.SUCCESS,
+        "error_code": None,
+        "duration_ms": 1.5,
+        "environment": "development",
+        "metadata": {"transport": "mcp"},
+    }
+    values.update(changes)
+    return AuditEntry(**values)
+
+
+@pytest.fixture
+async def toolplane_pool(toolplane_dsn: str) -> AsyncIterator[Pool]:
+    pool = await create_pool(toolplane_dsn, max_size=2)
+    yield pool
+    await pool.close()
+
+
+async def test_rows_wait_off_the_request_path_and_close_writes_them_all(
+    toolplane_pool: Pool, owner: asyncpg.Connection
+) -> None:
+    session = f"S-audit-{uuid.uuid4()}"
+    audit = AuditLog(toolplane_pool, flush_seconds=60, batch_size=500)
+    audit.start()
+    for n in range(7):
+        audit.record(
+            entry(session, n, status=CallStatus.DENIED, error_code=ErrorCode.POLICY_DENIED,
+                  decision=Decision.DENY, resource="learner:L-1", metadata={"rule": 4})
+        )  # fmt: skip
+    await asyncio.sleep(0.1)
+    count = "SELECT count(*) FROM toolplane.audit_logs WHERE session_id = $1"
+    assert await owner.fetchval(count, session) == 0  # still gathering a batch
+    await audit.close()
+    rows = await owner.fetch(
+        "SELECT * FROM toolplane.audit_logs WHERE session_id = $1 ORDER BY id", session
+    )
+    assert [row["request_id"] for row in rows] == [f"REQ-audit-{n}" for n in range(7)]
+    row = rows[0]
+    assert (row["decision"], row["status"], row["error_code"], row["resource"]) == (
+        "deny",
+        "denied",
+        "POLICY_DENIED",
+        "learner:L-1",
+    )
+    assert row["metadata"] == {"rule": 4}
+
+
+async def test_a_full_batch_is_written_without_waiting(
+    toolplane_pool: Pool, owner: asyncpg.Connection
+) -> None:
+    session = f"S-audit-{uuid.uuid4()}"
+    audit = AuditLog(toolplane_pool, flush_seconds=60, batch_size=5)
+    audit.start()
+    for n in range(5):
+        audit.record(entry(session, n))
+    count = "SELECT count(*) FROM toolplane.audit_logs WHERE session_id = $1"
+    async with asyncio.timeout(10):
+        while await owner.fetchval(count, session) < 5:  # noqa: ASYNC110 - polling another process's writes
+            await asyncio.sleep(0.02)
+    await audit.close()
+
+
+async def test_a_failing_store_is_logged_and_counted(
+    context_dsn: str, metric_reader: InMemoryMetricReader, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The context role has no privilege on the toolplane schema: every insert fails for real.
+    pool = await create_pool(context_dsn, max_size=1)
+    try:
+        audit = AuditLog(pool, flush_seconds=0.01, batch_size=10)
+        before = counter(metric_reader, "nemo.toolplane.audit.rows_failed")
+        for n in range(3):
+            audit.record(entry("S-failing-store", n))
+        await audit.close()
+    finally:
+        await pool.close()
+    assert audit.failed_rows == 3
+    assert counter(metric_reader, "nemo.toolplane.audit.rows_failed") - before == 3
+    logged = [
+        r.__dict__["audit"] for r in caplog.records if r.getMessage() == "audit row not stored"
+    ]
+    assert [row["request_id"] for row in logged] == ["REQ-audit-0", "REQ-audit-1", "REQ-audit-2"]
+    assert logged[0]["session_id"] == "S-failing-store"
+
+
+@pytest.fixture
+async def private_database(make_empty_database: Callable[[], Any]) -> str:
+    """A migrated, seeded database of this test's own (its privileges can be changed)."""
+    dsn = await make_empty_database()
+    await migrate(dsn)
+    await seed(dsn)
+    return str(dsn)
+
+
+async def test_calls_succeed_while_the_audit_store_fails(
+    private_database: str, start_toolplane: StartToolPlane, caplog: pytest.LogCaptureFixture
+) -> None:
+    conn = await connect(private_database)
+    try:
+        token = (await issue_token(conn, "research-agent")).token
+        await conn.execute("REVOKE INSERT ON toolplane.audit_logs FROM nemo_toolplane")
+    finally:
+        await conn.close()
+    plane = await start_toolplane(database_url=dsn_with(private_database, user="nemo_toolplane"))
+    async with plane.mcp(token) as client:
+        result = await client.call_tool("docs.search_docs", {"query": "audit"})
+    assert not result.is_error
+    await plane.plane.audit.flush()
+    assert plane.plane.audit.failed_rows == 1
+    assert any(r.getMessage() == "audit row not stored" for r in caplog.records)
+    await plane.stop()
+
+
+async def test_n_calls_then_sigterm_leave_exactly_n_rows(
+    toolplane_dsn: str, tokens: AgentTokens, owner: asyncpg.Connection, tmp_path: Any
+) -> None:
+    grpc_port, mcp_port = free_port(), free_port()
+    env = {
+        **os.environ,
+        "NEMO_TOOLPLANE_DATABASE_URL": toolplane_dsn,
+        "NEMO_TOOLPLANE_LISTEN_ADDRESS": f"127.0.0.1:{grpc_port}",
+        "NEMO_TOOLPLANE_MCP_PORT": str(mcp_port),
+        "NEMO_TOOLPLANE_CALLER_TOKENS": json.dumps(CALLER_TOKENS),
+        "NEMO_TOOLPLANE_DOCS_DIR": str(REPOSITORY / "docs"),
+        # Rows would otherwise wait a minute: only the shutdown can have written them.
+        "NEMO_TOOLPLANE_AUDIT_FLUSH_SECONDS": "60",
+        "NEMO_TOOLPLANE_LOG_LEVEL": "WARNING",
+    }
+    log = tmp_path / "toolplane.log"
+    with log.open("wb") as output:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "nemo_toolplane", env=env, stdout=output, stderr=output
+        )
+    try:
+        await asyncio.to_thread(wait_for_port, mcp_port, 60)
+        session = f"S-sigterm-{uuid.uuid4()}"
+        headers = {"X-Nemo12-Session-Id": session}
+        url = f"http://127.0.0.1:{mcp_port}/mcp"
+        calls = [
+            modern_call("docs.search_docs", {"query": "audit"}),  # success
+            modern_call("docs.search_docs", {"query": "audit", "limit": 99}),  # invalid
+            modern_call("docs.nonexistent", {}),  # unknown tool
+            modern_call("application.list", {}),  # no grant
+        ] * 5
+        async with httpx.AsyncClient(timeout=30) as http:
+            statuses = [
+                (
+                    await post(url, call, token=tokens.research, headers=headers, client=http)
+                ).status_code
+                for call in calls
+            ]
+        assert set(statuses) <= {200, 400}
+        count = "SELECT count(*) FROM toolplane.audit_logs WHERE session_id = $1"
+        assert await owner.fetchval(count, session) == 0
+        process.send_signal(signal.SIGTERM)
+        async with asyncio.timeout(30):
+            assert await process.wait() == 0, log.read_text()
+        assert await owner.fetchval(count, session) == len(calls)
+        by_status = await owner.fetch(
+            "SELECT status, count(*) FROM toolplane.audit_logs WHERE session_id = $1 "
+            "GROUP BY status ORDER BY status",
+            session,
+        )
+        assert {row["status"]: row["count"] for row in by_status} == {
+            "denied": 5,
+            "invalid": 5,
+            "not_found": 5,
+            "success": 5,
+        }
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+
+
+async def test_rows_hold_identifiers_never_input_or_output(
+    toolplane: RunningToolPlane, tokens: AgentTokens, audit_rows: Any
+) -> None:
+    canary = "zebra canary 4711"
+    headers = {"X-Request-Id": "REQ-audit-no-input"}
+    async with toolplane.mcp(tokens.learning_parent, headers) as client:
+        result = await client.call_tool("docs.search_docs", {"query": canary})
+        profile = await client.call_tool("learner.get_profile", {"learner_id": "L-1"})
+    assert not result.is_error
+    assert not profile.is_error
+    rows = await audit_rows(request_id="REQ-audit-no-input")
+    stored = json.dumps([dict(row) for row in rows], default=str)
+    assert len(rows) == 2
+    assert "zebra" not in stored
+    assert profile.structured_content["learner_ref"] not in stored
+    assert "learner:L-1" in stored

@@ -1,0 +1,234 @@
+"""The policy engine, rule by rule: every row is one request and the decision it must get."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+
+from nemo_toolplane.envelope import ErrorCode
+from nemo_toolplane.policy import (
+    RULES,
+    Decision,
+    Effect,
+    Grant,
+    Policy,
+    Request,
+    ToolFacts,
+    evaluate,
+    visible,
+)
+from nemo_toolplane.registry import Mode, Risk
+
+READ = ToolFacts("learner.get_profile:v1", "learner.get_profile", Risk.LOW, Mode.READ)
+WRITE_LEARNER = ToolFacts(
+    "learner.update_profile:v1", "learner.update_profile", Risk.HIGH, Mode.WRITE
+)
+WRITE_APP = ToolFacts("application.set_status:v1", "application.set_status", Risk.HIGH, Mode.WRITE)
+WRITE_MEDIUM = ToolFacts("learning.create_plan:v1", "learning.create_plan", Risk.MEDIUM, Mode.WRITE)
+CRITICAL = ToolFacts("ops.purge_data:v1", "ops.purge_data", Risk.CRITICAL, Mode.WRITE)
+
+
+def grant(pattern: str, permission: Mode = Mode.READ, env: str = "*", scope: str = "user") -> Grant:
+    return Grant(
+        tool_pattern=pattern, resource_scope=scope, environment_scope=env, permission=permission
+    )
+
+
+DENY_LEARNER_WRITES = Policy("deny-learner-writes", Effect.DENY, tool_scope="learner.update_*")
+APPROVE_HIGH_WRITES = Policy(
+    "approve-high-risk-writes",
+    Effect.REQUIRE_APPROVAL,
+    conditions='{"risk_at_least": "HIGH", "mode": "write"}',
+)
+APPROVE_PRODUCTION_WRITES = Policy(
+    "approve-production-writes",
+    Effect.REQUIRE_APPROVAL,
+    environment_scope="production",
+    conditions='{"mode": "write"}',
+)
+DEMO_POLICIES = (DENY_LEARNER_WRITES, APPROVE_HIGH_WRITES, APPROVE_PRODUCTION_WRITES)
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    tool: ToolFacts
+    grants: tuple[Grant, ...]
+    expect: tuple[Decision, int, ErrorCode | None, str | None]
+    policies: tuple[Policy, ...] = ()
+    environment: str = "development"
+    resource: str = ""
+    agent: str = "learning-agent"
+    tags: tuple[str, ...] = field(default=())
+
+
+ALLOW = (Decision.ALLOW, 7, None, None)
+NO_GRANT = (Decision.DENY, 1, ErrorCode.AUTHORIZATION_ERROR, None)
+WRONG_ENV = (Decision.DENY, 2, ErrorCode.AUTHORIZATION_ERROR, None)
+READ_GRANT_FOR_WRITE = (Decision.DENY, 3, ErrorCode.AUTHORIZATION_ERROR, None)
+
+
+def denied_by(policy: str) -> tuple[Decision, int, ErrorCode | None, str | None]:
+    return (Decision.DENY, 4, ErrorCode.POLICY_DENIED, policy)
+
+
+def approval_by(
+    policy: str | None, rule: int = 5
+) -> tuple[Decision, int, ErrorCode | None, str | None]:
+    return (Decision.REQUIRE_APPROVAL, rule, ErrorCode.APPROVAL_REQUIRED, policy)
+
+
+CASES = [
+    # Rule 1: a grant must cover the tool.
+    Case("no grants at all", READ, (), NO_GRANT),
+    Case("a grant for another tool", READ, (grant("coral.search_knowledge"),), NO_GRANT),
+    Case("a glob grant covers the domain", READ, (grant("learner.*"),), ALLOW),
+    Case("a bare name covers every version", READ, (grant("learner.get_profile"),), ALLOW),
+    Case("the exact versioned id", READ, (grant("learner.get_profile:v1"),), ALLOW),
+    Case("another version's id does not", READ, (grant("learner.get_profile:v2"),), NO_GRANT),
+    Case("a comma list", READ, (grant("coral.search_knowledge, learner.get_profile"),), ALLOW),
+    Case("a glob of another domain", READ, (grant("learning.*"),), NO_GRANT),
+    # Rule 2: the grant must cover the environment.
+    Case("grant only in production", READ, (grant("learner.*", env="production"),), WRONG_ENV),
+    Case("grant in a list of environments", READ,
+         (grant("learner.*", env="staging,development"),), ALLOW),
+    Case("one of two grants covers the environment", READ,
+         (grant("learner.*", env="production"), grant("learner.get_profile")), ALLOW),
+    # Rule 3: a write tool needs a write grant.
+    Case("write tool, read grant", WRITE_APP,
+         (grant("application.set_status"),), READ_GRANT_FOR_WRITE),
+    Case("write tool, write grant, no policy", WRITE_APP,
+         (grant("application.set_status", Mode.WRITE),), ALLOW),
+    Case("a write grant also allows reading", READ, (grant("learner.*", Mode.WRITE),), ALLOW),
+    # Rule order among 1-3: environment before permission.
+    Case("read grant in another environment", WRITE_APP,
+         (grant("application.set_status", env="production"),), WRONG_ENV),
+    # Rule 4: deny policies.
+    Case("deny-learner-writes stops update_profile", WRITE_LEARNER,
+         (grant("learner.update_profile", Mode.WRITE),), denied_by("deny-learner-writes"),
+         DEMO_POLICIES),
+    Case("grant rules come before policies", WRITE_LEARNER,
+         (grant("learner.update_profile"),), READ_GRANT_FOR_WRITE, DEMO_POLICIES),
+    Case("deny wins over require-approval", WRITE_LEARNER,
+         (grant("learner.update_profile", Mode.WRITE),), denied_by("deny-learner-writes"),
+         (APPROVE_HIGH_WRITES, DENY_LEARNER_WRITES)),
+    Case("deny policy for another agent", WRITE_LEARNER,
+         (grant("learner.update_profile", Mode.WRITE),), approval_by("approve-high-risk-writes"),
+         (Policy("deny-research", Effect.DENY, agent_scope="research-agent"), APPROVE_HIGH_WRITES)),
+    Case("deny policy listing the agent", READ, (grant("learner.*"),), denied_by("deny-two"),
+         (Policy("deny-two", Effect.DENY, agent_scope="research-agent, learning-agent"),)),
+    Case("deny by resource scope, matching learner", READ, (grant("learner.*"),),
+         denied_by("deny-l2"), (Policy("deny-l2", Effect.DENY, resource_scope="learner:L-2"),),
+         resource="learner:L-2"),
+    Case("deny by resource scope, other learner", READ, (grant("learner.*"),), ALLOW,
+         (Policy("deny-l2", Effect.DENY, resource_scope="learner:L-2"),), resource="learner:L-1"),
+    Case("a resource glob does not match a call about no resource", READ, (grant("learner.*"),),
+         ALLOW, (Policy("deny-learners", Effect.DENY, resource_scope="learner:*"),)),
+    Case("deny by versioned tool id", READ, (grant("learner.*"),), denied_by("deny-v1"),
+         (Policy("deny-v1", Effect.DENY, tool_scope="learner.get_profile:v1"),)),
+    Case("deny in production only, in development", READ, (grant("learner.*"),), ALLOW,
+         (Policy("deny-prod", Effect.DENY, environment_scope="production"),)),
+    Case("deny in production only, in production", READ, (grant("learner.*"),),
+         denied_by("deny-prod"),
+         (Policy("deny-prod", Effect.DENY, environment_scope="production"),),
+         environment="production"),
+    Case("deny with a risk condition the tool does not reach", READ, (grant("learner.*"),), ALLOW,
+         (Policy("deny-high", Effect.DENY, conditions='{"risk_at_least": "HIGH"}'),)),
+    Case("empty conditions match", READ, (grant("learner.*"),), denied_by("deny-empty"),
+         (Policy("deny-empty", Effect.DENY, conditions="{}"),)),
+    Case("blank conditions match", READ, (grant("learner.*"),), denied_by("deny-blank"),
+         (Policy("deny-blank", Effect.DENY, conditions="  "),)),
+    # Broken conditions never match: a broken deny policy denies nothing.
+    Case("broken JSON", READ, (grant("learner.*"),), ALLOW,
+         (Policy("deny-broken", Effect.DENY, conditions='{"mode": "read"'),)),
+    Case("conditions not an object", READ, (grant("learner.*"),), ALLOW,
+         (Policy("deny-broken", Effect.DENY, conditions='["mode", "read"]'),)),
+    Case("an unknown condition key", READ, (grant("learner.*"),), ALLOW,
+         (Policy("deny-broken", Effect.DENY, conditions='{"mode": "read", "owner": "x"}'),)),
+    Case("an unknown risk", READ, (grant("learner.*"),), ALLOW,
+         (Policy("deny-broken", Effect.DENY, conditions='{"risk_at_least": "EXTREME"}'),)),
+    Case("a broken deny does not hide a sound one after it", READ, (grant("learner.*"),),
+         denied_by("deny-sound"),
+         (Policy("deny-broken", Effect.DENY, conditions="nope"),
+          Policy("deny-sound", Effect.DENY, conditions='{"mode": "read"}'))),
+    # Rule 5: require-approval policies.
+    Case("HIGH write needs approval", WRITE_APP, (grant("application.set_status", Mode.WRITE),),
+         approval_by("approve-high-risk-writes"), DEMO_POLICIES),
+    Case("MEDIUM write in development is allowed", WRITE_MEDIUM,
+         (grant("learning.*", Mode.WRITE),), ALLOW, DEMO_POLICIES),
+    Case("MEDIUM write in production needs approval", WRITE_MEDIUM,
+         (grant("learning.*", Mode.WRITE),), approval_by("approve-production-writes"),
+         DEMO_POLICIES, environment="production"),
+    Case("reads in production need nothing", READ, (grant("learner.*"),), ALLOW, DEMO_POLICIES,
+         environment="production"),
+    Case("policies apply in priority order", WRITE_APP,
+         (grant("application.set_status", Mode.WRITE),), approval_by("approve-production-writes"),
+         (APPROVE_PRODUCTION_WRITES, APPROVE_HIGH_WRITES), environment="production"),
+    # Rule 6: CRITICAL always needs approval, and no policy lifts it (a deny still wins).
+    Case("CRITICAL without any policy", CRITICAL,
+         (grant("ops.*", Mode.WRITE),), approval_by(None, 6)),
+    Case("CRITICAL under a deny policy", CRITICAL, (grant("ops.*", Mode.WRITE),),
+         denied_by("deny-ops"), (Policy("deny-ops", Effect.DENY, tool_scope="ops.*"),)),
+    Case("CRITICAL with a broken approval policy", CRITICAL, (grant("ops.*", Mode.WRITE),),
+         approval_by(None, 6),
+         (Policy("approve-broken", Effect.REQUIRE_APPROVAL, conditions="{"),)),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
+def test_rule_table(case: Case) -> None:
+    verdict = evaluate(
+        Request(
+            agent_id=case.agent,
+            tool=case.tool,
+            grants=case.grants,
+            policies=case.policies,
+            environment=case.environment,
+            resource=case.resource,
+        )
+    )
+    policy = verdict.policy.name if verdict.policy else None
+    assert (verdict.decision, verdict.rule, verdict.code, policy) == case.expect
+
+
+def test_every_rule_is_exercised_by_the_table() -> None:
+    fired = {case.expect[1] for case in CASES}
+    assert fired == {rule.number for rule in RULES} == set(range(1, 8))
+
+
+def test_the_rule_table_is_in_order_and_strictest_first() -> None:
+    assert [rule.number for rule in RULES] == list(range(1, 8))
+    assert [rule.decision for rule in RULES] == [Decision.DENY] * 4 + [
+        Decision.REQUIRE_APPROVAL
+    ] * 2 + [Decision.ALLOW]
+
+
+def test_a_broken_policy_is_reported_in_the_log(caplog: pytest.LogCaptureFixture) -> None:
+    broken = Policy("deny-broken", Effect.DENY, conditions="{oops")
+    evaluate(Request("learning-agent", READ, (grant("learner.*"),), (broken,), "development"))
+    [record] = [r for r in caplog.records if "broken conditions" in r.getMessage()]
+    assert record.__dict__["policy"] == "deny-broken"
+
+
+def test_the_verdict_keeps_the_grants_that_passed_for_resource_authorization() -> None:
+    family = grant("learner.get_profile", scope="family:F-1")
+    other_env = grant("learner.*", env="production", scope="*")
+    verdict = evaluate(
+        Request("learning-agent", READ, (family, other_env, grant("coral.*")), (), "development")
+    )
+    assert verdict.grants == (family,)
+
+
+def test_listing_applies_only_the_grant_rules() -> None:
+    write_grant = (grant("learner.update_profile", Mode.WRITE),)
+    # deny-learner-writes decides at call time; the tool is still listed for a write grant.
+    assert visible(
+        Request("learning-agent", WRITE_LEARNER, write_grant, DEMO_POLICIES, "development")
+    )
+    assert not visible(
+        Request("learning-agent", WRITE_LEARNER, (grant("learner.*"),), (), "development")
+    )
+    assert not visible(
+        Request("learning-agent", READ, (grant("learner.*", env="production"),), (), "development")
+    )

@@ -1,0 +1,144 @@
+"""The router's last guards, with tools made for the purpose: a result naming the learner's raw id
+is blocked, and an executor's unexpected failure reaches the agent only as INTERNAL_ERROR."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import asyncpg
+import pytest
+from pydantic import BaseModel, ConfigDict, SecretStr
+
+from nemo_core.db import Pool, create_pool
+from nemo_toolplane.access_store import AgentRules
+from nemo_toolplane.approvals import ApprovalGate
+from nemo_toolplane.audit import AuditLog
+from nemo_toolplane.context_client import ContextClient
+from nemo_toolplane.docs_library import DocsLibrary
+from nemo_toolplane.policy import Grant
+from nemo_toolplane.principal import Principal
+from nemo_toolplane.ratelimit import KeyedRateLimiter
+from nemo_toolplane.registry import Mode, Registry, Risk, ToolDefinition
+from nemo_toolplane.router import ToolRouter, _mentions
+from nemo_toolplane.settings import ToolPlaneSettings
+from nemo_toolplane.tool_context import Services, ToolContext
+
+from .conftest import CONTEXT_CALLER_TOKEN
+
+
+class Args(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    learner_id: str
+
+
+class Echo(BaseModel):
+    note: str
+
+
+async def leaky(ctx: ToolContext, args: Args) -> Echo:
+    return Echo(note=f"about {args.learner_id}")
+
+
+async def broken(ctx: ToolContext, args: Args) -> Echo:
+    raise RuntimeError("secret internal detail")
+
+
+def _tool(name: str, run: object) -> ToolDefinition[Args, Echo]:
+    return ToolDefinition(
+        name=name,
+        version=1,
+        description="test",
+        risk=Risk.LOW,
+        mode=Mode.READ,
+        input_model=Args,
+        output_model=Echo,
+        execute=run,  # type: ignore[arg-type]
+        learner_id_field="learner_id",
+    )
+
+
+@pytest.fixture
+async def router_parts(
+    toolplane_dsn: str, context_address: str, tmp_path: Path
+) -> AsyncIterator[tuple[ToolRouter, AuditLog]]:
+    pool: Pool = await create_pool(toolplane_dsn, max_size=2)
+    settings = ToolPlaneSettings(
+        database_url=SecretStr(toolplane_dsn),
+        context_address=context_address,
+        client_token=SecretStr(CONTEXT_CALLER_TOKEN),
+    )
+    context = ContextClient(settings)
+    audit = AuditLog(pool, flush_seconds=0.05, batch_size=10)
+    router = ToolRouter(
+        registry=Registry([_tool("test.leaky", leaky), _tool("test.broken", broken)]),
+        approvals=ApprovalGate(pool, ttl_seconds=60),
+        audit=audit,
+        services=Services(context=context, pool=pool, docs=DocsLibrary(tmp_path, "https://x")),
+        environment="development",
+        limiter=KeyedRateLimiter(1000, 1000),
+    )
+    yield router, audit
+    await audit.close()
+    await context.close()
+    await pool.close()
+
+
+RULES = AgentRules(grants=(Grant("test.*", "user", "*", Mode.READ),), policies=())
+
+
+def principal(request_id: str) -> Principal:
+    return Principal("learning-agent", "S-router", "U-P1", request_id)
+
+
+async def test_a_result_naming_the_learner_is_blocked(
+    router_parts: tuple[ToolRouter, AuditLog],
+    owner: asyncpg.Connection,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    router, audit = router_parts
+    outcome = await router.call(
+        principal("REQ-router-leak"), RULES, "test.leaky", {"learner_id": "L-1"}, transport="mcp"
+    )
+    assert outcome.output is None
+    assert outcome.error is not None
+    assert outcome.error.code == "INTERNAL_ERROR"
+    assert "L-1" not in str(outcome.error.envelope())
+    assert any("naming the learner" in r.getMessage() for r in caplog.records)
+    await audit.flush()
+    row = await owner.fetchrow(
+        "SELECT * FROM toolplane.audit_logs WHERE request_id = 'REQ-router-leak'"
+    )
+    assert row is not None
+    assert (row["status"], row["error_code"]) == ("error", "INTERNAL_ERROR")
+
+
+async def test_an_unexpected_failure_keeps_its_detail_in_the_log(
+    router_parts: tuple[ToolRouter, AuditLog], caplog: pytest.LogCaptureFixture
+) -> None:
+    router, _ = router_parts
+    outcome = await router.call(
+        principal("REQ-router-broken"),
+        RULES,
+        "test.broken",
+        {"learner_id": "L-1"},
+        transport="grpc",
+    )
+    assert outcome.error is not None
+    assert outcome.error.envelope()["error"] == {
+        "code": "INTERNAL_ERROR",
+        "message": "the tool failed unexpectedly",
+        "retryable": False,
+        "details": {},
+    }
+    [logged] = [r for r in caplog.records if r.getMessage() == "tool executor failed"]
+    assert logged.exc_info is not None
+    assert str(logged.exc_info[1]) == "secret internal detail"
+
+
+def test_the_learner_id_is_matched_as_a_whole_token() -> None:
+    assert _mentions('{"note": "about L-1"}', "L-1")
+    assert not _mentions('{"note": "about L-10"}', "L-1")
+    assert not _mentions('{"ref": "XL-1"}', "L-1")
+    assert _mentions("(L-1)", "L-1")

@@ -1,0 +1,95 @@
+"""Learner tools: every agent view through the real context service, within the acting user's
+reach only, pseudonymous, and never naming the learner's id."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+
+import asyncpg
+import pytest
+
+from nemo_toolplane.tokens import issue_token, revoke_token
+
+from .conftest import AgentTokens, RunningToolPlane
+
+VIEWS = {
+    "learner.get_profile": ("profile", "profile"),
+    "learner.get_context": ("context", "learning_context"),
+    "learner.get_learning_progress": ("learning_progress", "learning_progress"),
+    "learner.get_competency_profile": ("competency_profile", "competency_profile"),
+    "assessment.get_readiness": ("readiness", "readiness"),
+    "assessment.get_mastery": ("mastery", "mastery"),
+    "learning.get_current_plan": ("current_plan", "current_plan"),
+    "learning.get_next_learning_experience": ("next_learning_experience", "next_experience"),
+    "nemo12.get_learner_learning_state": ("learning_state", "learning_progress"),
+}
+
+
+async def test_every_learner_tool_returns_its_view(
+    toolplane: RunningToolPlane, tokens: AgentTokens
+) -> None:
+    results = {}
+    async with toolplane.mcp(tokens.learning_parent) as client:
+        for tool in VIEWS:
+            results[tool] = await client.call_tool(tool, {"learner_id": "L-1"})
+    refs = set()
+    for tool, (view, slice_name) in VIEWS.items():
+        result = results[tool]
+        assert not result.is_error, (tool, result.structured_content)
+        content = result.structured_content
+        assert content["view"] == view, tool
+        assert content[slice_name], (tool, slice_name)
+        refs.add(content["learner_ref"])
+        text = json.dumps(content, ensure_ascii=False)
+        assert "L-1" not in text.replace("L-10", ""), tool
+    assert len(refs) == 1  # one stable pseudonym across views
+    profile = results["learner.get_profile"].structured_content["profile"]
+    assert profile["grade"] == 8
+    assert 10 <= profile["age_years"] <= 16
+    next_experience = results["learning.get_next_learning_experience"].structured_content
+    assert next_experience["next_experience"]["reason"]
+
+
+@pytest.fixture
+async def mentor_token(owner: asyncpg.Connection) -> AsyncIterator[str]:
+    issued = await issue_token(owner, "learning-agent", user_id="U-M1", label="tests")
+    yield issued.token
+    await revoke_token(owner, issued.token_id)
+
+
+@pytest.mark.parametrize(
+    ("learner_id", "allowed"), [("L-1", True), ("L-3", False), ("L-10", False)]
+)
+async def test_a_mentor_reaches_only_assigned_learners(
+    toolplane: RunningToolPlane, mentor_token: str, learner_id: str, allowed: bool
+) -> None:
+    async with toolplane.mcp(mentor_token) as client:
+        result = await client.call_tool("learner.get_profile", {"learner_id": learner_id})
+    if allowed:
+        assert not result.is_error
+    else:
+        assert result.structured_content["error"]["code"] == "AUTHORIZATION_ERROR"
+
+
+async def test_without_a_user_no_learner_is_within_reach(
+    toolplane: RunningToolPlane, tokens: AgentTokens
+) -> None:
+    async with toolplane.mcp(tokens.learning_unbound) as client:
+        result = await client.call_tool("learner.get_profile", {"learner_id": "L-1"})
+    assert result.structured_content["error"]["code"] == "AUTHORIZATION_ERROR"
+
+
+async def test_knowledge_nodes_come_with_their_edges(
+    toolplane: RunningToolPlane, tokens: AgentTokens
+) -> None:
+    async with toolplane.mcp(tokens.research) as client:
+        node = await client.call_tool(
+            "coral.get_knowledge_node", {"node_id": "math-09-quadratic-equations"}
+        )
+        missing = await client.call_tool("coral.get_knowledge_node", {"node_id": "math-99-none"})
+    content = node.structured_content
+    assert content["node"]["title"] == "Phương trình bậc hai"
+    prerequisites = {e["from_node_id"] for e in content["edges"] if e["kind"] == "prerequisite"}
+    assert "math-08-factorization" in prerequisites
+    assert missing.structured_content["error"]["code"] == "RESOURCE_NOT_FOUND"

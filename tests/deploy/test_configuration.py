@@ -1,0 +1,102 @@
+"""The rendered configuration starts the real services: each Deployment's environment, with
+its Secrets mounted as the kubelet would, is accepted by the service's settings class."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic_settings import BaseSettings
+
+from nemo_context.settings import ContextSettings
+from nemo_gateway.settings import GatewaySettings
+from nemo_toolplane.settings import ToolPlaneSettings
+from tests.deploy.deploy_manifests import (
+    OVERLAYS,
+    RENDERERS,
+    SERVICES,
+    decoded,
+    load_create_secrets,
+    materialize_environment,
+    pod_spec,
+    rendered,
+    the,
+)
+
+SETTINGS: dict[str, type[BaseSettings]] = {
+    "nemo-context": ContextSettings,
+    "nemo-gateway": GatewaySettings,
+    "nemo-toolplane": ToolPlaneSettings,
+}
+
+create_secrets = load_create_secrets()
+
+
+def _secrets() -> dict[str, dict[str, str]]:
+    manifests, _ = create_secrets.build_secrets(
+        namespace="nemo",
+        owner_database_url="postgresql://nemo_owner:pw@db.internal:5432/nemo",
+        pseudonym_key="0123456789abcdef" * 4,
+        llm_api_key="llm-key",
+        embedding_api_key="embedding-key",
+    )
+    return {m["metadata"]["name"]: decoded(m) for m in manifests}
+
+
+@pytest.mark.parametrize("renderer", RENDERERS)
+@pytest.mark.parametrize("overlay", sorted(OVERLAYS))
+@pytest.mark.parametrize("deployment", sorted(SERVICES))
+def test_the_service_accepts_its_rendered_settings(
+    renderer: str,
+    overlay: str,
+    deployment: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    resources = rendered(renderer, overlay)
+    container_name, prefix, port = SERVICES[deployment]
+    spec = pod_spec(the(resources, "Deployment", deployment))
+    container = next(c for c in spec["containers"] if c["name"] == container_name)
+    environment = materialize_environment(resources, spec, container, _secrets(), tmp_path)
+
+    settings_class = SETTINGS[deployment]
+    nemo_variables = {name for name in environment if name.startswith("NEMO_")}
+    # Settings ignore unknown variables, so a misspelt one would silently do nothing.
+    unknown = {
+        name
+        for name in nemo_variables
+        if not name.startswith(prefix)
+        or name.removeprefix(prefix).lower() not in settings_class.model_fields
+    }
+    assert unknown == set()
+    # Besides the service's own and OpenTelemetry's, only uvicorn's proxy setting (MCP edge).
+    others = {name for name in environment if not name.startswith(("NEMO_", "OTEL_"))}
+    assert others == ({"FORWARDED_ALLOW_IPS"} if deployment == "nemo-toolplane" else set())
+
+    for name in list(os.environ):
+        if name.startswith(("NEMO_", "OTEL_")):
+            monkeypatch.delenv(name)
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    settings: Any = settings_class()
+
+    assert settings.listen_address == f"0.0.0.0:{port}"
+    assert settings.caller_tokens
+    environment_name = "production" if overlay == "prod" else "development"
+    if deployment == "nemo-context":
+        assert settings.pseudonym_key.get_secret_value() == "0123456789abcdef" * 4
+        assert settings.environment == environment_name
+        assert settings.snapshot_backend == "s3"
+        assert settings.database_url.get_secret_value().startswith("postgresql://nemo_context:")
+    else:
+        assert settings.client_token is not None
+        assert settings.context_address == "nemo-context:50051"
+    if deployment == "nemo-gateway":
+        assert settings.provider == ("openai" if overlay == "prod" else "baseline")
+        assert settings.llm_api_key.get_secret_value() == "llm-key"
+        assert settings.embedding_api_key.get_secret_value() == "embedding-key"
+    if deployment == "nemo-toolplane":
+        assert settings.environment == environment_name
+        assert settings.database_url.get_secret_value().startswith("postgresql://nemo_toolplane:")
