@@ -39,6 +39,9 @@ test: install ## The whole suite against real PostgreSQL, S3 API, gRPC and HTTP 
 bench: install ## Benchmarks, as ratios against baselines measured in the same run.
 	$(RUN) python -m benchmarks
 
+soak: install ## The whole stack under a realistic mix for NEMO_SOAK_SECONDS (default 120).
+	$(RUN) python -m benchmarks.soak
+
 run: install ## Start the whole local stack on embedded defaults; Ctrl-C stops it.
 	$(RUN) nemo dev up
 

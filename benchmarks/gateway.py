@@ -86,7 +86,7 @@ async def _direct(provider_url: str, concurrency: int, seconds: float) -> LoadRe
         messages=spec.render(prompt),
         max_output_tokens=spec.max_output_tokens,
         temperature=spec.temperature,
-        output_schema=spec.output_schema,
+        output_schema=spec.request_schema,
     )
     try:
         return await run_load(

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import logging
+import re
+import sys
 from typing import Any
 
 import grpc
@@ -18,6 +20,7 @@ from nemo.context.v1 import learner_context_pb2 as pb
 from nemo_context.gate import (
     CONTEXT_LEAK_BLOCKED,
     FORBIDDEN_FIELD_NAMES,
+    IGNORECASE_ASCII_TWINS,
     Gated,
     find_forbidden_name,
     find_leak,
@@ -303,3 +306,64 @@ def test_planted_names_and_ids_are_always_blocked(tree: Any, data: st.DataObject
 def test_structures_without_them_always_pass(tree: Any, data: st.DataObject) -> None:
     clean = _wrap(_encode(tree, data), data)
     assert not _blocked(clean)
+
+
+# The message fast path (all text gathered and searched once, after a substring pre-check) must
+# decide exactly as the field-by-field scanner does.
+
+
+def test_the_twins_are_every_non_ascii_character_ignorecase_equates_with_ascii() -> None:
+    every_character = "".join(
+        chr(code) for code in range(128, sys.maxunicode + 1) if not 0xD800 <= code <= 0xDFFF
+    )
+    assert set(re.findall(r"(?i)[\x00-\x7f]", every_character)) == IGNORECASE_ASCII_TWINS
+
+
+@pytest.mark.parametrize(
+    ("forbidden", "text"),
+    [("sk-1", "\u017fk-1"), ("sk-1", "s\u212a-1"), ("li-2", "L\u0131-2"), ("li-2", "L\u0130-2")],
+)
+def test_ids_spelled_with_non_ascii_case_twins_are_blocked_in_messages(
+    forbidden: str, text: str
+) -> None:
+    bundle = pb.ContextBundle(goal=pb.Goal(title=f"see {text}."))
+    assert find_leak(bundle, forbidden_values={forbidden}) is not None
+
+
+_TEXT_FIELDS = st.sampled_from(["node_title", "goal", "slice", "rendered_text", "purpose"])
+
+
+def _bundle_with(texts: list[tuple[str, str]]) -> pb.ContextBundle:
+    bundle = pb.ContextBundle()
+    for field, text in texts:
+        if field == "node_title":
+            bundle.mastery.add(node_id="n", node_title=text)
+        elif field == "goal":
+            bundle.goal.title += text
+        elif field == "slice":
+            bundle.slices.append(text)
+        elif field == "rendered_text":
+            bundle.rendered_text += text
+        else:
+            bundle.purpose = text
+    return bundle
+
+
+_SPREAD_TEXT = st.one_of(
+    _SAFE_TEXT, st.builds(lambda a, b: f"{a} {b}", _SAFE_TEXT, _LOOKALIKES), _ID_TEXT
+)
+
+
+@_PROPERTY_SETTINGS
+@given(texts=st.lists(st.tuples(_TEXT_FIELDS, _SPREAD_TEXT), max_size=8))
+def test_messages_are_judged_as_their_strings_one_by_one(texts: list[tuple[str, str]]) -> None:
+    bundle = _bundle_with(texts)
+    strings = [
+        *bundle.slices,
+        bundle.purpose,
+        bundle.rendered_text,
+        bundle.goal.title,
+        *(entry.node_title for entry in bundle.mastery),
+    ]
+    one_by_one = any(find_leak(text, forbidden_values=LINKED) for text in strings)
+    assert _blocked(bundle) == one_by_one

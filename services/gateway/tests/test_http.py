@@ -3,6 +3,7 @@ repr; backoff bounded and jittered."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 
@@ -12,6 +13,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from pydantic import SecretStr
 
 from nemo.gateway.v1 import gateway_service_pb2 as pb
+from nemo.gateway.v1 import run_pb2
 from nemo_gateway.providers.factory import build_provider
 from nemo_gateway.providers.http import RetryPolicy
 from nemo_gateway.settings import GatewaySettings
@@ -81,3 +83,32 @@ def test_backoff_doubles_with_jitter_and_is_capped() -> None:
         assert len(delays) > 1, "jitter spreads retries out"
     assert policy.delay(0, 0.3) == 0.3
     assert policy.delay(0, 30.0) == 1.0
+
+
+async def test_a_provider_that_hangs_up_without_answering_is_retried(
+    start_gateway: StartGateway,
+) -> None:
+    accepted = 0
+
+    async def hang_up(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal accepted
+        accepted += 1
+        await reader.readuntil(b"\r\n\r\n")  # the request has arrived; close without a word
+        writer.close()
+
+    server = await asyncio.start_server(hang_up, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        gateway = await start_gateway(llm_base_url=f"http://127.0.0.1:{port}/v1", max_retries=1)
+        response = await gateway.stub.RunPrompt(REQUEST, metadata=gateway.metadata, timeout=5)
+    finally:
+        server.close()
+        await server.wait_closed()
+    # A dropped connection is a connection error (retried on a new connection), never an
+    # unexpected failure of the RPC.
+    assert (response.run.path, response.run.reason, response.run.attempts) == (
+        run_pb2.RUN_PATH_FALLBACK,
+        "PROVIDER_UNAVAILABLE",
+        2,
+    )
+    assert accepted == 2

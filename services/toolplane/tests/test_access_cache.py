@@ -3,8 +3,13 @@ announcements."""
 
 from __future__ import annotations
 
+import asyncio
+
 import asyncpg
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from nemo_toolplane.access_cache import MAX_AGE_SECONDS
+from nemo_toolplane.tokens import hash_token, issue_token
 
 from .conftest import AgentTokens, RunningToolPlane, StartToolPlane, access_change, eventually
 
@@ -76,3 +81,47 @@ async def test_a_dropped_listener_reconnects_and_calls_keep_working(
     await eventually(lambda: access.generation > before and access.listening)
     async with plane.mcp(tokens.research) as client:
         assert not (await client.call_tool("docs.search_docs", {"query": "audit"})).is_error
+
+
+async def test_a_cached_token_stops_working_when_it_expires(
+    start_toolplane: StartToolPlane, owner: asyncpg.Connection
+) -> None:
+    plane = await start_toolplane()
+    access = plane.plane.access
+    await eventually(lambda: access.listening)
+    issued = await issue_token(owner, "research-agent", label="tests-expiry")
+    try:
+        async with access_change(plane):
+            await owner.execute(
+                "UPDATE toolplane.agent_tokens SET expires_at = now() + interval '1 second' "
+                "WHERE id = $1",
+                issued.token_id,
+            )
+        # Load until the entry is kept (a late notification of the setup may drop the first).
+        key = hash_token(issued.token)
+        async with asyncio.timeout(10):
+            while key not in access._entries:
+                assert await access.load(issued.token) is not None
+        # No change is announced when a token merely runs out: the cache must notice itself.
+        await owner.execute("SELECT pg_sleep(1.2)")
+        assert await access.load(issued.token) is None
+    finally:
+        await owner.execute("DELETE FROM toolplane.agent_tokens WHERE id = $1", issued.token_id)
+
+
+async def test_cached_entries_are_reloaded_after_their_maximum_age(
+    start_toolplane: StartToolPlane, tokens: AgentTokens, spans: InMemorySpanExporter
+) -> None:
+    plane = await start_toolplane()
+    access = plane.plane.access
+    await eventually(lambda: access.listening)
+    await access.load(tokens.research)
+    before = access_queries(spans)
+    await access.load(tokens.research)
+    assert access_queries(spans) == before
+    # Age the entry as if a notification had been lost long ago.
+    key = hash_token(tokens.research)
+    entry, cached_at = access._entries[key]
+    access._entries[key] = (entry, cached_at - MAX_AGE_SECONDS)
+    await access.load(tokens.research)
+    assert access_queries(spans) == before + 1

@@ -3,6 +3,7 @@ is blocked, and an executor's unexpected failure reaches the agent only as INTER
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from nemo_toolplane.policy import Grant
 from nemo_toolplane.principal import Principal
 from nemo_toolplane.ratelimit import KeyedRateLimiter
 from nemo_toolplane.registry import Mode, Registry, Risk, ToolDefinition
-from nemo_toolplane.router import ToolRouter, _mentions
+from nemo_toolplane.router import ToolRouter, _mentions, audit_name
 from nemo_toolplane.settings import ToolPlaneSettings
 from nemo_toolplane.tool_context import Services, ToolContext
 
@@ -43,6 +44,11 @@ async def leaky(ctx: ToolContext, args: Args) -> Echo:
 
 async def broken(ctx: ToolContext, args: Args) -> Echo:
     raise RuntimeError("secret internal detail")
+
+
+async def stuck(ctx: ToolContext, args: Args) -> Echo:
+    await asyncio.Event().wait()
+    raise AssertionError("never reached")
 
 
 def _tool(name: str, run: object) -> ToolDefinition[Args, Echo]:
@@ -72,7 +78,9 @@ async def router_parts(
     context = ContextClient(settings)
     audit = AuditLog(pool, flush_seconds=0.05, batch_size=10)
     router = ToolRouter(
-        registry=Registry([_tool("test.leaky", leaky), _tool("test.broken", broken)]),
+        registry=Registry(
+            [_tool("test.leaky", leaky), _tool("test.broken", broken), _tool("test.stuck", stuck)]
+        ),
         approvals=ApprovalGate(pool, ttl_seconds=60),
         audit=audit,
         services=Services(context=context, pool=pool, docs=DocsLibrary(tmp_path, "https://x")),
@@ -142,3 +150,38 @@ def test_the_learner_id_is_matched_as_a_whole_token() -> None:
     assert not _mentions('{"note": "about L-10"}', "L-1")
     assert not _mentions('{"ref": "XL-1"}', "L-1")
     assert _mentions("(L-1)", "L-1")
+
+
+async def test_a_cancelled_call_still_leaves_its_audit_row(
+    router_parts: tuple[ToolRouter, AuditLog], owner: asyncpg.Connection
+) -> None:
+    router, audit = router_parts
+    call = asyncio.create_task(
+        router.call(
+            principal("REQ-router-cancelled"),
+            RULES,
+            "test.stuck",
+            {"learner_id": "L-1"},
+            transport="grpc",
+        )
+    )
+    await asyncio.sleep(0.5)
+    call.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await call
+    await audit.flush()
+    row = await owner.fetchrow(
+        "SELECT decision, status, tool_id FROM toolplane.audit_logs "
+        "WHERE request_id = 'REQ-router-cancelled'"
+    )
+    assert row is not None
+    assert dict(row) == {"decision": "allow", "status": "error", "tool_id": "test.stuck:v1"}
+
+
+def test_unknown_tool_names_are_audited_only_when_they_look_like_names() -> None:
+    assert audit_name("learner.get_profil") == "learner.get_profil"
+    assert audit_name("learner.get_profile:v9") == "learner.get_profile:v9"
+    for odd in ("x" * 129, "le\u0430rner.get_profile", "L-1 is Nguyễn", "a b"):
+        audited = audit_name(odd)
+        assert audited.startswith("invalid:")
+        assert len(audited) == len("invalid:") + 16

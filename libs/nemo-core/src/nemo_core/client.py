@@ -103,6 +103,8 @@ def _channel_options(settings: ServiceSettings) -> list[tuple[str, Any]]:
         ("grpc.keepalive_permit_without_calls", 1),
         ("grpc.http2.max_pings_without_data", 0),
         ("grpc.enable_retries", 1),
+        # After an outage, reconnect within seconds (grpc's default backoff grows to 120 s).
+        ("grpc.max_reconnect_backoff_ms", 5000),
         ("grpc.service_config", SERVICE_CONFIG),
     ]
 

@@ -10,6 +10,7 @@ to it (``nemo.learner_ids``). :func:`learner_transaction` is the one way to bind
 
 from __future__ import annotations
 
+import errno
 import json
 from collections.abc import AsyncIterator, Collection
 from contextlib import asynccontextmanager
@@ -27,6 +28,7 @@ __all__ = [
     "create_pool",
     "dsn_with",
     "init_connection",
+    "is_database_unavailable",
     "learner_transaction",
 ]
 
@@ -35,6 +37,29 @@ LEARNER_IDS_SETTING = "nemo.learner_ids"
 
 Connection: TypeAlias = "asyncpg.Connection[asyncpg.Record] | PoolConnectionProxy[asyncpg.Record]"
 Pool: TypeAlias = "asyncpg.Pool[asyncpg.Record]"
+
+
+#: Errors that mean the server is gone or refusing connections, not that the statement is wrong.
+_UNAVAILABLE_ERRORS: tuple[type[BaseException], ...] = (
+    asyncpg.PostgresConnectionError,  # SQLSTATE class 08
+    asyncpg.exceptions.ConnectionDoesNotExistError,  # the connection died under the statement
+    asyncpg.exceptions.CannotConnectNowError,  # starting up or shutting down
+    asyncpg.exceptions.AdminShutdownError,
+    asyncpg.exceptions.CrashShutdownError,
+    asyncpg.exceptions.TooManyConnectionsError,
+    ConnectionError,  # refused or reset at the socket
+)
+#: Socket errors of a connect to a server that is not there (a Unix socket file that is gone).
+_UNREACHABLE_ERRNOS = frozenset({errno.ECONNREFUSED, errno.ENOENT, errno.EHOSTUNREACH})
+
+
+def is_database_unavailable(exc: BaseException) -> bool:
+    """Whether ``exc`` says PostgreSQL cannot be reached now (worth a retry later), as opposed to
+    a statement or data error."""
+    if isinstance(exc, _UNAVAILABLE_ERRORS):
+        return True
+    # File errors carry a filename; socket connect errors do not.
+    return isinstance(exc, OSError) and exc.filename is None and exc.errno in _UNREACHABLE_ERRNOS
 
 
 def _dump_json(value: Any) -> str:
@@ -72,13 +97,19 @@ async def create_pool(
     min_size: int = 1,
     max_size: int = 10,
     command_timeout: float | None = None,
+    connect_timeout: float = 5.0,
 ) -> Pool:
-    """Create a connection pool whose connections use the JSON codecs of :func:`init_connection`."""
+    """Create a connection pool whose connections use the JSON codecs of :func:`init_connection`.
+
+    ``connect_timeout`` bounds each new connection, so a server that does not answer fails the
+    call that needed it instead of holding it.
+    """
     return await asyncpg.create_pool(
         dsn,
         min_size=min_size,
         max_size=max_size,
         command_timeout=command_timeout,
+        timeout=connect_timeout,
         init=init_connection,
         reset=_skip_session_reset,
     )

@@ -22,6 +22,8 @@ from google.protobuf import any_pb2
 from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
+from nemo_core.db import is_database_unavailable
+
 logger = logging.getLogger(__name__)
 
 _REASON_PATTERN = re.compile(r"^[A-Z][A-Z0-9_]{0,62}[A-Z0-9]$")
@@ -34,6 +36,7 @@ class Reason(StrEnum):
     CALLER_NOT_ALLOWED = "CALLER_NOT_ALLOWED"
     DEADLINE_REQUIRED = "DEADLINE_REQUIRED"
     DEADLINE_EXCEEDED = "DEADLINE_EXCEEDED"
+    DATABASE_UNAVAILABLE = "DATABASE_UNAVAILABLE"
     DEPENDENCY_UNAVAILABLE = "DEPENDENCY_UNAVAILABLE"
     INTERNAL = "INTERNAL"
     NOT_IMPLEMENTED = "NOT_IMPLEMENTED"
@@ -89,11 +92,19 @@ def not_implemented(rpc: str) -> ServiceError:
 def to_service_error(exc: Exception, *, method: str) -> ServiceError:
     """Map an exception that escaped a handler of ``method`` to what the caller may see.
 
-    A failed downstream call keeps its availability meaning (so the caller may retry) but none of
-    the downstream's message; everything unexpected is logged with its traceback.
+    A failed downstream call or an unreachable database keeps its availability meaning (so the
+    caller may retry) but none of the downstream's message; everything unexpected is logged with
+    its traceback.
     """
     if isinstance(exc, ServiceError):
         return exc
+    if is_database_unavailable(exc):
+        logger.warning(
+            "database unavailable in %s", method, extra={"error_type": type(exc).__name__}
+        )
+        return ServiceError(
+            grpc.StatusCode.UNAVAILABLE, Reason.DATABASE_UNAVAILABLE, "the database is unavailable"
+        )
     if isinstance(exc, grpc.aio.AioRpcError):
         downstream = error_details(exc)
         if downstream.code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 import grpc
 import grpc.aio
+from google.protobuf.message import DecodeError
 
 from nemo_core.callers import CallerIdentifier, not_allowed, set_current_caller, unauthenticated
 from nemo_core.deadlines import deadline_required, set_time_remaining
@@ -26,6 +27,36 @@ if TYPE_CHECKING:
     _Handler: TypeAlias = grpc.RpcMethodHandler[Any, Any]
     _UnaryBehavior: TypeAlias = Callable[[Any, _Context], Awaitable[Any]]
     _StreamBehavior: TypeAlias = Callable[[Any, _Context], AsyncIterator[Any]]
+
+
+class _MalformedRequest:
+    """Stands in for a request body that does not parse (invalid UTF-8 in a string, nesting too
+    deep, garbage), so the wrapper answers INVALID_ARGUMENT after authentication instead of
+    grpc's bare UNKNOWN naming a Python exception."""
+
+
+_MALFORMED = _MalformedRequest()
+
+
+def _tolerant(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], Any] | None:
+    if deserializer is None:
+        return None
+
+    def parse(data: bytes) -> Any:
+        try:
+            return deserializer(data)
+        except DecodeError:
+            return _MALFORMED
+
+    return parse
+
+
+def malformed_request() -> ServiceError:
+    return ServiceError(
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "MALFORMED_REQUEST",
+        "the request is not a valid protobuf message of this method's type",
+    )
 
 
 @dataclass(frozen=True)
@@ -77,9 +108,11 @@ class ServerInterceptor(grpc.aio.ServerInterceptor):
             "request_deserializer": handler.request_deserializer,
             "response_serializer": handler.response_serializer,
         }
+        # Only single requests: a request stream's items reach the handler, not the wrapper.
+        single = kwargs | {"request_deserializer": _tolerant(handler.request_deserializer)}
         if handler.unary_unary is not None:
             return grpc.unary_unary_rpc_method_handler(
-                self._unary(cast(Any, handler.unary_unary), method, policy), **kwargs
+                self._unary(cast(Any, handler.unary_unary), method, policy), **single
             )
         if handler.stream_unary is not None:
             return grpc.stream_unary_rpc_method_handler(
@@ -87,7 +120,7 @@ class ServerInterceptor(grpc.aio.ServerInterceptor):
             )
         if handler.unary_stream is not None:
             return grpc.unary_stream_rpc_method_handler(
-                self._stream(cast(Any, handler.unary_stream), method, policy), **kwargs
+                self._stream(cast(Any, handler.unary_stream), method, policy), **single
             )
         if handler.stream_stream is not None:
             return grpc.stream_stream_rpc_method_handler(
@@ -99,6 +132,8 @@ class ServerInterceptor(grpc.aio.ServerInterceptor):
         async def wrapper(request: Any, context: _Context) -> Any:
             try:
                 self._admit(context, method, policy)
+                if request is _MALFORMED:
+                    raise malformed_request()
                 return await behavior(request, context)
             except grpc.aio.AbortError:
                 raise
@@ -114,6 +149,8 @@ class ServerInterceptor(grpc.aio.ServerInterceptor):
         async def wrapper(request: Any, context: _Context) -> AsyncIterator[Any]:
             try:
                 self._admit(context, method, policy)
+                if request is _MALFORMED:
+                    raise malformed_request()
                 async for response in behavior(request, context):
                     yield response
             except grpc.aio.AbortError:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import UTC, date, datetime
+from functools import lru_cache
 from typing import Any, Final, TypeAlias
 
 from google.protobuf.timestamp_pb2 import Timestamp
@@ -61,12 +62,22 @@ def timestamp(moment: datetime) -> Timestamp:
 def _parse_timestamp(value: Any) -> Timestamp | None:
     if not isinstance(value, str):
         return None
+    instant = _parse_instant(value)
+    return None if instant is None else Timestamp(seconds=instant[0], nanos=instant[1])
+
+
+@lru_cache(maxsize=4096)
+def _parse_instant(value: str) -> tuple[int, int] | None:
+    """(seconds, nanos) of an ISO date or date-time; cached because every build of a learner
+    reads the same few instants (evidence times, due dates)."""
     try:
         if len(value) == 10:  # a date: midnight UTC
-            return timestamp(datetime.combine(date.fromisoformat(value), datetime.min.time(), UTC))
-        return timestamp(datetime.fromisoformat(value))
+            stamp = timestamp(datetime.combine(date.fromisoformat(value), datetime.min.time(), UTC))
+        else:
+            stamp = timestamp(datetime.fromisoformat(value))
     except ValueError:
         return None
+    return stamp.seconds, stamp.nanos
 
 
 def _provenance(model_row: JsonObject) -> pb.ModelProvenance:

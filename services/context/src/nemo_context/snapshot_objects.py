@@ -23,6 +23,8 @@ import aioboto3
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
+from nemo_context.coalescing import Coalescer, Outcomes
+
 SNAPSHOT_PREFIX = "ai-context/"
 
 #: Every snapshot key, and nothing else.
@@ -83,17 +85,36 @@ class LocalDirectoryObjects:
 
     def __init__(self, root: Path) -> None:
         self._root = root
+        # Concurrent writes share one hop to a worker thread (see ``coalescing``).
+        self._writes: Coalescer[tuple[Path, bytes]] = Coalescer(self._write_batch)
 
     def _path(self, key: str) -> Path:
         return self._root / check_key(key)
 
     async def put(self, key: str, body: bytes) -> None:
-        await asyncio.to_thread(self._write, self._path(key), body)
+        await self._writes.submit((self._path(key), body))
+
+    async def _write_batch(self, files: list[tuple[Path, bytes]]) -> Outcomes:
+        return await asyncio.to_thread(self._write_files, files)
+
+    def _write_files(self, files: list[tuple[Path, bytes]]) -> Outcomes:
+        outcomes: list[BaseException | None] = []
+        made: set[Path] = set()
+        for path, body in files:
+            try:
+                if path.parent not in made:
+                    # The root is private, so the day and pseudonym directories need not be.
+                    self._root.mkdir(mode=0o700, parents=True, exist_ok=True)
+                    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+                    made.add(path.parent)
+                self._write(path, body)
+            except Exception as error:
+                outcomes.append(error)
+            else:
+                outcomes.append(None)
+        return outcomes
 
     def _write(self, path: Path, body: bytes) -> None:
-        # The root is private, so the day and pseudonym directories below it need not be.
-        self._root.mkdir(mode=0o700, parents=True, exist_ok=True)
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         # Written beside the target and renamed, so a reader never sees a partial file.
         fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
         try:
@@ -137,7 +158,7 @@ class LocalDirectoryObjects:
         return count
 
     async def aclose(self) -> None:
-        return None
+        await self._writes.aclose()
 
 
 class S3Objects:

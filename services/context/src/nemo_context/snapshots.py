@@ -25,11 +25,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Protocol
 
-from google.protobuf import json_format
 from google.protobuf.message import Message
 from opentelemetry import metrics
 
+from nemo_context.proto_json import message_to_json_object
 from nemo_context.settings import ContextSettings
+from nemo_context.snapshot_digests import DigestRecorder, DigestRow
 from nemo_context.snapshot_objects import (
     SNAPSHOT_PREFIX,
     LocalDirectoryObjects,
@@ -69,7 +70,7 @@ def canonical_json(message: Message) -> bytes:
     Proto3 JSON with proto field names, fields at their default value omitted, keys sorted, no
     whitespace, non-ASCII text kept as UTF-8 (Vietnamese stays readable).
     """
-    document = json_format.MessageToDict(message, preserving_proto_field_name=True)
+    document = message_to_json_object(message)
     return json.dumps(
         document, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
     ).encode("utf-8")
@@ -132,6 +133,7 @@ class DigestedSnapshotStore:
     ) -> None:
         self.objects = objects
         self._pool = pool
+        self._digests = DigestRecorder(pool)
         self._write_timeout = write_timeout_seconds
         self._clock = clock
 
@@ -144,17 +146,9 @@ class DigestedSnapshotStore:
         async with asyncio.timeout(self._write_timeout):
             # Object first: a digest row always points at an object that was fully written.
             await self.objects.put(stored.input_ref, body)
-            async with self._pool.acquire() as conn:
-                await conn.execute(
-                    "INSERT INTO learning.context_snapshots"
-                    " (input_ref, learner_ref, sha256, size_bytes, created_at)"
-                    " VALUES ($1, $2, $3, $4, $5)",
-                    stored.input_ref,
-                    learner_ref,
-                    stored.sha256,
-                    len(body),
-                    created_at,
-                )
+            await self._digests.record(
+                DigestRow(stored.input_ref, learner_ref, stored.sha256, len(body), created_at)
+            )
         return stored
 
     async def get(self, input_ref: str) -> VerifiedSnapshot:
@@ -175,6 +169,7 @@ class DigestedSnapshotStore:
         return VerifiedSnapshot(input_ref=input_ref, sha256=actual, canonical_json=body)
 
     async def aclose(self) -> None:
+        await self._digests.aclose()
         await self.objects.aclose()
 
 

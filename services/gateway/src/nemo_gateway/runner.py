@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from google.protobuf import timestamp_pb2
@@ -31,6 +31,7 @@ from nemo_gateway.telemetry import genai_span, record_result
 logger = logging.getLogger(__name__)
 
 BASELINE_PROVIDER = "baseline"
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 _PATHS = {
     Path.MODEL: run_pb2.RUN_PATH_MODEL,
@@ -55,9 +56,13 @@ class Clock:
     from_server: bool
 
     def timestamp(self) -> timestamp_pb2.Timestamp:
-        stamp = timestamp_pb2.Timestamp()
-        stamp.FromDatetime(self.evaluated_at)
-        return stamp
+        # What Timestamp.FromDatetime computes, with timedelta arithmetic in C instead of its
+        # time-tuple conversion in Python.
+        since_epoch = self.evaluated_at - _EPOCH
+        return timestamp_pb2.Timestamp(
+            seconds=since_epoch.days * 86_400 + since_epoch.seconds,
+            nanos=since_epoch.microseconds * 1000,
+        )
 
 
 @dataclass(frozen=True)

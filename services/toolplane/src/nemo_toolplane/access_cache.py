@@ -6,6 +6,11 @@ every change to agents, tokens, grants or policies (from this process, another r
 operator's command) fires a PostgreSQL notification on :data:`CHANNEL` that empties the cache.
 While the listening connection is down, nothing is cached and every call reads the database, so
 a revocation is never missed. Unknown tokens are never cached.
+
+Two bounds hold even if a notification is lost: a token's expiry is checked on every call, and
+no entry is older than :data:`MAX_AGE_SECONDS`. The listening connection is also probed every
+:data:`HEARTBEAT_SECONDS`, because a connection dropped silently by the network (no reset
+reaches us) would otherwise look alive while no notification arrives.
 """
 
 from __future__ import annotations
@@ -13,6 +18,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
+from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
@@ -26,6 +33,8 @@ logger = logging.getLogger(__name__)
 #: Notified by the triggers of migration 0009 on every change to access data.
 CHANNEL = "nemo_toolplane_access"
 MAX_ENTRIES = 10_000
+MAX_AGE_SECONDS = 30.0
+HEARTBEAT_SECONDS = 10.0
 _RETRY_SECONDS = (0.5, 1.0, 2.0, 5.0)
 
 
@@ -35,7 +44,7 @@ class AccessCache:
     def __init__(self, store: AccessStore, dsn: str) -> None:
         self._store = store
         self._dsn = dsn
-        self._entries: dict[str, Access] = {}
+        self._entries: dict[str, tuple[Access, float]] = {}
         self._listening = False
         self.generation = 0
         """Increases with every change seen (and every reconnection of the listener)."""
@@ -55,15 +64,18 @@ class AccessCache:
         key = hash_token(token)
         cached = self._entries.get(key)
         if cached is not None:
-            return cached
+            access, cached_at = cached
+            if time.monotonic() - cached_at < MAX_AGE_SECONDS and not _expired(access):
+                return access
+            del self._entries[key]
         generation = self.generation
-        access = await self._store.load(token)
+        loaded = await self._store.load(token)
         # A change seen while the query ran may not be in its result: do not keep it then.
-        if access is not None and self._listening and generation == self.generation:
+        if loaded is not None and self._listening and generation == self.generation:
             if len(self._entries) >= MAX_ENTRIES:
                 self._entries.clear()
-            self._entries[key] = access
-        return access
+            self._entries[key] = (loaded, time.monotonic())
+        return loaded
 
     def _notified(self, *_: Any) -> None:
         self.invalidate()
@@ -97,7 +109,11 @@ class AccessCache:
             # Changes made while nobody listened are unknown: start from nothing.
             self.invalidate()
             self._listening = True
-            waits = [asyncio.ensure_future(stopping.wait()), asyncio.ensure_future(lost.wait())]
+            waits = [
+                asyncio.ensure_future(stopping.wait()),
+                asyncio.ensure_future(lost.wait()),
+                asyncio.ensure_future(_heartbeat(conn)),
+            ]
             try:
                 await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
             finally:
@@ -108,3 +124,18 @@ class AccessCache:
             self.invalidate()
             if not conn.is_closed():
                 await conn.close()
+
+
+def _expired(access: Access) -> bool:
+    return access.expires_at is not None and access.expires_at <= datetime.now(UTC)
+
+
+async def _heartbeat(conn: asyncpg.Connection[asyncpg.Record]) -> None:
+    """Return when the listening connection stops answering (the listener then reconnects)."""
+    while True:
+        await asyncio.sleep(HEARTBEAT_SECONDS)
+        try:
+            await conn.fetchval("SELECT 1", timeout=HEARTBEAT_SECONDS)
+        except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError):
+            logger.warning("access change listener stopped answering")
+            return

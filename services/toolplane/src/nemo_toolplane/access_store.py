@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from nemo_core.db import Pool
 from nemo_toolplane.policy import Effect, Grant, Policy, Verdict
@@ -23,7 +24,7 @@ MAX_TOKEN_LENGTH = 256
 # row found, the agent's grants and every enabled policy, each in a stable order.
 _LOAD = """
 WITH identity AS (
-    SELECT t.agent_id, t.id AS token_id, t.user_id
+    SELECT t.agent_id, t.id AS token_id, t.user_id, t.expires_at
     FROM toolplane.agent_tokens t
     JOIN toolplane.agents a ON a.id = t.agent_id
     WHERE t.token_hash = $1
@@ -31,12 +32,12 @@ WITH identity AS (
       AND (t.expires_at IS NULL OR t.expires_at > now())
       AND a.status = 'active'
     UNION ALL
-    SELECT a.id, NULL, NULL
+    SELECT a.id, NULL, NULL, NULL::timestamptz
     FROM toolplane.agents a
     WHERE a.token_hash = $1 AND a.status = 'active'
     LIMIT 1
 )
-SELECT i.agent_id, i.token_id, i.user_id,
+SELECT i.agent_id, i.token_id, i.user_id, i.expires_at,
   (SELECT coalesce(json_agg(g ORDER BY g.id), '[]'::json) FROM (
      SELECT id, tool_pattern, resource_scope, environment_scope, permission
      FROM toolplane.grants WHERE agent_id = i.agent_id) g) AS grants,
@@ -72,6 +73,8 @@ class Access:
 
     identity: AgentIdentity
     rules: AgentRules
+    #: When the token stops being valid; None when it does not expire.
+    expires_at: datetime | None = None
 
 
 class AccessStore:
@@ -112,4 +115,4 @@ class AccessStore:
         identity = AgentIdentity(
             agent_id=row["agent_id"], token_id=row["token_id"], bound_user_id=row["user_id"]
         )
-        return Access(identity, AgentRules(grants, policies))
+        return Access(identity, AgentRules(grants, policies), row["expires_at"])

@@ -40,6 +40,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from nemo_toolplane.access_cache import AccessCache
 from nemo_toolplane.access_store import AgentRules
+from nemo_toolplane.jsonrpc_shape import shape_problem
 from nemo_toolplane.principal import InvalidIdentifier, Principal, build_principal
 from nemo_toolplane.ratelimit import KeyedRateLimiter
 from nemo_toolplane.registry import AnyTool, Registry
@@ -255,6 +256,10 @@ class McpEndpoint:
                 400, types.INVALID_REQUEST, "Send exactly one JSON-RPC message per POST"
             )
             await batch(scope, receive, send_with_request_id)
+            return
+        if (problem := shape_problem(body)) is not None:
+            invalid = _jsonrpc_error(400, types.INVALID_REQUEST, f"Invalid Request: {problem}")
+            await invalid(scope, receive, send_with_request_id)
             return
         await self.manager.handle_request(scope, _replay(body, receive), send_with_request_id)
 

@@ -10,6 +10,8 @@ who is probing for permissions, not only who succeeded.
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 import json
 import logging
 import re
@@ -65,6 +67,19 @@ class _Trace:
     timestamp: datetime = field(default_factory=lambda: datetime.now(UTC))
     resource: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    #: The policy's decision once made; a call stopped before it is recorded as denied.
+    decision: Decision = Decision.DENY
+
+
+_AUDITABLE_NAME = re.compile(r"[A-Za-z0-9_.:*-]{1,128}")
+
+
+def audit_name(name: str) -> str:
+    """The requested name of an unknown tool as the audit row keeps it: a plausible tool name
+    as is, anything else (overlong, odd characters, possibly data) only as a digest."""
+    if _AUDITABLE_NAME.fullmatch(name):
+        return name
+    return "invalid:" + hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 def tool_facts(tool: AnyTool) -> ToolFacts:
@@ -132,12 +147,16 @@ class ToolRouter:
     ) -> CallOutcome:
         """Run one call through every gate; always returns, and always audits."""
         tool = self._registry.resolve(name)
-        record = _Trace(principal, tool.tool_id if tool else name, transport)
+        record = _Trace(principal, tool.tool_id if tool else audit_name(name), transport)
         if tool is None:
             missing = ToolError(ErrorCode.RESOURCE_NOT_FOUND, f"no tool {name!r}")
             return self._finish(record, Decision.DENY, CallStatus.NOT_FOUND, error=missing)
         try:
             return await self._route(record, rules, tool, arguments or {})
+        except asyncio.CancelledError:
+            # Cancelled mid-call (client gone, or shutdown past its grace): still one audit row.
+            self._finish(record, record.decision, CallStatus.ERROR, error=internal_error())
+            raise
         except Exception:
             logger.exception("tool call failed unexpectedly", extra={"tool_id": tool.tool_id})
             return self._finish(record, Decision.DENY, CallStatus.ERROR, error=internal_error())
@@ -165,6 +184,7 @@ class ToolRouter:
         record.resource = f"learner:{learner_id}" if learner_id else None
 
         verdict = self._decide(principal, rules, tool, record.resource or "")
+        record.decision = verdict.decision
         record.metadata["rule"] = verdict.rule
         if verdict.policy is not None:
             record.metadata["policy"] = verdict.policy.versioned_name

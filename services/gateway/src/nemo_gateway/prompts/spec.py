@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict
 from nemo.context.v1 import conversation_pb2, learner_context_pb2
 from nemo.gateway.v1 import outputs_pb2, prompt_pb2
 from nemo.type.v1 import locale_pb2
-from nemo_gateway.providers.base import Message
+from nemo_gateway.providers.base import Message, OutputSchema
 
 
 class Lang(StrEnum):
@@ -124,6 +124,11 @@ class PromptSpec(Generic[V, M, Out]):
     def output_schema(self) -> dict[str, Any]:
         """JSON Schema of the model's output."""
         return self.model_output.model_json_schema()
+
+    @cached_property
+    def request_schema(self) -> OutputSchema:
+        """The output schema as model requests carry it."""
+        return OutputSchema(self.prompt_id.replace(".", "_"), self.output_schema)
 
     @cached_property
     def output_schema_json(self) -> str:

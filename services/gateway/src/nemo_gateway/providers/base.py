@@ -7,6 +7,7 @@ import json
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Literal, Protocol
 
 Role = Literal["system", "user", "assistant"]
@@ -20,6 +21,25 @@ class Message:
     content: str
 
 
+class RawJson(str):
+    """JSON text encoded beforehand; :func:`encode_body` writes it into a body as it is."""
+
+    __slots__ = ()
+
+
+@dataclass(frozen=True)
+class OutputSchema:
+    """The JSON Schema an answer must follow, named for the provider. A prompt builds it once,
+    so the schema's JSON text is encoded once, not on every request."""
+
+    name: str
+    schema: dict[str, Any]
+
+    @cached_property
+    def encoded(self) -> RawJson:
+        return RawJson(encode_json(self.schema))
+
+
 @dataclass(frozen=True, slots=True)
 class ModelRequest:
     """A model call, before it is put into a provider's wire format."""
@@ -28,9 +48,8 @@ class ModelRequest:
     messages: tuple[Message, ...]
     max_output_tokens: int
     temperature: float
-    output_schema: dict[str, Any] | None
-    """JSON Schema the answer must follow; None for free text (chat)."""
-    schema_name: str = "output"
+    output_schema: OutputSchema | None
+    """What the answer must follow; None for free text (chat)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,7 +174,24 @@ class ModelProvider(Protocol):
         ...
 
 
+# One encoder for every request: json.dumps with options builds a new encoder on each call.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
+def encode_json(value: Any) -> str:
+    """``value`` as compact JSON text, non-ASCII characters as they are."""
+    return _ENCODER.encode(value)
+
+
 def encode_body(body: dict[str, Any]) -> tuple[bytes, str]:
-    """The exact request bytes and their lower-case hex SHA-256."""
-    raw = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+    """The exact request bytes and their lower-case hex SHA-256.
+
+    Top-level :class:`RawJson` values go in as they are; every other value is encoded here.
+    The bytes are the same as encoding the whole decoded body in one go.
+    """
+    members = (
+        f"{encode_json(key)}:{value if isinstance(value, RawJson) else encode_json(value)}"
+        for key, value in body.items()
+    )
+    raw = ("{" + ",".join(members) + "}").encode()
     return raw, hashlib.sha256(raw).hexdigest()

@@ -1,10 +1,10 @@
 """Model calls over HTTP: timeouts, retries with backoff and jitter, deadlines, streams.
 
 The wire formats (OpenAI-compatible chat completions, Anthropic messages) only build bodies and
-read answers; everything about sending them lives here. httpx's own retries stay off: a request
-is retried only here, on 429, 5xx and connection errors, and never past the caller's deadline.
-Timeouts are not retried: a provider that did not answer in time would not answer in the time
-that is left either.
+read answers; everything about sending them lives here. The HTTP clients' own retries stay off:
+a request is retried only here, on 429, 5xx and connection errors, and never past the caller's
+deadline. Timeouts are not retried: a provider that did not answer in time would not answer in
+the time that is left either.
 """
 
 from __future__ import annotations
@@ -14,11 +14,12 @@ import json
 import logging
 import random
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
+import aiohttp
 import httpx
 from httpx_aiohttp import AiohttpTransport
 from httpx_sse import EventSource, SSEError
@@ -38,6 +39,11 @@ from nemo_gateway.providers.base import (
 )
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+KEEPALIVE_SECONDS = 5.0
+"""How long an idle provider connection is kept for the next request."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,8 +116,26 @@ class WireFormat(Protocol):
         ...
 
 
-def _retry_after(response: httpx.Response) -> float | None:
-    value = response.headers.get("retry-after")
+@dataclass(frozen=True, slots=True)
+class _Refused:
+    """An HTTP error status instead of an answer."""
+
+    status: int
+    retry_after: float | None
+
+
+# Transport failures: as the httpx transport reports them (streams) and as aiohttp raises them
+# (whole answers); the httpx transport maps exactly these aiohttp errors to its own.
+_CONNECTION_ERRORS = (
+    httpx.TransportError,
+    aiohttp.ClientConnectionError,
+    aiohttp.ClientPayloadError,
+    aiohttp.InvalidURL,
+)
+
+
+def _retry_after(headers: Mapping[str, str]) -> float | None:
+    value = headers.get("retry-after")
     if value is None:
         return None
     try:
@@ -160,7 +184,13 @@ class HttpModelStream:
 
 
 class HttpProvider:
-    """A :class:`~nemo_gateway.providers.base.ModelProvider` over HTTP in one wire format."""
+    """A :class:`~nemo_gateway.providers.base.ModelProvider` over HTTP in one wire format.
+
+    Both kinds of request share one aiohttp session (aiohttp's C-accelerated HTTP/1.1 and its
+    connection pool). Whole answers go through aiohttp directly: httpx's request and response
+    types cost more CPU than the rest of a gateway call. Streams go through the httpx transport
+    over the same session, since the SSE reader works on httpx responses.
+    """
 
     def __init__(
         self,
@@ -173,38 +203,53 @@ class HttpProvider:
     ) -> None:
         self._wire = wire
         self._url = httpx.URL(base_url.rstrip("/") + wire.path)
+        self._url_text = str(self._url)
         self._api_key = api_key
         self._policy = policy
+        self._max_connections = max_connections
         self._timeouts = httpx.Timeout(
             policy.request_timeout, connect=policy.connect_timeout
         ).as_dict()
-        # Requests go straight to an httpx transport: aiohttp's C-accelerated HTTP/1.1 under
-        # httpx's request and response types. The httpx client's extras (cookies, redirects,
-        # auth flows, URL merging) have no use here and cost more CPU than the rest of a call.
-        self._transport = AiohttpTransport(
-            limits=httpx.Limits(
-                max_connections=max_connections, max_keepalive_connections=max_connections
-            ),
-            # Proxies come from the deployment's network, never from stray variables.
-            trust_env=False,
+        # The same limits the httpx transport gives a session it builds itself.
+        self._client_timeout = aiohttp.ClientTimeout(
+            sock_connect=policy.connect_timeout,
+            sock_read=policy.request_timeout,
+            connect=policy.request_timeout,
         )
+        self._client: aiohttp.ClientSession | None = None
+        self._transport = AiohttpTransport(client=self._session)
 
     @property
     def name(self) -> str:
         return self._wire.name
 
     def __repr__(self) -> str:
-        return f"HttpProvider({self._wire.name!r}, {str(self._url)!r})"
+        return f"HttpProvider({self._wire.name!r}, {self._url_text!r})"
+
+    def _session(self) -> aiohttp.ClientSession:
+        # Created on first use: a session belongs to the event loop that runs the requests.
+        if self._client is None:
+            self._client = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(
+                    limit=self._max_connections,
+                    keepalive_timeout=KEEPALIVE_SECONDS,
+                    ssl=httpx.create_ssl_context(trust_env=False),
+                ),
+                # Proxies come from the deployment's network, never from stray variables.
+                trust_env=False,
+            )
+        return self._client
 
     async def aclose(self) -> None:
-        await self._transport.aclose()
+        if self._client is not None:
+            await self._client.close()
 
     async def complete(self, request: ModelRequest, deadline: float | None) -> Completion:
         raw, sha256 = encode_body(self._wire.body(request, stream=False))
         failure = _Failure(sha256)
-        response = await self._send(raw, deadline, failure, read_body=True)
+        content = await self._with_retries(lambda: self._post_whole(raw), deadline, failure)
         try:
-            answer = self._wire.parse(json.loads(response.content))
+            answer = self._wire.parse(json.loads(content))
         except ValueError as exc:
             raise failure(ProviderRejected, f"unexpected answer shape: {exc}") from None
         return Completion(
@@ -223,7 +268,7 @@ class HttpProvider:
     ) -> AsyncIterator[HttpModelStream]:
         raw, sha256 = encode_body(self._wire.body(request, stream=True))
         failure = _Failure(sha256)
-        response = await self._send(raw, deadline, failure, read_body=False)
+        response = await self._with_retries(lambda: self._open_response(raw), deadline, failure)
         try:
             yield HttpModelStream(
                 response, self._wire.stream_decoder(), deadline, sha256, failure.requests
@@ -231,15 +276,47 @@ class HttpProvider:
         finally:
             await response.aclose()
 
+    async def _post_whole(self, raw: bytes) -> bytes | _Refused:
+        """One request whose answer is read whole."""
+        async with self._session().post(
+            self._url_text,
+            data=raw,
+            # Built per request so the key stays wrapped in its SecretStr between requests.
+            headers=self._wire.headers(self._api_key),
+            timeout=self._client_timeout,
+            allow_redirects=False,
+        ) as response:
+            if response.status >= 400:
+                return _Refused(response.status, _retry_after(response.headers))
+            return await response.read()
+
+    async def _open_response(self, raw: bytes) -> httpx.Response | _Refused:
+        """One request whose answer is left open to be streamed."""
+        response = await self._transport.handle_async_request(
+            httpx.Request(
+                "POST",
+                self._url,
+                headers=self._wire.headers(self._api_key),
+                content=raw,
+                extensions={"timeout": self._timeouts},
+            )
+        )
+        if response.status_code >= 400:
+            await response.aclose()
+            return _Refused(response.status_code, _retry_after(response.headers))
+        return response
+
     def _timeout(self, deadline: float | None) -> float:
         if deadline is None:
             return self._policy.request_timeout
         return min(self._policy.request_timeout, deadline - time.monotonic())
 
-    async def _send(
-        self, raw: bytes, deadline: float | None, failure: _Failure, *, read_body: bool
-    ) -> httpx.Response:
-        headers = self._wire.headers(self._api_key)
+    async def _with_retries(
+        self,
+        attempt: Callable[[], Awaitable[T | _Refused]],
+        deadline: float | None,
+        failure: _Failure,
+    ) -> T:
         retry = 0
         while True:
             timeout = self._timeout(deadline)
@@ -249,31 +326,23 @@ class HttpProvider:
             retry_after: float | None = None
             try:
                 async with asyncio.timeout(timeout):
-                    response = await self._transport.handle_async_request(
-                        httpx.Request(
-                            "POST",
-                            self._url,
-                            headers=headers,
-                            content=raw,
-                            extensions={"timeout": self._timeouts},
-                        )
-                    )
-                    if response.status_code < 400 and read_body:
-                        await response.aread()
+                    result = await attempt()
+            except aiohttp.ConnectionTimeoutError as exc:
+                # No connection in time: like any connection failure, a new one can succeed.
+                problem = f"connection error ({type(exc).__name__})"
             except (TimeoutError, httpx.ReadTimeout, httpx.WriteTimeout, httpx.PoolTimeout):
                 raise failure(ProviderTimeout, "the provider did not answer in time") from None
-            except httpx.TransportError as exc:
+            except _CONNECTION_ERRORS as exc:
                 # Connection failures, including a keep-alive connection the provider closed
                 # (reported as a connect error): a new request on a new connection can succeed.
                 problem = f"connection error ({type(exc).__name__})"
             else:
-                status = response.status_code
-                if status < 400:
-                    return response
-                await response.aclose()
+                if not isinstance(result, _Refused):
+                    return result
+                status = result.status
                 if status != 429 and status < 500:
                     raise failure(ProviderRejected, f"the provider answered HTTP {status}")
-                problem, retry_after = f"HTTP {status}", _retry_after(response)
+                problem, retry_after = f"HTTP {status}", result.retry_after
             if retry >= self._policy.max_retries:
                 raise failure(ProviderUnavailable, f"{problem}; no retries left")
             delay = self._policy.delay(retry, retry_after)

@@ -9,16 +9,19 @@ from pydantic import SecretStr
 
 from nemo_gateway.providers.base import (
     ModelRequest,
+    RawJson,
     StreamEnd,
     StreamEvent,
     TextDelta,
     Usage,
+    encode_json,
 )
 from nemo_gateway.providers.http import ParsedAnswer
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 TRUNCATED_FINISH_REASON = "length"
 _DONE = "[DONE]"
+_JSON_OBJECT = RawJson('{"type":"json_object"}')
 
 
 def _tokens(usage: Any, key: str) -> int | None:
@@ -48,14 +51,19 @@ class OpenAIChatFormat:
             "temperature": request.temperature,
             "max_tokens": request.max_output_tokens,
         }
-        if request.output_schema is not None:
-            if self._json_schema_mode:
-                body["response_format"] = {
-                    "type": "json_schema",
-                    "json_schema": {"name": request.schema_name, "schema": request.output_schema},
-                }
-            else:
-                body["response_format"] = {"type": "json_object"}
+        schema = request.output_schema
+        if schema is not None:
+            # {"type": "json_schema", "json_schema": {"name": ..., "schema": ...}}, with the
+            # schema's JSON encoded once per prompt.
+            body["response_format"] = (
+                RawJson(
+                    '{"type":"json_schema","json_schema":{"name":'
+                    f"{encode_json(schema.name)},"
+                    f'"schema":{schema.encoded}}}}}'
+                )
+                if self._json_schema_mode
+                else _JSON_OBJECT
+            )
         if stream:
             body["stream"] = True
             body["stream_options"] = {"include_usage": True}

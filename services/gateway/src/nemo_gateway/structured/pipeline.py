@@ -137,8 +137,7 @@ async def run_model(
             messages=tuple(messages),
             max_output_tokens=spec.max_output_tokens,
             temperature=spec.temperature,
-            output_schema=spec.output_schema,
-            schema_name=spec.prompt_id.replace(".", "_"),
+            output_schema=spec.request_schema,
         )
         try:
             completion = await provider.complete(request, deadline)
