@@ -35,6 +35,7 @@ from nemo_context.snapshots import (
     persist_snapshot,
 )
 from nemo_core.db import Pool, create_pool
+from nemo_core.deadlines import set_time_remaining
 from nemo_core.errors import ServiceError
 from nemo_testing.ports import free_port
 from nemo_testing.s3 import S3Endpoint
@@ -341,3 +342,37 @@ async def test_unreadable_storage_is_unavailable_not_internal(
         grpc.StatusCode.UNAVAILABLE,
         SNAPSHOT_STORE_UNAVAILABLE,
     )
+
+
+async def test_a_hanging_write_gives_up_at_the_callers_deadline(
+    context_pool: Pool, s3_session: aioboto3.Session
+) -> None:
+    connections: list[asyncio.StreamWriter] = []
+
+    async def hold(_reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        connections.append(writer)
+
+    server = await asyncio.start_server(hold, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    objects = S3Objects(
+        "snapshots", endpoint_url=f"http://127.0.0.1:{port}", session=s3_session, timeout_seconds=30
+    )
+    # The store would wait 30 s; the RPC being served has 0.5 s left.
+    store = DigestedSnapshotStore(objects, context_pool, write_timeout_seconds=30)
+    learner_ref = new_learner_ref()
+
+    async def within_an_rpc() -> StoredSnapshot | None:
+        set_time_remaining(0.5)
+        return await persist_snapshot(store, learner_ref, sample_bundle(learner_ref))
+
+    try:
+        # A bound on correctness, not speed: the caller's deadline must be respected.
+        async with asyncio.timeout(5):
+            result = await asyncio.create_task(within_an_rpc())
+    finally:
+        await objects.aclose()
+        for writer in connections:
+            writer.close()
+        server.close()
+        await server.wait_closed()
+    assert result is None

@@ -69,6 +69,20 @@ def test_the_provider_repr_shows_no_key() -> None:
     assert LLM_KEY not in repr(vars(provider))
 
 
+def test_the_provider_repr_hides_credentials_in_the_base_url() -> None:
+    settings = GatewaySettings(
+        provider="openai",
+        llm_base_url="https://agent:url-secret@models.example/v1?api-key=query-secret",
+        llm_api_key=SecretStr(LLM_KEY),
+    )
+    provider = build_provider(settings)
+    assert provider is not None
+    shown = repr(provider)
+    assert "https://models.example/v1" in shown
+    assert "url-secret" not in shown
+    assert "query-secret" not in shown
+
+
 def test_the_baseline_provider_makes_no_provider_at_all() -> None:
     assert build_provider(GatewaySettings()) is None
 

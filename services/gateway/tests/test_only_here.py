@@ -16,6 +16,7 @@ PROVIDER_MODULE = "services/gateway/src/nemo_gateway/providers/"
 
 MODEL_ENDPOINTS = re.compile(
     r"/chat/completions|/v1/messages|/v1/completions|/v1/embeddings|/embeddings\b"
+    r"|/api/chat\b|/api/generate\b"
     r"|api\.openai\.com|api\.anthropic\.com|integrate\.api\.nvidia\.com"
     r"|generativelanguage\.googleapis\.com"
 )
@@ -29,20 +30,31 @@ MODEL_KEYS = re.compile(
     r"|ANTHROPIC_API_KEY|NVIDIA_API_KEY"
 )
 
+# Where a model endpoint is configured: reading it means building requests to a model.
+MODEL_BASE_URLS = re.compile(r"llm_base_url|embedding_base_url|LLM_BASE_URL|EMBEDDING_BASE_URL")
+
 # path prefix -> (what it may contain, why)
 ALLOWED: dict[str, tuple[frozenset[str], str]] = {
     PROVIDER_MODULE: (
-        frozenset({"endpoint", "sdk", "key"}),
+        frozenset({"endpoint", "sdk", "key", "base_url"}),
         "the provider module: the one place that calls models with their keys",
     ),
     "services/gateway/src/nemo_gateway/settings.py": (
-        frozenset({"key", "endpoint"}),
+        frozenset({"key", "endpoint", "base_url"}),
         "declares the key settings and documents the base URLs; only the provider module "
         "reads them",
     ),
     "services/gateway/tests/": (
-        frozenset({"key"}),
+        frozenset({"key", "base_url"}),
         "configures the gateway under test with a test key for the scripted provider",
+    ),
+    "libs/nemo-testing/src/nemo_testing/stack.py": (
+        frozenset({"base_url"}),
+        "points the gateway process under test at the scripted provider",
+    ),
+    "benchmarks/gateway.py": (
+        frozenset({"base_url"}),
+        "points the gateway under benchmark at the instant provider",
     ),
     "tests/deploy/": (
         frozenset({"key"}),
@@ -79,6 +91,8 @@ def _findings(text: str) -> set[str]:
         found.add("sdk")
     if MODEL_KEYS.search(text):
         found.add("key")
+    if MODEL_BASE_URLS.search(text):
+        found.add("base_url")
     return found
 
 
@@ -112,5 +126,7 @@ def test_the_search_would_notice_model_calls() -> None:
         found |= _findings(file.read_text(encoding="utf-8"))
     assert {"endpoint", "key"} <= found
     assert _findings("from openai import AsyncOpenAI") == {"sdk"}
+    assert _findings('httpx.post(f"{base}/api/chat")') == {"endpoint"}
+    assert _findings("url = settings.llm_base_url") == {"base_url"}
     for prefix in ALLOWED:
         assert (ROOT / prefix).exists(), f"stale allow-list entry {prefix}"

@@ -40,6 +40,8 @@ from nemo_context.snapshot_objects import (
     check_key,
 )
 from nemo_core.db import Pool
+from nemo_core.deadlines import downstream_timeout
+from nemo_core.errors import ServiceError
 
 __all__ = [
     "SnapshotDigestMismatchError",
@@ -196,6 +198,18 @@ def create_snapshot_store(settings: ContextSettings, pool: Pool) -> DigestedSnap
     )
 
 
+# Kept back from the caller's deadline for returning the bundle after a snapshot attempt.
+_REPLY_RESERVE_SECONDS = 0.1
+
+
+def _time_left_for_snapshot() -> float | None:
+    """Seconds the snapshot may take within the current RPC's deadline; None without one."""
+    try:
+        return downstream_timeout(margin=_REPLY_RESERVE_SECONDS)
+    except ServiceError:
+        return 0.0
+
+
 async def persist_snapshot(
     store: SnapshotStore, learner_ref: str, bundle: Message
 ) -> StoredSnapshot | None:
@@ -205,7 +219,9 @@ async def persist_snapshot(
     still empty; the caller sets those two from the result.
     """
     try:
-        return await store.put(learner_ref, canonical_json(bundle))
+        # Never past the caller's deadline: a late snapshot must not cost the caller its bundle.
+        async with asyncio.timeout(_time_left_for_snapshot()):
+            return await store.put(learner_ref, canonical_json(bundle))
     except Exception as error:
         # The error's text may carry the key, which names the pseudonym: only its type is logged.
         reason = "timeout" if isinstance(error, TimeoutError) else "error"

@@ -224,7 +224,9 @@ class HttpProvider:
         return self._wire.name
 
     def __repr__(self) -> str:
-        return f"HttpProvider({self._wire.name!r}, {self._url_text!r})"
+        # Scheme, host and path only: a base URL may carry credentials or a key parameter.
+        shown = self._url.copy_with(username=None, password=None, query=None)
+        return f"HttpProvider({self._wire.name!r}, {str(shown)!r})"
 
     def _session(self) -> aiohttp.ClientSession:
         # Created on first use: a session belongs to the event loop that runs the requests.
