@@ -240,12 +240,10 @@ async def test_unreachable_s3_endpoint_gives_none_counted_and_logged_without_lea
     assert "Hằng đẳng thức" not in logged
 
 
-async def test_a_hanging_endpoint_is_abandoned_at_the_write_timeout(
-    context_pool: Pool,
-    s3_session: aioboto3.Session,
-    counter_total: Callable[[str, Mapping[str, str]], int],
-) -> None:
-    # Accepts connections and never answers, like a black-holed load balancer.
+@pytest.fixture
+async def black_holed_objects(s3_session: aioboto3.Session) -> AsyncIterator[S3Objects]:
+    """An S3 client whose endpoint accepts connections and never answers, like a black-holed
+    load balancer."""
     connections: list[asyncio.StreamWriter] = []
 
     async def hold(_reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -256,17 +254,25 @@ async def test_a_hanging_endpoint_is_abandoned_at_the_write_timeout(
     objects = S3Objects(
         "snapshots", endpoint_url=f"http://127.0.0.1:{port}", session=s3_session, timeout_seconds=30
     )
-    store = DigestedSnapshotStore(objects, context_pool, write_timeout_seconds=0.3)
-    learner_ref = new_learner_ref()
-    before = counter_total("nemo.context.snapshot.failures", {"reason": "timeout"})
     try:
-        result = await persist_snapshot(store, learner_ref, sample_bundle(learner_ref))
+        yield objects
     finally:
         await objects.aclose()
         for writer in connections:
             writer.close()
         server.close()
         await server.wait_closed()
+
+
+async def test_a_hanging_endpoint_is_abandoned_at_the_write_timeout(
+    context_pool: Pool,
+    black_holed_objects: S3Objects,
+    counter_total: Callable[[str, Mapping[str, str]], int],
+) -> None:
+    store = DigestedSnapshotStore(black_holed_objects, context_pool, write_timeout_seconds=0.3)
+    learner_ref = new_learner_ref()
+    before = counter_total("nemo.context.snapshot.failures", {"reason": "timeout"})
+    result = await persist_snapshot(store, learner_ref, sample_bundle(learner_ref))
     assert result is None
     assert counter_total("nemo.context.snapshot.failures", {"reason": "timeout"}) == before + 1
 
@@ -345,34 +351,17 @@ async def test_unreadable_storage_is_unavailable_not_internal(
 
 
 async def test_a_hanging_write_gives_up_at_the_callers_deadline(
-    context_pool: Pool, s3_session: aioboto3.Session
+    context_pool: Pool, black_holed_objects: S3Objects
 ) -> None:
-    connections: list[asyncio.StreamWriter] = []
-
-    async def hold(_reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        connections.append(writer)
-
-    server = await asyncio.start_server(hold, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    objects = S3Objects(
-        "snapshots", endpoint_url=f"http://127.0.0.1:{port}", session=s3_session, timeout_seconds=30
-    )
     # The store would wait 30 s; the RPC being served has 0.5 s left.
-    store = DigestedSnapshotStore(objects, context_pool, write_timeout_seconds=30)
+    store = DigestedSnapshotStore(black_holed_objects, context_pool, write_timeout_seconds=30)
     learner_ref = new_learner_ref()
 
     async def within_an_rpc() -> StoredSnapshot | None:
         set_time_remaining(0.5)
         return await persist_snapshot(store, learner_ref, sample_bundle(learner_ref))
 
-    try:
-        # A bound on correctness, not speed: the caller's deadline must be respected.
-        async with asyncio.timeout(5):
-            result = await asyncio.create_task(within_an_rpc())
-    finally:
-        await objects.aclose()
-        for writer in connections:
-            writer.close()
-        server.close()
-        await server.wait_closed()
+    # A bound on correctness, not speed: the caller's deadline must be respected.
+    async with asyncio.timeout(5):
+        result = await asyncio.create_task(within_an_rpc())
     assert result is None
