@@ -10,28 +10,32 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import ctypes
 import json
 import os
 import secrets
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
-
-import grpc
-import grpc.aio
-import httpx
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from nemo_core.db import connect, dsn_with
 from nemo_core.settings import DEFAULT_CALLER_TOKEN_METADATA_KEY
 from nemo_ops.embedded_pg import EmbeddedPostgres, start_embedded_postgres
 from nemo_ops.migrate import migrate, role_passwords_from_env
 from nemo_ops.seed import seed
+from nemo_ops.service_processes import CALLER_IDENTITIES as CALLER_IDENTITIES
+from nemo_ops.service_processes import (
+    SERVICES,
+    Ports,
+    grpc_serving,
+    http_ok,
+    load_or_create_pseudonym_key,
+    service_environments,
+    spawn_service,
+    write_private,
+)
+from nemo_ops.service_processes import log_tail as read_log_tail
 from nemo_toolplane.tokens import issue_token, revoke_tokens_labelled
 from nemo_toolplane.tool_sync import sync_tools
 from nemo_toolplane.tools import build_registry
@@ -43,15 +47,6 @@ DEV_TOKEN_LABEL = "dev-stack"
 STARTUP_TIMEOUT_SECONDS = 60.0
 STOP_TIMEOUT_SECONDS = 8.0
 
-#: Every caller identity of the services' ACLs, and the services each may call.
-CALLER_IDENTITIES: Mapping[str, tuple[str, ...]] = {
-    "gateway": ("context",),
-    "toolplane": ("context",),
-    "audit": ("context",),
-    "internal": ("gateway", "toolplane"),
-    "operator": ("toolplane",),
-}
-
 #: Demo agents and the user a token is bound to (None: unbound).
 DEMO_AGENTS: Mapping[str, str | None] = {
     "learning-agent": "U-P1",
@@ -60,24 +55,8 @@ DEMO_AGENTS: Mapping[str, str | None] = {
 }
 
 
-@dataclass(frozen=True)
-class Ports:
-    """Where the services listen."""
-
-    context: int
-    gateway: int
-    toolplane: int
-    mcp: int
-
-
 def _progress(message: str) -> None:
     print(f"nemo dev: {message}", file=sys.stderr, flush=True)
-
-
-def _write_private(path: Path, text: str) -> None:
-    path.touch(mode=0o600, exist_ok=True)
-    path.chmod(0o600)
-    path.write_text(text, encoding="utf-8")
 
 
 def load_or_create_caller_tokens(path: Path) -> dict[str, str]:
@@ -87,66 +66,8 @@ def load_or_create_caller_tokens(path: Path) -> dict[str, str]:
     for identity in missing:
         tokens[identity] = secrets.token_urlsafe(32)
     if missing:
-        _write_private(path, json.dumps(tokens, indent=2, sort_keys=True) + "\n")
+        write_private(path, json.dumps(tokens, indent=2, sort_keys=True) + "\n")
     return tokens
-
-
-def load_or_create_pseudonym_key(path: Path) -> Path:
-    """The dev stack's pseudonym key: kept across runs so learner refs stay stable."""
-    if not path.exists():
-        _write_private(path, secrets.token_hex(32) + "\n")
-    return path
-
-
-def _callers_of(service: str, tokens: Mapping[str, str]) -> str:
-    """The caller tokens JSON a service accepts: those of the identities that may call it."""
-    return json.dumps(
-        {
-            identity: tokens[identity]
-            for identity, targets in CALLER_IDENTITIES.items()
-            if service in targets
-        }
-    )
-
-
-def service_environments(
-    owner_dsn: str,
-    ports: Ports,
-    tokens: Mapping[str, str],
-    state_dir: Path,
-    environ: Mapping[str, str],
-) -> dict[str, dict[str, str]]:
-    """The environment of each service process."""
-    passwords = role_passwords_from_env(environ)
-    context_dsn = dsn_with(owner_dsn, user="nemo_context", password=passwords.get("nemo_context"))
-    toolplane_dsn = dsn_with(
-        owner_dsn, user="nemo_toolplane", password=passwords.get("nemo_toolplane")
-    )
-    context_address = f"127.0.0.1:{ports.context}"
-    return {
-        "context": {
-            "NEMO_CONTEXT_LISTEN_ADDRESS": context_address,
-            "NEMO_CONTEXT_DATABASE_URL": context_dsn,
-            "NEMO_CONTEXT_CALLER_TOKENS": _callers_of("context", tokens),
-            "NEMO_CONTEXT_PSEUDONYM_KEY_FILE": str(state_dir / "pseudonym.key"),
-            "NEMO_CONTEXT_SNAPSHOT_DIR": str(state_dir / "snapshots"),
-        },
-        "gateway": {
-            "NEMO_GATEWAY_LISTEN_ADDRESS": f"127.0.0.1:{ports.gateway}",
-            "NEMO_GATEWAY_CONTEXT_ADDRESS": context_address,
-            "NEMO_GATEWAY_CALLER_TOKENS": _callers_of("gateway", tokens),
-            "NEMO_GATEWAY_CLIENT_TOKEN": tokens["gateway"],
-        },
-        "toolplane": {
-            "NEMO_TOOLPLANE_LISTEN_ADDRESS": f"127.0.0.1:{ports.toolplane}",
-            "NEMO_TOOLPLANE_MCP_HOST": "127.0.0.1",
-            "NEMO_TOOLPLANE_MCP_PORT": str(ports.mcp),
-            "NEMO_TOOLPLANE_DATABASE_URL": toolplane_dsn,
-            "NEMO_TOOLPLANE_CONTEXT_ADDRESS": context_address,
-            "NEMO_TOOLPLANE_CALLER_TOKENS": _callers_of("toolplane", tokens),
-            "NEMO_TOOLPLANE_CLIENT_TOKEN": tokens["toolplane"],
-        },
-    }
 
 
 async def _prepare_database(owner_dsn: str) -> None:
@@ -188,87 +109,50 @@ async def _issue_demo_tokens(owner_dsn: str) -> dict[str, str]:
     return {agent: token.token for agent, token in issued.items()}
 
 
-def _die_with_parent() -> None:
-    """Run in the child before exec: on Linux, the kernel sends it SIGTERM if `nemo dev` dies
-    without stopping it (SIGKILL, a crash), so no service outlives its stack."""
-    if sys.platform.startswith("linux"):
-        pr_set_pdeathsig = 1
-        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
-
-
 class ServiceProcesses:
     """The three service processes, their logs and their shutdown."""
 
     def __init__(self, log_dir: Path) -> None:
         self._log_dir = log_dir
-        self.processes: dict[str, subprocess.Popen[bytes]] = {}
+        self.processes: dict[str, asyncio.subprocess.Process] = {}
 
-    def start(self, name: str, module: str, env: Mapping[str, str]) -> None:
-        log_path = self._log_dir / f"{name}.log"
-        with log_path.open("ab") as log:
-            self.processes[name] = subprocess.Popen(
-                [sys.executable, "-m", module],
-                env={**os.environ, **env},
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                # Own process group: Ctrl-C in the terminal reaches only `nemo dev`, which then
-                # stops the services in order.
-                start_new_session=True,
-                preexec_fn=_die_with_parent,
-            )
+    async def start(self, name: str, env: Mapping[str, str]) -> None:
+        self.processes[name] = await spawn_service(
+            name, {**os.environ, **env}, self._log_dir / f"{name}.log"
+        )
 
     def exited(self) -> dict[str, int]:
         """Services whose process has ended, with their exit codes."""
         return {
             name: code
             for name, process in self.processes.items()
-            if (code := process.poll()) is not None
+            if (code := process.returncode) is not None
         }
 
     def log_tail(self, name: str, lines: int = 20) -> str:
-        path = self._log_dir / f"{name}.log"
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+        return read_log_tail(self._log_dir / f"{name}.log", lines)
 
-    def stop(self, timeout: float = STOP_TIMEOUT_SECONDS) -> None:
+    async def stop(self, seconds: float = STOP_TIMEOUT_SECONDS) -> None:
         """SIGTERM every service, wait for the graceful stop, SIGKILL what is left."""
         for process in self.processes.values():
-            if process.poll() is None:
+            if process.returncode is None:
                 process.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + seconds
         for name, process in self.processes.items():
             try:
-                process.wait(timeout=max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                _progress(f"{name} did not stop in {timeout:.0f} s; killing it")
+                await asyncio.wait_for(process.wait(), max(0.0, deadline - time.monotonic()))
+            except TimeoutError:
+                _progress(f"{name} did not stop in {seconds:.0f} s; killing it")
                 process.kill()
-                process.wait()
-
-
-async def _grpc_serving(address: str) -> bool:
-    async with grpc.aio.insecure_channel(address) as channel:
-        stub = health_pb2_grpc.HealthStub(channel)
-        try:
-            reply = await stub.Check(health_pb2.HealthCheckRequest(), timeout=1.0)
-        except grpc.aio.AioRpcError:
-            return False
-        return bool(reply.status == health_pb2.HealthCheckResponse.SERVING)
-
-
-async def _http_ok(url: str) -> bool:
-    async with httpx.AsyncClient(timeout=1.0) as client:
-        try:
-            return (await client.get(url)).status_code == 200
-        except httpx.HTTPError:
-            return False
+                await process.wait()
 
 
 async def _wait_until_ready(services: ServiceProcesses, ports: Ports, stop: asyncio.Event) -> bool:
     checks: dict[str, Callable[[], Awaitable[bool]]] = {
-        "context": lambda: _grpc_serving(f"127.0.0.1:{ports.context}"),
-        "gateway": lambda: _grpc_serving(f"127.0.0.1:{ports.gateway}"),
-        "toolplane": lambda: _grpc_serving(f"127.0.0.1:{ports.toolplane}"),
-        "mcp edge": lambda: _http_ok(f"http://127.0.0.1:{ports.mcp}/health"),
+        "context": lambda: grpc_serving(f"127.0.0.1:{ports.context}"),
+        "gateway": lambda: grpc_serving(f"127.0.0.1:{ports.gateway}"),
+        "toolplane": lambda: grpc_serving(f"127.0.0.1:{ports.toolplane}"),
+        "mcp edge": lambda: http_ok(ports.mcp_health_url),
     }
     pending = dict(checks)
     deadline = time.monotonic() + STARTUP_TIMEOUT_SECONDS
@@ -301,7 +185,7 @@ def dev_env(
         "NEMO_CONTEXT_ADDR": f"127.0.0.1:{ports.context}",
         "NEMO_GATEWAY_ADDR": f"127.0.0.1:{ports.gateway}",
         "NEMO_TOOLPLANE_ADDR": f"127.0.0.1:{ports.toolplane}",
-        "NEMO_MCP_URL": f"http://127.0.0.1:{ports.mcp}/mcp",
+        "NEMO_MCP_URL": ports.mcp_url,
         "NEMO_CALLER_TOKEN_METADATA_KEY": DEFAULT_CALLER_TOKEN_METADATA_KEY,
     }
     for agent, token in agent_tokens.items():
@@ -338,14 +222,16 @@ async def up(state_dir: Path, ports: Ports, caller_tokens: Mapping[str, str]) ->
         await _prepare_database(owner_dsn)
         agent_tokens = await _issue_demo_tokens(owner_dsn)
         services = ServiceProcesses(state_dir / "logs")
-        environments = service_environments(owner_dsn, ports, caller_tokens, state_dir, os.environ)
+        environments = service_environments(
+            owner_dsn, ports, caller_tokens, state_dir, role_passwords_from_env(os.environ)
+        )
         try:
-            for name in ("context", "gateway", "toolplane"):
-                services.start(name, f"nemo_{name}", environments[name])
+            for name in SERVICES:
+                await services.start(name, environments[name])
             if not await _wait_until_ready(services, ports, stop):
                 return 0 if stop.is_set() else 1
             env = dev_env(owner_dsn, ports, caller_tokens, agent_tokens)
-            _write_private(
+            write_private(
                 state_dir / "dev.env", "".join(f"{key}={value}\n" for key, value in env.items())
             )
             _print_summary(env, state_dir)
@@ -359,7 +245,7 @@ async def up(state_dir: Path, ports: Ports, caller_tokens: Mapping[str, str]) ->
             return 0
         finally:
             _progress("stopping services")
-            services.stop()
+            await services.stop()
 
 
 def _print_summary(env: Mapping[str, str], state_dir: Path) -> None:

@@ -19,26 +19,32 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import json
 import os
 import secrets
 import signal
-import sys
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import aioboto3
-import grpc
-import grpc.aio
-import httpx
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from nemo_core.db import connect, dsn_with
+from nemo_core.db import connect
 from nemo_core.settings import DEFAULT_CALLER_TOKEN_METADATA_KEY
+from nemo_ops.migrate import ROLE_PASSWORD_ENV
+from nemo_ops.service_processes import CALLER_IDENTITIES as CALLER_IDENTITIES
+from nemo_ops.service_processes import (
+    SERVICES,
+    Ports,
+    log_tail,
+    service_environments,
+    spawn_service,
+    write_pseudonym_key,
+)
+from nemo_ops.service_processes import grpc_serving as grpc_serving
+from nemo_ops.service_processes import http_ok as http_ok
 from nemo_testing.ports import free_port
 from nemo_testing.s3 import S3Endpoint
 from nemo_toolplane.tokens import issue_token
@@ -47,15 +53,6 @@ from nemo_toolplane.tools import build_registry
 
 STARTUP_TIMEOUT_SECONDS = 60.0
 STOP_TIMEOUT_SECONDS = 10.0
-
-#: Every caller identity of the services' ACLs, and the services each may call.
-CALLER_IDENTITIES: Mapping[str, tuple[str, ...]] = {
-    "gateway": ("context",),
-    "toolplane": ("context",),
-    "audit": ("context",),
-    "internal": ("gateway", "toolplane"),
-    "operator": ("toolplane",),
-}
 
 #: Demo agent tokens issued for every stack: name -> (agent id, user the token is bound to).
 DEMO_AGENT_TOKENS: Mapping[str, tuple[str, str | None]] = {
@@ -72,33 +69,6 @@ StackFactory = Callable[..., Awaitable["Stack"]]
 
 #: The repository's docs/ (the corpus of the tool plane's docs tools).
 _DOCS_DIR = Path(__file__).resolve().parents[4] / "docs"
-
-
-def _die_with_parent() -> None:
-    """Run in the child before exec: the kernel sends it SIGTERM when the test process dies."""
-    if sys.platform.startswith("linux"):
-        pr_set_pdeathsig = 1
-        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
-
-
-async def grpc_serving(address: str) -> bool:
-    """Whether the gRPC health service at ``address`` reports SERVING."""
-    async with grpc.aio.insecure_channel(address) as channel:
-        stub = health_pb2_grpc.HealthStub(channel)
-        try:
-            reply = await stub.Check(health_pb2.HealthCheckRequest(), timeout=1.0)
-        except grpc.aio.AioRpcError:
-            return False
-        return bool(reply.status == health_pb2.HealthCheckResponse.SERVING)
-
-
-async def http_ok(url: str) -> bool:
-    """Whether ``url`` answers 200."""
-    async with httpx.AsyncClient(timeout=1.0) as client:
-        try:
-            return (await client.get(url)).status_code == 200
-        except httpx.HTTPError:
-            return False
 
 
 @dataclass
@@ -127,21 +97,7 @@ class ServiceProcess:
         """Start the process (again) and, with ``wait``, return once it serves."""
         if self.running:
             raise RuntimeError(f"{self.name} is already running")
-        log = _open_log(self.log_path)
-        try:
-            self.process = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-m",
-                f"nemo_{self.name}",
-                env=self.env,
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=log,
-                stderr=asyncio.subprocess.STDOUT,
-                start_new_session=True,
-                preexec_fn=_die_with_parent,
-            )
-        finally:
-            log.close()
+        self.process = await spawn_service(self.name, self.env, self.log_path)
         if wait:
             await self.wait_serving()
 
@@ -195,9 +151,7 @@ class ServiceProcess:
             await self.kill()
 
     def log_tail(self, lines: int = 40) -> str:
-        if not self.log_path.exists():
-            return ""
-        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        return log_tail(self.log_path, lines)
 
     def log_lines(self) -> list[str]:
         """The process's log (JSON lines, with any non-JSON output of the interpreter)."""
@@ -255,28 +209,6 @@ class Stack:
         """Stop every service that still runs (gateway and tool plane before context)."""
         for service in (self.gateway, self.toolplane, self.context):
             await service.shutdown()
-
-
-def _open_log(path: Path) -> BinaryIO:
-    return path.open("ab")
-
-
-def _prepare_state_dir(state_dir: Path) -> Path:
-    """Create the state directory and a fresh pseudonym key file in it; returns the key file."""
-    (state_dir / "logs").mkdir(parents=True, exist_ok=True)
-    key_file = state_dir / "pseudonym.key"
-    key_file.write_text(secrets.token_hex(32) + "\n", encoding="utf-8")
-    return key_file
-
-
-def _callers_of(service: str, tokens: Mapping[str, str]) -> str:
-    return json.dumps(
-        {
-            identity: tokens[identity]
-            for identity, targets in CALLER_IDENTITIES.items()
-            if service in targets
-        }
-    )
 
 
 async def _create_bucket(s3: S3Endpoint, bucket: str) -> None:
@@ -343,27 +275,21 @@ async def start_stack(
     passwords come from ``NEMO_DB_CONTEXT_PASSWORD`` / ``NEMO_DB_TOOLPLANE_PASSWORD`` as in the
     suite's database fixtures.
     """
-    key_file = _prepare_state_dir(state_dir)
+    (state_dir / "logs").mkdir(parents=True, exist_ok=True)
+    write_pseudonym_key(state_dir / "pseudonym.key")
     label = f"stack-{secrets.token_hex(4)}"
     agent_tokens = await _prepare_database(owner_dsn, label)
     caller_tokens = {identity: secrets.token_urlsafe(24) for identity in CALLER_IDENTITIES}
-    base = _base_environment(otlp_endpoint)
-    context_address = f"127.0.0.1:{free_port()}"
-    mcp_port = free_port()
-    context_env = {
-        "NEMO_CONTEXT_LISTEN_ADDRESS": context_address,
-        "NEMO_CONTEXT_DATABASE_URL": dsn_with(
-            owner_dsn,
-            user="nemo_context",
-            password=os.environ.get("NEMO_DB_CONTEXT_PASSWORD") or None,
-        ),
-        "NEMO_CONTEXT_CALLER_TOKENS": _callers_of("context", caller_tokens),
-        "NEMO_CONTEXT_PSEUDONYM_KEY_FILE": str(key_file),
-        "NEMO_CONTEXT_SNAPSHOT_DIR": str(state_dir / "snapshots"),
+    ports = Ports(free_port(), free_port(), free_port(), free_port())
+    role_passwords = {
+        role: password
+        for role, variable in ROLE_PASSWORD_ENV.items()
+        if (password := os.environ.get(variable))
     }
+    envs = service_environments(owner_dsn, ports, caller_tokens, state_dir, role_passwords)
     if s3 is not None:
         await _create_bucket(s3, s3_bucket)
-        context_env |= {
+        envs["context"] |= {
             "NEMO_CONTEXT_SNAPSHOT_BACKEND": "s3",
             "NEMO_CONTEXT_SNAPSHOT_S3_BUCKET": s3_bucket,
             "NEMO_CONTEXT_SNAPSHOT_S3_ENDPOINT_URL": s3.url,
@@ -371,55 +297,32 @@ async def start_stack(
             "AWS_ACCESS_KEY_ID": s3.access_key_id,
             "AWS_SECRET_ACCESS_KEY": s3.secret_access_key,
         }
-    gateway_env = {
-        "NEMO_GATEWAY_LISTEN_ADDRESS": f"127.0.0.1:{free_port()}",
-        "NEMO_GATEWAY_CONTEXT_ADDRESS": context_address,
-        "NEMO_GATEWAY_CALLER_TOKENS": _callers_of("gateway", caller_tokens),
-        "NEMO_GATEWAY_CLIENT_TOKEN": caller_tokens["gateway"],
-    }
     if provider_base_url is not None:
-        gateway_env |= {
+        envs["gateway"] |= {
             "NEMO_GATEWAY_PROVIDER": provider,
             "NEMO_GATEWAY_LLM_BASE_URL": provider_base_url,
         }
-    toolplane_env = {
-        "NEMO_TOOLPLANE_LISTEN_ADDRESS": f"127.0.0.1:{free_port()}",
-        "NEMO_TOOLPLANE_MCP_HOST": "127.0.0.1",
-        "NEMO_TOOLPLANE_MCP_PORT": str(mcp_port),
-        "NEMO_TOOLPLANE_DATABASE_URL": dsn_with(
-            owner_dsn,
-            user="nemo_toolplane",
-            password=os.environ.get("NEMO_DB_TOOLPLANE_PASSWORD") or None,
-        ),
-        "NEMO_TOOLPLANE_CONTEXT_ADDRESS": context_address,
-        "NEMO_TOOLPLANE_CALLER_TOKENS": _callers_of("toolplane", caller_tokens),
-        "NEMO_TOOLPLANE_CLIENT_TOKEN": caller_tokens["toolplane"],
-        "NEMO_TOOLPLANE_DOCS_DIR": str(_DOCS_DIR),
-    }
+    envs["toolplane"]["NEMO_TOOLPLANE_DOCS_DIR"] = str(_DOCS_DIR)
+    base = _base_environment(otlp_endpoint)
     extra = extra_env or {}
-    envs = {
-        "context": base | context_env | dict(extra.get("context", {})),
-        "gateway": base | gateway_env | dict(extra.get("gateway", {})),
-        "toolplane": base | toolplane_env | dict(extra.get("toolplane", {})),
-    }
     logs = state_dir / "logs"
-    services = {
-        name: ServiceProcess(
+    services = {}
+    for name in SERVICES:
+        env = base | envs[name] | dict(extra.get(name, {}))
+        services[name] = ServiceProcess(
             name=name,
             address=env[f"NEMO_{name.upper()}_LISTEN_ADDRESS"],
             env=env,
             log_path=logs / f"{name}.log",
-            health_url=f"http://127.0.0.1:{mcp_port}/health" if name == "toolplane" else None,
+            health_url=ports.mcp_health_url if name == "toolplane" else None,
         )
-        for name, env in envs.items()
-    }
     stack = Stack(
         owner_dsn=owner_dsn,
         state_dir=state_dir,
         context=services["context"],
         gateway=services["gateway"],
         toolplane=services["toolplane"],
-        mcp_url=f"http://127.0.0.1:{mcp_port}/mcp",
+        mcp_url=ports.mcp_url,
         caller_tokens=caller_tokens,
         agent_tokens=agent_tokens,
         token_label=label,

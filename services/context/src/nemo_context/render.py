@@ -5,11 +5,14 @@ the pseudonym, titles, numbers and the engines' own wording — never an id of a
 (the bundle has none), and never a knowledge node id (titles are for people). The identifier gate
 checks the rendered text together with the bundle. Missing values are left out or said to be
 unknown; they are never printed as 0.
+
+What differs between languages is data: one :class:`Wording` table per locale, whose templates
+name the values they take (``{grade}``); the code that picks and orders the values is shared.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
@@ -22,102 +25,50 @@ from nemo.type.v1 import locale_pb2
 
 @dataclass(frozen=True)
 class Wording:
-    """Every phrase the renderer uses, in one language."""
+    """Every phrase and template the renderer uses, in one language.
 
-    learner: Callable[[str, int, int | None], str]
+    Templates name the values they take (``{grade}``); ``age``, ``package`` and ``milestone`` are
+    the optional parts of ``learner``, ``studying`` and ``readiness``, left out with their value.
+    """
+
+    learner: str
+    age: str
     weakest: str
     unknown_mastery: str
     states: Mapping[int, str]
-    recent_answers: Callable[[int, int, int], str]
+    recent_answers: str
     goal: str
     due: str
     review: str
-    context: Callable[[str, str, str], str]
+    studying: str
+    package: str
     focus: str
-    days_per_week: Callable[[int], str]
+    days_per_week: str
     progress: str
-    node_counts: Callable[[int, int, int, int], str]
-    activity: Callable[[int | None, int | None, int | None, int | None, int | None], str]
+    node_counts: str
+    sessions: str
+    minutes: str
+    items_correct: str
+    streak: str
     improved: str
     declined: str
     competencies: str
-    level: Callable[[int | None, int | None], str]
+    level: str
     confidence: str
     coverage: str
-    readiness: Callable[[str], str]
+    readiness: str
+    milestone: str
     blocking: str
     plan: str
     next_experience: str
     because: str
     unknown: str
-    date: Callable[[Timestamp], str]
-    percent: Callable[[float], str]
-    list_separator: str
-
-
-def _vi_learner(ref: str, grade: int, age: int | None) -> str:
-    age_part = f", {age} tuổi" if age is not None else ""
-    return f"Học sinh {ref}, lớp {grade}{age_part}."
-
-
-def _en_learner(ref: str, grade: int, age: int | None) -> str:
-    age_part = f", {age} years old" if age is not None else ""
-    return f"Learner {ref}, grade {grade}{age_part}."
-
-
-def _vi_activity(
-    sessions: int | None,
-    minutes: int | None,
-    attempted: int | None,
-    correct: int | None,
-    streak: int | None,
-) -> str:
-    parts = []
-    if sessions is not None:
-        parts.append(f"{sessions} buổi học")
-    if minutes is not None:
-        parts.append(f"{minutes} phút")
-    if attempted is not None and correct is not None:
-        parts.append(f"đúng {correct}/{attempted} câu")
-    if streak is not None:
-        parts.append(f"chuỗi {streak} ngày liên tiếp")
-    return ", ".join(parts)
-
-
-def _en_activity(
-    sessions: int | None,
-    minutes: int | None,
-    attempted: int | None,
-    correct: int | None,
-    streak: int | None,
-) -> str:
-    parts = []
-    if sessions is not None:
-        parts.append(f"{sessions} sessions")
-    if minutes is not None:
-        parts.append(f"{minutes} minutes")
-    if attempted is not None and correct is not None:
-        parts.append(f"{correct}/{attempted} items correct")
-    if streak is not None:
-        parts.append(f"a {streak}-day streak")
-    return ", ".join(parts)
-
-
-def _level(word: str) -> Callable[[int | None, int | None], str]:
-    def level(value: int | None, maximum: int | None) -> str:
-        if value is None:
-            return ""
-        return f"{word} {value}/{maximum}" if maximum is not None else f"{word} {value}"
-
-    return level
-
-
-def _percent(value: float) -> str:
-    return f"{round(value * 100)}%"
+    date_format: str
 
 
 VIETNAMESE: Final = Wording(
-    learner=_vi_learner,
+    learner="Học sinh {ref}, lớp {grade}{age}.",
+    age=", {age} tuổi",
     weakest="Đang yếu nhất",
     unknown_mastery="chưa có số liệu",
     states={
@@ -126,39 +77,39 @@ VIETNAMESE: Final = Wording(
         pb.KNOWLEDGE_STATE_SHAKY: "chưa vững",
         pb.KNOWLEDGE_STATE_SOLID: "vững",
     },
-    recent_answers=lambda n, right, wrong: f"{n} lần trả lời gần nhất: đúng {right}, sai {wrong}.",
+    recent_answers="{count} lần trả lời gần nhất: đúng {correct}, sai {incorrect}.",
     goal="Mục tiêu",
     due="hạn",
     review="Cần ôn lại",
-    context=lambda subject, strand, package: (
-        f"Đang học: môn {subject}, mạch {strand}" + (f", gói “{package}”" if package else "")
-    ),
+    studying="Đang học: môn {subject}, mạch {strand}{package}",
+    package=", gói “{package}”",
     focus="trọng tâm",
-    days_per_week=lambda days: f"{days} ngày học mỗi tuần",
+    days_per_week="{days} ngày học mỗi tuần",
     progress="Tiến độ",
-    node_counts=lambda solid, shaky, gap, unknown: (
-        f"{solid} nút vững, {shaky} chưa vững, {gap} lỗ hổng, {unknown} chưa đủ dữ liệu"
-    ),
-    activity=_vi_activity,
+    node_counts="{solid} nút vững, {shaky} chưa vững, {gap} lỗ hổng, {unknown} chưa đủ dữ liệu",
+    sessions="{sessions} buổi học",
+    minutes="{minutes} phút",
+    items_correct="đúng {correct}/{attempted} câu",
+    streak="chuỗi {days} ngày liên tiếp",
     improved="tiến bộ",
     declined="đi xuống",
     competencies="Năng lực",
-    level=_level("mức"),
+    level="mức",
     confidence="độ tin cậy",
     coverage="độ phủ",
-    readiness=lambda milestone: "Mức sẵn sàng" + (f" cho “{milestone}”" if milestone else ""),
+    readiness="Mức sẵn sàng{milestone}",
+    milestone=" cho “{milestone}”",
     blocking="đang cản",
     plan="Kế hoạch",
     next_experience="Hoạt động tiếp theo",
     because="lý do",
     unknown="chưa rõ",
-    date=lambda stamp: stamp.ToDatetime().strftime("%d/%m/%Y"),
-    percent=_percent,
-    list_separator=", ",
+    date_format="%d/%m/%Y",
 )
 
 ENGLISH: Final = Wording(
-    learner=_en_learner,
+    learner="Learner {ref}, grade {grade}{age}.",
+    age=", {age} years old",
     weakest="Weakest first",
     unknown_mastery="no estimate",
     states={
@@ -167,35 +118,36 @@ ENGLISH: Final = Wording(
         pb.KNOWLEDGE_STATE_SHAKY: "shaky",
         pb.KNOWLEDGE_STATE_SOLID: "solid",
     },
-    recent_answers=lambda n, right, wrong: f"Last {n} answers: {right} correct, {wrong} incorrect.",
+    recent_answers="Last {count} answers: {correct} correct, {incorrect} incorrect.",
     goal="Goal",
     due="due",
     review="Due for review",
-    context=lambda subject, strand, package: (
-        f"Studying: {subject}, strand {strand}" + (f", package “{package}”" if package else "")
-    ),
+    studying="Studying: {subject}, strand {strand}{package}",
+    package=", package “{package}”",
     focus="focus",
-    days_per_week=lambda days: f"{days} study days a week",
+    days_per_week="{days} study days a week",
     progress="Progress",
-    node_counts=lambda solid, shaky, gap, unknown: (
-        f"{solid} nodes solid, {shaky} shaky, {gap} gaps, {unknown} with too little evidence"
+    node_counts=(
+        "{solid} nodes solid, {shaky} shaky, {gap} gaps, {unknown} with too little evidence"
     ),
-    activity=_en_activity,
+    sessions="{sessions} sessions",
+    minutes="{minutes} minutes",
+    items_correct="{correct}/{attempted} items correct",
+    streak="a {days}-day streak",
     improved="improved",
     declined="declined",
     competencies="Competencies",
-    level=_level("level"),
+    level="level",
     confidence="confidence",
     coverage="coverage",
-    readiness=lambda milestone: "Readiness" + (f" for “{milestone}”" if milestone else ""),
+    readiness="Readiness{milestone}",
+    milestone=" for “{milestone}”",
     blocking="held back by",
     plan="Plan",
     next_experience="Next experience",
     because="reason",
     unknown="unknown",
-    date=lambda stamp: stamp.ToDatetime().strftime("%Y-%m-%d"),
-    percent=_percent,
-    list_separator=", ",
+    date_format="%Y-%m-%d",
 )
 
 WORDING: Final[Mapping[int, Wording]] = {
@@ -204,27 +156,32 @@ WORDING: Final[Mapping[int, Wording]] = {
     locale_pb2.LOCALE_EN: ENGLISH,
 }
 
+SEPARATOR: Final = ", "
+
 
 def render_bundle(bundle: pb.ContextBundle) -> str:
     """The bundle as prompt text in ``bundle.locale``; one line per slice the bundle holds."""
     words = WORDING.get(bundle.locale, VIETNAMESE)
     lines: list[str] = []
     if bundle.HasField("profile"):
-        age = bundle.profile.age_years if bundle.profile.HasField("age_years") else None
-        lines.append(words.learner(bundle.learner_ref, bundle.profile.grade, age))
+        profile = bundle.profile
+        age = _fill(words.age, age=_optional(profile, "age_years"))
+        lines.append(words.learner.format(ref=bundle.learner_ref, grade=profile.grade, age=age))
     if bundle.mastery:
-        lines.append(f"{words.weakest}: {_join(words, _mastery(words, bundle.mastery))}.")
+        lines.append(f"{words.weakest}: {_join(_mastery(words, bundle.mastery))}.")
     if bundle.HasField("recent_evidence") and bundle.recent_evidence.items:
         evidence = bundle.recent_evidence
         lines.append(
-            words.recent_answers(
-                len(evidence.items), evidence.correct_count, evidence.incorrect_count
+            words.recent_answers.format(
+                count=len(evidence.items),
+                correct=evidence.correct_count,
+                incorrect=evidence.incorrect_count,
             )
         )
     if bundle.HasField("goal"):
         lines.append(_goal(words, bundle.goal))
     if bundle.retention:
-        lines.append(f"{words.review}: {_join(words, _retention(words, bundle.retention))}.")
+        lines.append(f"{words.review}: {_join(_retention(words, bundle.retention))}.")
     if bundle.HasField("learning_context"):
         lines.append(_learning_context(words, bundle.learning_context))
     if bundle.HasField("learning_progress"):
@@ -240,19 +197,39 @@ def render_bundle(bundle: pb.ContextBundle) -> str:
     return "\n".join(lines)
 
 
-def _join(words: Wording, parts: Iterable[str]) -> str:
-    return words.list_separator.join(part for part in parts if part)
+def _fill(template: str, **values: object) -> str:
+    """``template`` filled in; empty when a value is missing (None or an empty string)."""
+    if any(value is None or value == "" for value in values.values()):
+        return ""
+    return template.format(**values)
 
 
-def _titles(words: Wording, nodes: Iterable[pb.NodeRef]) -> str:
-    return _join(words, (node.node_title for node in nodes))
+def _join(parts: Iterable[str]) -> str:
+    return SEPARATOR.join(part for part in parts if part)
+
+
+def _titles(nodes: Iterable[pb.NodeRef]) -> str:
+    return _join(node.node_title for node in nodes)
+
+
+def _percent(value: float) -> str:
+    return f"{round(value * 100)}%"
+
+
+def _date(words: Wording, stamp: Timestamp) -> str:
+    return stamp.ToDatetime().strftime(words.date_format)
+
+
+def _optional(message: Message, field: str) -> int | None:
+    value: int = getattr(message, field)
+    return value if message.HasField(field) else None
 
 
 def _mastery(words: Wording, entries: Iterable[pb.MasteryEntry]) -> Iterable[str]:
     for entry in entries:
-        value = words.percent(entry.mastery) if entry.HasField("mastery") else None
+        value = _percent(entry.mastery) if entry.HasField("mastery") else None
         state = words.states.get(entry.state, "")
-        detail = _join(words, (value or words.unknown_mastery, state))
+        detail = _join((value or words.unknown_mastery, state))
         yield f"{entry.node_title} ({detail})"
 
 
@@ -261,90 +238,98 @@ def _goal(words: Wording, goal: pb.Goal) -> str:
     if goal.target:
         text += f" — {goal.target}"
     if goal.HasField("due_at"):
-        text += f" ({words.due} {words.date(goal.due_at)})"
+        text += f" ({words.due} {_date(words, goal.due_at)})"
     return text + "."
 
 
 def _retention(words: Wording, entries: Iterable[pb.RetentionEntry]) -> Iterable[str]:
     for entry in entries:
-        due = f" ({words.due} {words.date(entry.due_at)})" if entry.HasField("due_at") else ""
+        due = f" ({words.due} {_date(words, entry.due_at)})" if entry.HasField("due_at") else ""
         yield f"{entry.node_title}{due}"
 
 
 def _learning_context(words: Wording, context: pb.LearningContext) -> str:
-    parts = [words.context(context.subject, context.strand, context.package_title)]
+    package = _fill(words.package, package=context.package_title)
+    parts = [words.studying.format(subject=context.subject, strand=context.strand, package=package)]
     if context.focus_nodes:
-        parts.append(f"{words.focus}: {_titles(words, context.focus_nodes)}")
+        parts.append(f"{words.focus}: {_titles(context.focus_nodes)}")
     if context.HasField("study_days_per_week"):
-        parts.append(words.days_per_week(context.study_days_per_week))
+        parts.append(words.days_per_week.format(days=context.study_days_per_week))
     return "; ".join(parts) + "."
-
-
-def _optional(message: Message, field: str) -> int | None:
-    value: int = getattr(message, field)
-    return value if message.HasField(field) else None
 
 
 def _progress(words: Wording, progress: pb.LearningProgress) -> str:
     head = f"{words.progress} {progress.period}".rstrip()
-    parts = [
-        words.activity(
-            _optional(progress, "sessions"),
-            _optional(progress, "minutes"),
-            _optional(progress, "items_attempted"),
-            _optional(progress, "items_correct"),
-            _optional(progress, "streak_days"),
+    activity = (
+        _fill(words.sessions, sessions=_optional(progress, "sessions")),
+        _fill(words.minutes, minutes=_optional(progress, "minutes")),
+        _fill(
+            words.items_correct,
+            correct=_optional(progress, "items_correct"),
+            attempted=_optional(progress, "items_attempted"),
         ),
-        words.node_counts(
-            progress.solid_count, progress.shaky_count, progress.gap_count, progress.unknown_count
+        _fill(words.streak, days=_optional(progress, "streak_days")),
+    )
+    parts = [
+        _join(activity),
+        words.node_counts.format(
+            solid=progress.solid_count,
+            shaky=progress.shaky_count,
+            gap=progress.gap_count,
+            unknown=progress.unknown_count,
         ),
     ]
     if progress.improved_nodes:
-        parts.append(f"{words.improved}: {_titles(words, progress.improved_nodes)}")
+        parts.append(f"{words.improved}: {_titles(progress.improved_nodes)}")
     if progress.declined_nodes:
-        parts.append(f"{words.declined}: {_titles(words, progress.declined_nodes)}")
+        parts.append(f"{words.declined}: {_titles(progress.declined_nodes)}")
     return f"{head}: " + "; ".join(part for part in parts if part) + "."
+
+
+def _level(words: Wording, competency: pb.Competency) -> str:
+    if not competency.HasField("level"):
+        return ""
+    if not competency.HasField("max_level"):
+        return f"{words.level} {competency.level}"
+    return f"{words.level} {competency.level}/{competency.max_level}"
+
+
+def _share(label: str, message: Message, field: str) -> str:
+    """``label 42%`` when ``field`` is set, else empty."""
+    return f"{label} {_percent(getattr(message, field))}" if message.HasField(field) else ""
 
 
 def _competencies(words: Wording, profile: pb.CompetencyProfile) -> str:
     items = []
     for competency in profile.competencies:
-        level = words.level(_optional(competency, "level"), _optional(competency, "max_level"))
-        confidence = (
-            f"{words.confidence} {words.percent(competency.confidence)}"
-            if competency.HasField("confidence")
-            else ""
+        detail = _join(
+            (_level(words, competency), _share(words.confidence, competency, "confidence"))
         )
-        detail = _join(words, (level, confidence))
         items.append(f"{competency.title} ({detail})" if detail else competency.title)
-    return f"{words.competencies}: {_join(words, items)}."
+    return f"{words.competencies}: {_join(items)}."
 
 
 def _readiness(words: Wording, readiness: pb.Readiness) -> str:
-    value = words.percent(readiness.readiness) if readiness.HasField("readiness") else words.unknown
+    value = _percent(readiness.readiness) if readiness.HasField("readiness") else words.unknown
     details = _join(
-        words,
         (
-            f"{words.confidence} {words.percent(readiness.confidence)}"
-            if readiness.HasField("confidence")
-            else "",
-            f"{words.coverage} {words.percent(readiness.coverage)}"
-            if readiness.HasField("coverage")
-            else "",
-        ),
+            _share(words.confidence, readiness, "confidence"),
+            _share(words.coverage, readiness, "coverage"),
+        )
     )
-    text = f"{words.readiness(readiness.milestone)}: {value}"
+    milestone = _fill(words.milestone, milestone=readiness.milestone)
+    text = f"{words.readiness.format(milestone=milestone)}: {value}"
     if details:
         text += f" ({details})"
     if readiness.blocking_nodes:
-        text += f"; {words.blocking}: {_titles(words, readiness.blocking_nodes)}"
+        text += f"; {words.blocking}: {_titles(readiness.blocking_nodes)}"
     return text + "."
 
 
 def _plan(words: Wording, plan: pb.LearningPlan) -> str:
     steps = "; ".join(
         f"{step.position}. {step.node_title or step.activity}"
-        f" ({_join(words, (step.activity, step.status))})"
+        f" ({_join((step.activity, step.status))})"
         for step in plan.steps
     )
     return f"{words.plan} “{plan.title}”: {steps}." if steps else f"{words.plan} “{plan.title}”."
@@ -352,7 +337,7 @@ def _plan(words: Wording, plan: pb.LearningPlan) -> str:
 
 def _next(words: Wording, experience: pb.NextExperience) -> str:
     what = experience.title or experience.node_title
-    detail = _join(words, (experience.kind, experience.node_title))
+    detail = _join((experience.kind, experience.node_title))
     text = f"{words.next_experience}: {what}"
     if detail:
         text += f" ({detail})"

@@ -46,10 +46,12 @@ from nemo_gateway.runner import (
     Prepared,
     PromptRunner,
     model_deadline,
+    prompt_span,
+    record_tally,
+    run_record,
 )
 from nemo_gateway.settings import GatewaySettings
 from nemo_gateway.structured.pipeline import Reason, Tally
-from nemo_gateway.telemetry import genai_span, record_result
 
 logger = logging.getLogger(__name__)
 
@@ -135,15 +137,7 @@ class ChatStreamer:
             output_schema=None,
         )
         reply = _Reply([], Tally())
-        with genai_span(
-            provider=provider.name,
-            model=model,
-            prompt_id=spec.prompt_id,
-            prompt_version=spec.version,
-            temperature=spec.temperature,
-            max_tokens=spec.max_output_tokens,
-            output_type="text",
-        ) as span:
+        with prompt_span(spec, provider.name, model, "text") as span:
             failure: ProviderFailure | None = None
             try:
                 with self._provider_limit.hold():
@@ -165,12 +159,9 @@ class ChatStreamer:
                 tally.finish_reasons.append(end.finish_reason)
                 tally.response_model = end.response_model
                 tally.add_usage(end.usage)
-            record_result(
-                span, path="FALLBACK" if failure and not reply.parts else "MODEL",
-                reason=failure.code if failure else "", attempts=tally.requests,
-                input_tokens=tally.input_tokens, output_tokens=tally.output_tokens,
-                response_model=tally.response_model, finish_reasons=tally.finish_reasons,
-                input_ref="", cache_hit=False,
+            record_tally(
+                span, tally, path="FALLBACK" if failure and not reply.parts else "MODEL",
+                reason=failure.code if failure else "",
             )  # fmt: skip
         if reply.parts and (failure is not None or (end is not None and end.truncated)):
             await self._record(prompt, reply.text, conv.MESSAGE_STATUS_PARTIAL, None)
@@ -187,7 +178,7 @@ class ChatStreamer:
             return
         output = spec.finish(ChatReplyDraft(text=reply.text), prompt)
         await self._record(prompt, reply.text, conv.MESSAGE_STATUS_COMPLETED, summary)
-        record = _record(spec, clock, run_pb2.RUN_PATH_MODEL, "", tally, provider.name, model)
+        record = run_record(spec, clock, run_pb2.RUN_PATH_MODEL, "", tally, provider.name, model)
         yield _completed(spec, output, record)
 
     async def _model_deltas(
@@ -239,7 +230,7 @@ class ChatStreamer:
         output = spec.baseline(prompt)
         yield gw_pb.StreamPromptResponse(text_delta=output.text)
         await self._record(prompt, output.text, conv.MESSAGE_STATUS_COMPLETED, summary)
-        record = _record(spec, clock, run_pb2.RUN_PATH_FALLBACK, reason, tally, provider, model)
+        record = run_record(spec, clock, run_pb2.RUN_PATH_FALLBACK, reason, tally, provider, model)
         yield _completed(spec, output, record)
 
     async def _summarize(
@@ -292,32 +283,6 @@ class ChatStreamer:
         await self._runner.context.record_turn(
             variables.session_id, variables.turn_id, messages, update
         )
-
-
-def _record(
-    spec: AnySpec,
-    clock: Clock,
-    path: run_pb2.RunPath.ValueType,
-    reason: str,
-    tally: Tally,
-    provider: str,
-    model: str,
-) -> run_pb2.RunRecord:
-    return run_pb2.RunRecord(
-        prompt_id=spec.prompt_id,
-        prompt_version=spec.version,
-        path=path,
-        reason=reason,
-        attempts=tally.requests,
-        provider=provider,
-        model=model,
-        usage=run_pb2.TokenUsage(
-            input_tokens=tally.input_tokens, output_tokens=tally.output_tokens
-        ),
-        request_sha256=tally.request_sha256,
-        evaluated_at=clock.timestamp(),
-        evaluated_at_from_server=clock.from_server,
-    )
 
 
 def _completed(

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import logging
 import time
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from google.protobuf import timestamp_pb2
+from opentelemetry.trace import Span
 
 from nemo.gateway.v1 import run_pb2
 from nemo_core.deadlines import downstream_timeout
@@ -89,6 +91,63 @@ def model_deadline(reserve: float) -> float | None:
     return None if remaining is None else time.monotonic() + remaining
 
 
+def prompt_span(
+    spec: AnySpec, provider: str, model: str, output_type: str
+) -> AbstractContextManager[Span]:
+    """The GenAI span of one run of ``spec``."""
+    return genai_span(
+        provider=provider,
+        model=model,
+        prompt_id=spec.prompt_id,
+        prompt_version=spec.version,
+        temperature=spec.temperature,
+        max_tokens=spec.max_output_tokens,
+        output_type=output_type,
+    )
+
+
+def record_tally(span: Span, tally: Tally, *, path: str, reason: str, input_ref: str = "") -> None:
+    """What the model calls of a run (not a cache hit) add up to, on its span."""
+    record_result(
+        span, path=path, reason=reason, attempts=tally.requests,
+        input_tokens=tally.input_tokens, output_tokens=tally.output_tokens,
+        response_model=tally.response_model, finish_reasons=tally.finish_reasons,
+        input_ref=input_ref, cache_hit=False,
+    )  # fmt: skip
+
+
+def run_record(
+    spec: AnySpec,
+    clock: Clock,
+    path: run_pb2.RunPath.ValueType,
+    reason: str,
+    tally: Tally,
+    provider: str,
+    model: str,
+    *,
+    input_ref: str = "",
+    cache_hit: bool = False,
+) -> run_pb2.RunRecord:
+    """The record of one run of ``spec``."""
+    return run_pb2.RunRecord(
+        prompt_id=spec.prompt_id,
+        prompt_version=spec.version,
+        path=path,
+        reason=reason,
+        attempts=tally.requests,
+        provider=provider,
+        model=model,
+        usage=run_pb2.TokenUsage(
+            input_tokens=tally.input_tokens, output_tokens=tally.output_tokens
+        ),
+        input_ref=input_ref,
+        request_sha256=tally.request_sha256,
+        evaluated_at=clock.timestamp(),
+        evaluated_at_from_server=clock.from_server,
+        cache_hit=cache_hit,
+    )
+
+
 class PromptRunner:
     """Everything a non-streamed prompt run needs."""
 
@@ -162,15 +221,7 @@ class PromptRunner:
         model = self._settings.model_for(spec.tier)
         rendered = spec.render(prompt)
         key = self._cache_key(prepared, provider.name, model, rendered)
-        with genai_span(
-            provider=provider.name,
-            model=model,
-            prompt_id=spec.prompt_id,
-            prompt_version=spec.version,
-            temperature=spec.temperature,
-            max_tokens=spec.max_output_tokens,
-            output_type="json",
-        ) as span:
+        with prompt_span(spec, provider.name, model, "json") as span:
             cached = self._cache.get(key) if key is not None else None
             if cached is not None:
                 record = self._record(
@@ -194,12 +245,9 @@ class PromptRunner:
                     max_attempts=self._settings.max_answer_attempts,
                     deadline=model_deadline(self._settings.fallback_reserve_seconds),
                 )
-            tally = outcome.tally
-            record_result(
-                span, path=outcome.path, reason=outcome.reason, attempts=tally.requests,
-                input_tokens=tally.input_tokens, output_tokens=tally.output_tokens,
-                response_model=tally.response_model, finish_reasons=tally.finish_reasons,
-                input_ref=prepared.input_ref, cache_hit=False,
+            record_tally(
+                span, outcome.tally, path=outcome.path, reason=outcome.reason,
+                input_ref=prepared.input_ref,
             )  # fmt: skip
         return self._finish(prepared, clock, outcome, provider.name, model, key)
 
@@ -301,20 +349,7 @@ class PromptRunner:
         *,
         cache_hit: bool = False,
     ) -> run_pb2.RunRecord:
-        return run_pb2.RunRecord(
-            prompt_id=prepared.spec.prompt_id,
-            prompt_version=prepared.spec.version,
-            path=_PATHS[path],
-            reason=reason,
-            attempts=tally.requests,
-            provider=provider,
-            model=model,
-            usage=run_pb2.TokenUsage(
-                input_tokens=tally.input_tokens, output_tokens=tally.output_tokens
-            ),
-            input_ref=prepared.input_ref,
-            request_sha256=tally.request_sha256,
-            evaluated_at=clock.timestamp(),
-            evaluated_at_from_server=clock.from_server,
-            cache_hit=cache_hit,
-        )
+        return run_record(
+            prepared.spec, clock, _PATHS[path], reason, tally, provider, model,
+            input_ref=prepared.input_ref, cache_hit=cache_hit,
+        )  # fmt: skip

@@ -14,7 +14,7 @@ write a new summary with ``RecordTurn``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -72,9 +72,9 @@ class ConversationSettings:
         )
 
 
-def invalid(reason: str, message: str) -> ServiceError:
+def invalid(reason: str, message: str, metadata: Mapping[str, str] | None = None) -> ServiceError:
     """INVALID_ARGUMENT with ``reason``."""
-    return ServiceError(grpc.StatusCode.INVALID_ARGUMENT, reason, message)
+    return ServiceError(grpc.StatusCode.INVALID_ARGUMENT, reason, message, metadata)
 
 
 def check_ids(session_id: str, turn_id: str) -> None:

@@ -41,8 +41,7 @@ MAX_TEXT_CHARS: Final = 64_000
 def _check_text(value: str, what: str, index: int | None = None) -> None:
     # PostgreSQL text cannot hold NUL; refusing it here keeps the error precise.
     if len(value) > MAX_TEXT_CHARS or "\x00" in value:
-        raise ServiceError(
-            grpc.StatusCode.INVALID_ARGUMENT,
+        raise invalid(
             INVALID_TEXT,
             f"{what} must be at most {MAX_TEXT_CHARS} characters and contain no NUL",
             {} if index is None else {"index": str(index)},
@@ -52,22 +51,15 @@ def _check_text(value: str, what: str, index: int | None = None) -> None:
 def _message(index: int, message: pb.TurnMessage) -> store.NewMessage:
     where = {"index": str(index)}
     if message.role not in ROLES:
-        raise ServiceError(
-            grpc.StatusCode.INVALID_ARGUMENT,
-            INVALID_MESSAGE_ROLE,
-            "messages[].role must be USER, ASSISTANT, TOOL or SYSTEM",
-            where,
+        raise invalid(
+            INVALID_MESSAGE_ROLE, "messages[].role must be USER, ASSISTANT, TOOL or SYSTEM", where
         )
     if message.type not in TYPES:
-        raise ServiceError(
-            grpc.StatusCode.INVALID_ARGUMENT,
-            INVALID_MESSAGE_TYPE,
-            "messages[].type must be TEXT, TOOL_RESULT or UI_EVENT",
-            where,
+        raise invalid(
+            INVALID_MESSAGE_TYPE, "messages[].type must be TEXT, TOOL_RESULT or UI_EVENT", where
         )
     if message.status not in STATUSES:
-        raise ServiceError(
-            grpc.StatusCode.INVALID_ARGUMENT,
+        raise invalid(
             INVALID_MESSAGE_STATUS,
             "messages[].status must be PENDING, COMPLETED, FAILED, PARTIAL or CANCELLED",
             where,
@@ -76,8 +68,7 @@ def _message(index: int, message: pb.TurnMessage) -> store.NewMessage:
     if is_tool_result != (message.role == pb.MESSAGE_ROLE_TOOL) or (
         message.tool_summary and not is_tool_result
     ):
-        raise ServiceError(
-            grpc.StatusCode.INVALID_ARGUMENT,
+        raise invalid(
             INVALID_TOOL_RESULT,
             "tool results, and only they, have role TOOL; only they carry a tool_summary",
             where,
@@ -144,8 +135,7 @@ async def record_turn(
                     request.summary.covers_through_turn_id or turn_id,
                 )
             except store.UnknownSummaryTurnError:
-                raise ServiceError(
-                    grpc.StatusCode.INVALID_ARGUMENT,
+                raise invalid(
                     UNKNOWN_SUMMARY_TURN,
                     "summary.covers_through_turn_id names no turn of this session",
                 ) from None

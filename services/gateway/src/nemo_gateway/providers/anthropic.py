@@ -18,16 +18,12 @@ from nemo_gateway.providers.base import (
     TextDelta,
     Usage,
 )
-from nemo_gateway.providers.http import ParsedAnswer
+from nemo_gateway.providers.http import ParsedAnswer, parsed_answer, token_count
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 API_VERSION = "2023-06-01"
 TRUNCATED_STOP_REASON = "max_tokens"
-
-
-def _tokens(usage: Any, key: str) -> int | None:
-    value = usage.get(key) if isinstance(usage, dict) else None
-    return value if isinstance(value, int) else None
+USAGE_KEYS = ("input_tokens", "output_tokens")
 
 
 class AnthropicMessagesFormat:
@@ -66,15 +62,12 @@ class AnthropicMessagesFormat:
             text = "".join(b["text"] for b in blocks if b.get("type") == "text")
         except (KeyError, TypeError):
             raise ValueError("no text content blocks") from None
-        stop_reason = str(payload.get("stop_reason") or "")
-        usage = payload.get("usage")
-        return ParsedAnswer(
+        return parsed_answer(
+            payload,
             text=text,
-            finish_reason=stop_reason,
-            truncated=stop_reason == TRUNCATED_STOP_REASON,
-            input_tokens=_tokens(usage, "input_tokens"),
-            output_tokens=_tokens(usage, "output_tokens"),
-            response_model=str(payload.get("model") or ""),
+            finish_reason=str(payload.get("stop_reason") or ""),
+            truncated_reason=TRUNCATED_STOP_REASON,
+            usage_keys=USAGE_KEYS,
         )
 
     def stream_decoder(self) -> AnthropicStreamDecoder:
@@ -107,14 +100,14 @@ class AnthropicStreamDecoder:
         if event == "message_start":
             message = payload.get("message") or {}
             self._model = str(message.get("model") or "")
-            self._input_tokens = _tokens(message.get("usage"), "input_tokens")
+            self._input_tokens = token_count(message.get("usage"), "input_tokens")
         elif event == "content_block_delta":
             delta = payload.get("delta") or {}
             if delta.get("type") == "text_delta" and delta.get("text"):
                 return [TextDelta(str(delta["text"]))]
         elif event == "message_delta":
             self._stop_reason = str((payload.get("delta") or {}).get("stop_reason") or "")
-            self._output_tokens = _tokens(payload.get("usage"), "output_tokens")
+            self._output_tokens = token_count(payload.get("usage"), "output_tokens")
         elif event == "message_stop":
             self._done = True
             return [

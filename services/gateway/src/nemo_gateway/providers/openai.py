@@ -16,17 +16,13 @@ from nemo_gateway.providers.base import (
     Usage,
     encode_json,
 )
-from nemo_gateway.providers.http import ParsedAnswer
+from nemo_gateway.providers.http import ParsedAnswer, parsed_answer, token_count
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 TRUNCATED_FINISH_REASON = "length"
+USAGE_KEYS = ("prompt_tokens", "completion_tokens")
 _DONE = "[DONE]"
 _JSON_OBJECT = RawJson('{"type":"json_object"}')
-
-
-def _tokens(usage: Any, key: str) -> int | None:
-    value = usage.get(key) if isinstance(usage, dict) else None
-    return value if isinstance(value, int) else None
 
 
 class OpenAIChatFormat:
@@ -78,14 +74,12 @@ class OpenAIChatFormat:
             raise ValueError("no choices[0].message.content") from None
         if not isinstance(text, str):
             raise ValueError("choices[0].message.content is not text")
-        usage = payload.get("usage")
-        return ParsedAnswer(
+        return parsed_answer(
+            payload,
             text=text,
             finish_reason=finish_reason,
-            truncated=finish_reason == TRUNCATED_FINISH_REASON,
-            input_tokens=_tokens(usage, "prompt_tokens"),
-            output_tokens=_tokens(usage, "completion_tokens"),
-            response_model=str(payload.get("model") or ""),
+            truncated_reason=TRUNCATED_FINISH_REASON,
+            usage_keys=USAGE_KEYS,
         )
 
     def stream_decoder(self) -> OpenAIStreamDecoder:
@@ -127,9 +121,7 @@ class OpenAIStreamDecoder:
         self._model = str(chunk.get("model") or self._model)
         usage = chunk.get("usage")
         if isinstance(usage, dict):
-            self._usage = Usage(
-                _tokens(usage, "prompt_tokens"), _tokens(usage, "completion_tokens")
-            )
+            self._usage = Usage(*(token_count(usage, key) for key in USAGE_KEYS))
         events: list[StreamEvent] = []
         for choice in chunk.get("choices") or ():
             content = (choice.get("delta") or {}).get("content")

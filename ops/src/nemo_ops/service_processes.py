@@ -1,0 +1,191 @@
+"""The three service processes on one machine: their environment, their start and readiness.
+
+Shared by `nemo dev up` and by the cross-service test launcher (``nemo_testing.stack``), so both
+start the services the same way: ``python -m nemo_<service>`` in its own session, with a hook that
+makes the kernel send it SIGTERM when its parent dies (PR_SET_PDEATHSIG), its output appended to
+a log file, ready once gRPC health reports SERVING (and, for the tool plane, the MCP edge's
+``/health`` answers).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import json
+import secrets
+import signal
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+import grpc.aio
+import httpx
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from nemo_core.db import dsn_with
+
+#: The services, in the order they start (context first: the others call it).
+SERVICES: tuple[str, ...] = ("context", "gateway", "toolplane")
+
+#: Every caller identity of the services' ACLs, and the services each may call.
+CALLER_IDENTITIES: Mapping[str, tuple[str, ...]] = {
+    "gateway": ("context",),
+    "toolplane": ("context",),
+    "audit": ("context",),
+    "internal": ("gateway", "toolplane"),
+    "operator": ("toolplane",),
+}
+
+
+@dataclass(frozen=True)
+class Ports:
+    """Where the services listen (on 127.0.0.1)."""
+
+    context: int
+    gateway: int
+    toolplane: int
+    mcp: int
+
+    @property
+    def mcp_url(self) -> str:
+        return f"http://127.0.0.1:{self.mcp}/mcp"
+
+    @property
+    def mcp_health_url(self) -> str:
+        return f"http://127.0.0.1:{self.mcp}/health"
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write ``text`` to ``path``, readable by its owner only."""
+    path.touch(mode=0o600, exist_ok=True)
+    path.chmod(0o600)
+    path.write_text(text, encoding="utf-8")
+
+
+def write_pseudonym_key(path: Path) -> Path:
+    """A new random pseudonym key in ``path``; returns ``path``."""
+    write_private(path, secrets.token_hex(32) + "\n")
+    return path
+
+
+def load_or_create_pseudonym_key(path: Path) -> Path:
+    """The pseudonym key in ``path``, created if missing: kept across runs so learner refs stay
+    stable."""
+    if not path.exists():
+        write_pseudonym_key(path)
+    return path
+
+
+def callers_of(service: str, tokens: Mapping[str, str]) -> str:
+    """The caller tokens JSON a service accepts: those of the identities that may call it."""
+    return json.dumps(
+        {
+            identity: tokens[identity]
+            for identity, targets in CALLER_IDENTITIES.items()
+            if service in targets
+        }
+    )
+
+
+def service_environments(
+    owner_dsn: str,
+    ports: Ports,
+    tokens: Mapping[str, str],
+    state_dir: Path,
+    role_passwords: Mapping[str, str],
+) -> dict[str, dict[str, str]]:
+    """The ``NEMO_*`` settings of each service process.
+
+    ``tokens`` holds one caller token per identity of :data:`CALLER_IDENTITIES`;
+    ``role_passwords`` the passwords of the ``nemo_context`` / ``nemo_toolplane`` database roles
+    (a role without one connects without a password). The context service's pseudonym key is
+    ``state_dir/pseudonym.key`` and its snapshots go to ``state_dir/snapshots``.
+    """
+    context_dsn = dsn_with(
+        owner_dsn, user="nemo_context", password=role_passwords.get("nemo_context")
+    )
+    toolplane_dsn = dsn_with(
+        owner_dsn, user="nemo_toolplane", password=role_passwords.get("nemo_toolplane")
+    )
+    context_address = f"127.0.0.1:{ports.context}"
+    return {
+        "context": {
+            "NEMO_CONTEXT_LISTEN_ADDRESS": context_address,
+            "NEMO_CONTEXT_DATABASE_URL": context_dsn,
+            "NEMO_CONTEXT_CALLER_TOKENS": callers_of("context", tokens),
+            "NEMO_CONTEXT_PSEUDONYM_KEY_FILE": str(state_dir / "pseudonym.key"),
+            "NEMO_CONTEXT_SNAPSHOT_DIR": str(state_dir / "snapshots"),
+        },
+        "gateway": {
+            "NEMO_GATEWAY_LISTEN_ADDRESS": f"127.0.0.1:{ports.gateway}",
+            "NEMO_GATEWAY_CONTEXT_ADDRESS": context_address,
+            "NEMO_GATEWAY_CALLER_TOKENS": callers_of("gateway", tokens),
+            "NEMO_GATEWAY_CLIENT_TOKEN": tokens["gateway"],
+        },
+        "toolplane": {
+            "NEMO_TOOLPLANE_LISTEN_ADDRESS": f"127.0.0.1:{ports.toolplane}",
+            "NEMO_TOOLPLANE_MCP_HOST": "127.0.0.1",
+            "NEMO_TOOLPLANE_MCP_PORT": str(ports.mcp),
+            "NEMO_TOOLPLANE_DATABASE_URL": toolplane_dsn,
+            "NEMO_TOOLPLANE_CONTEXT_ADDRESS": context_address,
+            "NEMO_TOOLPLANE_CALLER_TOKENS": callers_of("toolplane", tokens),
+            "NEMO_TOOLPLANE_CLIENT_TOKEN": tokens["toolplane"],
+        },
+    }
+
+
+def die_with_parent() -> None:
+    """Run in the child before exec: on Linux, the kernel sends it SIGTERM if its parent dies
+    without stopping it (SIGKILL, a crash), so no service outlives whoever started it."""
+    if sys.platform.startswith("linux"):
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
+async def spawn_service(
+    service: str, env: Mapping[str, str], log_path: Path
+) -> asyncio.subprocess.Process:
+    """Start ``python -m nemo_<service>`` with exactly ``env``, appending its output to
+    ``log_path``. It runs in its own session (Ctrl-C in a terminal reaches only the parent, which
+    stops the services in order) and dies with its parent."""
+    with log_path.open("ab") as log:
+        return await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            f"nemo_{service}",
+            env=dict(env),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=log,
+            stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=die_with_parent,
+        )
+
+
+async def grpc_serving(address: str) -> bool:
+    """Whether the gRPC health service at ``address`` reports SERVING."""
+    async with grpc.aio.insecure_channel(address) as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        try:
+            reply = await stub.Check(health_pb2.HealthCheckRequest(), timeout=1.0)
+        except grpc.aio.AioRpcError:
+            return False
+        return bool(reply.status == health_pb2.HealthCheckResponse.SERVING)
+
+
+async def http_ok(url: str) -> bool:
+    """Whether ``url`` answers 200."""
+    async with httpx.AsyncClient(timeout=1.0) as client:
+        try:
+            return (await client.get(url)).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+
+def log_tail(path: Path, lines: int) -> str:
+    """The last ``lines`` lines of the log at ``path`` ("" if there is none yet)."""
+    if not path.exists():
+        return ""
+    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
