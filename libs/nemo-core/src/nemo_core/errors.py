@@ -39,7 +39,6 @@ class Reason(StrEnum):
     DATABASE_UNAVAILABLE = "DATABASE_UNAVAILABLE"
     DEPENDENCY_UNAVAILABLE = "DEPENDENCY_UNAVAILABLE"
     INTERNAL = "INTERNAL"
-    NOT_IMPLEMENTED = "NOT_IMPLEMENTED"
 
 
 class ServiceError(Exception):
@@ -80,13 +79,6 @@ class ServiceError(Exception):
 def internal_error() -> ServiceError:
     """The generic error sent in place of anything unexpected."""
     return ServiceError(grpc.StatusCode.INTERNAL, Reason.INTERNAL, "internal error")
-
-
-def not_implemented(rpc: str) -> ServiceError:
-    """The answer of an RPC the contract declares but the service does not serve yet."""
-    return ServiceError(
-        grpc.StatusCode.UNIMPLEMENTED, Reason.NOT_IMPLEMENTED, f"{rpc} is not available yet"
-    )
 
 
 def to_service_error(exc: Exception, *, method: str) -> ServiceError:
