@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 import pytest
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from .conftest import AgentTokens, RunningToolPlane, StartToolPlane, access_change
 from .mcp_http import MODERN, modern_call, post, result_text
@@ -332,3 +333,21 @@ async def test_the_official_client_negotiates_2026_07_28(
         result = await client.call_tool("docs.get_doc", {"path": "toolplane/mcp-edge"})
     assert not result.is_error
     assert result.structured_content["path"] == "docs/toolplane/mcp-edge.md"
+
+
+async def test_a_traceparent_header_continues_the_callers_trace(
+    toolplane: RunningToolPlane, tokens: AgentTokens, spans: InMemorySpanExporter
+) -> None:
+    # A client that sends W3C trace context as an HTTP header rather than in `_meta`.
+    trace_id = "4bf92f3577b34da6a3ce929d0e0e4736"
+    body = modern_call("docs.search_docs", {"query": "audit"})
+    reply = await post(
+        toolplane.mcp_url,
+        body,
+        token=tokens.research,
+        headers={"traceparent": f"00-{trace_id}-00f067aa0ba902b7-01"},
+    )
+    assert reply.status_code == 200
+    served = [s for s in spans.get_finished_spans() if s.name == "tools/call docs.search_docs"]
+    assert served
+    assert format(served[-1].context.trace_id, "032x") == trace_id

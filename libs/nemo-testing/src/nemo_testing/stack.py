@@ -70,6 +70,12 @@ StackFactory = Callable[..., Awaitable["Stack"]]
 #: The repository's docs/ (the corpus of the tool plane's docs tools).
 _DOCS_DIR = Path(__file__).resolve().parents[4] / "docs"
 
+_START_ATTEMPTS = 3
+
+
+class ServiceExitedAtStart(RuntimeError):
+    """A service process ended before it served (its log tail is in the message)."""
+
 
 @dataclass
 class ServiceProcess:
@@ -111,7 +117,7 @@ class ServiceProcess:
         deadline = time.monotonic() + seconds
         while not await self.serving():
             if self.process is not None and (code := self.process.returncode) is not None:
-                raise RuntimeError(
+                raise ServiceExitedAtStart(
                     f"{self.name} exited with code {code} while starting:\n{self.log_tail()}"
                 )
             if time.monotonic() > deadline:
@@ -280,15 +286,66 @@ async def start_stack(
     label = f"stack-{secrets.token_hex(4)}"
     agent_tokens = await _prepare_database(owner_dsn, label)
     caller_tokens = {identity: secrets.token_urlsafe(24) for identity in CALLER_IDENTITIES}
-    ports = Ports(free_port(), free_port(), free_port(), free_port())
     role_passwords = {
         role: password
         for role, variable in ROLE_PASSWORD_ENV.items()
         if (password := os.environ.get(variable))
     }
-    envs = service_environments(owner_dsn, ports, caller_tokens, state_dir, role_passwords)
     if s3 is not None:
         await _create_bucket(s3, s3_bucket)
+    for attempt in range(1, _START_ATTEMPTS + 1):
+        # A port that was free a moment ago can be taken before a service binds it (by another
+        # test's connection): then that service exits at start, and the stack gets new ports.
+        ports = Ports(free_port(), free_port(), free_port(), free_port())
+        stack = _assemble(
+            owner_dsn,
+            state_dir,
+            ports,
+            caller_tokens,
+            agent_tokens,
+            label,
+            envs=service_environments(owner_dsn, ports, caller_tokens, state_dir, role_passwords),
+            s3=s3,
+            s3_bucket=s3_bucket,
+            provider_base_url=provider_base_url,
+            provider=provider,
+            otlp_endpoint=otlp_endpoint,
+            extra_env=extra_env or {},
+        )
+        try:
+            for service in stack.services.values():
+                await service.start(wait=False)
+            await asyncio.gather(*(service.wait_serving() for service in stack.services.values()))
+        except ServiceExitedAtStart:
+            await stack.stop()
+            if attempt == _START_ATTEMPTS:
+                raise
+            continue
+        except BaseException:
+            await stack.stop()
+            raise
+        return stack
+    raise AssertionError("unreachable")
+
+
+def _assemble(
+    owner_dsn: str,
+    state_dir: Path,
+    ports: Ports,
+    caller_tokens: dict[str, str],
+    agent_tokens: dict[str, str],
+    label: str,
+    *,
+    envs: dict[str, dict[str, str]],
+    s3: S3Endpoint | None,
+    s3_bucket: str,
+    provider_base_url: str | None,
+    provider: str,
+    otlp_endpoint: str | None,
+    extra_env: Mapping[str, Mapping[str, str]],
+) -> Stack:
+    """The stack's service processes (not started yet) with their environments."""
+    if s3 is not None:
         envs["context"] |= {
             "NEMO_CONTEXT_SNAPSHOT_BACKEND": "s3",
             "NEMO_CONTEXT_SNAPSHOT_S3_BUCKET": s3_bucket,
@@ -304,11 +361,10 @@ async def start_stack(
         }
     envs["toolplane"]["NEMO_TOOLPLANE_DOCS_DIR"] = str(_DOCS_DIR)
     base = _base_environment(otlp_endpoint)
-    extra = extra_env or {}
     logs = state_dir / "logs"
     services = {}
     for name in SERVICES:
-        env = base | envs[name] | dict(extra.get(name, {}))
+        env = base | envs[name] | dict(extra_env.get(name, {}))
         services[name] = ServiceProcess(
             name=name,
             address=env[f"NEMO_{name.upper()}_LISTEN_ADDRESS"],
@@ -316,7 +372,7 @@ async def start_stack(
             log_path=logs / f"{name}.log",
             health_url=ports.mcp_health_url if name == "toolplane" else None,
         )
-    stack = Stack(
+    return Stack(
         owner_dsn=owner_dsn,
         state_dir=state_dir,
         context=services["context"],
@@ -327,11 +383,3 @@ async def start_stack(
         agent_tokens=agent_tokens,
         token_label=label,
     )
-    try:
-        for service in services.values():
-            await service.start(wait=False)
-        await asyncio.gather(*(service.wait_serving() for service in services.values()))
-    except BaseException:
-        await stack.stop()
-        raise
-    return stack

@@ -34,6 +34,8 @@ from mcp.server.lowlevel.server import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
+from opentelemetry import context as otel_context
+from opentelemetry import propagate
 from starlette.datastructures import Headers
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
@@ -261,7 +263,12 @@ class McpEndpoint:
             invalid = _jsonrpc_error(400, types.INVALID_REQUEST, f"Invalid Request: {problem}")
             await invalid(scope, receive, send_with_request_id)
             return
-        await self.manager.handle_request(scope, _replay(body, receive), send_with_request_id)
+        # W3C trace context from the HTTP headers; the SDK prefers one carried in `_meta`.
+        trace = otel_context.attach(propagate.extract(Headers(scope=scope)))
+        try:
+            await self.manager.handle_request(scope, _replay(body, receive), send_with_request_id)
+        finally:
+            otel_context.detach(trace)
 
     async def _admit(
         self, scope: Scope
