@@ -127,6 +127,50 @@ def test_ids_of_linked_users_are_blocked_like_the_learner_id() -> None:
         assert _blocked(pb.ContextBundle(goal=pb.Goal(title=f"set by {user_id}")))
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        'Ghi chú: {"profile": {"email": "x@example.com"}} (hết)',
+        'kết quả [{"nodeId": 1}, {"fullName": "An"}] xong',
+        'bị cắt: {"a": 1, "display_name": "An',
+        '"learner_id": 7',
+        'lồng: {"note": "{\\"email\\": 1}"}',
+    ],
+)
+def test_json_anywhere_in_prose_is_walked_even_when_cut_short(text: str) -> None:
+    assert _blocked(pb.ContextBundle(rendered_text=text))
+
+
+def test_an_id_hidden_by_a_json_escape_inside_prose_is_decoded_and_blocked() -> None:
+    assert _blocked(pb.ContextBundle(rendered_text='xem {"ref": "L\\u002d1"} nhé'))
+    assert not _blocked(pb.ContextBundle(rendered_text='xem {"ref": "L\\u002d10"} nhé'))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "\\frac{a}{b} + \\sqrt[3]{x} trên khoảng [a; b]",
+        'câu "trích dẫn" và {"node_title": "Phân số", "items": [1, 2]}',
+        "[[1, 2], [3, 4]] và {} và []",
+    ],
+)
+def test_latex_brackets_and_clean_embedded_json_pass(text: str) -> None:
+    assert not _blocked(pb.ContextBundle(rendered_text=text))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[" * 100_000 + '"x"',  # deeper than the parser goes
+        '{"a": [' * 3_000,
+        "[" * 500 + '"x", ' * 20_000,  # every start reads to the end: quadratic work
+    ],
+)
+def test_text_too_deep_or_costly_to_read_is_refused_not_guessed(text: str) -> None:
+    assert _blocked(pb.ContextBundle(rendered_text=text))
+    assert find_forbidden_name({"column": text}) is not None
+
+
 def test_repository_rows_are_checked_for_names_only() -> None:
     assert find_forbidden_name({"rows": [{"node_id": "x", "extra": '{"a": {"email": 1}}'}]})
     assert find_forbidden_name([{"model": {"steps": [{"learnerId": 3}]}}])
@@ -137,7 +181,17 @@ def test_repository_rows_are_checked_for_names_only() -> None:
 def test_gate_returns_the_message_it_checked() -> None:
     bundle = pb.ContextBundle(learner_ref="nemo_0123456789ab", rendered_text="lớp 8")
     gated = gate(bundle, forbidden_values=LINKED)
-    assert gated.message is bundle
+    assert gated.message == bundle
+
+
+def test_changing_the_original_or_a_read_copy_after_gating_changes_nothing_returned() -> None:
+    bundle = pb.ContextBundle(learner_ref="nemo_0123456789ab", rendered_text="lớp 8")
+    gated = gate(bundle, forbidden_values=LINKED)
+    bundle.rendered_text = "Học sinh L-1"
+    read = gated.message
+    read.rendered_text = "email: x@example.com"
+    assert gated.message.rendered_text == "lớp 8"
+    assert gated.with_text(input_ref="ai-context/x").message.rendered_text == "lớp 8"
 
 
 def test_a_blocked_bundle_raises_internal_leak_blocked_and_is_logged_and_counted_without_data(
@@ -216,6 +270,11 @@ def _forbidden_key_spellings(name: str) -> list[str]:
     return [name, name.upper(), camel, camel[0].upper() + camel[1:]]
 
 
+_PROSE = st.sampled_from(
+    ["", "Ghi chú: ", " (hết)", "\\frac{1}{2} ", " trên [a; b]", 'câu "trích dẫn" ', "{ ", " ]"]
+)
+"""Text around JSON held in a string, brackets and quotes included."""
+
 _FORBIDDEN_KEY = st.sampled_from(sorted(FORBIDDEN_FIELD_NAMES | {"photo_url"})).flatmap(
     lambda name: st.sampled_from(_forbidden_key_spellings(name))
 )
@@ -272,7 +331,8 @@ def _encode(tree: Any, data: st.DataObject) -> Any:
         return tree
     how = data.draw(st.sampled_from(["python", "struct", "json"]), label="encoding")
     if how == "json":
-        return json.dumps(_json_ready(tree), ensure_ascii=data.draw(st.booleans()))
+        encoded = json.dumps(_json_ready(tree), ensure_ascii=data.draw(st.booleans()))
+        return f"{data.draw(_PROSE, label='before')}{encoded}{data.draw(_PROSE, label='after')}"
     if how == "struct" and isinstance(tree, dict):
         return _struct(_json_ready(tree))
     if isinstance(tree, dict):

@@ -114,7 +114,8 @@ async def build_context(
     bundle = await builder.build(request.learner_id, purpose, request.locale)
     if not request.persist:
         return bundle
-    stored = await persist_snapshot(snapshots, bundle.message.learner_ref, bundle.message)
+    returned = bundle.message
+    stored = await persist_snapshot(snapshots, returned.learner_ref, returned)
     if stored is None:
         return bundle
     return bundle.with_text(input_ref=stored.input_ref, snapshot_sha256=stored.sha256)

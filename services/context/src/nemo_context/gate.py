@@ -3,13 +3,15 @@
 Columns that describe a person are never selected (the database role cannot), but a query can
 still grow a column or a builder can copy a key into free text. The gate walks the finished
 message — nested messages, repeated fields, map keys, ``google.protobuf.Struct`` values and JSON
-held inside strings — and refuses it when it finds
+held anywhere inside strings, even cut short — and refuses it when it finds
 
 - a forbidden field name (see :data:`FORBIDDEN_FIELD_NAMES`), compared after camelCase is turned
   into snake_case and the name is lower-cased, matched as a whole name so ``node_title`` passes;
 - one of the forbidden values (the learner's raw id, the ids of users linked to the learner)
   inside any string, case-insensitively and on token boundaries, so ``L-1`` is caught in
-  "see L-1." but not inside ``L-10``.
+  "see L-1." but not inside ``L-10``;
+- text whose embedded JSON cannot be read in linear time (thousands of nested ``[[``): it
+  cannot be shown clean, so it is refused too.
 
 Only the gate constructs a :class:`Gated` value, and handlers that return learner data take
 it from one, so an ungated bundle cannot be returned by construction rather than by discipline.
@@ -252,11 +254,13 @@ class _Scanner:
     def text(self, text: str, location: str) -> LeakFinding | None:
         if self._pattern is not None and self._pattern.search(text):
             return LeakFinding("value", location)
-        if "{" in text or "[" in text:
-            embedded = _embedded_json(text)
-            if embedded is not None:
-                return self.plain(embedded, location)
-        return None
+        if '"' not in text:  # no JSON key or string without one
+            return None
+        try:
+            embedded = embedded_json(text)
+        except UndecidableTextError:
+            return LeakFinding("undecidable", location)
+        return self.plain(embedded, location)
 
     def plain(self, value: object, location: str) -> LeakFinding | None:
         """Walk JSON-like Python data: dict keys are field names, strings are scanned."""
@@ -284,16 +288,59 @@ class _Scanner:
         return None
 
 
-def _embedded_json(text: str) -> object | None:
-    """The JSON object or array a string holds, if it holds exactly one."""
-    stripped = text.strip()
-    if len(stripped) < 2 or (stripped[0], stripped[-1]) not in (("{", "}"), ("[", "]")):
-        return None
+_JSON_START: Final = re.compile(r'\{\s*"|\[\s*["{\[]')
+"""Where a JSON object or array that can hold a key or a string may start: ``{"`` or ``["``,
+``[{``, ``[[``. LaTeX such as ``\\frac{a}{b}`` and intervals such as ``[a; b]`` never do."""
+
+_JSON_KEY: Final = re.compile(r'"((?:[^"\\\n]|\\.)*)"\s*:')
+"""A quoted name followed by a colon: a JSON key, even in JSON that is cut short or broken."""
+
+_JSON_DECODER: Final = json.JSONDecoder()
+
+_DECODE_BUDGET_PER_CHARACTER: Final = 4
+"""Characters that failed parse attempts may read, per character of the text, before the text
+is judged undecidable (a string of thousands of ``[[`` would otherwise cost quadratic time)."""
+
+
+class UndecidableTextError(Exception):
+    """A string whose embedded JSON cannot be read within bounds; the gate treats it as a leak."""
+
+
+def embedded_json(text: str) -> list[object]:
+    """Every JSON object or array held anywhere in ``text`` that can carry a key or a string,
+    plus, as one object, the keys of JSON too broken to parse (a cut-short ``{"email": "x``).
+
+    Raises :class:`UndecidableTextError` when reading the text would take more than linear work
+    or nest deeper than the parser can go; the gate then blocks rather than guess.
+    """
+    found: list[object] = []
+    budget = _DECODE_BUDGET_PER_CHARACTER * len(text) + 1024
+    position = 0
+    while (start := _JSON_START.search(text, position)) is not None:
+        begin = start.start()
+        try:
+            value, position = _JSON_DECODER.raw_decode(text, begin)
+        except json.JSONDecodeError as error:
+            budget -= error.pos - begin
+            if budget < 0:
+                raise UndecidableTextError from None
+            position = begin + 1
+            continue
+        except RecursionError:
+            raise UndecidableTextError from None
+        found.append(value)
+    keys = {_unescape_key(match.group(1)): None for match in _JSON_KEY.finditer(text)}
+    if keys:
+        found.append(keys)
+    return found
+
+
+def _unescape_key(raw: str) -> str:
     try:
-        parsed: object = json.loads(stripped)
+        key: str = json.loads(f'"{raw}"')
     except ValueError:
-        return None
-    return parsed
+        return raw
+    return key
 
 
 def _struct_to_python(struct: Message) -> dict[str, object]:
@@ -366,15 +413,16 @@ def _plainly_clean(
     """True when ``message`` certainly holds nothing the scanner would find; False when unsure.
 
     The common case, a message whose types declare no forbidden name and hold no map, Struct or
-    JSON-looking text, is settled by gathering its text and searching it once. The join uses a
-    NUL, which no id contains and which is a token boundary, so the joined text matches exactly
-    when one of its strings does. Anything else is left to the scanner, which also says where.
+    double quote (JSON holds no key or string without one), is settled by gathering its text
+    and searching it once. The join uses a NUL, which no id contains and which is a token
+    boundary, so the joined text matches exactly when one of its strings does. Anything else is
+    left to the scanner, which also says where.
     """
     texts: list[str] = []
     if not _gather_text(message, texts):
         return False
     joined = "\0".join(texts)
-    if "{" in joined or "[" in joined:
+    if '"' in joined:
         return False
     return pattern is None or _certainly_absent(joined, lowered) or pattern.search(joined) is None
 
@@ -434,7 +482,7 @@ def _may_hold_names(value: object) -> bool:
     if type(value) in _SCALAR_TYPES:  # most values of a row; settled before any ABC check
         return False
     if isinstance(value, str):
-        return "{" in value or "[" in value
+        return '"' in value
     return isinstance(value, dict | list | tuple | Message)
 
 
@@ -449,8 +497,12 @@ def _has_forbidden_name(value: object) -> bool:
     if isinstance(value, list | tuple):
         return any(_may_hold_names(item) and _has_forbidden_name(item) for item in value)
     if isinstance(value, str):
-        embedded = _embedded_json(value)
-        return embedded is not None and _has_forbidden_name(embedded)
+        if '"' not in value:
+            return False
+        try:
+            return _has_forbidden_name(embedded_json(value))
+        except UndecidableTextError:
+            return True
     if isinstance(value, Message):
         return _Scanner(None).message(value) is not None
     return False
@@ -470,11 +522,13 @@ _GATE_KEY: Final = object()
 
 @final
 class Gated(Generic[_M]):
-    """A message that passed the identifier gate in exactly its current state.
+    """A message that passed the identifier gate, frozen in the state it passed in.
 
     Only :func:`gate` (and :meth:`with_text`, which checks what it adds) builds one. Handlers
     that return learner data accept nothing else, so "no handler returns learner data that did
-    not pass the gate" holds by construction. The wrapped message must not be mutated.
+    not pass the gate" holds by construction. The gate checks a private copy, and
+    :attr:`message` hands out copies, so neither the caller's original nor anything read from
+    a Gated value can change what it holds.
     """
 
     __slots__ = ("_forbidden_values", "_message")
@@ -487,8 +541,8 @@ class Gated(Generic[_M]):
 
     @property
     def message(self) -> _M:
-        """The gated message (read it; do not change it)."""
-        return self._message
+        """A copy of the gated message."""
+        return _copy(self._message)
 
     def with_text(self, **fields: str) -> Gated[_M]:
         """A copy with top-level string ``fields`` set, for references added after gating (a
@@ -498,28 +552,34 @@ class Gated(Generic[_M]):
         if finding is not None:
             record_block(finding)
             raise leak_blocked()
-        copy = type(self._message)()
-        copy.CopyFrom(self._message)
+        copy = _copy(self._message)
         for name, value in fields.items():
             setattr(copy, name, value)
         return Gated(copy, self._forbidden_values, key=_GATE_KEY)
+
+
+def _copy(message: _M) -> _M:
+    copy = type(message)()
+    copy.CopyFrom(message)
+    return copy
 
 
 def gate(message: _M, *, forbidden_values: Collection[str]) -> Gated[_M]:
     """Pass ``message`` through the identifier gate or raise ``CONTEXT_LEAK_BLOCKED``.
 
     ``forbidden_values`` are the learner's raw id and the ids of the users linked to the learner
-    (see ``repository.linked_identifiers``). Call it on the finished message, right before it is
-    returned: anything changed afterwards has not been checked.
+    (see ``repository.linked_identifiers``). What passes is a copy of ``message`` as it is now;
+    changing ``message`` afterwards changes nothing that is returned.
     """
     values = frozenset(forbidden_values) if not isinstance(forbidden_values, str) else None
     if values is None:
         raise TypeError("forbidden_values must be a collection of strings, not a string")
-    finding = find_leak(message, forbidden_values=values)
+    checked = _copy(message)
+    finding = find_leak(checked, forbidden_values=values)
     if finding is not None:
         record_block(finding)
         raise leak_blocked()
-    return Gated(message, values, key=_GATE_KEY)
+    return Gated(checked, values, key=_GATE_KEY)
 
 
 def record_block(finding: LeakFinding) -> None:
