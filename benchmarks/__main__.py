@@ -1,5 +1,10 @@
 """`make bench`: every benchmark, as ratios against the empty gRPC handler measured in the same run.
 
+The context and gateway benchmarks also measure a floor (rows named "floor: ..."): a server
+through the same bootstrap that does only the work the service cannot avoid (the build's
+database read; the gateway's model call), so the output shows how far each service is from the
+least any implementation of it costs on this stack, not only from the empty handler.
+
 Environment: NEMO_BENCH_SECONDS (default 5) per measurement, NEMO_BENCH_CONCURRENCY (default 32).
 """
 
@@ -26,10 +31,10 @@ async def main() -> None:
         await measure_empty_handler("nemo", concurrency=concurrency, seconds=seconds),
     ]
     context = await measure_build_context(concurrency=concurrency, seconds=seconds)
-    results.append(context.load)
+    results += [context.floor, context.load]
     gateway_results, gateway_summary = await measure_gateway(seconds)
     print(report([*results, *gateway_results], baseline))
-    print(context.describe())
+    print(context.describe(baseline))
     print(gateway_summary)
     print()
     print(await measure_toolplane(concurrency=concurrency, seconds=seconds))

@@ -4,6 +4,14 @@ The service runs as in production (``python -m nemo_context``) on a fresh embedd
 database, migrated and seeded; every call builds L-1's tutor_hint bundle and persists its
 snapshot. Besides throughput and latency, it reports the CPU milliseconds per build spent by the
 context service process and by PostgreSQL (all its processes: backends and background workers).
+
+Goal: BuildContext at least 0.33x the bare empty handler's throughput. A build cannot be cheaper
+than its database read, and on this machine the read alone, in a server process, already falls
+short of that. So the same run also measures a floor on the same database, from as many callers
+over one grpc.aio channel: a server through the same bootstrap whose handler only makes the
+build's read (``benchmarks.floor_servers learner-read``: the service's repository, purpose and
+pool size). It shows how far the goal is from what any implementation can reach here, and how
+far the build is from the floor.
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ from pathlib import Path
 import grpc.aio
 import psutil
 
+from benchmarks.grpc_baseline import measure_empty_call
 from benchmarks.load import LoadResult, run_load, server_process
 from nemo.context.v1 import context_service_pb2, context_service_pb2_grpc
 from nemo_core.db import connect, dsn_with
@@ -34,13 +43,16 @@ WARMUP_SECONDS = 1.0
 
 @dataclass(frozen=True)
 class ContextBenchmark:
-    """The load result and PostgreSQL's share of the work."""
+    """The load result, PostgreSQL's share of the work, and the floor."""
 
     load: LoadResult
     postgres_cpu_ms_per_build: float | None
+    floor: LoadResult
+    """The build's database read alone, served through the same bootstrap."""
 
-    def describe(self) -> str:
-        """One line with the CPU milliseconds per build of the service and of PostgreSQL."""
+    def describe(self, bare: LoadResult) -> str:
+        """The CPU milliseconds per build of the service and of PostgreSQL; the floor's
+        throughput against the ``bare`` empty handler, and the build's against the floor."""
 
         def figure(value: float | None) -> str:
             return f"{value:.3f}" if value is not None else "-"
@@ -48,7 +60,11 @@ class ContextBenchmark:
         return (
             "BuildContext(tutor_hint) CPU ms per build: context service "
             f"{figure(self.load.server_cpu_ms_per_call)}, "
-            f"PostgreSQL {figure(self.postgres_cpu_ms_per_build)}"
+            f"PostgreSQL {figure(self.postgres_cpu_ms_per_build)}\n"
+            f"floor (the build's learner read alone): {self.floor.throughput:.0f} calls/s, "
+            f"{self.floor.throughput / bare.throughput:.2f}x the bare empty handler "
+            "(goal for BuildContext: 0.33x); "
+            f"BuildContext {self.load.throughput / self.floor.throughput:.2f}x the floor"
         )
 
 
@@ -92,7 +108,8 @@ async def _prepare(owner_dsn: str) -> str:
 
 
 async def measure_build_context(*, concurrency: int, seconds: float) -> ContextBenchmark:
-    """Load BuildContext(tutor_hint, persist) from ``concurrency`` callers for ``seconds``."""
+    """Load BuildContext(tutor_hint, persist) from ``concurrency`` callers for ``seconds``, and
+    the floor (the build's read alone) the same way, on the same database."""
     scratch_root = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
     with (
         tempfile.TemporaryDirectory(prefix="nemo-bench-", dir=scratch_root) as scratch,
@@ -111,19 +128,29 @@ async def measure_build_context(*, concurrency: int, seconds: float) -> ContextB
         saved = {key: os.environ.get(key) for key in environment}
         os.environ.update(environment)
         try:
+            # The floor server reads the same NEMO_CONTEXT_ settings as the service.
+            floor = await measure_empty_call(
+                f"floor: learner read alone, {concurrency} callers",
+                "benchmarks.floor_servers",
+                "learner-read",
+                concurrency=concurrency,
+                seconds=seconds,
+            )
             with server_process(["-m", "nemo_context"], port) as service:
-                return await _load(port, service, data_dir, concurrency, seconds)
+                build, postgres_cpu = await _load(port, service, data_dir, concurrency, seconds)
         finally:
             for key, value in saved.items():
                 if value is None:
                     os.environ.pop(key, None)
                 else:
                     os.environ[key] = value
+    return ContextBenchmark(load=build, postgres_cpu_ms_per_build=postgres_cpu, floor=floor)
 
 
 async def _load(
     port: int, service: psutil.Process, data_dir: Path, concurrency: int, seconds: float
-) -> ContextBenchmark:
+) -> tuple[LoadResult, float | None]:
+    """The build's load result and PostgreSQL's CPU milliseconds per build."""
     metadata = ((DEFAULT_CALLER_TOKEN_METADATA_KEY, CALLER_TOKEN),)
     request = context_service_pb2.BuildContextRequest(
         learner_id="L-1", purpose="tutor_hint", persist=True
@@ -149,4 +176,4 @@ async def _load(
         )
         postgres_used = _cpu_seconds(postgres) - postgres_before
     per_build = postgres_used * 1000 / result.calls if result.calls else None
-    return ContextBenchmark(load=result, postgres_cpu_ms_per_build=per_build)
+    return result, per_build

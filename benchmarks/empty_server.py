@@ -3,6 +3,7 @@
 `python -m benchmarks.empty_server bare|nemo PORT` serves `/nemo.bench.v1.Empty/Call` until
 SIGTERM. The bare server is grpc.aio with nothing added; the nemo server adds what every Nemo
 service has (tracing, caller identity and ACL, error model, health, reflection).
+:func:`serve_nemo` is also how the floor servers (``benchmarks.floor_servers``) serve their handler.
 """
 
 from __future__ import annotations
@@ -10,20 +11,24 @@ from __future__ import annotations
 import asyncio
 import signal
 import sys
+from collections.abc import Awaitable, Callable, Sequence
 
 import grpc
 import grpc.aio
 from google.protobuf.empty_pb2 import Empty
 from pydantic_settings import SettingsConfigDict
 
+from nemo_core import event_loop
 from nemo_core.callers import CallerAcl
-from nemo_core.server import Server, Service, ServiceSetup, serve
+from nemo_core.server import Cleanup, Server, Service, ServiceSetup, serve
 from nemo_core.settings import ServiceSettings
 
 SERVICE = "nemo.bench.v1.Empty"
 METHOD = f"/{SERVICE}/Call"
 CALLER = "bench"
 TOKEN = "bench-caller-token-0123456789"
+
+Handler = Callable[[Empty, grpc.aio.ServicerContext[Empty, Empty]], Awaitable[Empty]]
 
 
 class BenchSettings(ServiceSettings):
@@ -34,10 +39,10 @@ async def _empty(request: Empty, context: grpc.aio.ServicerContext[Empty, Empty]
     return request
 
 
-def _handlers() -> dict[str, grpc.RpcMethodHandler[Empty, Empty]]:
+def _handlers(handler: Handler) -> dict[str, grpc.RpcMethodHandler[Empty, Empty]]:
     return {
         "Call": grpc.unary_unary_rpc_method_handler(
-            _empty,
+            handler,
             request_deserializer=Empty.FromString,
             response_serializer=Empty.SerializeToString,
         )
@@ -46,7 +51,9 @@ def _handlers() -> dict[str, grpc.RpcMethodHandler[Empty, Empty]]:
 
 async def _serve_bare(port: int) -> None:
     server = grpc.aio.server()
-    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, _handlers()),))
+    server.add_generic_rpc_handlers(
+        (grpc.method_handlers_generic_handler(SERVICE, _handlers(_empty)),)
+    )
     server.add_insecure_port(f"127.0.0.1:{port}")
     await server.start()
     stop = asyncio.Event()
@@ -55,20 +62,25 @@ async def _serve_bare(port: int) -> None:
     await server.stop(1)
 
 
-async def _serve_nemo(port: int) -> None:
+async def serve_nemo(port: int, handler: Handler, cleanup: Sequence[Cleanup] = ()) -> None:
+    """Serve ``handler`` as `Call` through the Nemo bootstrap until SIGTERM."""
     settings = BenchSettings(
         listen_address=f"127.0.0.1:{port}", caller_tokens={CALLER: TOKEN}, log_level="WARNING"
     )
     setup = ServiceSetup(
-        services=[Service.from_handlers(SERVICE, _handlers())],
+        services=[Service.from_handlers(SERVICE, _handlers(handler))],
         acl=CallerAcl({CALLER: {"Call"}}),
+        cleanup=cleanup,
     )
     await serve(Server("bench", settings, setup))
 
 
 def main() -> None:
     mode, port = sys.argv[1], int(sys.argv[2])
-    asyncio.run(_serve_bare(port) if mode == "bare" else _serve_nemo(port))
+    if mode == "bare":
+        asyncio.run(_serve_bare(port))
+    else:
+        event_loop.run(serve_nemo(port, _empty))
 
 
 if __name__ == "__main__":

@@ -1,7 +1,9 @@
 """The empty gRPC handler: bare grpc.aio, and through the Nemo bootstrap (the baseline of the
-service benchmarks)."""
+service benchmarks). The floor servers answer the same empty call, so one client drives all."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import grpc.aio
 from google.protobuf.empty_pb2 import Empty
@@ -14,9 +16,28 @@ from nemo_testing.ports import free_port
 
 async def measure_empty_handler(mode: str, *, concurrency: int, seconds: float) -> LoadResult:
     """Throughput and latency of an empty unary call, bare or through the ``nemo`` bootstrap."""
+    return await measure_empty_call(
+        f"empty handler, {mode}, {concurrency} callers ({CALLER})",
+        "benchmarks.empty_server",
+        mode,
+        concurrency=concurrency,
+        seconds=seconds,
+    )
+
+
+async def measure_empty_call(
+    name: str,
+    module: str,
+    mode: str,
+    arguments: Sequence[str] = (),
+    *,
+    concurrency: int,
+    seconds: float,
+) -> LoadResult:
+    """Load the empty call of ``python -m MODULE MODE PORT *ARGUMENTS`` run as its own process."""
     port = free_port()
     metadata = ((DEFAULT_CALLER_TOKEN_METADATA_KEY, TOKEN),)
-    with server_process(["-m", "benchmarks.empty_server", mode, str(port)], port) as server:
+    with server_process(["-m", module, mode, str(port), *arguments], port) as server:
         async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
             call = channel.unary_unary(
                 METHOD,
@@ -25,7 +46,7 @@ async def measure_empty_handler(mode: str, *, concurrency: int, seconds: float) 
             )
             request = Empty()
             return await run_load(
-                f"empty handler, {mode}, {concurrency} callers ({CALLER})",
+                name,
                 lambda: call(request, metadata=metadata, timeout=5),
                 concurrency=concurrency,
                 seconds=seconds,

@@ -28,6 +28,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from opentelemetry.instrumentation.grpc import aio_server_interceptor
 
+from nemo_core import event_loop
 from nemo_core.callers import CallerAcl, CallerIdentifier
 from nemo_core.interceptor import MethodPolicy, ServerInterceptor
 from nemo_core.logs import configure_logging
@@ -301,7 +302,7 @@ def run_service(
         return not server.failed
 
     try:
-        ok = asyncio.run(main())
+        ok = event_loop.run(main())
     except Exception:
         logger.exception("service failed")
         raise SystemExit(1) from None
