@@ -15,7 +15,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind
 
 from nemo_core.client import create_channel
-from nemo_core.db import connect
+from nemo_core.db import connect, learner_transaction
 from nemo_core.telemetry import (
     attach_metric_reader,
     configure_telemetry,
@@ -149,3 +149,22 @@ def test_counters_reach_an_attached_reader(spans: InMemorySpanExporter) -> None:
         if isinstance(point, NumberDataPoint)
     }
     assert points == {"a": 3, "b": 3}
+
+
+async def test_a_learner_transaction_traces_its_statements_not_its_control(
+    spans: InMemorySpanExporter, owner_dsn: str
+) -> None:
+    conn = await connect(owner_dsn)
+    try:
+        spans.clear()
+        async with learner_transaction(conn, ["L-1"], readonly=True):
+            setting = await conn.fetchval("SELECT current_setting('nemo.learner_ids')")
+        assert setting == "L-1"
+        # After the transaction, statements are traced again.
+        assert await conn.fetchval("SELECT 2") == 2
+    finally:
+        await conn.close()
+    statements = [
+        str((s.attributes or {}).get("db.statement", "")) for s in spans.get_finished_spans()
+    ]
+    assert statements == ["SELECT current_setting('nemo.learner_ids')", "SELECT 2"]

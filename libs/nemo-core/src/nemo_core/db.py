@@ -14,11 +14,13 @@ import errno
 import json
 from collections.abc import AsyncIterator, Collection
 from contextlib import asynccontextmanager
+from types import TracebackType
 from typing import Any, TypeAlias
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 import asyncpg
 from asyncpg.pool import PoolConnectionProxy
+from opentelemetry.instrumentation.utils import suppress_instrumentation
 
 __all__ = [
     "LEARNER_IDS_SETTING",
@@ -139,16 +141,46 @@ async def learner_transaction(
     or a connection that is not already in a transaction. The binding is transaction-local, so
     it ends with the transaction and never leaks to the next user of a pooled connection. An
     empty collection binds nothing: learner-keyed tables then return no rows.
+
+    Only the statements run inside are traced: BEGIN, the binding and COMMIT would add three
+    spans to every read that tell a trace reader nothing the enclosing span does not.
     """
     value = _learner_ids_value(learner_ids)
     if isinstance(source, asyncpg.Pool):
-        async with source.acquire() as conn, conn.transaction(readonly=readonly):
-            await conn.execute("SELECT set_config($1, $2, true)", LEARNER_IDS_SETTING, value)
+        async with source.acquire() as conn, _BoundTransaction(conn, value, readonly=readonly):
             yield conn
         return
-    async with source.transaction(readonly=readonly):
-        await source.execute("SELECT set_config($1, $2, true)", LEARNER_IDS_SETTING, value)
+    async with _BoundTransaction(source, value, readonly=readonly):
         yield source
+
+
+class _BoundTransaction:
+    """asyncpg's transaction, untraced, with the learner binding set as it starts."""
+
+    def __init__(self, conn: Connection, learner_ids: str, *, readonly: bool) -> None:
+        self._conn = conn
+        self._learner_ids = learner_ids
+        self._transaction = conn.transaction(readonly=readonly)
+
+    async def __aenter__(self) -> None:
+        with suppress_instrumentation():
+            await self._transaction.__aenter__()
+            try:
+                await self._conn.execute(
+                    "SELECT set_config($1, $2, true)", LEARNER_IDS_SETTING, self._learner_ids
+                )
+            except BaseException as error:
+                await self._transaction.__aexit__(type(error), error, error.__traceback__)
+                raise
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        with suppress_instrumentation():
+            await self._transaction.__aexit__(exc_type, exc, traceback)
 
 
 def dsn_with(

@@ -12,7 +12,6 @@ import asyncio
 import os
 import re
 import shutil
-import tempfile
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
 from datetime import date
@@ -99,14 +98,8 @@ class LocalDirectoryObjects:
 
     def _write_files(self, files: list[tuple[Path, bytes]]) -> Outcomes:
         outcomes: list[BaseException | None] = []
-        made: set[Path] = set()
         for path, body in files:
             try:
-                if path.parent not in made:
-                    # The root is private, so the day and pseudonym directories need not be.
-                    self._root.mkdir(mode=0o700, parents=True, exist_ok=True)
-                    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-                    made.add(path.parent)
                 self._write(path, body)
             except Exception as error:
                 outcomes.append(error)
@@ -115,14 +108,28 @@ class LocalDirectoryObjects:
         return outcomes
 
     def _write(self, path: Path, body: bytes) -> None:
-        # Written beside the target and renamed, so a reader never sees a partial file.
-        fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        # Written beside the target and renamed, so a reader never sees a partial file. The
+        # target's name is a fresh uuid, so the temporary name built from it is unique too.
+        temporary = path.with_name(f".tmp-{path.name}")
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
         try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(body)
+            fd = os.open(temporary, flags, 0o600)
+        except FileNotFoundError:
+            # The first snapshot of this day and pseudonym. The root is private, so the
+            # directories below it need not be.
+            self._root.mkdir(mode=0o700, parents=True, exist_ok=True)
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            fd = os.open(temporary, flags, 0o600)
+        try:
+            try:
+                written = 0
+                while written < len(body):
+                    written += os.write(fd, body[written:])
+            finally:
+                os.close(fd)
             os.replace(temporary, path)
         except BaseException:
-            Path(temporary).unlink(missing_ok=True)
+            temporary.unlink(missing_ok=True)
             raise
 
     async def get(self, key: str) -> bytes:
