@@ -82,6 +82,8 @@ def test_secrets_are_never_shown(monkeypatch: pytest.MonkeyPatch) -> None:
         {"tls_cert_file": "/tls/cert.pem"},
         {"listen_address": "50051"},
         {"listen_address": "localhost:99999"},
+        {"listen_address": "localhost:50051\n"},
+        {"caller_tokens": {"gateway\n": "gateway-token-0123456789"}},
         {"caller_token_metadata_key": "X-Token"},
         {"caller_token_metadata_key": "x-token-bin"},
         {"grace_period_seconds": -1},

@@ -53,7 +53,7 @@ _LOCK_KEY = int.from_bytes(
     hashlib.sha256(b"nemo_schema_migrations").digest()[:8], "big", signed=True
 )
 
-_FILE_PATTERN = re.compile(r"^(?P<version>\d{4})_(?P<name>[a-z0-9_]+)\.sql$")
+_FILE_PATTERN = re.compile(r"^(?P<version>\d{4})_(?P<name>[a-z0-9_]+)\.sql\Z")
 
 _CREATE_TABLE = f"""
 CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} (

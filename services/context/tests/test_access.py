@@ -9,7 +9,6 @@ import pytest
 
 from nemo.context.v1 import context_service_pb2 as pb
 from nemo_context.access import (
-    INVALID_LEARNER_ID,
     INVALID_RESOURCE_SCOPE,
     LearnerFacts,
     ResourceScope,
@@ -17,6 +16,7 @@ from nemo_context.access import (
     decide,
     parse_scope,
 )
+from nemo_context.ids import INVALID_LEARNER_ID, INVALID_USER_ID
 from nemo_core.db import Pool
 from nemo_core.errors import ServiceError
 
@@ -143,12 +143,20 @@ async def test_malformed_scopes_are_invalid_arguments(context_pool: Pool, scope:
     assert caught.value.reason == INVALID_RESOURCE_SCOPE
 
 
-@pytest.mark.parametrize("learner", ["", "L-1,L-2"])
+@pytest.mark.parametrize("learner", ["", "L-1,L-2", "L-1\x00", "L 1", "L-1\n"])
 async def test_learner_id_must_be_one_id(context_pool: Pool, learner: str) -> None:
     with pytest.raises(ServiceError) as caught:
         await check(context_pool, "U-P1", learner, "user")
     assert caught.value.code is grpc.StatusCode.INVALID_ARGUMENT
     assert caught.value.reason == INVALID_LEARNER_ID
+
+
+@pytest.mark.parametrize("user", ["U-P1\x00", "U P1", "U-P1,U-P2"])
+async def test_user_id_must_have_the_shape_of_a_key(context_pool: Pool, user: str) -> None:
+    with pytest.raises(ServiceError) as caught:
+        await check(context_pool, user, "L-1", "user")
+    assert caught.value.code is grpc.StatusCode.INVALID_ARGUMENT
+    assert caught.value.reason == INVALID_USER_ID
 
 
 def test_the_user_chain_reports_the_first_relation_that_holds() -> None:

@@ -14,11 +14,11 @@ from nemo.context.v1 import learner_context_pb2 as pb
 from nemo.type.v1 import locale_pb2
 from nemo_context.builder import (
     BUILD_VERSION,
-    INVALID_LEARNER_ID,
     LEARNER_NOT_FOUND,
     ContextBuilder,
 )
 from nemo_context.gate import CONTEXT_LEAK_BLOCKED
+from nemo_context.ids import INVALID_LEARNER_ID
 from nemo_context.pseudonym import Pseudonymizer
 from nemo_context.purposes import CONVERSATION, POLICY_VERSION, PURPOSES, Purpose, Slice
 from nemo_context.repository import LearnerRecord, PostgresLearnerRepository

@@ -114,7 +114,8 @@ async def test_unknown_and_malformed_refs(context_server: RunningContextServer) 
         grpc.StatusCode.NOT_FOUND,
         SNAPSHOT_NOT_FOUND,
     )
-    for malformed in ("", "ai-context/../../etc/passwd", "L-1", bundle.input_ref + "x"):
+    malformed_refs = ("", "ai-context/../../etc/passwd", "L-1", bundle.input_ref + "x")
+    for malformed in (*malformed_refs, bundle.input_ref + "\n"):
         assert await get_error(context_server, malformed) == (
             grpc.StatusCode.INVALID_ARGUMENT,
             INVALID_INPUT_REF,

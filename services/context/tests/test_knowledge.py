@@ -123,6 +123,8 @@ async def test_limit_caps_the_hits(context_pool: Pool) -> None:
         ({"query": "he so goc", "limit": -1}, knowledge.INVALID_LIMIT),
         ({"query": "he so goc", "grade": 13}, knowledge.INVALID_GRADE),
         ({"query": "he so goc", "grade": -2}, knowledge.INVALID_GRADE),
+        ({"query": "he so goc", "subject": "math\x00"}, knowledge.INVALID_SUBJECT),
+        ({"query": "he so goc", "subject": "m" * 65}, knowledge.INVALID_SUBJECT),
     ],
 )
 def test_invalid_searches(request_fields: dict[str, object], reason: str) -> None:
@@ -161,6 +163,19 @@ async def test_unknown_and_empty_node_ids(context_pool: Pool) -> None:
         knowledge.KNOWLEDGE_NODE_NOT_FOUND,
     )
     assert (empty.value.code, empty.value.reason) == (
+        grpc.StatusCode.INVALID_ARGUMENT,
+        knowledge.INVALID_NODE_ID,
+    )
+
+
+@pytest.mark.parametrize("node_id", ["math-08\x00", "math\n08", "m" * 129])
+async def test_node_ids_that_cannot_be_keys_are_invalid_arguments(
+    context_pool: Pool, node_id: str
+) -> None:
+    async with context_pool.acquire() as conn:
+        with pytest.raises(ServiceError) as caught:
+            await knowledge.get_node(conn, node_id)
+    assert (caught.value.code, caught.value.reason) == (
         grpc.StatusCode.INVALID_ARGUMENT,
         knowledge.INVALID_NODE_ID,
     )

@@ -10,7 +10,7 @@ import pytest
 from asyncpg.connection import LoggedQuery
 
 from nemo_context.purposes import CONVERSATION, PURPOSES
-from nemo_context.repository import PostgresLearnerRepository, linked_identifiers
+from nemo_context.repository import PostgresLearnerRepository, linked_identifiers, statement_for
 from nemo_core.db import LEARNER_IDS_SETTING, Pool, init_connection, learner_transaction
 
 LEARNER_TABLES = (
@@ -134,3 +134,34 @@ async def test_linked_identifiers_include_inactive_mentors(context_pool: Pool) -
     async with learner_transaction(context_pool, ["L-2"], readonly=True) as conn:
         linked = await linked_identifiers(conn, "L-2")
     assert linked == {"L-2", "F-2", "U-P2", "U-G2", "U-M2"}
+
+
+@pytest.mark.parametrize("learner_id", ["L-1", "L-2"])
+async def test_each_statement_reads_only_its_learner_even_without_row_level_security(
+    owner_dsn: str, context_pool: Pool, learner_id: str
+) -> None:
+    """Row-level security would hide a subquery that forgot its ``WHERE``; the owner, whom it
+    does not restrict, must still read exactly what the bound context role reads."""
+    owner = await asyncpg.connect(owner_dsn)
+    try:
+        await init_connection(owner)
+        assert await owner.fetchval(
+            "SELECT rolbypassrls OR rolsuper FROM pg_roles WHERE rolname = current_user"
+        )
+        for name in BUNDLE_PURPOSES:
+            statement = statement_for(PURPOSES[name])
+            # Bound too, for the age function that checks the binding itself.
+            async with learner_transaction(owner, [learner_id], readonly=True):
+                unrestricted = await owner.fetchrow(statement, learner_id)
+            async with learner_transaction(context_pool, [learner_id], readonly=True) as conn:
+                bound = await conn.fetchrow(statement, learner_id)
+            assert unrestricted is not None
+            assert bound is not None
+            assert _comparable(unrestricted) == _comparable(bound), name
+    finally:
+        await owner.close()
+
+
+def _comparable(row: asyncpg.Record) -> dict[str, object]:
+    # The linked ids are a set: their order is the planner's.
+    return {**dict(row), "linked_ids": sorted(row["linked_ids"])}

@@ -26,7 +26,7 @@ from nemo_core.db import is_database_unavailable
 
 logger = logging.getLogger(__name__)
 
-_REASON_PATTERN = re.compile(r"^[A-Z][A-Z0-9_]{0,62}[A-Z0-9]$")
+_REASON_PATTERN = re.compile(r"^[A-Z][A-Z0-9_]{0,62}[A-Z0-9]\Z")
 
 
 class Reason(StrEnum):

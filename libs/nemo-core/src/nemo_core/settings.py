@@ -19,11 +19,11 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_CALLER_TOKEN_METADATA_KEY = "x-nemo-caller-token"
 
-IDENTITY_PATTERN = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
+IDENTITY_PATTERN = re.compile(r"^[a-z][a-z0-9_-]{0,62}\Z")
 MIN_TOKEN_LENGTH = 16
 
-_METADATA_KEY_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
-_LISTEN_ADDRESS_PATTERN = re.compile(r"^(\[[0-9a-fA-F:]+\]|[^:\s\[\]]+):(\d{1,5})$")
+_METADATA_KEY_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_.-]*\Z")
+_LISTEN_ADDRESS_PATTERN = re.compile(r"^(\[[0-9a-fA-F:]+\]|[^:\s\[\]]+):(\d{1,5})\Z")
 _TOKEN_MAP = TypeAdapter(dict[str, SecretStr])
 
 

@@ -25,11 +25,11 @@ from typing import Final
 import grpc
 
 from nemo.context.v1 import context_service_pb2 as pb
+from nemo_context.ids import check_learner_id, check_user_id
 from nemo_core.db import Pool, learner_transaction
 from nemo_core.errors import ServiceError
 
 INVALID_RESOURCE_SCOPE: Final = "INVALID_RESOURCE_SCOPE"
-INVALID_LEARNER_ID: Final = "INVALID_LEARNER_ID"
 
 
 @dataclass(frozen=True)
@@ -154,12 +154,9 @@ async def check_learner_access(
 ) -> pb.CheckLearnerAccessResponse:
     """Validate the request, read the facts, decide."""
     learner_id = request.learner_id
-    if not learner_id or "," in learner_id:
-        raise ServiceError(
-            grpc.StatusCode.INVALID_ARGUMENT,
-            INVALID_LEARNER_ID,
-            "learner_id is required and cannot contain a comma",
-        )
+    check_learner_id(learner_id)
+    if request.user_id:
+        check_user_id(request.user_id)
     scope = parse_scope(request.resource_scope)
     if scope.user and not request.user_id:
         # No user to act for reaches no learner, whoever the learner is.

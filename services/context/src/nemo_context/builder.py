@@ -9,7 +9,6 @@ returns a :class:`~nemo_context.gate.Gated` bundle or raises.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Final
@@ -22,6 +21,7 @@ from nemo.type.v1 import locale_pb2
 from nemo_context import slices
 from nemo_context.acl import check_purpose_caller
 from nemo_context.gate import Gated, find_forbidden_name, gate, leak_blocked, record_block
+from nemo_context.ids import check_learner_id
 from nemo_context.pseudonym import Pseudonymizer
 from nemo_context.purposes import CONVERSATION, POLICY_VERSION, Purpose, Slice, purpose_named
 from nemo_context.render import render_bundle
@@ -32,22 +32,8 @@ from nemo_core.errors import ServiceError
 BUILD_VERSION: Final = "context-builder-1"
 """Version of this builder and renderer; bundles and snapshots carry it."""
 
-INVALID_LEARNER_ID: Final = "INVALID_LEARNER_ID"
 LEARNER_NOT_FOUND: Final = "LEARNER_NOT_FOUND"
 WRONG_PURPOSE_KIND: Final = "WRONG_PURPOSE_KIND"
-
-_LEARNER_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
-
-
-def check_learner_id(learner_id: str) -> None:
-    """INVALID_ARGUMENT / ``INVALID_LEARNER_ID`` unless ``learner_id`` looks like a learner key."""
-    if not _LEARNER_ID.match(learner_id):
-        raise ServiceError(
-            grpc.StatusCode.INVALID_ARGUMENT,
-            INVALID_LEARNER_ID,
-            "learner_id must be 1 to 128 letters, digits or . _ : - (starting with a letter "
-            "or digit)",
-        )
 
 
 def learner_not_found() -> ServiceError:

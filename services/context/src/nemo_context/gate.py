@@ -292,7 +292,7 @@ _JSON_START: Final = re.compile(r'\{\s*"|\[\s*["{\[]')
 """Where a JSON object or array that can hold a key or a string may start: ``{"`` or ``["``,
 ``[{``, ``[[``. LaTeX such as ``\\frac{a}{b}`` and intervals such as ``[a; b]`` never do."""
 
-_JSON_KEY: Final = re.compile(r'"((?:[^"\\\n]|\\.)*)"\s*:')
+JSON_KEY: Final = re.compile(r'"(?P<name>(?:[^"\\\n]|\\.)*)"(?P<colon>\s*:)')
 """A quoted name followed by a colon: a JSON key, even in JSON that is cut short or broken."""
 
 _JSON_DECODER: Final = json.JSONDecoder()
@@ -329,18 +329,20 @@ def embedded_json(text: str) -> list[object]:
         except RecursionError:
             raise UndecidableTextError from None
         found.append(value)
-    keys = {_unescape_key(match.group(1)): None for match in _JSON_KEY.finditer(text)}
+    keys = {json_key_name(match): None for match in JSON_KEY.finditer(text)}
     if keys:
         found.append(keys)
     return found
 
 
-def _unescape_key(raw: str) -> str:
+def json_key_name(match: re.Match[str]) -> str:
+    """The name a :data:`JSON_KEY` match spells, JSON escapes decoded."""
+    raw = match.group("name")
     try:
-        key: str = json.loads(f'"{raw}"')
+        name: str = json.loads(f'"{raw}"')
     except ValueError:
         return raw
-    return key
+    return name
 
 
 def _struct_to_python(struct: Message) -> dict[str, object]:

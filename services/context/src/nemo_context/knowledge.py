@@ -33,11 +33,14 @@ INVALID_QUERY: Final = "INVALID_QUERY"
 INVALID_LIMIT: Final = "INVALID_LIMIT"
 INVALID_GRADE: Final = "INVALID_GRADE"
 INVALID_NODE_ID: Final = "INVALID_NODE_ID"
+INVALID_SUBJECT: Final = "INVALID_SUBJECT"
 KNOWLEDGE_NODE_NOT_FOUND: Final = "KNOWLEDGE_NODE_NOT_FOUND"
 
 DEFAULT_LIMIT: Final = 10
 MAX_LIMIT: Final = 50
 MAX_QUERY_CHARS: Final = 500
+MAX_SUBJECT_CHARS: Final = 64
+MAX_NODE_ID_CHARS: Final = 128
 #: Words of a query that take part in matching; a chat message may be longer.
 MAX_QUERY_WORDS: Final = 48
 
@@ -86,12 +89,21 @@ def validate_search(request: pb.SearchKnowledgeRequest) -> SearchRequest:
         raise _invalid(INVALID_LIMIT, f"limit must be between 1 and {MAX_LIMIT} (0 means 10)")
     if not (request.grade == 0 or 1 <= request.grade <= 12):
         raise _invalid(INVALID_GRADE, "grade must be between 1 and 12 (0 means any)")
+    if not _is_short_printable(request.subject, MAX_SUBJECT_CHARS):
+        raise _invalid(
+            INVALID_SUBJECT, f"subject must be at most {MAX_SUBJECT_CHARS} printable characters"
+        )
     return SearchRequest(
         query_words=matched_words,
         limit=request.limit or DEFAULT_LIMIT,
         subject=request.subject.strip(),
         grade=request.grade,
     )
+
+
+def _is_short_printable(value: str, limit: int) -> bool:
+    # NUL and other control characters would fail in PostgreSQL instead of here.
+    return len(value) <= limit and value.isprintable()
 
 
 def _invalid(reason: str, message: str) -> ServiceError:
@@ -185,8 +197,10 @@ async def nodes_by_id(
 
 async def get_node(conn: Connection, node_id: str) -> pb.GetKnowledgeNodeResponse:
     """One node with every edge into and out of it; NOT_FOUND for an unknown id."""
-    if not node_id.strip():
-        raise _invalid(INVALID_NODE_ID, "node_id is required")
+    if not node_id.strip() or not _is_short_printable(node_id, MAX_NODE_ID_CHARS):
+        raise _invalid(
+            INVALID_NODE_ID, f"node_id is required: 1 to {MAX_NODE_ID_CHARS} printable characters"
+        )
     found = await nodes_by_id(conn, [node_id])
     if not found:
         raise ServiceError(

@@ -153,7 +153,9 @@ _GOAL_SQL: Final = """(
 
 # Every node's (mastery, confidence), so the builder can count nodes per knowledge state.
 _NODE_MEASURES_SQL: Final = """(
-        SELECT coalesce(json_agg(json_build_array(m.mastery, m.confidence)), '[]'::json)
+        SELECT coalesce(
+            json_agg(json_build_array(m.mastery, m.confidence) ORDER BY m.node_id), '[]'::json
+        )
         FROM learning.mastery AS m
         WHERE m.learner_id = $1
     )"""

@@ -29,9 +29,9 @@ SNAPSHOT_PREFIX = "ai-context/"
 #: Every snapshot key, and nothing else.
 KEY_PATTERN = re.compile(
     r"^ai-context/(?P<day>\d{4}-\d{2}-\d{2})/nemo_[0-9a-f]{12}/"
-    r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.json$"
+    r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.json\Z"
 )
-_DAY_PATTERN = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+_DAY_PATTERN = re.compile(r"^\d{4}-\d{2}-\d{2}\Z")
 
 #: Id of the lifecycle rule this service owns in a snapshot bucket; other rules are kept.
 LIFECYCLE_RULE_ID = "nemo-context-snapshot-retention"

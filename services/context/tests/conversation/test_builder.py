@@ -12,6 +12,7 @@ from google.protobuf import json_format
 
 from nemo.context.v1 import context_service_pb2 as service_pb
 from nemo.context.v1 import conversation_pb2 as pb
+from nemo_context.conversation import store
 from nemo_context.conversation.budget import bundle_tokens
 from nemo_context.conversation.builder import (
     BUILD_VERSION,
@@ -24,10 +25,10 @@ from nemo_context.conversation.builder import (
     ConversationSettings,
 )
 from nemo_context.conversation.record import record_turn
-from nemo_context.conversation.redaction import MASK
+from nemo_context.conversation.redaction import FIELD_MASK, MASK, OMITTED
 from nemo_context.gate import CONTEXT_LEAK_BLOCKED
 from nemo_context.pseudonym import Pseudonymizer
-from nemo_core.db import LEARNER_IDS_SETTING, Pool, init_connection
+from nemo_core.db import LEARNER_IDS_SETTING, Pool, init_connection, learner_transaction
 from nemo_core.errors import ServiceError
 
 MakeSession = Callable[..., Awaitable[str]]
@@ -360,13 +361,43 @@ async def test_keys_typed_into_chat_are_masked(
     assert bundle.current_user_message == f"Em là {MASK} đây ạ, bạn L-10 ngồi cạnh em."
 
 
+async def test_chat_text_naming_forbidden_fields_is_redacted_not_refused(
+    context_pool: Pool, make_session: MakeSession
+) -> None:
+    session = await make_session("L-1")
+    reply = 'Các từ mới: "name": tên, "address": địa chỉ, "Email" : thư điện tử.'
+    await record(context_pool, session, "T1", exchange("Dạy em vài từ tiếng Anh ạ.", reply))
+    await record(
+        context_pool, session, "T2", exchange('Còn {"phone": "0912"} là gì ạ?', "Là số điện thoại.")
+    )
+    for turn in ("T3", "T4", "T5"):  # every later turn still builds
+        bundle = await build(context_pool, session, turn, 'Em viết {"dob": 1} đúng không?')
+    assert contents(bundle)[1] == (
+        f'Các từ mới: "{FIELD_MASK}": tên, "{FIELD_MASK}": địa chỉ, "{FIELD_MASK}" : thư điện tử.'
+    )
+    assert contents(bundle)[2] == f'Còn {{"{FIELD_MASK}": "0912"}} là gì ạ?'
+    assert bundle.current_user_message == f'Em viết {{"{FIELD_MASK}": 1}} đúng không?'
+
+
+async def test_chat_text_the_gate_cannot_read_is_omitted_not_refused(
+    context_pool: Pool, make_session: MakeSession
+) -> None:
+    session = await make_session("L-1")
+    hidden_id = 'xem {"ref": "L\\u002d1"} nhé'
+    await record(context_pool, session, "T1", exchange(hidden_id, "Cô xem rồi."))
+    bundle = await build(context_pool, session, "T2", "[" * 5000 + '"x"')
+    assert contents(bundle) == [OMITTED, "Cô xem rồi."]
+    assert bundle.current_user_message == OMITTED
+
+
 async def test_a_key_in_the_structured_state_is_blocked(
     context_pool: Pool, make_session: MakeSession
 ) -> None:
     session = await make_session("L-1")
-    state = pb.ConversationState()
-    state.extracted_info.update({"learner": "L-1"})
-    await record(context_pool, session, "T1", exchange("Hỏi", "Đáp"), state=state)
+    await record(context_pool, session, "T1", exchange("Hỏi", "Đáp"))
+    # RecordTurn refuses such a state; one stored by any other path is still never returned.
+    async with learner_transaction(context_pool, ["L-1"]) as conn:
+        await store.write_state(conn, session, "L-1", {"learner": "L-1"}, {})
     with pytest.raises(ServiceError) as caught:
         await build(context_pool, session, "T2")
     assert (caught.value.code, caught.value.reason) == (

@@ -287,3 +287,66 @@ async def test_clearing_a_turn_reaches_only_the_bound_learner(context_dsn: str) 
             await transaction.rollback()
     finally:
         await conn.close()
+
+
+def _state(
+    extracted_info: dict[str, Any] | None = None, **agent_state: Any
+) -> pb.ConversationState:
+    state = pb.ConversationState()
+    state.extracted_info.update(extracted_info or {})
+    state.agent_state.update(agent_state)
+    return state
+
+
+def _non_finite_state() -> pb.ConversationState:
+    state = pb.ConversationState()
+    state.agent_state.fields["score"].number_value = float("nan")
+    return state
+
+
+@pytest.mark.parametrize(
+    ("state", "reason"),
+    [
+        (_state({"name": "Minh"}), rec.IDENTIFIER_IN_STATE),
+        (_state(notes=[{"parentName": "Lan"}]), rec.IDENTIFIER_IN_STATE),
+        (_state(note="hỏi lại học sinh L-1 sau"), rec.IDENTIFIER_IN_STATE),
+        (_state(note="mẹ là U-P1"), rec.IDENTIFIER_IN_STATE),
+        (_state(note='{"email": "x@example.com"}'), rec.IDENTIFIER_IN_STATE),
+        (_state(note="a\x00b"), rec.INVALID_STATE),
+        (_state({"a\x00": 1}), rec.INVALID_STATE),
+        (_non_finite_state(), rec.INVALID_STATE),
+    ],
+)
+async def test_a_state_later_builds_would_refuse_is_refused_and_writes_nothing(
+    context_pool: Pool,
+    make_session: MakeSession,
+    owner_dsn: str,
+    state: pb.ConversationState,
+    reason: str,
+) -> None:
+    session = await make_session("L-1")
+    await call(
+        context_pool, session, "T0", [QUESTION, ANSWER], state=_state({"topic": "hằng đẳng thức"})
+    )
+    before = await stored(owner_dsn, session)
+    with pytest.raises(ServiceError) as caught:
+        await call(context_pool, session, "T1", [QUESTION, ANSWER], state=state)
+    assert (caught.value.code, caught.value.reason) == (grpc.StatusCode.INVALID_ARGUMENT, reason)
+    assert await stored(owner_dsn, session) == before
+    conn = await connect(owner_dsn)
+    try:
+        kept = await conn.fetchval(
+            "SELECT extracted_info FROM learning.conversation_state WHERE session_id = $1", session
+        )
+    finally:
+        await conn.close()
+    assert kept == {"topic": "hằng đẳng thức"}
+
+
+async def test_a_clean_state_with_lookalike_ids_is_stored(
+    context_pool: Pool, make_session: MakeSession
+) -> None:
+    session = await make_session("L-1")
+    state = _state({"topic": "phân số"}, note="bạn L-10 cũng hỏi", node_title="Phân số")
+    response = await call(context_pool, session, "T1", [QUESTION, ANSWER], state=state)
+    assert response.stored_message_count == 2

@@ -1,8 +1,14 @@
-"""Keys typed into chat text are masked with the gate's own matching rule."""
+"""Chat text is redacted with the gate's own rules: ids and field names masked."""
 
 from __future__ import annotations
 
-from nemo_context.conversation.redaction import MASK, mask_keys
+from nemo_context.conversation.redaction import (
+    FIELD_MASK,
+    MASK,
+    OMITTED,
+    mask_keys,
+    redact_chat_text,
+)
 from nemo_context.gate import find_leak
 
 FORBIDDEN = frozenset({"L-1", "U-P1", "F-1"})
@@ -20,3 +26,23 @@ def test_text_without_keys_is_unchanged() -> None:
     text = "Em tên là An, em học lớp 8."
     assert mask_keys(text, FORBIDDEN) == text
     assert mask_keys(text, frozenset()) == text
+
+
+def test_forbidden_names_in_key_positions_are_masked_and_the_rest_kept() -> None:
+    text = 'Từ mới: "name": tên, "node_title": "Phân số", "userId":1, "x" là "y"'
+    redacted = redact_chat_text(text, FORBIDDEN)
+    assert redacted == (
+        f'Từ mới: "{FIELD_MASK}": tên, "node_title": "Phân số", "{FIELD_MASK}":1, "x" là "y"'
+    )
+    assert find_leak(redacted, forbidden_values=FORBIDDEN) is None
+    assert find_leak(text, forbidden_values=FORBIDDEN) is not None
+
+
+def test_a_name_spelled_with_a_json_escape_is_masked_too() -> None:
+    assert redact_chat_text('{"\\u0065mail": 1}', FORBIDDEN) == f'{{"{FIELD_MASK}": 1}}'
+
+
+def test_text_still_refused_after_masking_is_omitted() -> None:
+    assert redact_chat_text('{"ref": "L\\u002d1"}', FORBIDDEN) == OMITTED
+    assert redact_chat_text("[" * 3000 + '"x"', FORBIDDEN) == OMITTED
+    assert redact_chat_text('{"ref": "L\\u002d10"}', FORBIDDEN) == '{"ref": "L\\u002d10"}'

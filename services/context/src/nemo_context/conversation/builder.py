@@ -4,7 +4,7 @@ Given a session, the current turn and the learner's message, the builder reads t
 to its learner, keeps the reusable history (see :mod:`.filtering`), takes the last N turns of it
 plus the latest stored summary, adds the structured state, a minimal pseudonymous profile (the
 learner ref and grade) and knowledge retrieved for the message, trims the result to the token
-budget (see :mod:`.budget`), masks internal keys typed into chat text (see :mod:`.redaction`) and
+budget (see :mod:`.budget`), redacts what chat text must not carry (see :mod:`.redaction`) and
 passes the finished bundle through the identifier gate.
 
 ``summary_stale`` is set when a reusable message left out of the bundle (outside the window or
@@ -28,7 +28,7 @@ from nemo.context.v1 import knowledge_pb2, learner_context_pb2
 from nemo_context import knowledge
 from nemo_context.conversation import filtering, store
 from nemo_context.conversation.budget import trim_to_budget
-from nemo_context.conversation.redaction import mask_keys
+from nemo_context.conversation.redaction import redact_chat_text
 from nemo_context.gate import Gated, gate
 from nemo_context.pseudonym import Pseudonymizer
 from nemo_context.settings import ContextSettings
@@ -140,10 +140,10 @@ async def _retrieve(
 
 
 def _masked(bundle: pb.ConversationBundle, forbidden: frozenset[str]) -> None:
-    bundle.current_user_message = mask_keys(bundle.current_user_message, forbidden)
-    bundle.conversation_summary = mask_keys(bundle.conversation_summary, forbidden)
+    bundle.current_user_message = redact_chat_text(bundle.current_user_message, forbidden)
+    bundle.conversation_summary = redact_chat_text(bundle.conversation_summary, forbidden)
     for message in bundle.recent_messages:
-        message.content = mask_keys(message.content, forbidden)
+        message.content = redact_chat_text(message.content, forbidden)
 
 
 def _is_stale(

@@ -5,21 +5,26 @@ reply cut mid-stream is stored as ``partial`` and never reused as context. Recor
 replaces its messages: allowed while it is the session's latest turn (a retry or a completion of
 it), refused once later turns follow it, since the order of the conversation is already settled.
 Everything of one call (messages, state, summary) is written in one transaction bound to the
-session's learner: a call that fails writes nothing.
+session's learner: a call that fails writes nothing. A state the identifier gate would refuse is
+refused here (INVALID_ARGUMENT), since the builder never masks state and a stored one would fail
+every later turn.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any, Final
 
 import grpc
-from google.protobuf import json_format
+from google.protobuf import json_format, struct_pb2
 
 from nemo.context.v1 import context_service_pb2 as service_pb
 from nemo.context.v1 import conversation_pb2 as pb
 from nemo_context.conversation import store
 from nemo_context.conversation.builder import check_ids, invalid, session_not_found
 from nemo_context.conversation.messages import ROLES, STATUSES, TYPES
+from nemo_context.gate import find_leak
+from nemo_context.repository import linked_identifiers
 from nemo_core.db import Pool, learner_transaction
 from nemo_core.errors import ServiceError
 
@@ -33,6 +38,8 @@ INVALID_TEXT: Final = "INVALID_TEXT"
 INVALID_SUMMARY: Final = "INVALID_SUMMARY"
 UNKNOWN_SUMMARY_TURN: Final = "UNKNOWN_SUMMARY_TURN"
 TURN_NOT_LATEST: Final = "TURN_NOT_LATEST"
+INVALID_STATE: Final = "INVALID_STATE"
+IDENTIFIER_IN_STATE: Final = "IDENTIFIER_IN_STATE"
 
 MAX_MESSAGES_PER_TURN: Final = 64
 MAX_TEXT_CHARS: Final = 64_000
@@ -84,6 +91,28 @@ def _message(index: int, message: pb.TurnMessage) -> store.NewMessage:
     )
 
 
+def _check_state_value(value: struct_pb2.Value) -> None:
+    kind = value.WhichOneof("kind")
+    if kind == "number_value" and not math.isfinite(value.number_value):
+        raise invalid(INVALID_STATE, "state numbers must be finite")
+    if kind == "string_value" and "\x00" in value.string_value:
+        raise invalid(INVALID_STATE, "state strings must contain no NUL")
+    if kind == "struct_value":
+        _check_state_struct(value.struct_value)
+    elif kind == "list_value":
+        for item in value.list_value.values:
+            _check_state_value(item)
+
+
+def _check_state_struct(struct: struct_pb2.Struct) -> None:
+    # PostgreSQL's jsonb holds neither NUL nor non-finite numbers; refusing them here keeps the
+    # error precise.
+    for key, value in struct.fields.items():
+        if "\x00" in key:
+            raise invalid(INVALID_STATE, "state keys must contain no NUL")
+        _check_state_value(value)
+
+
 def _validate(request: service_pb.RecordTurnRequest) -> list[store.NewMessage]:
     check_ids(request.session_id, request.turn_id)
     if not request.messages:
@@ -95,6 +124,9 @@ def _validate(request: service_pb.RecordTurnRequest) -> list[store.NewMessage]:
         if not request.summary.summary.strip():
             raise invalid(INVALID_SUMMARY, "summary.summary must not be empty")
         _check_text(request.summary.summary, "summary.summary")
+    if request.HasField("state"):
+        _check_state_struct(request.state.extracted_info)
+        _check_state_struct(request.state.agent_state)
     return messages
 
 
@@ -124,6 +156,14 @@ async def record_turn(
                 "later turns follow this turn; only the latest turn can be recorded again",
             ) from None
         if request.HasField("state"):
+            # Every later build would refuse such a state, and nothing else ever replaces it:
+            # stored, it would end the session.
+            forbidden = await linked_identifiers(conn, learner_id)
+            if find_leak(request.state, forbidden_values=forbidden | {learner_id}) is not None:
+                raise invalid(
+                    IDENTIFIER_IN_STATE,
+                    "state must not carry a field that names a person or an internal key",
+                )
             await store.write_state(conn, session_id, learner_id, *_state(request.state))
         if request.HasField("summary"):
             try:
