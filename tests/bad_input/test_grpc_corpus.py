@@ -69,11 +69,6 @@ def _no_hits(response: bytes) -> None:
     assert list(context_pb.SearchKnowledgeResponse.FromString(response).hits) == []
 
 
-def _denied(response: bytes) -> None:
-    # An id that reached SQL as code would match some learner the user may see.
-    assert not context_pb.CheckLearnerAccessResponse.FromString(response).allowed
-
-
 def _tool_call(case_id: str, tool: str, arguments: dict[str, object], error: str) -> GrpcCase:
     request = toolplane_pb.CallToolRequest(tool=tool, arguments=_struct(arguments))
     return GrpcCase(
@@ -313,8 +308,8 @@ for n, sql in enumerate(SQL_LIKE, start=1):
                 user_id="U-P1", learner_id=sql, resource_scope="*"
             ).SerializeToString(),
             "toolplane",
-            grpc.StatusCode.OK,
-            check=_denied,
+            INVALID,
+            "INVALID_LEARNER_ID",
         ),
         GrpcCase(
             f"sql-{n}-search-query",

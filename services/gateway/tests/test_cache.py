@@ -7,6 +7,7 @@ import asyncio
 import dataclasses
 import json
 from collections.abc import AsyncIterator
+from datetime import UTC
 
 import grpc.aio
 import pytest
@@ -15,10 +16,19 @@ from nemo.gateway.v1 import answer_pb2
 from nemo.gateway.v1 import gateway_service_pb2 as pb
 from nemo.gateway.v1 import gateway_service_pb2_grpc as pb_grpc
 from nemo_core.callers import CallerAcl
+from nemo_core.client import create_channel
 from nemo_core.server import Server
 from nemo_core.settings import DEFAULT_CALLER_TOKEN_METADATA_KEY
 from nemo_gateway.app import SERVICE_NAME, build
 from nemo_gateway.cache import CachedRun, CacheKey, ResultCache
+from nemo_gateway.context_client import ContextClient
+from nemo_gateway.errors import provider_busy
+from nemo_gateway.limits import InFlightLimit
+from nemo_gateway.prompts.learner import TutorHintVariables
+from nemo_gateway.prompts.registry import REGISTRY
+from nemo_gateway.prompts.spec import Lang
+from nemo_gateway.providers.factory import build_provider
+from nemo_gateway.runner import Clock, Prepared, PromptRunner
 from nemo_gateway.settings import GatewaySettings
 from nemo_testing.providers import Answer, ScriptedProvider
 
@@ -81,7 +91,7 @@ async def test_two_callers_never_receive_each_others_entry(
     assert (await _ask(two_callers, "reports")).answer.answer == "Đáp án cho reports [1]."
 
 
-async def test_two_learners_never_share_an_entry(
+async def test_each_learner_gets_their_own_entry_and_snapshot(
     start_gateway: StartGateway, provider: ScriptedProvider, context_address: str
 ) -> None:
     gateway = await start_gateway(context_address=context_address)
@@ -112,6 +122,60 @@ async def test_two_learners_never_share_an_entry(
     # A hit still names the snapshot of the context it was served for.
     assert l1_again.run.input_ref
     assert l1_again.run.input_ref != l1.run.input_ref
+
+
+async def test_two_learners_never_share_an_entry_even_for_identical_prompt_text(
+    provider: ScriptedProvider, context_address: str
+) -> None:
+    settings = GatewaySettings(
+        client_token=CONTEXT_CLIENT_TOKEN,
+        context_address=context_address,
+        provider="openai",
+        llm_base_url=provider.openai_base_url,
+        llm_api_key=LLM_KEY,
+    )
+    model = build_provider(settings)
+    assert model is not None
+    channel = create_channel(context_address, settings)
+    runner = PromptRunner(
+        settings,
+        model,
+        ContextClient(channel),
+        ResultCache(max_entries=16, ttl_seconds=60),
+        InFlightLimit(4, provider_busy),
+    )
+    spec = REGISTRY.get("learner.tutor_hint")
+    assert spec is not None
+    clock = Clock(FIXED_TIME.ToDatetime(tzinfo=UTC), from_server=False)
+
+    async def prepare(learner_id: str) -> Prepared:
+        return await runner.prepare(
+            spec, TutorHintVariables(), lang=Lang.VI, clock=clock, learner_id=learner_id,
+            caller="internal",
+        )  # fmt: skip
+
+    try:
+        l1, l3 = await prepare("L-1"), await prepare("L-3")
+        # L-3's scope with L-1's context: the prompt text is the same, only the scope differs.
+        l3_same_text = dataclasses.replace(l3, prompt=l1.prompt)
+        assert spec.render(l3_same_text.prompt) == spec.render(l1.prompt)
+        assert l3_same_text.scope != l1.scope
+        provider.script(
+            Answer(json.dumps({"hint": "Gợi ý thứ nhất."}, ensure_ascii=False)),
+            Answer(json.dumps({"hint": "Gợi ý thứ hai."}, ensure_ascii=False)),
+        )
+        results = [await runner.execute(p, clock) for p in (l1, l3_same_text, l1, l3_same_text)]
+    finally:
+        await channel.close()
+        await model.aclose()
+    assert [r.output.hint for r in results] == [
+        "Gợi ý thứ nhất.",
+        "Gợi ý thứ hai.",
+        "Gợi ý thứ nhất.",
+        "Gợi ý thứ hai.",
+    ]
+    assert [r.record.cache_hit for r in results] == [False, False, True, True]
+    assert len(provider.requests) == 2
 
 
 async def test_fallbacks_are_not_cached(

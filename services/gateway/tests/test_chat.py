@@ -19,6 +19,7 @@ from nemo_core.errors import error_details
 from nemo_testing.providers import Answer, HttpError, ScriptedProvider, Stream
 
 from .gateway_testing import (
+    EARLIER_TURNS,
     FIXED_TIME,
     Gateway,
     StartGateway,
@@ -211,6 +212,42 @@ async def test_a_stale_summary_is_rewritten_and_stored_with_the_turn(
         finally:
             await conn.close()
         assert [row["summary"] for row in stored] == [summary]
+
+
+async def test_a_summary_answer_that_cannot_be_parsed_still_completes_the_turn(
+    start_gateway: StartGateway,
+    provider: ScriptedProvider,
+    context_dsn: str,
+    owner_dsn: str,
+    tmp_path: Path,
+) -> None:
+    async with (
+        start_context_service(context_dsn, tmp_path, conversation_recent_turns=1) as address,
+        chat_session(owner_dsn, turns=2) as session_id,
+    ):
+        gateway = await start_gateway(context_address=address, max_answer_attempts=1)
+        provider.script_stream(Stream(DELTAS))
+        # JSON nested deeper than the parser recurses: a parse failure, so the summary falls
+        # back to its baseline instead of failing the turn.
+        provider.script(Answer('{"summary": ' + "[" * 5000 + "]" * 5000 + "}"))
+        deltas, events, error = await _collect(gateway, _request(session_id, turn_id="T3"))
+        assert error is None
+        assert deltas == list(DELTAS)
+        assert events[-1].completed.run.path == run_pb2.RUN_PATH_MODEL
+        assert [row[1] for row in await stored_messages(owner_dsn, session_id, "T3")] == [
+            "completed",
+            "completed",
+        ]
+        conn = await connect(owner_dsn)
+        try:
+            stored = await conn.fetchval(
+                "SELECT summary FROM learning.conversation_summaries WHERE session_id = $1",
+                session_id,
+            )
+        finally:
+            await conn.close()
+        # The baseline summary quotes the learner's question of the turn it covers.
+        assert EARLIER_TURNS[1][0] in stored
 
 
 async def test_only_the_chat_prompt_is_streamed(start_gateway: StartGateway) -> None:

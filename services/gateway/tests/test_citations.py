@@ -51,3 +51,12 @@ def test_sentences_split_after_any_terminal_mark_and_citations_are_counted_once(
 
 def test_an_empty_answer_has_no_sentences() -> None:
     assert check_citations("   ", 3) == CitationReport((), (), 0, 0)
+
+
+def test_a_bracketed_run_of_digits_too_long_for_a_source_number_is_no_citation() -> None:
+    # Thousands of digits would not even convert to an integer; no prompt has that many sources.
+    absurd = "[" + "9" * 4500 + "]"
+    assert check_citations(f"Đúng {absurd}.", 2) == CitationReport((), (), 1, 1)
+    assert check_citations("Có [123456]. Không [1234567] [2].", 2) == CitationReport(
+        valid=(2,), invalid=(123456,), uncited_sentences=0, sentences=2
+    )

@@ -9,10 +9,11 @@ import pytest
 
 from nemo.gateway.v1 import gateway_service_pb2 as pb
 from nemo.gateway.v1 import run_pb2
+from nemo_context.pseudonym import Pseudonymizer
 from nemo_core.errors import error_details
 from nemo_testing.providers import Answer, ScriptedProvider
 
-from .gateway_testing import FIXED_TIME, StartGateway, variables
+from .gateway_testing import FIXED_TIME, PSEUDONYM_KEY, StartGateway, variables
 
 
 async def test_a_hint_carries_the_learner_context_and_names_its_snapshot(
@@ -86,3 +87,53 @@ async def test_an_unknown_learner_is_reported_as_the_context_service_refused_it(
     assert details.reason == "CONTEXT_REJECTED"
     assert refused.value.code() is grpc.StatusCode.NOT_FOUND, details
     assert provider.requests == []
+
+
+REF = Pseudonymizer(PSEUDONYM_KEY.encode()).learner_ref("L-1")
+
+
+@pytest.mark.parametrize(
+    ("prompt_id", "draft"),
+    [
+        (
+            "learner.plan_explanation",
+            {"explanation": "Kế hoạch đi từ dễ đến khó.", "key_points": ["Ôn lại {point}"]},
+        ),
+        (
+            "learner.portrait_summary",
+            {"summary": "Em chăm chỉ.", "strengths": ["{point}"], "growth_areas": []},
+        ),
+        (
+            "learner.portrait_summary",
+            {"summary": "Em chăm chỉ.", "strengths": [], "growth_areas": ["Củng cố {point}"]},
+        ),
+    ],
+)
+async def test_the_pseudonym_in_any_learner_facing_list_entry_is_rejected(
+    prompt_id: str,
+    draft: dict[str, object],
+    start_gateway: StartGateway,
+    provider: ScriptedProvider,
+    context_address: str,
+) -> None:
+    gateway = await start_gateway(context_address=context_address, cache_max_entries=0)
+
+    async def run(point: str) -> pb.RunPromptResponse:
+        answer = json.dumps(draft, ensure_ascii=False).replace("{point}", point)
+        provider.script(Answer(answer))
+        response: pb.RunPromptResponse = await gateway.stub.RunPrompt(
+            pb.RunPromptRequest(prompt_id=prompt_id, learner_id="L-1", evaluated_at=FIXED_TIME),
+            metadata=gateway.metadata,
+            timeout=10,
+        )
+        return response
+
+    clean = await run("hằng đẳng thức")
+    assert (clean.run.path, clean.run.reason) == (run_pb2.RUN_PATH_MODEL, "")
+    leaking = await run(f"hằng đẳng thức của {REF}")
+    assert (leaking.run.path, leaking.run.reason) == (
+        run_pb2.RUN_PATH_FALLBACK,
+        "GUARDRAIL_REJECTED",
+    )
+    assert REF not in str(leaking.output)
+    assert len(provider.requests) == 2

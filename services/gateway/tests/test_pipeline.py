@@ -3,7 +3,9 @@ OpenAI or Anthropic wire format with scripted replies, path + reason + request c
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import time
 from typing import Any
 
 import pytest
@@ -11,7 +13,11 @@ import pytest
 from nemo.gateway.v1 import gateway_service_pb2 as pb
 from nemo.gateway.v1 import run_pb2
 from nemo_gateway.prompts import coral
+from nemo_gateway.prompts.registry import REGISTRY
 from nemo_gateway.prompts.spec import Lang, PromptInput
+from nemo_gateway.providers.factory import build_provider
+from nemo_gateway.settings import GatewaySettings
+from nemo_gateway.structured.pipeline import Path, run_model
 from nemo_testing.providers import Answer, Hang, HttpError, ScriptedProvider
 
 from .gateway_testing import FIXED_TIME, LLM_KEY, Gateway, StartGateway, variables
@@ -308,3 +314,61 @@ async def test_an_unreachable_provider_falls_back(start_gateway: StartGateway) -
         "PROVIDER_UNAVAILABLE",
         2,
     )
+
+
+async def test_json_nested_past_the_parsers_limit_is_a_parse_failure_and_reasked(
+    start_gateway: StartGateway, provider: ScriptedProvider
+) -> None:
+    gateway = await start_gateway()
+    nested = '{"verdict": "accept", "issues": ' + "[" * 5000 + "]" * 5000 + ', "summary": "x"}'
+    provider.script(Answer(nested), Answer(json.dumps(VALID)))
+    response = await _run(gateway)
+    _assert_run(response, provider, path=run_pb2.RUN_PATH_REPAIRED, reason="REASKED", requests=2)
+    assert "nested too deeply" in provider.requests[1].json()["messages"][-1]["content"]
+
+
+async def test_a_line_break_before_a_list_item_is_not_taken_for_latex(
+    start_gateway: StartGateway, provider: ScriptedProvider
+) -> None:
+    gateway = await start_gateway()
+    # JSON reads "\ne" as a newline and "e": here a list item, not the LaTeX relation \ne.
+    issues = ["Các lựa chọn:\nd) 7\ne) 8 — trùng ý với d)\ni) một lựa chọn thừa\ne = 2,7"]
+    review = {"verdict": "revise", "issues": issues, "summary": "Cần sửa lựa chọn e."}
+    provider.script(Answer(json.dumps(review, ensure_ascii=False)))
+    response = await _run(gateway)
+    _assert_run(response, provider, path=run_pb2.RUN_PATH_MODEL, reason="", requests=1)
+    assert list(response.output.item_evaluation.issues) == issues
+
+
+def _raises(draft: object, prompt: object) -> str | None:
+    raise ValueError("a guardrail bug")
+
+
+async def test_a_guardrail_that_raises_falls_back_with_its_own_reason(
+    provider: ScriptedProvider,
+) -> None:
+    spec = REGISTRY.get("coral.evaluate_item")
+    assert spec is not None
+    broken = dataclasses.replace(spec, guardrail=_raises)
+    settings = GatewaySettings(
+        provider="openai", llm_base_url=provider.openai_base_url, llm_api_key=LLM_KEY
+    )
+    http = build_provider(settings)
+    assert http is not None
+    prompt = PromptInput(
+        coral.EvaluateItemVariables.model_validate(ITEM), Lang.VI, FIXED_TIME.ToDatetime()
+    )
+    provider.script(Answer(json.dumps(VALID)), Answer(json.dumps(VALID)))
+    try:
+        outcome = await run_model(
+            broken, prompt, broken.render(prompt), http,
+            model="m", max_attempts=3, deadline=time.monotonic() + 5,
+        )  # fmt: skip
+    finally:
+        await http.aclose()
+    assert (outcome.accepted, outcome.path, outcome.reason) == (
+        None,
+        Path.FALLBACK,
+        "GUARDRAIL_ERROR",
+    )
+    assert len(provider.requests) == 1

@@ -1,19 +1,24 @@
-"""The RPC surface: ListPrompts, and precise errors for requests that cannot run."""
+"""The RPC surface: ListPrompts, required deadlines, and precise errors for requests that cannot
+run."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable
+from typing import Any
 
 import grpc
 import pytest
+from google.protobuf import timestamp_pb2
 
+from nemo.gateway.v1 import answer_pb2, prompt_pb2
 from nemo.gateway.v1 import gateway_service_pb2 as pb
-from nemo.gateway.v1 import prompt_pb2
 from nemo_core.errors import error_details
-from nemo_testing.providers import ScriptedProvider
+from nemo_testing.providers import Answer, ScriptedProvider
 
 from .gateway_testing import StartGateway, variables
 
+PASSAGE = answer_pb2.Passage(document_id="doc-1", title="Hằng đẳng thức", text="(a + b)².")
 PROMPT_IDS = [
     "coral.evaluate_item",
     "coral.generate_items",
@@ -121,3 +126,121 @@ async def test_a_caller_without_a_token_is_unauthenticated(start_gateway: StartG
     with pytest.raises(grpc.aio.AioRpcError) as failed:
         await gateway.stub.ListPrompts(pb.ListPromptsRequest(), timeout=5)
     assert failed.value.code() is grpc.StatusCode.UNAUTHENTICATED
+
+
+async def test_every_rpc_that_calls_a_dependency_requires_a_deadline(
+    start_gateway: StartGateway, provider: ScriptedProvider
+) -> None:
+    gateway = await start_gateway()
+    calls: dict[str, Awaitable[object]] = {
+        "RunPrompt": gateway.stub.RunPrompt(
+            pb.RunPromptRequest(
+                prompt_id="coral.evaluate_item",
+                variables=variables(stem="1 + 1 = ?", kind="short_answer", subject="math", grade=1),
+            ),
+            metadata=gateway.metadata,
+        ),
+        "Answer": gateway.stub.Answer(
+            pb.AnswerRequest(question="Q?", passages=[PASSAGE]), metadata=gateway.metadata
+        ),
+        "StreamPrompt": gateway.stub.StreamPrompt(
+            pb.StreamPromptRequest(
+                prompt_id="tutor.chat_reply", session_id="S", turn_id="T", user_message="Chào"
+            ),
+            metadata=gateway.metadata,
+        ).read(),
+    }
+    for rpc, call in calls.items():
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await call
+        assert refused.value.code() is grpc.StatusCode.INVALID_ARGUMENT, rpc
+        assert error_details(refused.value).reason == "DEADLINE_REQUIRED", rpc
+    assert provider.requests == []
+    # Describing the prompts calls nothing else and needs no deadline.
+    listed = await gateway.stub.ListPrompts(pb.ListPromptsRequest(), metadata=gateway.metadata)
+    assert listed.prompts
+
+
+def _evaluate_item(**fields: Any) -> pb.RunPromptRequest:
+    return pb.RunPromptRequest(
+        prompt_id="coral.evaluate_item",
+        variables=variables(stem="1 + 1 = ?", kind="short_answer", subject="math", grade=1),
+        **fields,
+    )
+
+
+def _with_unset_value() -> pb.RunPromptRequest:
+    request = _evaluate_item()
+    # A Value with no kind set: legal on the wire, holding nothing.
+    request.variables.fields["answer_key"].SetInParent()
+    return request
+
+
+@pytest.mark.parametrize(
+    ("rpc", "request_", "reason"),
+    [
+        (
+            "RunPrompt",
+            _evaluate_item(evaluated_at=timestamp_pb2.Timestamp(seconds=10**12)),
+            "INVALID_EVALUATED_AT",
+        ),
+        (
+            "RunPrompt",
+            _evaluate_item(evaluated_at=timestamp_pb2.Timestamp(seconds=0, nanos=-1)),
+            "INVALID_EVALUATED_AT",
+        ),
+        (
+            "Answer",
+            pb.AnswerRequest(
+                question="Q?",
+                passages=[PASSAGE],
+                evaluated_at=timestamp_pb2.Timestamp(seconds=-(10**12)),
+            ),
+            "INVALID_EVALUATED_AT",
+        ),
+        ("RunPrompt", _with_unset_value(), "INVALID_VARIABLES"),
+        (
+            "Answer",
+            pb.AnswerRequest(
+                question="Q?", passages=[answer_pb2.Passage(document_id="d", text=" \n\t ")]
+            ),
+            "INVALID_VARIABLES",
+        ),
+        ("Answer", pb.AnswerRequest(question="   ", passages=[PASSAGE]), "INVALID_VARIABLES"),
+    ],
+)
+async def test_malformed_input_is_an_invalid_argument_and_sends_nothing(
+    rpc: str,
+    request_: pb.RunPromptRequest | pb.AnswerRequest,
+    reason: str,
+    start_gateway: StartGateway,
+    provider: ScriptedProvider,
+) -> None:
+    gateway = await start_gateway()
+    provider.script(Answer(json.dumps({"covered": False, "answer": ""})))
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await getattr(gateway.stub, rpc)(request_, metadata=gateway.metadata, timeout=5)
+    assert refused.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    details = error_details(refused.value)
+    assert (details.reason, details.domain) == (reason, "gateway")
+    assert provider.requests == []
+
+
+async def test_a_chat_turn_with_an_invalid_evaluated_at_is_refused(
+    start_gateway: StartGateway,
+) -> None:
+    gateway = await start_gateway()
+    call = gateway.stub.StreamPrompt(
+        pb.StreamPromptRequest(
+            prompt_id="tutor.chat_reply",
+            session_id="S",
+            turn_id="T",
+            user_message="Chào",
+            evaluated_at=timestamp_pb2.Timestamp(seconds=10**12),
+        ),
+        metadata=gateway.metadata,
+        timeout=5,
+    )
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await call.read()
+    assert error_details(refused.value).reason == "INVALID_EVALUATED_AT"

@@ -77,3 +77,61 @@ async def test_anthropic_messages(start_gateway: StartGateway, provider: Scripte
     assert body["system"].startswith("Bạn thẩm định")
     assert [m["role"] for m in body["messages"]] == ["user"]
     assert (body["max_tokens"], body["temperature"]) == (800, 0)
+
+
+def _field_names(schema: object) -> set[str]:
+    """Every property name anywhere in a JSON Schema."""
+    if isinstance(schema, dict):
+        names = set(schema.get("properties", {}))
+        return names.union(*(_field_names(value) for value in schema.values()))
+    if isinstance(schema, list):
+        return set().union(*(_field_names(value) for value in schema))
+    return set()
+
+
+async def test_anthropic_gets_the_output_schema_in_its_system_prompt(
+    start_gateway: StartGateway, provider: ScriptedProvider
+) -> None:
+    gateway = await start_gateway(provider="anthropic")
+    provider.script(Answer(VALID))
+    response = await gateway.stub.RunPrompt(REQUEST, metadata=gateway.metadata, timeout=5)
+    [request] = provider.requests
+    system = request.json()["system"]
+    spec = REGISTRY.get("coral.evaluate_item")
+    assert spec is not None
+    # The prompt's own rules first, then the schema as one compact JSON document.
+    assert system.startswith("Bạn thẩm định")
+    encoded = json.dumps(spec.output_schema, ensure_ascii=False, separators=(",", ":"))
+    assert system.endswith("\n" + encoded)
+    names = _field_names(spec.output_schema)
+    assert names == {"verdict", "issues", "summary"}
+    assert all(f'"{name}"' in system for name in names)
+    # The run record still names the exact bytes sent.
+    assert response.run.request_sha256 == request.sha256
+
+
+async def test_openai_json_mode_gets_the_output_schema_in_its_system_prompt(
+    start_gateway: StartGateway, provider: ScriptedProvider
+) -> None:
+    gateway = await start_gateway(provider="openai", json_schema_mode=False)
+    provider.script(Answer(VALID))
+    response = await gateway.stub.RunPrompt(REQUEST, metadata=gateway.metadata, timeout=5)
+    [request] = provider.requests
+    messages = request.json()["messages"]
+    spec = REGISTRY.get("coral.evaluate_item")
+    assert spec is not None
+    encoded = json.dumps(spec.output_schema, ensure_ascii=False, separators=(",", ":"))
+    assert [m["role"] for m in messages] == ["system", "user"]
+    assert messages[0]["content"].startswith("Bạn thẩm định")
+    assert messages[0]["content"].endswith("\n" + encoded)
+    assert response.run.request_sha256 == request.sha256
+
+
+async def test_openai_schema_mode_does_not_repeat_the_schema_in_the_prompt(
+    start_gateway: StartGateway, provider: ScriptedProvider
+) -> None:
+    gateway = await start_gateway(provider="openai", json_schema_mode=True)
+    provider.script(Answer(VALID))
+    await gateway.stub.RunPrompt(REQUEST, metadata=gateway.metadata, timeout=5)
+    system = provider.requests[0].json()["messages"][0]["content"]
+    assert "additionalProperties" not in system

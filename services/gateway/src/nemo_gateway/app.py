@@ -17,6 +17,9 @@ from nemo_gateway.servicer import GatewayServicer
 from nemo_gateway.settings import GatewaySettings
 
 SERVICE_NAME = "gateway"
+# Each calls the context service or a model provider: without a deadline, a stuck dependency
+# would hold the call and the caller's concurrency slot forever.
+DEADLINE_REQUIRED = ("RunPrompt", "StreamPrompt", "Answer")
 
 
 async def build(settings: GatewaySettings) -> ServiceSetup:
@@ -48,5 +51,6 @@ async def build(settings: GatewaySettings) -> ServiceSetup:
             )
         ],
         acl=ACL,
+        deadline_required=DEADLINE_REQUIRED,
         cleanup=cleanup,
     )

@@ -1,8 +1,16 @@
 """Calls to the context service: learner and conversation bundles, turns, knowledge search.
 
-Every call carries the gateway's caller token and the caller's remaining deadline. A context
-service that cannot answer makes the prompt fail with UNAVAILABLE: no prompt is ever sent
-without the context it was built for.
+Every call carries the gateway's caller token and the caller's remaining deadline. No prompt is
+ever sent without the context it was built for; how a failed call reaches the caller:
+
+- the context service could not be reached or was unavailable: UNAVAILABLE /
+  CONTEXT_UNAVAILABLE, which callers (and their channels' retry policy) may retry;
+- the deadline ran out: DEADLINE_EXCEEDED;
+- its identifier gate blocked the bundle: INTERNAL / CONTEXT_LEAK_BLOCKED, never retried, since
+  the same learner data builds the same blocked bundle;
+- it failed otherwise (INTERNAL, UNIMPLEMENTED...): INTERNAL / CONTEXT_FAILED, not retried;
+- it refused the request (unknown learner, session, purpose...): its status code with
+  CONTEXT_REJECTED.
 """
 
 from __future__ import annotations
@@ -18,25 +26,42 @@ from nemo.context.v1 import conversation_pb2, knowledge_pb2, learner_context_pb2
 from nemo.type.v1 import locale_pb2
 from nemo_core.deadlines import downstream_timeout
 from nemo_core.errors import Reason, ServiceError, error_details
-from nemo_gateway.errors import context_rejected, context_unavailable
+from nemo_gateway.errors import (
+    GatewayReason,
+    context_failed,
+    context_leak_blocked,
+    context_rejected,
+    context_unavailable,
+)
 
-# Codes that mean "the context service could not do it", as opposed to "it refused".
-_UNAVAILABLE_CODES = frozenset(
-    {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.UNIMPLEMENTED, grpc.StatusCode.INTERNAL}
+# Codes that mean "the context service failed", as opposed to "it refused the request".
+_FAILED_CODES = frozenset(
+    {
+        grpc.StatusCode.INTERNAL,
+        grpc.StatusCode.UNIMPLEMENTED,
+        grpc.StatusCode.UNKNOWN,
+        grpc.StatusCode.DATA_LOSS,
+    }
 )
 
 
 def _translate(exc: grpc.aio.AioRpcError) -> ServiceError:
     details = error_details(exc)
-    if details.code is grpc.StatusCode.DEADLINE_EXCEEDED:
+    code, reason = details.code, details.reason or details.code.name
+    if code is grpc.StatusCode.DEADLINE_EXCEEDED:
         return ServiceError(
             grpc.StatusCode.DEADLINE_EXCEEDED,
             Reason.DEADLINE_EXCEEDED,
             "the deadline was exceeded while building the context",
         )
-    if details.code in _UNAVAILABLE_CODES:
+    if code is grpc.StatusCode.UNAVAILABLE:
         return context_unavailable()
-    return context_rejected(details.code, details.reason or details.code.name)
+    # The context service reports its gate under the reason the gateway passes on.
+    if code is grpc.StatusCode.INTERNAL and reason == GatewayReason.CONTEXT_LEAK_BLOCKED:
+        return context_leak_blocked()
+    if code in _FAILED_CODES:
+        return context_failed(code, reason)
+    return context_rejected(code, reason)
 
 
 class ContextClient:

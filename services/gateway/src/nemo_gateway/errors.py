@@ -14,11 +14,14 @@ class GatewayReason(StrEnum):
 
     UNKNOWN_PROMPT = "UNKNOWN_PROMPT"
     INVALID_VARIABLES = "INVALID_VARIABLES"
+    INVALID_EVALUATED_AT = "INVALID_EVALUATED_AT"
     LEARNER_REQUIRED = "LEARNER_REQUIRED"
     LEARNER_DATA_REFUSED = "LEARNER_DATA_REFUSED"
     WRONG_RPC_FOR_PROMPT = "WRONG_RPC_FOR_PROMPT"
     CONTEXT_UNAVAILABLE = "CONTEXT_UNAVAILABLE"
     CONTEXT_REJECTED = "CONTEXT_REJECTED"
+    CONTEXT_LEAK_BLOCKED = "CONTEXT_LEAK_BLOCKED"
+    CONTEXT_FAILED = "CONTEXT_FAILED"
     PROVIDER_BUSY = "PROVIDER_BUSY"
     CALLER_BUSY = "CALLER_BUSY"
     PROVIDER_STREAM_BROKEN = "PROVIDER_STREAM_BROKEN"
@@ -40,6 +43,15 @@ def invalid_variables(prompt_id: str, problems: str) -> ServiceError:
         GatewayReason.INVALID_VARIABLES,
         f"the variables do not match the prompt's input model: {problems}",
         {"prompt_id": prompt_id},
+    )
+
+
+def invalid_evaluated_at() -> ServiceError:
+    return ServiceError(
+        grpc.StatusCode.INVALID_ARGUMENT,
+        GatewayReason.INVALID_EVALUATED_AT,
+        "evaluated_at is not a valid timestamp: seconds must fall in years 1 to 9999 and nanos "
+        "in 0 to 999999999",
     )
 
 
@@ -85,6 +97,26 @@ def context_rejected(code: grpc.StatusCode, reason: str) -> ServiceError:
         GatewayReason.CONTEXT_REJECTED,
         "the context service refused to build the context",
         {"context_reason": reason},
+    )
+
+
+def context_leak_blocked() -> ServiceError:
+    """The context service's identifier gate refused the bundle; a retry builds the same one."""
+    return ServiceError(
+        grpc.StatusCode.INTERNAL,
+        GatewayReason.CONTEXT_LEAK_BLOCKED,
+        "the context service blocked the learner context because it would leak an identifier",
+    )
+
+
+def context_failed(code: grpc.StatusCode, reason: str) -> ServiceError:
+    """The context service failed in a way a retry does not fix (an internal error, a method it
+    does not serve)."""
+    return ServiceError(
+        grpc.StatusCode.INTERNAL,
+        GatewayReason.CONTEXT_FAILED,
+        "the context service failed to build the context",
+        {"context_code": code.name, "context_reason": reason},
     )
 
 

@@ -207,7 +207,7 @@ class PromptRunner:
         return [
             Passage(hit.node.node_id, 0, hit.node.title, hit.node.description, hit.score)
             for hit in hits
-            if hit.node.description
+            if hit.node.description.strip()
         ]
 
     async def execute(self, prepared: Prepared, clock: Clock) -> RunResult:

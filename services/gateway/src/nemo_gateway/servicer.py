@@ -16,6 +16,7 @@ from nemo.gateway.v1 import gateway_service_pb2_grpc as pb_grpc
 from nemo_core.callers import current_caller
 from nemo_gateway.chat import ChatStreamer
 from nemo_gateway.errors import (
+    invalid_evaluated_at,
     invalid_variables,
     learner_data_refused,
     learner_required,
@@ -62,8 +63,16 @@ def _validate(model: type[S], prompt_id: str, values: Mapping[str, Any]) -> S:
 
 def _clock(evaluated_at: timestamp_pb2.Timestamp, present: bool) -> Clock:
     if present:
-        return Clock(evaluated_at.ToDatetime(tzinfo=UTC), from_server=False)
+        try:
+            return Clock(evaluated_at.ToDatetime(tzinfo=UTC), from_server=False)
+        except ValueError:
+            # Outside the Timestamp range (years 1 to 9999) or nanos out of range.
+            raise invalid_evaluated_at() from None
     return Clock(datetime.now(UTC), from_server=True)
+
+
+class _ValueNotSet(ValueError):
+    """A Struct value with no kind set: legal on the wire, but it holds no value."""
 
 
 def _plain(value: struct_pb2.Value) -> Any:
@@ -77,12 +86,23 @@ def _plain(value: struct_pb2.Value) -> Any:
     if kind == "null_value":
         return None
     if kind is None:
-        raise ValueError("Value not set")  # as the well-known-type helpers report it
+        raise _ValueNotSet
     return getattr(value, kind)
 
 
 def _struct_values(variables: struct_pb2.Struct) -> dict[str, Any]:
     return {key: _plain(item) for key, item in variables.fields.items()}
+
+
+def _variables(prompt_id: str, variables: struct_pb2.Struct) -> dict[str, Any]:
+    """The request's variables as plain Python; a value with nothing set is invalid."""
+    values: dict[str, Any] = {}
+    for key, item in variables.fields.items():
+        try:
+            values[key] = _plain(item)
+        except _ValueNotSet:
+            raise invalid_variables(prompt_id, f"{key}: a value has no kind set") from None
+    return values
 
 
 class GatewayServicer(pb_grpc.GatewayServiceServicer):
@@ -101,7 +121,8 @@ class GatewayServicer(pb_grpc.GatewayServiceServicer):
             raise learner_data_refused(spec.prompt_id)
         if spec.purpose is not None and not request.learner_id:
             raise learner_required(spec.prompt_id)
-        variables = _validate(spec.variables, spec.prompt_id, _struct_values(request.variables))
+        values = _variables(spec.prompt_id, request.variables)
+        variables = _validate(spec.variables, spec.prompt_id, values)
         clock = _clock(request.evaluated_at, request.HasField("evaluated_at"))
         caller = current_caller()
         with self._callers.hold(caller):

@@ -2,6 +2,10 @@
 
 An answer that cites something somewhere is not the same as an answer whose every sentence is
 supported: counting uncited sentences is what catches a sentence added without a source.
+
+A citation is a bracketed number of at most :data:`MAX_CITATION_DIGITS` digits: no prompt has
+that many sources, and a longer run of digits (``[9999…]``) is text, not a citation, so it is
+never turned into an integer.
 """
 
 from __future__ import annotations
@@ -9,7 +13,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-_CITATION = re.compile(r"\[(\d+)\]")
+MAX_CITATION_DIGITS = 6
+_CITATION = re.compile(rf"\[(\d{{1,{MAX_CITATION_DIGITS}}})\]")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 

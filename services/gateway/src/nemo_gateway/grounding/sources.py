@@ -3,9 +3,11 @@
 1. Adjacent passages of one document (chunk k and k+1) are merged, so the model reads them as
    the author wrote them; the merged passage keeps the stronger score.
 2. The strongest passages go first: models overlook what sits in the middle of a long context.
-3. Passages are added until the token budget is reached; what does not fit is left out rather
-   than cut mid-sentence.
-4. Each source is numbered from 1 in that order and flagged when it reads like instructions.
+3. Passages are added in that order while they fit the token budget; one that does not fit is
+   left out rather than cut mid-sentence, and the weaker ones after it still get their turn, so
+   one long passage cannot crowd out every other.
+4. Each source is numbered from 1 in that order and flagged when it reads like instructions or
+   carries one of the prompts' data tags (which could end the data block it is put in).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from itertools import groupby
 
 from nemo_gateway.grounding.instructions import looks_like_instructions
 from nemo_gateway.prompts.spec import NumberedSource
+from nemo_gateway.prompts.tags import has_data_tag
 
 # Vietnamese runs at roughly three characters per token; erring high keeps the budget honest.
 CHARS_PER_TOKEN = 3
@@ -66,6 +69,13 @@ def _join(run: list[Passage]) -> Passage:
     )
 
 
+def _suspicious(passage: Passage) -> bool:
+    """Whether the passage gives orders or tries to step out of its data block."""
+    return looks_like_instructions(passage.text) or any(
+        has_data_tag(field) for field in (passage.text, passage.title, passage.document_id)
+    )
+
+
 def number_sources(passages: Iterable[Passage], token_budget: int) -> tuple[NumberedSource, ...]:
     """Merge, order strongest first, fit into ``token_budget`` and number from 1."""
     ordered = sorted(
@@ -76,7 +86,7 @@ def number_sources(passages: Iterable[Passage], token_budget: int) -> tuple[Numb
     for passage in ordered:
         cost = estimate_tokens(passage.title) + estimate_tokens(passage.text)
         if used + cost > token_budget:
-            break
+            continue
         used += cost
         sources.append(
             NumberedSource(
@@ -85,7 +95,7 @@ def number_sources(passages: Iterable[Passage], token_budget: int) -> tuple[Numb
                 title=passage.title,
                 text=passage.text,
                 score=passage.score,
-                flagged_as_instruction=looks_like_instructions(passage.text),
+                flagged_as_instruction=_suspicious(passage),
             )
         )
     return tuple(sources)

@@ -15,7 +15,8 @@ from pydantic import Field
 from nemo.gateway.v1 import answer_pb2, outputs_pb2
 from nemo_gateway.grounding.citations import CitationReport, check_citations, split_sentences
 from nemo_gateway.prompts.common import DISCLAIMER, JSON_ONLY
-from nemo_gateway.prompts.spec import Lang, NumberedSource, PromptInput, Strict
+from nemo_gateway.prompts.spec import Lang, NonBlank, NumberedSource, PromptInput, Strict
+from nemo_gateway.prompts.tags import SOURCES_TAG, neutralise_tags, tagged
 from nemo_gateway.providers.base import Message
 
 MAX_SENTENCES = 5
@@ -25,8 +26,6 @@ NOT_COVERED: dict[Lang, str] = {
     Lang.EN: "The available documents do not cover this question.",
 }
 
-SOURCES_TAG: dict[Lang, str] = {Lang.VI: "tai_lieu", Lang.EN: "documents"}
-
 
 class PassageVariable(Strict):
     """A passage the caller gives instead of letting the gateway search."""
@@ -34,14 +33,14 @@ class PassageVariable(Strict):
     document_id: str = Field(min_length=1, max_length=200)
     chunk_index: int = Field(0, ge=0)
     title: str = Field("", max_length=300)
-    text: str = Field(min_length=1, max_length=20000)
+    text: NonBlank = Field(min_length=1, max_length=20000)
     score: float = 0.0
 
 
 class AnswerVariables(Strict):
     """The question and, optionally, the passages to answer from."""
 
-    question: str = Field(min_length=1, max_length=2000)
+    question: NonBlank = Field(min_length=1, max_length=2000)
     detailed: bool = False
     passages: tuple[PassageVariable, ...] = ()
 
@@ -127,9 +126,10 @@ def render_answer(prompt: PromptInput[AnswerVariables]) -> tuple[Message, ...]:
     lang, v = prompt.lang, prompt.variables
     length = _LENGTH[lang][1 if v.detailed else 0]
     system = _RULES[lang].format(length=length) + "\n" + JSON_ONLY[lang]
-    tag = SOURCES_TAG[lang]
     blocks = "\n\n".join(_source_block(source, lang) for source in prompt.sources)
-    user = f"<{tag}>\n{blocks}\n</{tag}>\n\n{_QUESTION[lang]}: {v.question}"
+    # Passage texts, titles and ids are neutralised with the blocks; the question on its own.
+    question = neutralise_tags(v.question)
+    user = f"{tagged(SOURCES_TAG[lang], blocks)}\n\n{_QUESTION[lang]}: {question}"
     return (Message("system", system), Message("user", user))
 
 

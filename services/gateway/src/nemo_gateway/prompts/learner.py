@@ -17,14 +17,13 @@ from nemo.gateway.v1 import outputs_pb2
 from nemo_gateway.prompts.common import (
     ANSWER_LANGUAGE,
     CONTEXT_IS_DATA,
-    CONTEXT_TAG,
     DISCLAIMER,
     JSON_ONLY,
     list_problems,
-    tagged,
     text_problems,
 )
 from nemo_gateway.prompts.spec import Lang, PromptInput, Strict
+from nemo_gateway.prompts.tags import CONTEXT_TAG, neutralise_tags, tagged
 from nemo_gateway.providers.base import Message
 
 MAX_TEXT_CHARS = 800
@@ -41,7 +40,8 @@ def _bundle(prompt: PromptInput[Any]) -> ctx.ContextBundle:
 def _messages(prompt: PromptInput[Any], role: dict[Lang, str], task: str) -> tuple[Message, ...]:
     lang = prompt.lang
     system = " ".join((role[lang], CONTEXT_IS_DATA[lang], ANSWER_LANGUAGE[lang], JSON_ONLY[lang]))
-    user = f"{tagged(CONTEXT_TAG[lang], _bundle(prompt).rendered_text)}\n\n{task}"
+    # The task holds the caller's question and topic titles: kept from posing as a data tag.
+    user = f"{tagged(CONTEXT_TAG[lang], _bundle(prompt).rendered_text)}\n\n{neutralise_tags(task)}"
     return (Message("system", system), Message("user", user))
 
 
@@ -241,11 +241,13 @@ def render_plan(prompt: PromptInput[NoVariables]) -> tuple[Message, ...]:
 
 
 def guard_plan(draft: PlanDraft, prompt: PromptInput[NoVariables]) -> str | None:
+    forbidden = _forbidden(prompt)
     return text_problems(
-        "explanation", draft.explanation, max_chars=MAX_TEXT_CHARS, forbidden=_forbidden(prompt)
+        "explanation", draft.explanation, max_chars=MAX_TEXT_CHARS, forbidden=forbidden
     ) or list_problems(
-        "key_points", draft.key_points, min_items=1, max_items=MAX_POINTS, max_chars=MAX_POINT_CHARS
-    )
+        "key_points", draft.key_points, min_items=1, max_items=MAX_POINTS,
+        max_chars=MAX_POINT_CHARS, forbidden=forbidden,
+    )  # fmt: skip
 
 
 def finish_plan(draft: PlanDraft, prompt: PromptInput[NoVariables]) -> PlanExplanationResult:
@@ -376,17 +378,16 @@ def render_portrait(prompt: PromptInput[NoVariables]) -> tuple[Message, ...]:
 
 
 def guard_portrait(draft: PortraitDraft, prompt: PromptInput[NoVariables]) -> str | None:
+    forbidden = _forbidden(prompt)
     return (
-        text_problems(
-            "summary", draft.summary, max_chars=MAX_TEXT_CHARS, forbidden=_forbidden(prompt)
-        )
+        text_problems("summary", draft.summary, max_chars=MAX_TEXT_CHARS, forbidden=forbidden)
         or list_problems(
             "strengths", draft.strengths, min_items=0, max_items=MAX_POINTS,
-            max_chars=MAX_POINT_CHARS,
+            max_chars=MAX_POINT_CHARS, forbidden=forbidden,
         )
         or list_problems(
             "growth_areas", draft.growth_areas, min_items=0, max_items=MAX_POINTS,
-            max_chars=MAX_POINT_CHARS,
+            max_chars=MAX_POINT_CHARS, forbidden=forbidden,
         )
     )  # fmt: skip
 

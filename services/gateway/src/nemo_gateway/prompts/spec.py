@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from functools import cached_property
-from typing import Any, Generic, Literal, TypeVar
+from typing import Annotated, Any, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import AfterValidator, BaseModel, ConfigDict
 
 from nemo.context.v1 import conversation_pb2, learner_context_pb2
 from nemo.gateway.v1 import outputs_pb2, prompt_pb2
@@ -38,6 +38,16 @@ class Strict(BaseModel):
     a guardrail can only accept or reject, never rewrite."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _not_blank(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must contain more than whitespace")
+    return value
+
+
+NonBlank = Annotated[str, AfterValidator(_not_blank)]
+"""A text variable that must hold something besides whitespace (as ``str.strip`` sees it)."""
 
 
 class Rpc(StrEnum):

@@ -1,7 +1,8 @@
 """Anthropic messages API.
 
-The output schema goes into the system prompt (the prompts ask for JSON and the pipeline validates
-it); the API's own structured-output option is a beta this gateway does not depend on.
+The output schema goes into the system prompt, after the prompt's own system text, as compact
+JSON (the prompts ask for JSON that follows it and the pipeline validates it); the API's own
+structured-output option is a beta this gateway does not depend on.
 """
 
 from __future__ import annotations
@@ -39,7 +40,10 @@ class AnthropicMessagesFormat:
         return headers
 
     def body(self, request: ModelRequest, *, stream: bool) -> dict[str, Any]:
-        system = "\n\n".join(m.content for m in request.messages if m.role == "system")
+        parts = [m.content for m in request.messages if m.role == "system"]
+        if request.output_schema is not None:
+            parts.append(request.output_schema.instruction)
+        system = "\n\n".join(parts)
         body: dict[str, Any] = {
             "model": request.model,
             "max_tokens": request.max_output_tokens,

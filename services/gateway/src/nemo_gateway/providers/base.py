@@ -39,6 +39,12 @@ class OutputSchema:
     def encoded(self) -> RawJson:
         return RawJson(encode_json(self.schema))
 
+    @cached_property
+    def instruction(self) -> str:
+        """The schema as system-prompt text, for a provider that cannot be asked for
+        schema-constrained output: the prompts' "follows the given schema" must have it."""
+        return f"JSON Schema of the answer:\n{self.encoded}"
+
 
 @dataclass(frozen=True, slots=True)
 class ModelRequest:

@@ -1,4 +1,10 @@
-"""OpenAI-compatible chat completions (OpenAI, NVIDIA NIM, vLLM, Ollama, llama.cpp server)."""
+"""OpenAI-compatible chat completions (OpenAI, NVIDIA NIM, vLLM, Ollama, llama.cpp server).
+
+With ``json_schema_mode`` the output schema goes into ``response_format`` and the server
+constrains the answer to it. Without it (servers that only know JSON mode) the request asks for
+a JSON object and the schema goes into the system prompt as compact JSON, after the prompt's
+own system text.
+"""
 
 from __future__ import annotations
 
@@ -41,13 +47,16 @@ class OpenAIChatFormat:
         return headers
 
     def body(self, request: ModelRequest, *, stream: bool) -> dict[str, Any]:
+        schema = request.output_schema
+        messages = [{"role": m.role, "content": m.content} for m in request.messages]
+        if schema is not None and not self._json_schema_mode:
+            _add_to_system(messages, schema.instruction)
         body: dict[str, Any] = {
             "model": request.model,
-            "messages": [{"role": m.role, "content": m.content} for m in request.messages],
+            "messages": messages,
             "temperature": request.temperature,
             "max_tokens": request.max_output_tokens,
         }
-        schema = request.output_schema
         if schema is not None:
             # {"type": "json_schema", "json_schema": {"name": ..., "schema": ...}}, with the
             # schema's JSON encoded once per prompt.
@@ -84,6 +93,15 @@ class OpenAIChatFormat:
 
     def stream_decoder(self) -> OpenAIStreamDecoder:
         return OpenAIStreamDecoder()
+
+
+def _add_to_system(messages: list[dict[str, str]], text: str) -> None:
+    """Append ``text`` to the first system message, or open the conversation with it."""
+    for message in messages:
+        if message["role"] == "system":
+            message["content"] = f"{message['content']}\n\n{text}"
+            return
+    messages.insert(0, {"role": "system", "content": text})
 
 
 class OpenAIStreamDecoder:

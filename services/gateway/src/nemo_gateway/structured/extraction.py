@@ -9,7 +9,8 @@
    survive as written. No character of the content changes meaning.
 
 A failure is an explicit :class:`ParseFailure`, never an empty value: an empty dict here would
-become a score of 0 for a learner who did nothing wrong.
+become a score of 0 for a learner who did nothing wrong. Every way the text can fail to parse is
+one, including JSON nested deeper than the parser recurses.
 
 LaTeX that happens to be a valid JSON escape (``\\frac`` is form feed + "rac", ``\\theta`` is tab
 + "heta") parses "successfully" into the wrong text. That case is not repaired (the text is
@@ -79,29 +80,37 @@ def _top_level_matches(value: Any, top: TopLevel) -> bool:
     return isinstance(value, dict) if top == "object" else isinstance(value, list)
 
 
+def _loads(text: str) -> Any:
+    """``json.loads`` with every failure as a ParseFailure, JSON nested past the parser's
+    recursion limit included."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ParseFailure("the JSON is nested too deeply") from None
+    except ValueError as exc:
+        raise ParseFailure(f"not valid JSON: {exc}") from None
+
+
 def extract_json(text: str, top: TopLevel) -> Parsed:
     """Run the three steps in order; raises :class:`ParseFailure` when all fail."""
     candidate = unfence(text)
     try:
-        value = json.loads(candidate)
-    except ValueError:
+        value = _loads(candidate)
+    except ParseFailure:
         pass
     else:
         if _top_level_matches(value, top):
             return Parsed(value, Step.STRICT, candidate)
     sliced = slice_outer(text, top)
     try:
-        value = json.loads(sliced)
-    except ValueError:
+        value = _loads(sliced)
+    except ParseFailure:
         pass
     else:
         if _top_level_matches(value, top):
             return Parsed(value, Step.BRACE_SLICE, sliced)
     repaired = repair_backslashes(sliced)
-    try:
-        value = json.loads(repaired)
-    except ValueError as exc:
-        raise ParseFailure(f"not valid JSON: {exc}") from None
+    value = _loads(repaired)
     if not _top_level_matches(value, top):
         raise ParseFailure(f"the answer's top level is not a JSON {top}")
     return Parsed(value, Step.BACKSLASH_REPAIR, repaired)

@@ -7,7 +7,8 @@ escape check → pydantic validation → guardrail.
   reason TRUNCATED, not a parse error to re-ask.
 - A parse or validation failure is re-asked with the error, up to the attempt limit and inside
   the deadline; then FALLBACK with ATTEMPTS_EXHAUSTED.
-- A guardrail rejection goes straight to the whole baseline: never re-asked, never patched.
+- A guardrail rejection goes straight to the whole baseline: never re-asked, never patched. A
+  guardrail that raises has not accepted the answer either: FALLBACK with GUARDRAIL_ERROR.
 - Provider failures (timeout, 429/5xx after retries, refusals) fall back with their own reason.
 
 The outcome says which path produced the result: MODEL (first answer, strict parse), REPAIRED
@@ -17,6 +18,7 @@ The outcome says which path produced the result: MODEL (first answer, strict par
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -34,6 +36,8 @@ from nemo_gateway.providers.base import (
 from nemo_gateway.structured.extraction import ParseFailure, Step, TopLevel, extract_json
 from nemo_gateway.structured.latex import ambiguous_latex
 
+logger = logging.getLogger(__name__)
+
 
 class Path(StrEnum):
     MODEL = "MODEL"
@@ -48,6 +52,7 @@ class Reason(StrEnum):
     BACKSLASH_REPAIR = Step.BACKSLASH_REPAIR.value
     REASKED = "REASKED"
     GUARDRAIL_REJECTED = "GUARDRAIL_REJECTED"
+    GUARDRAIL_ERROR = "GUARDRAIL_ERROR"
     TRUNCATED = "TRUNCATED"
     ATTEMPTS_EXHAUSTED = "ATTEMPTS_EXHAUSTED"
     KILL_SWITCH = "KILL_SWITCH"
@@ -159,7 +164,14 @@ async def run_model(
         except ValidationError as error:
             problem = _validation_text(error)
         else:
-            rejection = spec.guardrail(value, prompt)
+            try:
+                rejection = spec.guardrail(value, prompt)
+            except Exception:
+                # Model output must never turn into INTERNAL: a guardrail that cannot decide
+                # fails closed, to the baseline.
+                logger.error("guardrail raised", extra={"prompt": spec.ref}, exc_info=True)
+                detail = "the guardrail raised"
+                return Outcome(None, Path.FALLBACK, Reason.GUARDRAIL_ERROR, tally, detail)
             if rejection is not None:
                 return Outcome(None, Path.FALLBACK, Reason.GUARDRAIL_REJECTED, tally, rejection)
             if reasked:

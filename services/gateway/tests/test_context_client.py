@@ -1,0 +1,101 @@
+"""How a failed context call reaches the gateway's caller: only unavailability is retryable; a
+blocked bundle and any other failure of the context service are not, and keep their reason."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import grpc
+import pytest
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from pydantic import SecretStr
+
+from nemo.gateway.v1 import gateway_service_pb2 as pb
+from nemo.gateway.v1 import gateway_service_pb2_grpc as pb_grpc
+from nemo_core.client import create_channel
+from nemo_core.db import connect
+from nemo_core.errors import error_details
+from nemo_testing.providers import ScriptedProvider
+
+from .gateway_testing import INTERNAL_TOKEN, StartGateway
+
+
+@asynccontextmanager
+async def leaking_learner(owner_dsn: str) -> AsyncIterator[str]:
+    """A new learner whose goal title names the learner's raw id, which the context service's
+    identifier gate refuses to let out; deleted afterwards with everything stored for it."""
+    learner_id = f"L-GW-{secrets.token_hex(4)}"
+    conn = await connect(owner_dsn)
+    try:
+        await conn.execute(
+            "INSERT INTO learning.learners (id, family_id, grade) VALUES ($1, 'F-3', 8)",
+            learner_id,
+        )
+        await conn.execute(
+            "INSERT INTO learning.goals (id, learner_id, title) VALUES ($1, $2, $3)",
+            f"G-{learner_id}",
+            learner_id,
+            f"Mục tiêu của {learner_id}.",
+        )
+        yield learner_id
+    finally:
+        await conn.execute("DELETE FROM learning.learners WHERE id = $1", learner_id)
+        await conn.close()
+
+
+async def test_a_blocked_context_is_reported_once_and_never_retried(
+    start_gateway: StartGateway,
+    provider: ScriptedProvider,
+    context_address: str,
+    owner_dsn: str,
+    spans: InMemorySpanExporter,
+) -> None:
+    gateway = await start_gateway(context_address=context_address)
+    port = gateway.server.port
+    # An internal caller on the project's own channel, which retries UNAVAILABLE.
+    channel = create_channel(f"127.0.0.1:{port}", gateway.settings, token=SecretStr(INTERNAL_TOKEN))
+    async with leaking_learner(owner_dsn) as learner_id:
+        spans.clear()
+        with pytest.raises(grpc.aio.AioRpcError) as blocked:
+            await pb_grpc.GatewayServiceStub(channel).RunPrompt(
+                pb.RunPromptRequest(prompt_id="learner.plan_explanation", learner_id=learner_id),
+                timeout=10,
+            )
+    await channel.close()
+    details = error_details(blocked.value)
+    assert (details.code, details.reason, details.domain) == (
+        grpc.StatusCode.INTERNAL,
+        "CONTEXT_LEAK_BLOCKED",
+        "gateway",
+    )
+    builds = [
+        span
+        for span in spans.get_finished_spans()
+        if span.name.endswith("ContextService/BuildContext") and span.kind.name == "SERVER"
+    ]
+    assert len(builds) == 1
+    assert provider.requests == []
+
+
+async def test_a_context_service_that_fails_otherwise_is_not_reported_unavailable(
+    start_gateway: StartGateway, provider: ScriptedProvider
+) -> None:
+    # A gateway standing in for the context service answers every context call UNIMPLEMENTED.
+    not_a_context_service = await start_gateway()
+    gateway = await start_gateway(context_address=f"127.0.0.1:{not_a_context_service.server.port}")
+    with pytest.raises(grpc.aio.AioRpcError) as failed:
+        await gateway.stub.RunPrompt(
+            pb.RunPromptRequest(prompt_id="learner.tutor_hint", learner_id="L-1"),
+            metadata=gateway.metadata,
+            timeout=10,
+        )
+    details = error_details(failed.value)
+    assert (details.code, details.reason, details.domain) == (
+        grpc.StatusCode.INTERNAL,
+        "CONTEXT_FAILED",
+        "gateway",
+    )
+    assert details.metadata["context_code"] == "UNIMPLEMENTED"
+    assert provider.requests == []
