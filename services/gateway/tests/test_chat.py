@@ -5,6 +5,7 @@ a partial turn, a finished one is completed, a stale summary is rewritten and st
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -281,3 +282,30 @@ async def test_a_reply_the_caller_cancels_is_stored_cancelled(
             break
         await asyncio.sleep(0.05)
     assert stored == [("user", "completed", QUESTION), ("assistant", "cancelled", DELTAS[0])]
+
+
+async def test_a_reply_cut_by_the_callers_deadline_is_still_stored_partial(
+    start_gateway: StartGateway,
+    provider: ScriptedProvider,
+    context_address: str,
+    session: str,
+    owner_dsn: str,
+) -> None:
+    # Hardly any time kept back: the provider stream runs into the caller's deadline itself.
+    gateway = await start_gateway(context_address=context_address, fallback_reserve_seconds=0.05)
+    provider.script_stream(Stream(DELTAS, delta_delay=0.4))
+    seen: list[str] = []
+    call = gateway.stub.StreamPrompt(_request(session), metadata=gateway.metadata, timeout=1.0)
+    with contextlib.suppress(grpc.aio.AioRpcError):
+        async for event in call:
+            seen.append(event.text_delta)
+    # Cut by the provider deadline just inside the caller's, or by the caller's itself.
+    assert await call.code() in {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED}
+    assert seen, "the learner saw part of the reply"
+    for _ in range(100):
+        if stored := await stored_messages(owner_dsn, session, "T2"):
+            break
+        await asyncio.sleep(0.05)
+    assert stored[0] == ("user", "completed", QUESTION)
+    assert stored[1][:2] in {("assistant", "partial"), ("assistant", "cancelled")}
+    assert stored[1][2] == "".join(seen)

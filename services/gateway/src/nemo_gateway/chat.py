@@ -6,6 +6,9 @@
   is stored as PARTIAL, so the cut reply is never reused as context. A reply stopped by the token
   limit is stored as PARTIAL too.
 - A reply the caller cancels after its first delta is stored as CANCELLED.
+- A broken or cancelled turn is recorded even when the caller's deadline is what broke it: that
+  write gets its own :data:`BROKEN_TURN_RECORD_SECONDS` and outlives the RPC, since a reply the
+  learner saw part of must never come back as a finished one.
 - A finished reply is stored as COMPLETED, together with a new summary when the bundle said the
   stored one is stale (tutor.summarize_conversation runs alongside the reply).
 - Streamed replies are never cached.
@@ -56,6 +59,7 @@ from nemo_gateway.structured.pipeline import Reason, Tally
 logger = logging.getLogger(__name__)
 
 SUMMARY_PROMPT = "tutor.summarize_conversation"
+BROKEN_TURN_RECORD_SECONDS = 2.0
 EMPTY_REPLY = "EMPTY_REPLY"
 
 
@@ -90,6 +94,8 @@ class ChatStreamer:
         if summary_spec is None:
             raise LookupError(f"{SUMMARY_PROMPT} is not registered")
         self._summary_spec: AnySpec = summary_spec
+        # Records of broken turns run on after their RPC ends; the loop holds tasks weakly.
+        self._broken_records: set[asyncio.Task[None]] = set()
 
     async def stream(
         self, spec: AnySpec, variables: ChatVariables, lang: Lang, clock: Clock
@@ -149,9 +155,7 @@ class ChatStreamer:
                 # The caller went away mid-reply: what it saw is stored as cancelled, so the
                 # next turn neither reuses nor repeats it. Shielded: this task is being cancelled.
                 if reply.parts:
-                    await asyncio.shield(
-                        self._record(prompt, reply.text, conv.MESSAGE_STATUS_CANCELLED, None)
-                    )
+                    await self._record_broken(prompt, reply.text, conv.MESSAGE_STATUS_CANCELLED)
                 raise
             tally = reply.tally
             end = reply.end
@@ -164,7 +168,7 @@ class ChatStreamer:
                 reason=failure.code if failure else "",
             )  # fmt: skip
         if reply.parts and (failure is not None or (end is not None and end.truncated)):
-            await self._record(prompt, reply.text, conv.MESSAGE_STATUS_PARTIAL, None)
+            await self._record_broken(prompt, reply.text, conv.MESSAGE_STATUS_PARTIAL)
             raise stream_broken() if failure is not None else reply_truncated()
         if failure is not None or not reply.parts:
             if failure is not None:
@@ -256,14 +260,28 @@ class ChatStreamer:
             summary=summary.summary, covers_through_turn_id=summary.covers_through_turn_id
         )
 
+    async def _record_broken(
+        self, prompt: PromptInput[ChatVariables], reply: str, status: conv.MessageStatus.ValueType
+    ) -> None:
+        """Store a turn whose reply did not finish, in a task the RPC's end does not cancel."""
+        task = asyncio.create_task(
+            self._record(prompt, reply, status, None, seconds=BROKEN_TURN_RECORD_SECONDS)
+        )
+        self._broken_records.add(task)
+        task.add_done_callback(self._broken_records.discard)
+        await asyncio.shield(task)
+
     async def _record(
         self,
         prompt: PromptInput[ChatVariables],
         reply: str,
         status: conv.MessageStatus.ValueType,
         summary: asyncio.Task[conv.SummaryUpdate | None] | None,
+        *,
+        seconds: float | None = None,
     ) -> None:
-        """Store the turn: the learner's message and the reply with its final status."""
+        """Store the turn: the learner's message and the reply with its final status. Within
+        the caller's deadline unless ``seconds`` is given."""
         variables = prompt.variables
         update = await summary if summary is not None else None
         messages = [
@@ -281,7 +299,7 @@ class ChatStreamer:
             ),
         ]
         await self._runner.context.record_turn(
-            variables.session_id, variables.turn_id, messages, update
+            variables.session_id, variables.turn_id, messages, update, seconds=seconds
         )
 
 

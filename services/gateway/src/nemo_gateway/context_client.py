@@ -106,13 +106,16 @@ class ContextClient:
         turn_id: str,
         messages: Sequence[conversation_pb2.TurnMessage],
         summary: conversation_pb2.SummaryUpdate | None,
+        *,
+        seconds: float | None = None,
     ) -> ctx_pb.RecordTurnResponse:
+        """Store a turn, within the caller's deadline unless ``seconds`` is given."""
         request = ctx_pb.RecordTurnRequest(
             session_id=session_id, turn_id=turn_id, messages=messages, summary=summary
         )
         try:
             response: ctx_pb.RecordTurnResponse = await self._stub.RecordTurn(
-                request, timeout=downstream_timeout()
+                request, timeout=seconds if seconds is not None else downstream_timeout()
             )
         except grpc.aio.AioRpcError as exc:
             raise _translate(exc) from None
