@@ -161,6 +161,7 @@ CASES = [
         _message({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": ["x"]}),
         400,
         INVALID_REQUEST,
+        audit_rows=1,
     ),
     McpCase(
         "params-string",
@@ -168,7 +169,13 @@ CASES = [
         400,
         INVALID_REQUEST,
     ),
-    McpCase("arguments-array", _call("application.get", ["nemo12-web"]), 200, INVALID_PARAMS),
+    McpCase(
+        "arguments-array",
+        _call("application.get", ["nemo12-web"]),
+        200,
+        INVALID_PARAMS,
+        audit_rows=1,
+    ),
     McpCase(
         "unknown-method",
         _message({"jsonrpc": "2.0", "id": 1, "method": "tools/explode"}),

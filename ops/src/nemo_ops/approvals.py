@@ -15,8 +15,9 @@ HELP = "list, approve or reject tool calls waiting for a person's approval"
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.description = (
         "A tool call that needs approval waits as an approval request bound to its agent, user, "
-        "tool version and arguments. Approving lets the same call run once when the agent "
-        "repeats it before the request expires; rejecting refuses it."
+        "tool version and arguments. Each request is listed with what the call is about and the "
+        "arguments it would run with: read them before deciding. Approving lets the same call "
+        "run once when the agent repeats it before the request expires; rejecting refuses it."
     )
     parser.add_argument("action", choices=("list", "approve", "reject"))
     parser.add_argument("approval_id", nargs="?", help="the approval to decide")
@@ -30,11 +31,14 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--note", default="", help="why (recorded with the decision)")
 
 
-def _line(approval: Approval) -> str:
+def _describe(approval: Approval) -> str:
+    """One line about the request, then what the call would do: its resource and arguments."""
     return (
         f"{approval.approval_id}  {approval.status:<9} {approval.agent_id:<18} "
         f"{approval.user_id or '-':<8} {approval.tool_id:<28} {approval.policy_version:<30} "
-        f"expires {approval.expires_at.isoformat(timespec='seconds')}"
+        f"expires {approval.expires_at.isoformat(timespec='seconds')}\n"
+        f"    resource:  {approval.resource or '-'}\n"
+        f"    arguments: {approval.arguments_json or '(not recorded)'}"
     )
 
 
@@ -46,7 +50,7 @@ async def _run(args: argparse.Namespace) -> int:
             status = ApprovalStatus(args.status) if args.status else None
             approvals, _ = await store.list(status=status, limit=args.limit, after=None)
             for approval in approvals:
-                print(_line(approval))
+                print(_describe(approval))
             print(f"{len(approvals)} approval(s)", file=sys.stderr)
             return 0
         decided = await store.decide(
@@ -55,7 +59,7 @@ async def _run(args: argparse.Namespace) -> int:
             operator=args.operator,
             note=args.note,
         )
-        print(_line(decided))
+        print(_describe(decided))
         return 0
     except ApprovalError as error:
         print(f"nemo approvals: error: {error}", file=sys.stderr)

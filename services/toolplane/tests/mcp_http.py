@@ -11,8 +11,9 @@ import mcp_types
 MODERN = "2026-07-28"
 
 
-def modern_call(tool: str, arguments: dict[str, Any], *, request_id: int = 1) -> dict[str, Any]:
-    """A 2026-07-28 ``tools/call`` request body (with its per-request envelope)."""
+def modern_call(tool: str, arguments: object, *, request_id: int = 1) -> dict[str, Any]:
+    """A 2026-07-28 ``tools/call`` request body (with its per-request envelope); ``arguments``
+    may be any JSON value, to send malformed calls too."""
     return {
         "jsonrpc": "2.0",
         "id": request_id,

@@ -4,15 +4,21 @@ once, then needs approval again; anything not bound to the approved call never r
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
 import asyncpg
 import grpc
 import pytest
+from google.protobuf import struct_pb2
 
 from nemo.toolplane.v1 import approval_pb2
 from nemo.toolplane.v1 import toolplane_admin_service_pb2 as admin_pb
+from nemo.toolplane.v1 import toolplane_service_pb2 as pb
+from nemo_core.db import connect
 from nemo_core.errors import error_details
 from nemo_ops.cli import main as nemo
 from nemo_toolplane.approvals import arguments_digest
@@ -215,6 +221,33 @@ async def test_list_approvals_pages_newest_first(
     assert error_details(bad_size.value).reason == "INVALID_PAGE_SIZE"
 
 
+def _cursor(value: object) -> str:
+    return base64.urlsafe_b64encode(json.dumps(value).encode()).decode()
+
+
+@pytest.mark.parametrize(
+    "token",
+    [
+        _cursor(["0001-01-01T00:00:00+14:00", "b4f7"]),  # before the first instant PostgreSQL has
+        _cursor(["2026-01-01T00:00:00", "b4f7"]),  # no time zone
+        _cursor(["2026-01-01T00:00:00+00:00", "a\u0000b"]),
+        _cursor(["2026-01-01T00:00:00+00:00", 5]),
+        _cursor({"a": 1}),
+        "!!!",
+        "tệp",
+    ],
+)
+async def test_every_malformed_approvals_page_token_is_an_invalid_argument(
+    token: str, toolplane: RunningToolPlane
+) -> None:
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await toolplane.admin_stub().ListApprovals(
+            admin_pb.ListApprovalsRequest(page_token=token), timeout=10
+        )
+    assert refused.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    assert error_details(refused.value).reason == "INVALID_PAGE_TOKEN"
+
+
 async def test_the_approvals_command_lists_and_decides(
     toolplane: RunningToolPlane,
     tokens: AgentTokens,
@@ -253,3 +286,120 @@ async def test_the_approvals_command_lists_and_decides(
     assert "not pending" in capsys.readouterr().err
     ran = await _call(toolplane, tokens.engineering, ARGS)
     assert not ran.is_error
+
+
+async def test_operators_see_the_arguments_they_approve(
+    toolplane: RunningToolPlane,
+    tokens: AgentTokens,
+    owner_dsn: str,
+    audit_rows: Any,
+    foundry: None,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    retire = {**ARGS, "status": "retired", "reason": "replaced by nemo12-learn"}
+    ids = {
+        status: _approval_id(
+            await _call(
+                toolplane, tokens.engineering, arguments, **{"X-Request-Id": f"REQ-shown-{status}"}
+            )
+        )
+        for status, arguments in (("retired", retire), ("maintenance", ARGS))
+    }
+    listed = await toolplane.admin_stub().ListApprovals(
+        admin_pb.ListApprovalsRequest(status=approval_pb2.APPROVAL_STATUS_PENDING), timeout=10
+    )
+    shown = {a.approval_id: a for a in listed.approvals}
+    for status, arguments in (("retired", retire), ("maintenance", ARGS)):
+        approval = shown[ids[status]]
+        # Two requests that differ only in what they would do are told apart by their arguments,
+        # and what is shown is exactly what the approval is bound to.
+        assert json.loads(approval.arguments_json) == arguments
+        assert approval.arguments_sha256 == arguments_digest(arguments)
+        assert hashlib.sha256(approval.arguments_json.encode()).hexdigest() == (
+            approval.arguments_sha256
+        )
+        assert approval.resource == ""  # the tool names no learner
+    database = ["--database-url", owner_dsn]
+    assert (
+        await asyncio.to_thread(nemo, ["approvals", "list", "--status", "pending", *database]) == 0
+    )
+    out = capsys.readouterr().out
+    assert ids["retired"] in out
+    assert shown[ids["retired"]].arguments_json in out
+    # The audit log of the same calls still holds no input.
+    for status in ids:
+        [row] = await audit_rows(request_id=f"REQ-shown-{status}")
+        assert "replaced by" not in json.dumps(dict(row), default=str)
+        assert "arguments" not in row["metadata"]
+
+
+def _struct(value: dict[str, Any]) -> struct_pb2.Struct:
+    message = struct_pb2.Struct()
+    message.update(value)
+    return message
+
+
+async def _call_grpc(
+    toolplane: RunningToolPlane, token: str, request_id: str, deadline: float
+) -> pb.CallToolResponse:
+    response: pb.CallToolResponse = await toolplane.tools_stub().CallTool(
+        pb.CallToolRequest(
+            tool="application.set_status", arguments=_struct(ARGS), request_id=request_id
+        ),
+        metadata=(("authorization", f"Bearer {token}"),),
+        timeout=deadline,
+    )
+    return response
+
+
+async def test_an_approved_call_cut_short_keeps_its_approval(
+    toolplane: RunningToolPlane,
+    tokens: AgentTokens,
+    owner_dsn: str,
+    owner: asyncpg.Connection,
+    audit_rows: Any,
+    foundry: None,
+) -> None:
+    waiting = await _call_grpc(toolplane, tokens.engineering, "REQ-cut-1", 10)
+    approval_id = str(waiting.error.details["approval_id"])
+    await _decide(toolplane, approval_id, approve=True)
+    # Someone else holds the application's row: the approved write waits past its deadline.
+    locker = await connect(owner_dsn)
+    try:
+        async with locker.transaction():
+            await locker.execute(
+                "SELECT 1 FROM toolplane.applications WHERE id = $1 FOR UPDATE", APP
+            )
+            with pytest.raises(grpc.aio.AioRpcError) as cut:
+                await _call_grpc(toolplane, tokens.engineering, "REQ-cut-2", 1.0)
+            assert cut.value.code() is grpc.StatusCode.DEADLINE_EXCEEDED
+    finally:
+        await locker.close()
+
+    async def approval_status() -> str:
+        return str(
+            await owner.fetchval(
+                "SELECT status FROM toolplane.approvals WHERE id = $1", approval_id
+            )
+        )
+
+    # Nothing changed, so the approval is still there to use.
+    for _ in range(100):  # the server side of the cut call rolls back on its own time
+        if await approval_status() == "approved":
+            break
+        await asyncio.sleep(0.05)
+    assert await approval_status() == "approved"
+    assert await _status(owner) == "active"
+    ran = await _call_grpc(toolplane, tokens.engineering, "REQ-cut-3", 10)
+    assert ran.success, ran.error
+    assert await _status(owner) == "maintenance"
+    assert await approval_status() == "consumed"
+    # Exactly once: after it ran, the same call needs approval again.
+    again = await _call_grpc(toolplane, tokens.engineering, "REQ-cut-4", 10)
+    assert again.error.details["approval_id"] != approval_id
+    statuses = [
+        (row["status"], row["metadata"].get("approval_id"))
+        for n in range(2, 4)
+        for row in await audit_rows(request_id=f"REQ-cut-{n}")
+    ]
+    assert statuses == [("error", approval_id), ("success", approval_id)]

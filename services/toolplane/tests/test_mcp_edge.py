@@ -188,6 +188,72 @@ async def test_invalid_arguments_are_an_is_error_result_with_the_envelope(
     )
 
 
+LEGACY = {"MCP-Protocol-Version": "2025-11-25"}
+
+
+def _legacy_call(params: object) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params}
+
+
+@pytest.mark.parametrize(
+    ("case", "body", "headers", "tool_id"),
+    [
+        # Refused by the SDK before any handler runs: arguments not an object, name not a string.
+        ("string-args", modern_call("docs.search_docs", "x"), {}, "docs.search_docs:v1"),
+        ("array-args", modern_call("docs.search_docs", [1, 2]), {}, "docs.search_docs:v1"),
+        (
+            "legacy-array-args",
+            _legacy_call({"name": "docs.search_docs", "arguments": ["x"]}),
+            LEGACY,
+            "docs.search_docs:v1",
+        ),
+        ("number-name", _legacy_call({"name": 7, "arguments": {}}), LEGACY, None),
+        ("no-name", _legacy_call({}), LEGACY, None),
+        # Refused here, by the envelope check.
+        ("array-params", _legacy_call(["docs.search_docs"]), LEGACY, None),
+        # A notification cannot be answered, but it is still a call attempt.
+        (
+            "notification",
+            {"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "docs.search_docs"}},
+            LEGACY,
+            "docs.search_docs:v1",
+        ),
+    ],
+)
+async def test_a_malformed_tool_call_is_refused_and_still_audited(
+    case: str,
+    body: dict[str, Any],
+    headers: dict[str, str],
+    tool_id: str | None,
+    toolplane: RunningToolPlane,
+    tokens: AgentTokens,
+    audit_rows: Any,
+) -> None:
+    request_id = f"REQ-malformed-{case}"
+    response = await post(
+        toolplane.mcp_url,
+        body,
+        token=tokens.research,
+        headers={**headers, "X-Request-Id": request_id},
+    )
+    if case == "notification":
+        assert response.status_code == 202
+    else:
+        assert response.json()["error"]["code"] in (-32602, -32600)
+    [row] = await audit_rows(request_id=request_id)
+    assert (row["agent_id"], row["decision"], row["status"], row["error_code"]) == (
+        "research-agent",
+        "deny",
+        "invalid",
+        "VALIDATION_ERROR",
+    )
+    if tool_id is not None:
+        assert row["tool_id"] == tool_id
+    else:
+        assert row["tool_id"].startswith("invalid:")
+    assert row["metadata"]["transport"] == "mcp"
+
+
 RESEARCH_TOOLS = [
     "coral.get_knowledge_node",
     "coral.search_knowledge",

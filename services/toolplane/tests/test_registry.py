@@ -36,14 +36,14 @@ EXPECTED = {
 def test_the_registry_holds_the_mvp_tools() -> None:
     registry = build_registry()
     assert {
-        tool.name: (tool.risk, tool.mode, tool.learner_id_field) for tool in registry.latest()
+        tool.name: (tool.risk, tool.mode, tool.learner_id_field) for tool in registry.versions()
     } == EXPECTED
-    assert [tool.name for tool in registry.latest()] == sorted(EXPECTED)
+    assert [tool.name for tool in registry.versions()] == sorted(EXPECTED)
 
 
 def test_schemas_come_from_the_models() -> None:
     registry = build_registry()
-    for tool in registry.latest():
+    for tool in registry.versions():
         assert tool.input_schema["type"] == "object"
         assert tool.input_schema == tool.input_model.model_json_schema()
         assert tool.output_schema["type"] == "object"
@@ -91,7 +91,8 @@ def test_a_bare_name_resolves_to_the_latest_version_and_an_id_to_exactly_that() 
     assert registry.resolve("demo.read:v4") is None
     assert registry.resolve("demo.read:v0") is None
     assert registry.resolve("demo") is None
-    assert [tool.tool_id for tool in registry.latest()] == ["demo.read:v3"]
+    assert registry.resolve("demo.read:v1\n") is None
+    assert registry.resolve("demo.read\n") is None
     assert [tool.tool_id for tool in registry.versions()] == [
         "demo.read:v1",
         "demo.read:v2",

@@ -1,10 +1,11 @@
-"""The router's last guards, with tools made for the purpose: a result naming the learner's raw id
-is blocked, and an executor's unexpected failure reaches the agent only as INTERNAL_ERROR."""
+"""The router with tools made for the purpose: a result naming the learner's raw id is blocked, an
+executor's unexpected failure reaches the agent only as INTERNAL_ERROR, listings show exactly the
+versions an agent may call, and an approval request shows what the call is about."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import asyncpg
@@ -17,7 +18,7 @@ from nemo_toolplane.approvals import ApprovalGate
 from nemo_toolplane.audit import AuditLog
 from nemo_toolplane.context_client import ContextClient
 from nemo_toolplane.docs_library import DocsLibrary
-from nemo_toolplane.policy import Grant
+from nemo_toolplane.policy import Effect, Grant, Policy
 from nemo_toolplane.principal import Principal
 from nemo_toolplane.ratelimit import KeyedRateLimiter
 from nemo_toolplane.registry import Mode, Registry, Risk, ToolDefinition
@@ -51,13 +52,15 @@ async def stuck(ctx: ToolContext, args: Args) -> Echo:
     raise AssertionError("never reached")
 
 
-def _tool(name: str, run: object) -> ToolDefinition[Args, Echo]:
+def _tool(
+    name: str, run: object, *, version: int = 1, mode: Mode = Mode.READ
+) -> ToolDefinition[Args, Echo]:
     return ToolDefinition(
         name=name,
-        version=1,
+        version=version,
         description="test",
-        risk=Risk.LOW,
-        mode=Mode.READ,
+        risk=Risk.HIGH if mode is Mode.WRITE else Risk.LOW,
+        mode=mode,
         input_model=Args,
         output_model=Echo,
         execute=run,  # type: ignore[arg-type]
@@ -65,10 +68,13 @@ def _tool(name: str, run: object) -> ToolDefinition[Args, Echo]:
     )
 
 
+MakeRouter = Callable[[Registry], ToolRouter]
+
+
 @pytest.fixture
-async def router_parts(
+async def router_services(
     toolplane_dsn: str, context_address: str, tmp_path: Path
-) -> AsyncIterator[tuple[ToolRouter, AuditLog]]:
+) -> AsyncIterator[tuple[Services, AuditLog]]:
     pool: Pool = await create_pool(toolplane_dsn, max_size=2)
     settings = ToolPlaneSettings(
         database_url=SecretStr(toolplane_dsn),
@@ -77,20 +83,38 @@ async def router_parts(
     )
     context = ContextClient(settings)
     audit = AuditLog(pool, flush_seconds=0.05, batch_size=10)
-    router = ToolRouter(
-        registry=Registry(
-            [_tool("test.leaky", leaky), _tool("test.broken", broken), _tool("test.stuck", stuck)]
-        ),
-        approvals=ApprovalGate(pool, ttl_seconds=60),
-        audit=audit,
-        services=Services(context=context, pool=pool, docs=DocsLibrary(tmp_path, "https://x")),
-        environment="development",
-        limiter=KeyedRateLimiter(1000, 1000),
-    )
-    yield router, audit
+    yield Services(context=context, pool=pool, docs=DocsLibrary(tmp_path, "https://x")), audit
     await audit.close()
     await context.close()
     await pool.close()
+
+
+@pytest.fixture
+def make_router(router_services: tuple[Services, AuditLog]) -> MakeRouter:
+    """A router over the given tools and real services (database, context service, audit)."""
+    services, audit = router_services
+
+    def make(registry: Registry) -> ToolRouter:
+        return ToolRouter(
+            registry=registry,
+            approvals=ApprovalGate(services.pool, ttl_seconds=60),
+            audit=audit,
+            services=services,
+            environment="development",
+            limiter=KeyedRateLimiter(1000, 1000),
+        )
+
+    return make
+
+
+@pytest.fixture
+def router_parts(
+    make_router: MakeRouter, router_services: tuple[Services, AuditLog]
+) -> tuple[ToolRouter, AuditLog]:
+    registry = Registry(
+        [_tool("test.leaky", leaky), _tool("test.broken", broken), _tool("test.stuck", stuck)]
+    )
+    return make_router(registry), router_services[1]
 
 
 RULES = AgentRules(grants=(Grant("test.*", "user", "*", Mode.READ),), policies=())
@@ -185,3 +209,68 @@ def test_unknown_tool_names_are_audited_only_when_they_look_like_names() -> None
         audited = audit_name(odd)
         assert audited.startswith("invalid:")
         assert len(audited) == len("invalid:") + 16
+
+
+async def echo(ctx: ToolContext, args: Args) -> Echo:
+    return Echo(note="fine")
+
+
+VERSIONS = Registry([_tool("test.tool", echo), _tool("test.tool", echo, version=2)])
+
+
+@pytest.mark.parametrize(
+    ("pattern", "listed"),
+    [
+        ("test.tool:v1", ["test.tool:v1"]),  # pinned to the old version: listed by its id
+        ("test.tool:v2", ["test.tool"]),  # pinned to the latest: the bare name reaches it
+        ("test.tool", ["test.tool", "test.tool:v1"]),  # every version may be called
+        ("test.*", ["test.tool", "test.tool:v1"]),
+        ("other.*", []),
+    ],
+)
+async def test_listings_show_exactly_the_versions_the_grants_reach(
+    pattern: str, listed: list[str], make_router: MakeRouter
+) -> None:
+    router = make_router(VERSIONS)
+    rules = AgentRules(grants=(Grant(pattern, "*", "*", Mode.READ),), policies=())
+    shown = router.list_tools(principal("REQ-router-list"), rules)
+    assert [tool.name for tool in shown] == listed
+    # Whatever is listed can be called under the name it is listed by.
+    for tool in shown:
+        outcome = await router.call(
+            principal(f"REQ-router-list-{tool.name}"),
+            rules,
+            tool.name,
+            {"learner_id": "L-1"},
+            transport="grpc",
+        )
+        assert outcome.tool is tool.tool
+        assert outcome.error is None or outcome.error.code != "AUTHORIZATION_ERROR"
+
+
+async def test_an_approval_request_shows_the_learner_the_call_is_about(
+    make_router: MakeRouter, owner: asyncpg.Connection
+) -> None:
+    router = make_router(Registry([_tool("test.write", echo, mode=Mode.WRITE)]))
+    rules = AgentRules(
+        grants=(Grant("test.*", "user", "*", Mode.WRITE),),
+        policies=(Policy("approve-test-writes", Effect.REQUIRE_APPROVAL, tool_scope="test.*"),),
+    )
+    outcome = await router.call(
+        principal("REQ-router-approval"),
+        rules,
+        "test.write",
+        {"learner_id": "L-1"},
+        transport="mcp",
+    )
+    assert outcome.error is not None
+    assert outcome.error.code == "APPROVAL_REQUIRED"
+    approval_id = outcome.error.details["approval_id"]
+    try:
+        row = await owner.fetchrow(
+            "SELECT resource, arguments_json FROM toolplane.approvals WHERE id = $1", approval_id
+        )
+        assert row is not None
+        assert dict(row) == {"resource": "learner:L-1", "arguments_json": '{"learner_id":"L-1"}'}
+    finally:
+        await owner.execute("DELETE FROM toolplane.approvals WHERE id = $1", approval_id)

@@ -3,6 +3,7 @@ the operators' ToolPlaneAdminService."""
 
 from __future__ import annotations
 
+import base64
 import json
 from typing import Any
 
@@ -100,10 +101,45 @@ async def test_denials_and_unknown_tools_are_envelopes_not_statuses(
     assert json_format.MessageToDict(denied.error.details) == {"rule": 1.0}
     unknown = await call(toolplane, tokens.research, "docs.nope", {})
     assert (unknown.tool_id, unknown.error.code) == ("", tool_pb2.ERROR_CODE_RESOURCE_NOT_FOUND)
+
+
+async def test_a_call_without_a_tool_name_is_refused_and_still_audited(
+    toolplane: RunningToolPlane, tokens: AgentTokens, audit_rows: Any
+) -> None:
     with pytest.raises(grpc.aio.AioRpcError) as malformed:
-        await call(toolplane, tokens.research, "", {})
+        await call(toolplane, tokens.research, "", {}, request_id="REQ-grpc-no-tool")
     assert malformed.value.code() is grpc.StatusCode.INVALID_ARGUMENT
     assert error_details(malformed.value).reason == "TOOL_REQUIRED"
+    [row] = await audit_rows(request_id="REQ-grpc-no-tool")
+    assert (row["agent_id"], row["decision"], row["status"], row["error_code"]) == (
+        "research-agent",
+        "deny",
+        "invalid",
+        "VALIDATION_ERROR",
+    )
+    assert row["tool_id"].startswith("invalid:")
+    assert row["metadata"]["transport"] == "grpc"
+
+
+async def test_call_tool_requires_a_deadline(
+    toolplane: RunningToolPlane, tokens: AgentTokens, audit_rows: Any
+) -> None:
+    # It may call the context service, which must not hold the call forever.
+    request = pb.CallToolRequest(
+        tool="learner.get_profile",
+        arguments=arguments({"learner_id": "L-1"}),
+        request_id="REQ-grpc-no-deadline",
+    )
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await toolplane.tools_stub().CallTool(request, metadata=agent(tokens.learning_parent))
+    assert refused.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    assert error_details(refused.value).reason == "DEADLINE_REQUIRED"
+    assert await audit_rows(request_id="REQ-grpc-no-deadline") == []
+    # Listing calls nothing else, so it needs none.
+    listed = await toolplane.tools_stub().ListTools(
+        pb.ListToolsRequest(), metadata=agent(tokens.research)
+    )
+    assert listed.tools
 
 
 async def test_the_grpc_and_mcp_envelopes_are_the_same(
@@ -210,3 +246,40 @@ async def test_operators_read_the_audit_log_newest_first(
 )
 def test_failed_authentications_are_counted_per_client_address(peer: str, host: str) -> None:
     assert peer_host(peer) == host
+
+
+def _token(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).decode()
+
+
+@pytest.mark.parametrize(
+    "token",
+    [
+        _token(b"99999999999999999999"),  # beyond a bigint
+        _token(b"9223372036854775808"),  # one beyond
+        _token(b"-5"),
+        _token(b"0"),
+        _token(b"12abc"),
+        _token(b" 12"),
+        _token(b"\xff\xfe"),
+        "not base64 at all!",
+        "tệp",
+    ],
+)
+async def test_every_malformed_audit_page_token_is_an_invalid_argument(
+    token: str, toolplane: RunningToolPlane
+) -> None:
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await toolplane.admin_stub().ListAuditEntries(
+            admin_pb.ListAuditEntriesRequest(page_token=token), timeout=10
+        )
+    assert refused.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    assert error_details(refused.value).reason == "INVALID_PAGE_TOKEN"
+
+
+async def test_the_largest_audit_page_token_is_accepted(toolplane: RunningToolPlane) -> None:
+    response = await toolplane.admin_stub().ListAuditEntries(
+        admin_pb.ListAuditEntriesRequest(page_token=_token(b"9223372036854775807"), page_size=1),
+        timeout=10,
+    )
+    assert len(response.entries) == 1

@@ -70,7 +70,11 @@ async def retired_web(owner: asyncpg.Connection) -> AsyncIterator[None]:
 
 
 async def test_an_approved_change_of_a_retired_application_is_a_conflict(
-    toolplane: RunningToolPlane, tokens: AgentTokens, audit_rows: Any, retired_web: None
+    toolplane: RunningToolPlane,
+    tokens: AgentTokens,
+    audit_rows: Any,
+    owner: asyncpg.Connection,
+    retired_web: None,
 ) -> None:
     args = {"application_id": "nemo12-web", "status": "active", "reason": "bring it back"}
     async with toolplane.mcp(tokens.engineering, {"X-Request-Id": "REQ-retired"}) as client:
@@ -86,6 +90,11 @@ async def test_an_approved_change_of_a_retired_application_is_a_conflict(
         )
         conflict = await client.call_tool("application.set_status", args)
     assert conflict.structured_content["error"]["code"] == "CONFLICT"
+    # Nothing changed, so the approval was not used up.
+    approval = await owner.fetchval(
+        "SELECT status FROM toolplane.approvals WHERE id = $1", approval_id
+    )
+    assert approval == "approved"
     rows = await audit_rows(request_id="REQ-retired")
     assert [(r["status"], r["error_code"]) for r in rows] == [
         ("approval_required", "APPROVAL_REQUIRED"),

@@ -29,6 +29,9 @@ from nemo_toolplane.tool_context import Services
 from nemo_toolplane.tools import build_registry
 
 SERVICE_NAME = "toolplane"
+# CallTool may call the context service: without a deadline, a stuck dependency would hold the
+# call (and, under an approval, its database transaction) for as long as the caller waits.
+DEADLINE_REQUIRED = ("CallTool",)
 
 
 @dataclass(frozen=True)
@@ -92,6 +95,7 @@ async def assemble(settings: ToolPlaneSettings) -> ToolPlane:
             ),
         ],
         acl=ACL,
+        deadline_required=DEADLINE_REQUIRED,
         background=[edge.run, access.run],
         # Run last registered first: pending audit rows are written before the pool closes.
         cleanup=[pool.close, context.close, audit.close],

@@ -2,10 +2,17 @@
 
 A call that needs approval creates a request bound to everything that made it: agent, user, tool
 id and version, a digest of the canonical arguments and the version of the policy that required
-it, with an expiry. An operator approves or rejects it; the same call repeated with the same
-arguments before the expiry then runs exactly once (the approval is consumed atomically). Changed
-arguments, another agent or user, a changed policy, or an expired approval need a new one. There
-is no path that lets a call through without an approver.
+it, with an expiry. The request also keeps the arguments themselves and the resource, because an
+operator must see what the call would change before approving it. An operator approves or
+rejects it; the same call repeated with the same arguments before the expiry then runs exactly
+once. Changed arguments, another agent or user, a changed policy, or an expired approval need a
+new one. There is no path that lets a call through without an approver.
+
+"Exactly once" is a transaction: the approval is consumed in the same database transaction as
+the tool's own write (the executor writes through :meth:`ToolContext.transaction`), so a call that
+fails, times out or is cancelled leaves both the data and the approval as they were, and the
+agent can repeat it. A write tool whose effect lies outside this database could not join that
+transaction and would have to make its effect idempotent by approval id; there is none yet.
 """
 
 from __future__ import annotations
@@ -13,15 +20,18 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-from collections.abc import Mapping
+import re
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeVar
 
 import asyncpg
 
 from nemo_core.db import Connection, Pool
+
+T = TypeVar("T")
 
 
 class ApprovalStatus(StrEnum):
@@ -48,22 +58,37 @@ class ApprovalNotPending(ApprovalError):
         self.status = status
 
 
+def canonical_arguments(arguments: Mapping[str, Any]) -> str:
+    """The canonical JSON of validated arguments: sorted keys, no spaces, text as is."""
+    return json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
 def arguments_digest(arguments: Mapping[str, Any]) -> str:
-    """SHA-256 of the canonical JSON of validated arguments (sorted keys, no spaces)."""
-    canonical = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(canonical.encode()).hexdigest()
+    """SHA-256 of :func:`canonical_arguments`, in lower-case hex."""
+    return _sha256(canonical_arguments(arguments))
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 @dataclass(frozen=True)
 class CallBinding:
-    """What an approval is bound to."""
+    """The call an approval is for: what it is bound to, and what an operator is shown."""
 
     agent_id: str
     user_id: str | None
     tool_id: str
-    arguments_digest: str
+    #: Canonical JSON of the arguments; the approval is bound to its digest.
+    arguments_json: str
     policy_name: str | None
     policy_version: str
+    #: What the call is about ("learner:L-1"); shown, not compared (it comes from the arguments).
+    resource: str | None = None
+
+    @property
+    def arguments_digest(self) -> str:
+        return _sha256(self.arguments_json)
 
 
 @dataclass(frozen=True)
@@ -73,6 +98,9 @@ class Approval:
     user_id: str | None
     tool_id: str
     arguments_digest: str
+    #: None on approvals requested before the arguments were kept.
+    arguments_json: str | None
+    resource: str | None
     policy_name: str | None
     policy_version: str
     status: ApprovalStatus
@@ -84,23 +112,17 @@ class Approval:
     decision_note: str | None
 
 
-@dataclass(frozen=True)
-class Admission:
-    """The gate's answer: run now (an approval was consumed), or wait for ``approval``."""
-
-    approval: Approval
-    consumed: bool
-
-
-_COLUMNS = """id AS approval_id, agent_id, user_id, tool_id, arguments_digest, policy_name,
-    policy_version, status, request_id, created_at, expires_at, decided_at, decided_by,
-    decision_note"""
+_COLUMNS = """id AS approval_id, agent_id, user_id, tool_id, arguments_digest, arguments_json,
+    resource, policy_name, policy_version, status, request_id, created_at, expires_at,
+    decided_at, decided_by, decision_note"""
 
 _EXPIRE = """
 UPDATE toolplane.approvals SET status = 'expired'
 WHERE status IN ('pending', 'approved') AND expires_at <= now()
 """
 
+# SKIP LOCKED: a second identical call while the first runs does not queue behind it holding a
+# connection; it finds no usable approval and is told to get one.
 _CONSUME = f"""
 UPDATE toolplane.approvals SET status = 'consumed', consumed_at = now()
 WHERE id = (
@@ -123,9 +145,9 @@ WHERE agent_id = $1 AND user_id IS NOT DISTINCT FROM $2 AND tool_id = $3
 
 # The partial unique index on pending approvals makes a concurrent duplicate a no-op.
 _REQUEST = f"""
-INSERT INTO toolplane.approvals (agent_id, user_id, tool_id, arguments_digest, policy_name,
-    policy_version, request_id, expires_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, now() + make_interval(secs => $8))
+INSERT INTO toolplane.approvals (agent_id, user_id, tool_id, arguments_digest, policy_version,
+    policy_name, arguments_json, resource, request_id, expires_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, now() + make_interval(secs => $10))
 ON CONFLICT DO NOTHING
 RETURNING {_COLUMNS}
 """
@@ -135,37 +157,54 @@ def _approval(row: asyncpg.Record) -> Approval:
     return Approval(**{**dict(row), "status": ApprovalStatus(row["status"])})
 
 
+def _bound_values(binding: CallBinding) -> tuple[str | None, ...]:
+    return (
+        binding.agent_id,
+        binding.user_id,
+        binding.tool_id,
+        binding.arguments_digest,
+        binding.policy_version,
+    )
+
+
 class ApprovalGate:
-    """The gate on calls that need approval: consume a matching approval or request one."""
+    """The gate on calls that need approval: run one under a matching approval, or request one."""
 
     def __init__(self, pool: Pool, *, ttl_seconds: int) -> None:
         self._pool = pool
         self._ttl_seconds = ttl_seconds
 
-    async def admit(self, binding: CallBinding, request_id: str) -> Admission:
-        """Consume a matching approval, or return the pending request (created if needed)."""
-        values = (
-            binding.agent_id,
-            binding.user_id,
-            binding.tool_id,
-            binding.arguments_digest,
-            binding.policy_version,
-        )
+    async def run_approved(
+        self, binding: CallBinding, run: Callable[[Approval, Connection], Awaitable[T]]
+    ) -> tuple[Approval, T] | None:
+        """Run ``run`` under a matching approval, or return None when there is none.
+
+        The approval is consumed inside a transaction that ``run`` gets the connection of; it
+        commits only when ``run`` returns. Whatever ``run`` raises (a tool error, a timeout, a
+        cancellation) rolls the transaction back, so the approval stays usable.
+        """
+        async with self._pool.acquire() as conn, conn.transaction():
+            row = await conn.fetchrow(_CONSUME, *_bound_values(binding))
+            if row is None:
+                return None
+            approval = _approval(row)
+            return approval, await run(approval, conn)
+
+    async def request(self, binding: CallBinding, request_id: str) -> Approval:
+        """The pending approval request of this call, created if there is none."""
+        values = _bound_values(binding)
         async with self._pool.acquire() as conn, conn.transaction():
             await conn.execute(_EXPIRE)
-            consumed = await conn.fetchrow(_CONSUME, *values)
-            if consumed is not None:
-                return Admission(_approval(consumed), consumed=True)
             for _ in range(2):
                 created = await conn.fetchrow(
-                    _REQUEST, *values[:4], binding.policy_name, *values[4:], request_id,
-                    float(self._ttl_seconds),
+                    _REQUEST, *values, binding.policy_name, binding.arguments_json,
+                    binding.resource, request_id, float(self._ttl_seconds),
                 )  # fmt: skip
                 if created is not None:
-                    return Admission(_approval(created), consumed=False)
+                    return _approval(created)
                 pending = await conn.fetchrow(_PENDING, *values)
                 if pending is not None:
-                    return Admission(_approval(pending), consumed=False)
+                    return _approval(pending)
         raise RuntimeError("no approval could be created or found")
 
 
@@ -234,14 +273,23 @@ async def _status_of(conn: Connection, approval_id: str) -> ApprovalStatus | Non
     return ApprovalStatus(status) if status is not None else None
 
 
+# Approval ids are UUIDs; a cursor carries one back.
+_CURSOR_ID = re.compile(r"[0-9a-f-]{1,64}")
+
+
 def _encode_cursor(created_at: datetime, approval_id: str) -> str:
     raw = json.dumps([created_at.isoformat(), approval_id])
     return base64.urlsafe_b64encode(raw.encode()).decode()
 
 
 def _decode_cursor(token: str) -> tuple[datetime, str]:
+    """The position a page token continues after; anything this listing did not hand out
+    (including times PostgreSQL cannot hold, or an id no approval can have) is refused."""
     try:
-        created_at, approval_id = json.loads(base64.urlsafe_b64decode(token.encode()))
-        return datetime.fromisoformat(created_at), str(approval_id)
-    except (ValueError, TypeError) as error:
+        created_at, approval_id = json.loads(base64.urlsafe_b64decode(token.encode("ascii")))
+        moment = datetime.fromisoformat(created_at)
+        if moment.tzinfo is None or not _CURSOR_ID.fullmatch(approval_id):
+            raise ValueError("not a cursor")
+        return moment.astimezone(UTC), approval_id
+    except (ValueError, TypeError, OverflowError) as error:
         raise ApprovalError("invalid page token") from error

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -20,6 +23,29 @@ WHERE ($1::text IS NULL OR agent_id = $1)
 ORDER BY id DESC
 LIMIT $5
 """
+
+# A page token carries the id to continue below: a positive bigint, in decimal.
+_TOKEN_ID = re.compile(r"[1-9][0-9]{0,18}")
+_MAX_ID = 2**63 - 1
+
+
+class InvalidPageToken(ValueError):
+    """A page token this listing did not hand out."""
+
+
+def encode_page_token(before_id: int) -> str:
+    return base64.urlsafe_b64encode(str(before_id).encode()).decode()
+
+
+def decode_page_token(token: str) -> int:
+    """The id a page token continues below; :class:`InvalidPageToken` for anything else."""
+    try:
+        text = base64.urlsafe_b64decode(token.encode("ascii")).decode("ascii")
+    except (binascii.Error, UnicodeError):
+        raise InvalidPageToken("invalid page token") from None
+    if not _TOKEN_ID.fullmatch(text) or int(text) > _MAX_ID:
+        raise InvalidPageToken("invalid page token")
+    return int(text)
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,9 @@
 
 Every call carries the tool plane's caller token and a timeout (the gRPC caller's remaining
 deadline when shorter than ``context_timeout_seconds``). Failures become tool errors: an
-unreachable or slow context service is ``DEPENDENCY_ERROR`` (retryable), a blocked leak or any
-other failure ``INTERNAL_ERROR`` with the detail in the log only.
+unreachable or slow context service is ``DEPENDENCY_ERROR`` (retryable); knowledge arguments it
+refuses are ``VALIDATION_ERROR``, since they come from the agent as they are; a blocked leak or
+any other failure is ``INTERNAL_ERROR`` with the detail in the log only.
 """
 
 from __future__ import annotations
@@ -43,7 +44,21 @@ def not_reachable() -> ToolError:
     return ToolError(ErrorCode.AUTHORIZATION_ERROR, "the learner is not within this call's reach")
 
 
-def _translate(error: grpc.aio.AioRpcError, method: str, not_found: ToolError) -> ToolError:
+def _refused_arguments(reason: str | None) -> ToolError:
+    """The context service's INVALID_ARGUMENT on arguments the agent chose; ``reason`` is its
+    stable ErrorInfo reason (INVALID_QUERY, INVALID_SUBJECT...), never the input."""
+    return ToolError(
+        ErrorCode.VALIDATION_ERROR,
+        "the context service refused the arguments",
+        details={"reason": reason or "INVALID_ARGUMENT"},
+    )
+
+
+def _translate(
+    error: grpc.aio.AioRpcError, method: str, not_found: ToolError, *, agent_input: bool = False
+) -> ToolError:
+    """``agent_input``: the request carries the agent's arguments unchanged, so an
+    INVALID_ARGUMENT is the agent's to fix (elsewhere it is the tool plane's bug)."""
     details = error_details(error)
     if details.code in _UNAVAILABLE:
         logger.warning(
@@ -53,6 +68,8 @@ def _translate(error: grpc.aio.AioRpcError, method: str, not_found: ToolError) -
         return dependency_error()
     if details.code is grpc.StatusCode.NOT_FOUND:
         return not_found
+    if agent_input and details.code is grpc.StatusCode.INVALID_ARGUMENT:
+        return _refused_arguments(details.reason)
     logger.error(
         "context service refused a call",
         extra={"method": method, "grpc_code": details.code.name, "reason": details.reason},
@@ -107,7 +124,7 @@ class ContextClient:
         try:
             return await self._stub.SearchKnowledge(request, timeout=self._call_timeout())
         except grpc.aio.AioRpcError as error:
-            raise _translate(error, "SearchKnowledge", internal_error()) from None
+            raise _translate(error, "SearchKnowledge", internal_error(), agent_input=True) from None
 
     async def knowledge_node(self, node_id: str) -> pb.GetKnowledgeNodeResponse:
         request = pb.GetKnowledgeNodeRequest(node_id=node_id)
@@ -115,4 +132,4 @@ class ContextClient:
             return await self._stub.GetKnowledgeNode(request, timeout=self._call_timeout())
         except grpc.aio.AioRpcError as error:
             missing = ToolError(ErrorCode.RESOURCE_NOT_FOUND, f"no knowledge node {node_id!r}")
-            raise _translate(error, "GetKnowledgeNode", missing) from None
+            raise _translate(error, "GetKnowledgeNode", missing, agent_input=True) from None

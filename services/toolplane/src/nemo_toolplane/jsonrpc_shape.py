@@ -10,6 +10,7 @@ all are left to the SDK, which answers -32700.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -28,10 +29,33 @@ def _problem(message: Any) -> str | None:
     return None
 
 
-def shape_problem(body: bytes) -> str | None:
-    """What is wrong with the envelope of ``body``, or None when it is well formed or not JSON."""
+@dataclass(frozen=True)
+class Message:
+    """One JSON body, parsed once for every check the edge makes on it."""
+
+    value: Any
+
+    @property
+    def problem(self) -> str | None:
+        """What is wrong with the envelope, or None when it is well formed."""
+        return _problem(self.value)
+
+    @property
+    def is_tool_call(self) -> bool:
+        """Whether it asks for ``tools/call``, however malformed the rest: such a message from
+        an authenticated agent is a call, and every call is audited."""
+        return isinstance(self.value, dict) and self.value.get("method") == "tools/call"
+
+    @property
+    def tool_name(self) -> object:
+        """``params.name`` as sent (any JSON value), or None when absent."""
+        params = self.value.get("params") if isinstance(self.value, dict) else None
+        return params.get("name") if isinstance(params, dict) else None
+
+
+def parse(body: bytes) -> Message | None:
+    """The message in ``body``, or None when it is not JSON at all."""
     try:
-        message = json.loads(body)
+        return Message(json.loads(body))
     except (ValueError, RecursionError):
         return None
-    return _problem(message)

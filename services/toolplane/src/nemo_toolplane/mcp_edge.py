@@ -5,19 +5,22 @@ and 2026-07-28 with per-request envelopes and ``server/discover``). In front of 
 ASGI endpoint does what belongs to the tool plane, in this order:
 
 1. ``Origin`` present and not in ``allowed_origins`` -> 403 (browsers on other sites);
-2. a client address with too many failed authentications -> 429, before any token lookup;
-3. ``Authorization: Bearer <agent token>`` missing or unknown -> 401 with ``WWW-Authenticate``,
-   before any other table is read (logged, not audited: there is no agent to audit);
-4. any method but POST -> 405 with ``Allow: POST`` (there is no stream to GET, no session to
+2. ``Authorization: Bearer <agent token>`` missing or unknown -> 401 with ``WWW-Authenticate``,
+   before any other table is read (logged, not audited: there is no agent to audit); 429
+   instead when the client address has failed too often. A valid token is never refused for
+   its address: agents behind one shared egress must not be locked out by one stale token;
+3. any method but POST -> 405 with ``Allow: POST`` (there is no stream to GET, no session to
    DELETE);
-5. an ``MCP-Protocol-Version`` the SDK does not speak -> 400;
-6. the principal {agent, session, user, request} is attached to the request and ``X-Request-Id``
+4. an ``MCP-Protocol-Version`` the SDK does not speak -> 400;
+5. the principal {agent, session, user, request} is attached to the request and ``X-Request-Id``
    is echoed on the response.
 
 ``tools/list`` shows the tools the agent's grants let it see; ``tools/call`` goes through the
 router. An unknown tool is a JSON-RPC error (-32602); every tool-level failure, invalid arguments
 included, is a result with ``isError: true`` whose ``structuredContent`` is the error envelope and
-whose text is the same JSON.
+whose text is the same JSON. A ``tools/call`` refused as malformed before it reaches the router
+(by the envelope check here, or by the SDK: arguments that are not an object, a name that is not
+a string) keeps its protocol error and is audited as invalid input all the same.
 """
 
 from __future__ import annotations
@@ -42,17 +45,20 @@ from starlette.types import Message, Receive, Scope, Send
 
 from nemo_toolplane.access_cache import AccessCache
 from nemo_toolplane.access_store import AgentRules
-from nemo_toolplane.jsonrpc_shape import shape_problem
+from nemo_toolplane.audit import CallStatus
+from nemo_toolplane.jsonrpc_shape import parse
 from nemo_toolplane.principal import InvalidIdentifier, Principal, build_principal
 from nemo_toolplane.ratelimit import KeyedRateLimiter
-from nemo_toolplane.registry import AnyTool, Registry
-from nemo_toolplane.router import ToolRouter
+from nemo_toolplane.registry import Registry
+from nemo_toolplane.router import ListedTool, ToolRouter
 
 logger = logging.getLogger(__name__)
 
 SERVER_NAME = "nemo-toolplane"
 SUPPORTED_PROTOCOL_VERSIONS = (*HANDSHAKE_PROTOCOL_VERSIONS, *MODERN_PROTOCOL_VERSIONS)
 _CALLER_KEY = "nemo.caller"
+#: Set on the request's state once a tools/call reached the router (which audits it).
+_ROUTED_KEY = "nemo.routed"
 _META_PREFIX = "dev.nemo/"
 #: Largest request body accepted; tool arguments are small.
 MAX_BODY_BYTES = 1024 * 1024
@@ -65,11 +71,12 @@ INSTRUCTIONS = (
 )
 
 
-def mcp_tool(tool: AnyTool) -> types.Tool:
-    """A registry tool as ``tools/list`` shows it (bare name; the versioned id in ``_meta``)."""
+def mcp_tool(listed: ListedTool) -> types.Tool:
+    """A tool as ``tools/list`` shows it (under its listed name; the versioned id in ``_meta``)."""
+    tool = listed.tool
     hints = tool.hints
     return types.Tool(
-        name=tool.name,
+        name=listed.name,
         description=tool.description,
         input_schema=tool.input_schema,
         output_schema=tool.output_schema,
@@ -89,12 +96,18 @@ def mcp_tool(tool: AnyTool) -> types.Tool:
     )
 
 
-def _caller(ctx: ServerRequestContext[Any, Any]) -> tuple[Principal, AgentRules]:
-    """The principal and rules the endpoint attached to the HTTP request."""
+def _caller(
+    ctx: ServerRequestContext[Any, Any], *, routing: bool = False
+) -> tuple[Principal, AgentRules]:
+    """The principal and rules the endpoint attached to the HTTP request; ``routing`` tells the
+    endpoint that the router (which audits) has the call."""
     request = ctx.request
-    caller = request.scope["state"].get(_CALLER_KEY) if request is not None else None
+    state = request.scope["state"] if request is not None else {}
+    caller = state.get(_CALLER_KEY)
     if caller is None:
         raise MCPError(types.INTERNAL_ERROR, "request reached the server unauthenticated")
+    if routing:
+        state[_ROUTED_KEY] = True
     principal, rules = caller
     return principal, rules
 
@@ -114,18 +127,18 @@ def build_mcp_server(router: ToolRouter, registry: Registry) -> Server[Any]:
     ) -> types.ListToolsResult:
         tools = router.list_tools(*_caller(ctx))
         for tool in tools:
-            if tool.tool_id not in listed:
-                listed[tool.tool_id] = mcp_tool(tool)
-        return types.ListToolsResult(tools=[listed[tool.tool_id] for tool in tools])
+            if tool.name not in listed:
+                listed[tool.name] = mcp_tool(tool)
+        return types.ListToolsResult(tools=[listed[tool.name] for tool in tools])
 
     async def call_tool(
         ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
-        principal, rules = _caller(ctx)
+        principal, rules = _caller(ctx, routing=True)
         outcome = await router.call(
             principal, rules, params.name, params.arguments, transport="mcp"
         )
-        if not outcome.known_tool:
+        if outcome.status is CallStatus.NOT_FOUND:
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name}")
         if outcome.error is not None:
             envelope = outcome.error.envelope()
@@ -221,6 +234,7 @@ class McpEndpoint:
         self.manager = StreamableHTTPSessionManager(
             app=self.server, json_response=True, stateless=True
         )
+        self._router = router
         self._access = access
         self._allowed_origins = frozenset(allowed_origins)
         self._auth_failures = auth_failures
@@ -238,7 +252,8 @@ class McpEndpoint:
             await response(scope, receive, send)
             return
         principal = caller[0]
-        scope.setdefault("state", {})[_CALLER_KEY] = caller
+        state = scope.setdefault("state", {})
+        state[_CALLER_KEY] = caller
         request_id = principal.request_id.encode()
 
         async def send_with_request_id(message: Message) -> None:
@@ -259,7 +274,13 @@ class McpEndpoint:
             )
             await batch(scope, receive, send_with_request_id)
             return
-        if (problem := shape_problem(body)) is not None:
+        message = parse(body)
+        tool_call = message if message is not None and message.is_tool_call else None
+        if message is not None and (problem := message.problem) is not None:
+            if tool_call is not None:
+                self._router.refuse(
+                    principal, tool_call.tool_name, transport="mcp", problem="JSON-RPC envelope"
+                )
             invalid = _jsonrpc_error(400, types.INVALID_REQUEST, f"Invalid Request: {problem}")
             await invalid(scope, receive, send_with_request_id)
             return
@@ -269,6 +290,11 @@ class McpEndpoint:
             await self.manager.handle_request(scope, _replay(body, receive), send_with_request_id)
         finally:
             otel_context.detach(trace)
+        if tool_call is not None and not state.get(_ROUTED_KEY):
+            # The SDK answered it without calling the handler (its parameters do not fit).
+            self._router.refuse(
+                principal, tool_call.tool_name, transport="mcp", problem="tools/call parameters"
+            )
 
     async def _admit(
         self, scope: Scope
@@ -281,20 +307,19 @@ class McpEndpoint:
             )
             return _jsonrpc_error(403, types.INVALID_REQUEST, "Origin not allowed"), None
 
-        client = scope.get("client")
-        source = client[0] if client else "unknown"
-        if self._auth_failures.exhausted(source):
-            retry = max(1, round(self._auth_failures.retry_after(source)))
-            return _jsonrpc_error(
-                429,
-                types.INVALID_REQUEST,
-                "Too many failed authentications",
-                **{"Retry-After": str(retry)},
-            ), None
-
         token = _bearer(headers.get("authorization"))
         access = await self._access.load(token) if token else None
         if access is None:
+            client = scope.get("client")
+            source = client[0] if client else "unknown"
+            if self._auth_failures.exhausted(source):
+                retry = max(1, round(self._auth_failures.retry_after(source)))
+                return _jsonrpc_error(
+                    429,
+                    types.INVALID_REQUEST,
+                    "Too many failed authentications",
+                    **{"Retry-After": str(retry)},
+                ), None
             self._auth_failures.acquire(source)
             logger.warning(
                 "mcp request refused: no valid agent token",

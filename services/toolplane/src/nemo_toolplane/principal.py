@@ -12,7 +12,7 @@ import uuid
 from dataclasses import dataclass
 
 # Visible ASCII without spaces, bounded: the ids end up in logs, audit rows and response headers.
-_ID_PATTERN = re.compile(r"^[\x21-\x7e]{1,128}$")
+_ID_PATTERN = re.compile(r"^[\x21-\x7e]{1,128}\Z")
 
 
 class InvalidIdentifier(ValueError):

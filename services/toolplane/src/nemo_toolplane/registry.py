@@ -23,8 +23,8 @@ from pydantic import BaseModel
 if TYPE_CHECKING:
     from nemo_toolplane.tool_context import ToolContext
 
-_NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_]*\.[a-z][a-z0-9_]*$")
-_ID_PATTERN = re.compile(r"^(?P<name>[a-z][a-z0-9_]*\.[a-z][a-z0-9_]*):v(?P<version>[1-9][0-9]*)$")
+_NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_]*\.[a-z][a-z0-9_]*\Z")
+_ID_PATTERN = re.compile(r"^(?P<name>[a-z][a-z0-9_]*\.[a-z][a-z0-9_]*):v(?P<version>[1-9][0-9]*)\Z")
 
 
 class Risk(StrEnum):
@@ -142,17 +142,13 @@ class Registry:
             current = latest.get(tool.name)
             if current is None or tool.version > current.version:
                 latest[tool.name] = tool
-        self._latest = dict(sorted(latest.items()))
+        self._latest = latest
 
     def resolve(self, name_or_id: str) -> AnyTool | None:
         """The tool a call names: an exact version by id, else the latest version of a name."""
         if _ID_PATTERN.match(name_or_id):
             return self._by_id.get(name_or_id)
         return self._latest.get(name_or_id)
-
-    def latest(self) -> list[AnyTool]:
-        """The latest version of every tool, ordered by name."""
-        return list(self._latest.values())
 
     def versions(self) -> list[AnyTool]:
         """Every registered version, ordered by id."""

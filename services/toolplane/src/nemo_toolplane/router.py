@@ -1,11 +1,13 @@
 """The tool router: what happens to every call, from either edge (MCP or gRPC).
 
-    identify tool -> rate limit -> validate arguments -> load grants and policies -> policy
+    rate limit -> identify tool -> validate arguments -> load grants and policies -> policy
     -> resource authorization (tools about a learner) -> approval gate -> execute -> audit
 
 The router holds no domain logic: it knows what a tool is, not what any tool does. Every branch,
 unknown tools, invalid input and denials included, ends in exactly one audit row, so the log shows
-who is probing for permissions, not only who succeeded.
+who is probing for permissions, not only who succeeded; an edge that refuses a call as malformed
+before routing it records it through :meth:`ToolRouter.refuse`. The rate limit comes first, so
+guessing tool names costs an agent its rate like any other call.
 """
 
 from __future__ import annotations
@@ -24,8 +26,9 @@ from typing import Any
 from opentelemetry import metrics
 from pydantic import ValidationError
 
+from nemo_core.db import Connection
 from nemo_toolplane.access_store import AgentRules
-from nemo_toolplane.approvals import ApprovalGate, CallBinding, arguments_digest
+from nemo_toolplane.approvals import Approval, ApprovalGate, CallBinding, canonical_arguments
 from nemo_toolplane.audit import AuditEntry, AuditLog, CallStatus
 from nemo_toolplane.context_client import not_reachable
 from nemo_toolplane.envelope import ErrorCode, ToolError, internal_error
@@ -49,11 +52,21 @@ _executions = metrics.get_meter(__name__).create_counter(
 class CallOutcome:
     """How one call ended: the tool's output, or the error envelope's content."""
 
-    tool_id: str
-    known_tool: bool
+    #: The tool the call resolved to; None when its name resolves to none.
+    tool: AnyTool | None
+    status: CallStatus
     decision: Decision
     output: dict[str, Any] | None = None
     error: ToolError | None = None
+
+
+@dataclass(frozen=True)
+class ListedTool:
+    """A tool as a listing shows it: the latest version under its bare name, an older version
+    (callable through a grant pinned to it) under its versioned id, the only name reaching it."""
+
+    name: str
+    tool: AnyTool
 
 
 @dataclass
@@ -61,6 +74,7 @@ class _Trace:
     """What the audit row of a call will say; filled in as the call goes."""
 
     principal: Principal
+    tool: AnyTool | None
     tool_id: str
     transport: str
     started: float = field(default_factory=time.perf_counter)
@@ -125,14 +139,26 @@ class ToolRouter:
         self._services = services
         self._environment = environment
         self._limiter = limiter
+        # Every version, by name and newest first, each with the name a listing shows it under.
+        self._listing = [
+            ListedTool(tool.name if registry.resolve(tool.name) is tool else tool.tool_id, tool)
+            for tool in sorted(registry.versions(), key=lambda tool: (tool.name, -tool.version))
+        ]
 
-    def list_tools(self, principal: Principal, rules: AgentRules) -> list[AnyTool]:
-        """The tools the agent holds a usable grant for (rules 1 to 3), ordered by name."""
+    def list_tools(self, principal: Principal, rules: AgentRules) -> list[ListedTool]:
+        """Exactly the tool versions the agent may call as far as rules 1 to 3 go, by name and
+        newest version first: a grant pinned to an older version lists that version too."""
         return [
-            tool
-            for tool in self._registry.latest()
+            listed
+            for listed in self._listing
             if visible(
-                Request(principal.agent_id, tool_facts(tool), rules.grants, (), self._environment)
+                Request(
+                    agent_id=principal.agent_id,
+                    tool=tool_facts(listed.tool),
+                    grants=rules.grants,
+                    policies=(),
+                    environment=self._environment,
+                )
             )
         ]
 
@@ -147,12 +173,15 @@ class ToolRouter:
     ) -> CallOutcome:
         """Run one call through every gate; always returns, and always audits."""
         tool = self._registry.resolve(name)
-        record = _Trace(principal, tool.tool_id if tool else audit_name(name), transport)
+        record = _Trace(principal, tool, tool.tool_id if tool else audit_name(name), transport)
+        if not self._limiter.acquire(principal.agent_id):
+            limited = self._limited(principal.agent_id)
+            return self._finish(record, Decision.DENY, CallStatus.DENIED, error=limited)
         if tool is None:
             missing = ToolError(ErrorCode.RESOURCE_NOT_FOUND, f"no tool {name!r}")
             return self._finish(record, Decision.DENY, CallStatus.NOT_FOUND, error=missing)
         try:
-            return await self._route(record, rules, tool, arguments or {})
+            return await self._route(record, rules, tool, {} if arguments is None else arguments)
         except asyncio.CancelledError:
             # Cancelled mid-call (client gone, or shutdown past its grace): still one audit row.
             self._finish(record, record.decision, CallStatus.ERROR, error=internal_error())
@@ -161,19 +190,29 @@ class ToolRouter:
             logger.exception("tool call failed unexpectedly", extra={"tool_id": tool.tool_id})
             return self._finish(record, Decision.DENY, CallStatus.ERROR, error=internal_error())
 
+    def refuse(self, principal: Principal, name: object, *, transport: str, problem: str) -> None:
+        """Audit a call its edge refused as malformed before it could be routed (arguments that
+        are not an object, no tool name): the agent got a protocol error, and the log still
+        shows the attempt, as invalid input. ``problem`` is a fixed label, never the input."""
+        tool = self._registry.resolve(name) if isinstance(name, str) else None
+        requested = name if isinstance(name, str) else ""
+        record = _Trace(principal, tool, tool.tool_id if tool else audit_name(requested), transport)
+        record.metadata["malformed"] = problem
+        malformed = ToolError(ErrorCode.VALIDATION_ERROR, f"malformed call: {problem}")
+        self._finish(record, Decision.DENY, CallStatus.INVALID, error=malformed)
+
+    def _limited(self, agent_id: str) -> ToolError:
+        retry_after = self._limiter.retry_after(agent_id)
+        return ToolError(
+            ErrorCode.RATE_LIMITED,
+            "too many calls from this agent; slow down",
+            details={"retry_after_seconds": round(retry_after, 3)},
+        )
+
     async def _route(
         self, record: _Trace, rules: AgentRules, tool: AnyTool, arguments: Mapping[str, Any]
     ) -> CallOutcome:
         principal = record.principal
-        if not self._limiter.acquire(principal.agent_id):
-            limited = ToolError(
-                ErrorCode.RATE_LIMITED,
-                "too many calls from this agent; slow down",
-                details={
-                    "retry_after_seconds": round(self._limiter.retry_after(principal.agent_id), 3)
-                },
-            )
-            return self._finish(record, Decision.DENY, CallStatus.DENIED, error=limited)
         try:
             args = tool.input_model.model_validate(arguments)
         except ValidationError as invalid:
@@ -203,11 +242,7 @@ class ToolRouter:
                 return self._finish(record, Decision.DENY, status, error=refused)
 
         if verdict.decision is Decision.REQUIRE_APPROVAL:
-            waiting = await self._approval_gate(record, tool, args.model_dump(mode="json"), verdict)
-            if waiting is not None:
-                return self._finish(
-                    record, Decision.REQUIRE_APPROVAL, CallStatus.APPROVAL_REQUIRED, error=waiting
-                )
+            return await self._approved_call(record, tool, args, learner_id, verdict)
 
         try:
             output = await self._execute(tool, args, principal, learner_id)
@@ -245,39 +280,67 @@ class ToolRouter:
                 return
         raise not_reachable()
 
-    async def _approval_gate(
-        self, record: _Trace, tool: AnyTool, arguments: dict[str, Any], verdict: Verdict
-    ) -> ToolError | None:
-        """None when an approval for exactly this call was consumed; else the error to return."""
+    async def _approved_call(
+        self,
+        record: _Trace,
+        tool: AnyTool,
+        args: Any,
+        learner_id: str | None,
+        verdict: Verdict,
+    ) -> CallOutcome:
+        """Run the call under an approval of exactly this call, which is used up only if the call
+        succeeds; without one, return the pending request an operator must decide."""
+        principal = record.principal
         policy = verdict.policy
         binding = CallBinding(
-            agent_id=record.principal.agent_id,
-            user_id=record.principal.user_id,
+            agent_id=principal.agent_id,
+            user_id=principal.user_id,
             tool_id=tool.tool_id,
-            arguments_digest=arguments_digest(arguments),
+            arguments_json=canonical_arguments(args.model_dump(mode="json")),
             policy_name=policy.name if policy else None,
             policy_version=policy.versioned_name if policy else "critical-risk@builtin",
+            resource=record.resource,
         )
-        admission = await self._approvals.admit(binding, record.principal.request_id)
-        record.metadata["approval_id"] = admission.approval.approval_id
-        if admission.consumed:
-            return None
-        return ToolError(
+
+        async def run(approval: Approval, conn: Connection) -> dict[str, Any]:
+            record.metadata["approval_id"] = approval.approval_id
+            return await self._execute(tool, args, principal, learner_id, conn)
+
+        try:
+            ran = await self._approvals.run_approved(binding, run)
+        except ToolError as failed:
+            return self._finish(record, Decision.REQUIRE_APPROVAL, CallStatus.ERROR, error=failed)
+        if ran is not None:
+            return self._finish(
+                record, Decision.REQUIRE_APPROVAL, CallStatus.SUCCESS, output=ran[1]
+            )
+        approval = await self._approvals.request(binding, principal.request_id)
+        record.metadata["approval_id"] = approval.approval_id
+        waiting = ToolError(
             ErrorCode.APPROVAL_REQUIRED,
             "this call needs a person's approval; repeat it with the same arguments once approved",
             details={
-                "approval_id": admission.approval.approval_id,
-                "expires_at": admission.approval.expires_at.isoformat(),
+                "approval_id": approval.approval_id,
+                "expires_at": approval.expires_at.isoformat(),
                 "policy": binding.policy_version,
             },
         )
+        return self._finish(
+            record, Decision.REQUIRE_APPROVAL, CallStatus.APPROVAL_REQUIRED, error=waiting
+        )
 
     async def _execute(
-        self, tool: AnyTool, args: Any, principal: Principal, learner_id: str | None
+        self,
+        tool: AnyTool,
+        args: Any,
+        principal: Principal,
+        learner_id: str | None,
+        approval_connection: Connection | None = None,
     ) -> dict[str, Any]:
         _executions.add(1, {"nemo.tool.id": tool.tool_id})
+        context = ToolContext(principal, self._services, approval_connection)
         try:
-            result = await tool.execute(ToolContext(principal, self._services), args)
+            result = await tool.execute(context, args)
             output: dict[str, Any] = tool.output_model.model_validate(result).model_dump(
                 mode="json"
             )
@@ -321,8 +384,8 @@ class ToolRouter:
             )
         )
         return CallOutcome(
-            tool_id=record.tool_id,
-            known_tool=status is not CallStatus.NOT_FOUND,
+            tool=record.tool,
+            status=status,
             decision=decision,
             output=output,
             error=error,

@@ -8,7 +8,6 @@ requests; every tool-level outcome is a ``CallToolResponse`` carrying the envelo
 
 from __future__ import annotations
 
-import base64
 import json
 from datetime import UTC
 from typing import Any, TypeAlias
@@ -137,13 +136,6 @@ class ToolPlaneServicer(pb_grpc.ToolPlaneServiceServicer):
     async def _caller(
         self, context: Context, *, session_id: str = "", user_id: str = "", request_id: str = ""
     ) -> tuple[Principal, AgentRules]:
-        peer = peer_host(context.peer())
-        if self._auth_failures.exhausted(peer):
-            raise ServiceError(
-                grpc.StatusCode.RESOURCE_EXHAUSTED,
-                "AUTHENTICATION_RATE_LIMITED",
-                "too many failed authentications from this address",
-            )
         token = None
         for key, value in context.invocation_metadata() or ():
             if key == "authorization" and isinstance(value, str):
@@ -151,6 +143,14 @@ class ToolPlaneServicer(pb_grpc.ToolPlaneServiceServicer):
                 token = rest.strip() if scheme.lower() == "bearer" else None
         access = await self._access.load(token) if token else None
         if access is None:
+            # Only failures are held against the address: a valid token always gets through.
+            peer = peer_host(context.peer())
+            if self._auth_failures.exhausted(peer):
+                raise ServiceError(
+                    grpc.StatusCode.RESOURCE_EXHAUSTED,
+                    "AUTHENTICATION_RATE_LIMITED",
+                    "too many failed authentications from this address",
+                )
             self._auth_failures.acquire(peer)
             raise ServiceError(
                 grpc.StatusCode.UNAUTHENTICATED,
@@ -169,7 +169,7 @@ class ToolPlaneServicer(pb_grpc.ToolPlaneServiceServicer):
         self, request: pb.ListToolsRequest, context: Context
     ) -> pb.ListToolsResponse:
         tools = self._router.list_tools(*await self._caller(context))
-        return pb.ListToolsResponse(tools=[tool_message(tool) for tool in tools])
+        return pb.ListToolsResponse(tools=[tool_message(listed.tool) for listed in tools])
 
     async def CallTool(self, request: pb.CallToolRequest, context: Context) -> pb.CallToolResponse:
         principal, rules = await self._caller(
@@ -179,6 +179,7 @@ class ToolPlaneServicer(pb_grpc.ToolPlaneServiceServicer):
             request_id=request.request_id,
         )
         if not request.tool:
+            self._router.refuse(principal, "", transport="grpc", problem="no tool name")
             raise invalid_argument("TOOL_REQUIRED", "name the tool to call")
         arguments = json_format.MessageToDict(request.arguments)
         outcome = await self._router.call(
@@ -187,7 +188,7 @@ class ToolPlaneServicer(pb_grpc.ToolPlaneServiceServicer):
         response = pb.CallToolResponse(
             success=outcome.error is None,
             request_id=principal.request_id,
-            tool_id=outcome.tool_id if outcome.known_tool else "",
+            tool_id=outcome.tool.tool_id if outcome.tool is not None else "",
             decision=_DECISION[outcome.decision],
         )
         if outcome.output is not None:
@@ -219,6 +220,8 @@ def approval_message(approval: Approval) -> approval_pb2.Approval:
         expire_time=_timestamp(approval.expires_at),
         decided_by=approval.decided_by or "",
         decision_note=approval.decision_note or "",
+        arguments_json=approval.arguments_json or "",
+        resource=approval.resource or "",
     )
     if approval.decided_at is not None:
         message.decide_time.CopyFrom(_timestamp(approval.decided_at))
@@ -321,9 +324,9 @@ class ToolPlaneAdminServicer(admin_pb_grpc.ToolPlaneAdminServiceServicer):
         before_id = None
         if request.page_token:
             try:
-                before_id = int(base64.urlsafe_b64decode(request.page_token.encode()).decode())
-            except (ValueError, UnicodeDecodeError):
-                raise invalid_argument("INVALID_PAGE_TOKEN", "invalid page token") from None
+                before_id = audit_query.decode_page_token(request.page_token)
+            except audit_query.InvalidPageToken as invalid:
+                raise invalid_argument("INVALID_PAGE_TOKEN", str(invalid)) from None
         entries, next_id = await audit_query.list_entries(
             self._pool,
             agent_id=request.agent_id or None,
@@ -334,9 +337,7 @@ class ToolPlaneAdminServicer(admin_pb_grpc.ToolPlaneAdminServiceServicer):
         )
         return admin_pb.ListAuditEntriesResponse(
             entries=[_audit_message(entry) for entry in entries],
-            next_page_token=(
-                base64.urlsafe_b64encode(str(next_id).encode()).decode() if next_id else ""
-            ),
+            next_page_token=audit_query.encode_page_token(next_id) if next_id else "",
         )
 
 

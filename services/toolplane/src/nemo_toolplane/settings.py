@@ -60,8 +60,9 @@ class ToolPlaneSettings(ServiceSettings):
     auth_failures_per_minute: int = Field(
         20,
         gt=0,
-        description="Failed authentications allowed per client address and minute; further "
-        "requests from that address get 429 without a token lookup.",
+        description="Failed authentications allowed per client address and minute; beyond "
+        "them, requests from that address with a missing or invalid token get 429 instead of "
+        "401 (a valid token still gets through).",
     )
     approval_ttl_seconds: int = Field(
         3600,

@@ -3,9 +3,11 @@ and the docs library. Nothing else: no learner table, no credential."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
-from nemo_core.db import Pool
+from nemo_core.db import Connection, Pool
 from nemo_toolplane.context_client import ContextClient
 from nemo_toolplane.docs_library import DocsLibrary
 from nemo_toolplane.principal import Principal
@@ -26,6 +28,8 @@ class ToolContext:
 
     principal: Principal
     services: Services
+    #: The open transaction that consumes the call's approval, when the call needed one.
+    approval_connection: Connection | None = None
 
     @property
     def context(self) -> ContextClient:
@@ -38,3 +42,18 @@ class ToolContext:
     @property
     def docs(self) -> DocsLibrary:
         return self.services.docs
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[Connection]:
+        """A transaction for the tool's writes; write tools write through nothing else.
+
+        Under an approval it is nested in the approval's transaction, so the write and the
+        approval's consumption commit together or not at all (and the call needs no second
+        connection from the pool).
+        """
+        if self.approval_connection is not None:
+            async with self.approval_connection.transaction():
+                yield self.approval_connection
+            return
+        async with self.pool.acquire() as conn, conn.transaction():
+            yield conn

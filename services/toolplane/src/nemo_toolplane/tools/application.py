@@ -140,7 +140,8 @@ async def _set_status(ctx: ToolContext, args: SetStatusArgs) -> SetStatusResult:
         "user_id": ctx.principal.user_id,
         "request_id": ctx.principal.request_id,
     }
-    async with ctx.pool.acquire() as conn, conn.transaction():
+    # The call's transaction: under an approval, the approval is used up only if this commits.
+    async with ctx.transaction() as conn:
         current = await conn.fetchval(
             "SELECT status FROM toolplane.applications WHERE id = $1 FOR UPDATE",
             args.application_id,

@@ -3,20 +3,32 @@ context service. No learner data is involved."""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Annotated
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from nemo.context.v1 import knowledge_pb2
 from nemo_toolplane.registry import AnyTool, Mode, Risk, ToolDefinition
+from nemo_toolplane.text_fold import tokenize
 from nemo_toolplane.tool_context import ToolContext
+
+
+def _searchable(query: str) -> str:
+    # The context service matches words of two letters or more, and numbers (single letters are
+    # variables or particles to it); a query with none would only come back refused.
+    if not any(len(word) > 1 or word.isdigit() for word in tokenize(query)):
+        raise ValueError("the query must contain a word of two letters or more, or a number")
+    return query
 
 
 class SearchKnowledgeArgs(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    query: str = Field(
+    query: Annotated[str, AfterValidator(_searchable)] = Field(
         min_length=1,
         max_length=200,
-        description="Free text in Vietnamese or English; diacritics are optional.",
+        description="Free text in Vietnamese or English; diacritics are optional. It must "
+        "contain a word of two letters or more, or a number.",
     )
     limit: int = Field(10, ge=1, le=50, description="Most nodes to return.")
     subject: str | None = Field(None, max_length=40, description="Only this subject, e.g. math.")

@@ -73,6 +73,8 @@ class Approval(_message.Message):
     DECIDE_TIME_FIELD_NUMBER: _builtins.int
     DECIDED_BY_FIELD_NUMBER: _builtins.int
     DECISION_NOTE_FIELD_NUMBER: _builtins.int
+    ARGUMENTS_JSON_FIELD_NUMBER: _builtins.int
+    RESOURCE_FIELD_NUMBER: _builtins.int
     approval_id: _builtins.str
     """Approval id."""
     agent_id: _builtins.str
@@ -93,6 +95,13 @@ class Approval(_message.Message):
     """Operator who decided; empty while pending."""
     decision_note: _builtins.str
     """Operator's note on the decision."""
+    arguments_json: _builtins.str
+    """The call's arguments as canonical JSON (sorted keys, no spaces), so an operator sees what
+    the call would change; `arguments_sha256` is the SHA-256 of exactly this text. Empty for
+    approvals requested before arguments were kept.
+    """
+    resource: _builtins.str
+    """What the call is about, for example "learner:L-1"; empty when the tool names no resource."""
     @_builtins.property
     def create_time(self) -> _timestamp_pb2.Timestamp:
         """When the approval was requested."""
@@ -121,10 +130,12 @@ class Approval(_message.Message):
         decide_time: _timestamp_pb2.Timestamp | None = ...,
         decided_by: _builtins.str = ...,
         decision_note: _builtins.str = ...,
+        arguments_json: _builtins.str = ...,
+        resource: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "decide_time", b"decide_time", "expire_time", b"expire_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "approval_id", b"approval_id", "arguments_sha256", b"arguments_sha256", "create_time", b"create_time", "decide_time", b"decide_time", "decided_by", b"decided_by", "decision_note", b"decision_note", "expire_time", b"expire_time", "policy_version", b"policy_version", "request_id", b"request_id", "status", b"status", "tool_id", b"tool_id", "user_id", b"user_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "approval_id", b"approval_id", "arguments_json", b"arguments_json", "arguments_sha256", b"arguments_sha256", "create_time", b"create_time", "decide_time", b"decide_time", "decided_by", b"decided_by", "decision_note", b"decision_note", "expire_time", b"expire_time", "policy_version", b"policy_version", "request_id", b"request_id", "resource", b"resource", "status", b"status", "tool_id", b"tool_id", "user_id", b"user_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -47,7 +47,10 @@ class ListToolsResponse(_message.Message):
     TOOLS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def tools(self) -> _containers.RepeatedCompositeFieldContainer[_tool_pb2.Tool]:
-        """The tools, ordered by name."""
+        """The tools, ordered by name and newest version first. A version older than the latest is
+        listed only when a grant reaches it (for example one pinned to "learner.get_profile:v1"),
+        and is called by its `tool_id`.
+        """
 
     def __init__(
         self,

@@ -60,14 +60,14 @@ class ToolPlaneServiceServicer:
     """
 
     def ListTools(self, request, context):
-        """Lists the tools the calling agent holds a grant for, in a deterministic order.
+        """Lists the tool versions the calling agent holds a grant for, in a deterministic order.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def CallTool(self, request, context):
-        """Calls one tool.
+        """Calls one tool. Requires a deadline: a tool may call the context service.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

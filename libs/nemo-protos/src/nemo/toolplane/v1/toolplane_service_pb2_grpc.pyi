@@ -39,9 +39,9 @@ class ToolPlaneServiceStub:
     @_typing.overload
     def __new__(cls, channel: _aio.Channel) -> ToolPlaneServiceAsyncStub: ...
     ListTools: _grpc.UnaryUnaryMultiCallable[_toolplane_service_pb2.ListToolsRequest, _toolplane_service_pb2.ListToolsResponse]
-    """Lists the tools the calling agent holds a grant for, in a deterministic order."""
+    """Lists the tool versions the calling agent holds a grant for, in a deterministic order."""
     CallTool: _grpc.UnaryUnaryMultiCallable[_toolplane_service_pb2.CallToolRequest, _toolplane_service_pb2.CallToolResponse]
-    """Calls one tool."""
+    """Calls one tool. Requires a deadline: a tool may call the context service."""
 
 @_typing.type_check_only
 class ToolPlaneServiceAsyncStub(ToolPlaneServiceStub):
@@ -54,9 +54,9 @@ class ToolPlaneServiceAsyncStub(ToolPlaneServiceStub):
 
     def __init__(self, channel: _aio.Channel) -> None: ...
     ListTools: _aio.UnaryUnaryMultiCallable[_toolplane_service_pb2.ListToolsRequest, _toolplane_service_pb2.ListToolsResponse]  # type: ignore[assignment]
-    """Lists the tools the calling agent holds a grant for, in a deterministic order."""
+    """Lists the tool versions the calling agent holds a grant for, in a deterministic order."""
     CallTool: _aio.UnaryUnaryMultiCallable[_toolplane_service_pb2.CallToolRequest, _toolplane_service_pb2.CallToolResponse]  # type: ignore[assignment]
-    """Calls one tool."""
+    """Calls one tool. Requires a deadline: a tool may call the context service."""
 
 class ToolPlaneServiceServicer(metaclass=_abc_1.ABCMeta):
     """Tools for internal agents over gRPC, through the same router, policy and audit as the MCP edge.
@@ -72,7 +72,7 @@ class ToolPlaneServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _toolplane_service_pb2.ListToolsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_toolplane_service_pb2.ListToolsResponse, _abc.Awaitable[_toolplane_service_pb2.ListToolsResponse]]:
-        """Lists the tools the calling agent holds a grant for, in a deterministic order."""
+        """Lists the tool versions the calling agent holds a grant for, in a deterministic order."""
 
     @_abc_1.abstractmethod
     def CallTool(
@@ -80,6 +80,6 @@ class ToolPlaneServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _toolplane_service_pb2.CallToolRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_toolplane_service_pb2.CallToolResponse, _abc.Awaitable[_toolplane_service_pb2.CallToolResponse]]:
-        """Calls one tool."""
+        """Calls one tool. Requires a deadline: a tool may call the context service."""
 
 def add_ToolPlaneServiceServicer_to_server(servicer: ToolPlaneServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
