@@ -9,7 +9,7 @@ from typing import Any
 
 import aioboto3
 
-from nemo_context.snapshot_objects import LIFECYCLE_RULE_ID, SNAPSHOT_PREFIX
+from nemo_context.snapshot_objects import LIFECYCLE_RULE_ID, SNAPSHOT_PREFIX, retention_rule
 from nemo_testing.s3 import S3Endpoint
 from tests.deploy.deploy_manifests import REPO, container_environment, pod_spec, rendered, the
 
@@ -32,6 +32,9 @@ def test_the_rule_expires_the_services_snapshots_after_the_production_retention(
     assert rule["Filter"] == {"Prefix": SNAPSHOT_PREFIX}
     assert rule["Status"] == "Enabled"
     assert rule["Expiration"] == {"Days": int(retention)}
+    # And the very rule `nemo purge-snapshots --apply-lifecycle-rule` writes: either may replace
+    # the other without dropping the removal of replaced versions.
+    assert rule == retention_rule(int(retention))
 
 
 async def test_an_s3_api_accepts_the_rule(s3_endpoint: S3Endpoint) -> None:

@@ -117,6 +117,18 @@ async def test_bad_learner_ids_are_precise_errors(
     assert await _error(context_server, "gateway", request) == (code, reason)
 
 
+async def test_an_undefined_locale_is_an_invalid_argument(
+    context_server: RunningContextServer,
+) -> None:
+    request = pb.BuildContextRequest(
+        learner_id="L-1", purpose="tutor_hint", persist=True, locale=locale_pb2.Locale.ValueType(99)
+    )
+    assert await _error(context_server, "gateway", request) == (
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "INVALID_LOCALE",
+    )
+
+
 async def test_list_purposes_serves_the_table(context_server: RunningContextServer) -> None:
     for caller in ("gateway", "toolplane", "audit"):
         response = await context_server.stub(caller).ListPurposes(

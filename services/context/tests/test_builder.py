@@ -22,7 +22,7 @@ from nemo_context.ids import INVALID_LEARNER_ID
 from nemo_context.pseudonym import Pseudonymizer
 from nemo_context.purposes import CONVERSATION, POLICY_VERSION, PURPOSES, Purpose, Slice
 from nemo_context.repository import LearnerRecord, PostgresLearnerRepository
-from nemo_core.db import Pool
+from nemo_core.db import Pool, connect
 from nemo_core.errors import ServiceError
 from nemo_ops.seed_data.progress import EVIDENCE
 
@@ -284,3 +284,47 @@ async def test_a_repository_that_leaks_makes_the_build_fail(
         await builder.build("L-1", PURPOSES[purpose], locale_pb2.LOCALE_VI)
     assert raised.value.code is grpc.StatusCode.INTERNAL
     assert raised.value.reason == CONTEXT_LEAK_BLOCKED
+
+
+async def test_a_node_id_with_a_photo_word_is_data_not_a_photo_field(
+    builder: ContextBuilder, owner_dsn: str
+) -> None:
+    node = "physics-12-photo-electric-effect"
+    conn = await connect(owner_dsn)
+    try:
+        await conn.execute(
+            "INSERT INTO knowledge.nodes (id, title, subject, grade, strand)"
+            " VALUES ($1, 'Hiệu ứng quang điện', 'physics', 12, 'quantum')",
+            node,
+        )
+        await conn.execute(
+            "INSERT INTO learning.learner_model_versions"
+            " (learner_id, kind, version, model_json, engine_version)"
+            " VALUES ('L-3', 'next_experience', 99, $1, 'test')",
+            {"node_id": node, "experience_type": "lesson", "reason": "Đã sẵn sàng"},
+        )
+        for purpose in ("next_learning_experience", "learning_state"):
+            bundle = await _build(builder, "L-3", purpose)
+            assert bundle.next_experience.node_title == "Hiệu ứng quang điện", purpose
+    finally:
+        await conn.execute("DELETE FROM learning.learner_model_versions WHERE version = 99")
+        await conn.execute("DELETE FROM knowledge.nodes WHERE id = $1", node)
+        await conn.close()
+
+
+async def test_a_recommendation_without_a_reason_is_left_out(
+    builder: ContextBuilder, owner_dsn: str
+) -> None:
+    conn = await connect(owner_dsn)
+    try:
+        await conn.execute(
+            "INSERT INTO learning.learner_model_versions"
+            " (learner_id, kind, version, model_json, engine_version)"
+            " VALUES ('L-3', 'next_experience', 99, $1, 'test')",
+            {"node_id": "math-05-decimals", "experience_type": "lesson"},
+        )
+        bundle = await _build(builder, "L-3", "next_learning_experience")
+    finally:
+        await conn.execute("DELETE FROM learning.learner_model_versions WHERE version = 99")
+        await conn.close()
+    assert not bundle.HasField("next_experience")

@@ -90,3 +90,28 @@ def test_missing_values_are_said_to_be_unknown_never_zero(
     assert no_readiness in text
     assert sessions not in text  # activity the engine did not report is left out
     assert "0%" not in text
+
+
+@pytest.mark.parametrize(
+    ("locale", "printed"),
+    [(locale_pb2.LOCALE_VI, "22/11/2026"), (locale_pb2.LOCALE_EN, "2026-11-22")],
+)
+def test_dates_are_printed_as_learners_in_vietnam_see_them(
+    locale: locale_pb2.Locale.ValueType, printed: str
+) -> None:
+    entry = pb.RetentionEntry(node_id="math-08-identities", node_title="Hằng đẳng thức")
+    entry.due_at.FromJsonString("2026-11-21T20:00:00Z")  # 03:00 on the 22nd in Vietnam
+    text = render_bundle(pb.ContextBundle(locale=locale, retention=[entry]))
+    assert printed in text
+
+
+def test_missing_engine_values_leave_no_empty_words_or_zero_positions() -> None:
+    bundle = pb.ContextBundle(
+        locale=locale_pb2.LOCALE_VI,
+        learning_context=pb.LearningContext(strand="đại số"),
+        current_plan=pb.LearningPlan(
+            steps=[pb.PlanStep(node_title="Phân số", activity="ôn tập", status="đang làm")]
+        ),
+    )
+    lines = render_bundle(bundle).splitlines()
+    assert lines == ["Đang học: mạch đại số.", "Kế hoạch: Phân số (ôn tập, đang làm)."]

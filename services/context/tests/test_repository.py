@@ -126,8 +126,17 @@ async def test_linked_identifiers_cover_the_learner_family_and_linked_users(
     async with learner_transaction(context_pool, ["L-1"], readonly=True) as conn:
         linked = await linked_identifiers(conn, "L-1")
         assert await linked_identifiers(conn, "L-2") == frozenset()
-    # Own account, family owner/guardian/supporter, guardian outside the family, mentor.
-    assert linked == {"L-1", "F-1", "U-L1", "U-P1", "U-P4", "U-G1", "U-G3", "U-M1"}
+    # Own account, family owner/guardian/supporter, guardian outside the family, mentor, sibling.
+    assert linked == {"L-1", "F-1", "U-L1", "U-P1", "U-P4", "U-G1", "U-G3", "U-M1", "L-3"}
+
+
+async def test_a_siblings_learner_and_user_ids_are_linked_too(context_pool: Pool) -> None:
+    async with learner_transaction(context_pool, ["L-3"], readonly=True) as conn:
+        linked = await linked_identifiers(conn, "L-3")
+        # Only for the bound learner: the function answers nothing about others.
+        siblings_of_unbound = await conn.fetchval("SELECT learning.family_learner_keys('L-1')")
+    assert {"L-1", "U-L1"} <= linked
+    assert siblings_of_unbound == []
 
 
 async def test_linked_identifiers_include_inactive_mentors(context_pool: Pool) -> None:

@@ -72,3 +72,16 @@ def test_a_goal_date_is_midnight_utc() -> None:
     assert goal.due_at.ToJsonString() == "2028-06-01T00:00:00Z"
     assert goal.target == ""
     assert isinstance(goal, pb.Goal)
+
+
+def test_a_competency_without_an_evidence_count_leaves_it_missing() -> None:
+    profile = slices.competency_profile(
+        {
+            "model": {
+                "competencies": [{"code": "math.reasoning", "evidence_count": 4}, {"code": "x"}]
+            }
+        }
+    )
+    counted, uncounted = profile.competencies
+    assert counted.evidence_count == 4
+    assert not uncounted.HasField("evidence_count")

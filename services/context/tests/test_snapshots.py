@@ -9,7 +9,7 @@ import logging
 import re
 import secrets
 from collections.abc import AsyncIterator, Callable, Mapping
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from pathlib import Path
 
 import aioboto3
@@ -304,6 +304,30 @@ async def test_retention_rule_is_put_once_and_keeps_other_rules(
     assert ours["Expiration"] == {"Days": 14}
     assert ours["Status"] == "Enabled"
     assert ours["Filter"] == {"Prefix": "ai-context/"}
+    assert ours["NoncurrentVersionExpiration"] == {"NoncurrentDays": 1}
+
+
+async def test_purging_a_day_of_a_versioned_bucket_leaves_no_version_behind(
+    s3_endpoint: S3Endpoint, s3_session: aioboto3.Session, s3_bucket: str
+) -> None:
+    key = f"ai-context/2026-01-02/{new_learner_ref()}/00000000-0000-4000-8000-000000000001.json"
+    kept = f"ai-context/2026-01-03/{new_learner_ref()}/00000000-0000-4000-8000-000000000002.json"
+    async with s3_session.client("s3", endpoint_url=s3_endpoint.url) as s3:
+        await s3.put_bucket_versioning(
+            Bucket=s3_bucket, VersioningConfiguration={"Status": "Enabled"}
+        )
+        for body in (b"first", b"second"):  # a replaced version, then the current one
+            await s3.put_object(Bucket=s3_bucket, Key=key, Body=body)
+        await s3.put_object(Bucket=s3_bucket, Key=kept, Body=b"kept")
+    objects = S3Objects(s3_bucket, endpoint_url=s3_endpoint.url, session=s3_session)
+    try:
+        assert await objects.delete_day(date(2026, 1, 2)) == 1
+    finally:
+        await objects.aclose()
+    async with s3_session.client("s3", endpoint_url=s3_endpoint.url) as s3:
+        listed = await s3.list_object_versions(Bucket=s3_bucket, Prefix="ai-context/")
+    left = [item["Key"] for item in (*listed.get("Versions", []), *listed.get("DeleteMarkers", []))]
+    assert left == [kept]
 
 
 async def test_local_snapshots_are_private_files(tmp_path: Path, context_pool: Pool) -> None:

@@ -33,6 +33,7 @@ BUILD_VERSION: Final = "context-builder-1"
 """Version of this builder and renderer; bundles and snapshots carry it."""
 
 LEARNER_NOT_FOUND: Final = "LEARNER_NOT_FOUND"
+INVALID_LOCALE: Final = "INVALID_LOCALE"
 WRONG_PURPOSE_KIND: Final = "WRONG_PURPOSE_KIND"
 
 
@@ -60,6 +61,12 @@ class ContextBuilder:
     ) -> Gated[pb.ContextBundle]:
         """The gated bundle of ``learner_id`` for ``purpose``, rendered in ``locale``."""
         check_learner_id(learner_id)
+        if locale not in locale_pb2.Locale.values():
+            raise ServiceError(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                INVALID_LOCALE,
+                "locale must be LOCALE_VI or LOCALE_EN (or unset for Vietnamese)",
+            )
         record = await self._repository.read(learner_id, purpose)
         if record is None:
             raise learner_not_found()
@@ -114,6 +121,12 @@ def _refuse_identifier_columns(record: LearnerRecord) -> None:
     but a query that selects it is broken, and failing loudly is what gets it fixed.
     """
     columns = {name: value for name, value in vars(record).items() if name != "linked_ids"}
+    # node_titles is keyed by knowledge node ids, which are data, not field names: a topic such
+    # as "it-10-photo-editing" must not read as a photo field.
+    columns["models"] = {
+        kind: {**row, "node_titles": list((row.get("node_titles") or {}).values())}
+        for kind, row in record.models.items()
+    }
     finding = find_forbidden_name(columns)
     if finding is not None:
         record_block(finding)
@@ -168,5 +181,8 @@ def assemble(
     if purpose.declares(Slice.CURRENT_PLAN) and "current_plan" in models:
         bundle.current_plan.CopyFrom(slices.learning_plan(models["current_plan"]))
     if purpose.declares(Slice.NEXT_EXPERIENCE) and "next_experience" in models:
-        bundle.next_experience.CopyFrom(slices.next_experience(models["next_experience"]))
+        recommended = slices.next_experience(models["next_experience"])
+        # A recommendation travels with its reason or not at all: nobody can explain it.
+        if recommended.reason:
+            bundle.next_experience.CopyFrom(recommended)
     return bundle

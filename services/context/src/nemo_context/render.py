@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import timedelta, timezone
 from typing import Final
 
 from google.protobuf.message import Message
@@ -27,8 +28,9 @@ from nemo.type.v1 import locale_pb2
 class Wording:
     """Every phrase and template the renderer uses, in one language.
 
-    Templates name the values they take (``{grade}``); ``age``, ``package`` and ``milestone`` are
-    the optional parts of ``learner``, ``studying`` and ``readiness``, left out with their value.
+    Templates name the values they take (``{grade}``); ``age``, ``subject``, ``strand``,
+    ``package`` and ``milestone`` are the optional parts of ``learner``, ``studying`` and
+    ``readiness``, left out with their value.
     """
 
     learner: str
@@ -41,6 +43,8 @@ class Wording:
     due: str
     review: str
     studying: str
+    subject: str
+    strand: str
     package: str
     focus: str
     days_per_week: str
@@ -81,8 +85,10 @@ VIETNAMESE: Final = Wording(
     goal="Mục tiêu",
     due="hạn",
     review="Cần ôn lại",
-    studying="Đang học: môn {subject}, mạch {strand}{package}",
-    package=", gói “{package}”",
+    studying="Đang học",
+    subject="môn {subject}",
+    strand="mạch {strand}",
+    package="gói “{package}”",
     focus="trọng tâm",
     days_per_week="{days} ngày học mỗi tuần",
     progress="Tiến độ",
@@ -122,8 +128,10 @@ ENGLISH: Final = Wording(
     goal="Goal",
     due="due",
     review="Due for review",
-    studying="Studying: {subject}, strand {strand}{package}",
-    package=", package “{package}”",
+    studying="Studying",
+    subject="{subject}",
+    strand="strand {strand}",
+    package="package “{package}”",
     focus="focus",
     days_per_week="{days} study days a week",
     progress="Progress",
@@ -157,6 +165,9 @@ WORDING: Final[Mapping[int, Wording]] = {
 }
 
 SEPARATOR: Final = ", "
+
+LEARNER_TIME_ZONE: Final = timezone(timedelta(hours=7), "ICT")
+"""Dates are printed as the learners see them: in Vietnam, which keeps UTC+7 all year."""
 
 
 def render_bundle(bundle: pb.ContextBundle) -> str:
@@ -194,7 +205,8 @@ def render_bundle(bundle: pb.ContextBundle) -> str:
         lines.append(_plan(words, bundle.current_plan))
     if bundle.HasField("next_experience"):
         lines.append(_next(words, bundle.next_experience))
-    return "\n".join(lines)
+    # A slice whose values are all missing adds no line rather than an empty one.
+    return "\n".join(line for line in lines if line)
 
 
 def _fill(template: str, **values: object) -> str:
@@ -217,7 +229,7 @@ def _percent(value: float) -> str:
 
 
 def _date(words: Wording, stamp: Timestamp) -> str:
-    return stamp.ToDatetime().strftime(words.date_format)
+    return stamp.ToDatetime(tzinfo=LEARNER_TIME_ZONE).strftime(words.date_format)
 
 
 def _optional(message: Message, field: str) -> int | None:
@@ -249,13 +261,19 @@ def _retention(words: Wording, entries: Iterable[pb.RetentionEntry]) -> Iterable
 
 
 def _learning_context(words: Wording, context: pb.LearningContext) -> str:
-    package = _fill(words.package, package=context.package_title)
-    parts = [words.studying.format(subject=context.subject, strand=context.strand, package=package)]
+    studied = _join(
+        (
+            _fill(words.subject, subject=context.subject),
+            _fill(words.strand, strand=context.strand),
+            _fill(words.package, package=context.package_title),
+        )
+    )
+    parts = [f"{words.studying}: {studied}"] if studied else []
     if context.focus_nodes:
         parts.append(f"{words.focus}: {_titles(context.focus_nodes)}")
     if context.HasField("study_days_per_week"):
         parts.append(words.days_per_week.format(days=context.study_days_per_week))
-    return "; ".join(parts) + "."
+    return "; ".join(parts) + "." if parts else ""
 
 
 def _progress(words: Wording, progress: pb.LearningProgress) -> str:
@@ -328,11 +346,12 @@ def _readiness(words: Wording, readiness: pb.Readiness) -> str:
 
 def _plan(words: Wording, plan: pb.LearningPlan) -> str:
     steps = "; ".join(
-        f"{step.position}. {step.node_title or step.activity}"
+        f"{f'{step.position}. ' if step.position else ''}{step.node_title or step.activity}"
         f" ({_join((step.activity, step.status))})"
         for step in plan.steps
     )
-    return f"{words.plan} “{plan.title}”: {steps}." if steps else f"{words.plan} “{plan.title}”."
+    head = f"{words.plan} “{plan.title}”" if plan.title else words.plan
+    return f"{head}: {steps}." if steps else f"{head}."
 
 
 def _next(words: Wording, experience: pb.NextExperience) -> str:

@@ -42,10 +42,12 @@ LINKED_IDS_SQL: Final = """ARRAY(
         UNION SELECT g.user_id FROM learning.guardians AS g WHERE g.learner_id = $1
         UNION SELECT ma.mentor_user_id FROM learning.mentor_assignments AS ma
             WHERE ma.learner_id = $1
+        UNION SELECT unnest(learning.family_learner_keys($1))
     )"""
 """Keys that must never leave the service for this learner: the learner's id, family id and own
-user id, and the ids of the users linked to the learner (family members, guardians, mentors with
-an assignment in any status). Evaluated in a statement whose ``l`` is the learner row."""
+user id, the ids of the users linked to the learner (family members, guardians, mentors with
+an assignment in any status), and its siblings' learner and user ids. Evaluated in a statement
+whose ``l`` is the learner row."""
 
 # Titles of every knowledge node a computed model mentions, wherever in its JSON the id sits.
 _MODEL_NODE_TITLES: Final = """(

@@ -194,7 +194,7 @@ def competency_profile(model_row: JsonObject) -> pb.CompetencyProfile:
             title=_text(item.get("title")),
             level=_int(item.get("level")),
             max_level=_int(item.get("max_level")),
-            evidence_count=_int(item.get("evidence_count")) or 0,
+            evidence_count=_int(item.get("evidence_count")),
             confidence=_float(item.get("confidence")),
         )
         for item in _list(model.get("competencies"))

@@ -40,6 +40,19 @@ LIFECYCLE_RULE_ID = "nemo-context-snapshot-retention"
 _DELETE_BATCH = 1000
 
 
+def retention_rule(days: int) -> dict[str, Any]:
+    """This service's lifecycle rule: snapshots expire ``days`` days after they were written;
+    on a versioned bucket, replaced versions a day later; unfinished uploads after a day."""
+    return {
+        "ID": LIFECYCLE_RULE_ID,
+        "Filter": {"Prefix": SNAPSHOT_PREFIX},
+        "Status": "Enabled",
+        "Expiration": {"Days": days},
+        "NoncurrentVersionExpiration": {"NoncurrentDays": 1},
+        "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 1},
+    }
+
+
 class ObjectNotFoundError(LookupError):
     """No object is stored under the key."""
 
@@ -244,28 +257,33 @@ class S3Objects:
         return sorted(found)
 
     async def delete_day(self, day: date) -> int:
+        # Every version and delete marker goes: on a versioned bucket, deleting only the current
+        # object would leave the child's data in a noncurrent version.
         s3 = await self._s3()
-        paginator = s3.get_paginator("list_objects_v2")
-        keys: list[str] = []
+        paginator = s3.get_paginator("list_object_versions")
+        versions: list[dict[str, str]] = []
+        objects: set[str] = set()
         async for page in paginator.paginate(
             Bucket=self.bucket, Prefix=f"{SNAPSHOT_PREFIX}{day.isoformat()}/"
         ):
-            keys.extend(item["Key"] for item in page.get("Contents", []))
-        for start in range(0, len(keys), _DELETE_BATCH):
-            await self._delete_batch(s3, keys[start : start + _DELETE_BATCH])
-        return len(keys)
+            for item in (*page.get("Versions", []), *page.get("DeleteMarkers", [])):
+                versions.append({"Key": item["Key"], "VersionId": item["VersionId"]})
+            objects.update(item["Key"] for item in page.get("Versions", []) if item["IsLatest"])
+        for start in range(0, len(versions), _DELETE_BATCH):
+            await self._delete_batch(s3, versions[start : start + _DELETE_BATCH])
+        return len(objects)
 
-    async def _delete_batch(self, s3: Any, keys: Sequence[str]) -> None:
+    async def _delete_batch(self, s3: Any, versions: Sequence[dict[str, str]]) -> None:
         response = await s3.delete_objects(
-            Bucket=self.bucket,
-            Delete={"Objects": [{"Key": key} for key in keys], "Quiet": True},
+            Bucket=self.bucket, Delete={"Objects": list(versions), "Quiet": True}
         )
         errors = response.get("Errors", [])
         if errors:
-            raise OSError(f"S3 refused to delete {len(errors)} snapshot objects")
+            raise OSError(f"S3 refused to delete {len(errors)} snapshot object versions")
 
     async def apply_retention_rule(self, days: int) -> None:
-        """Make the bucket expire snapshots ``days`` days after they were written.
+        """Make the bucket expire snapshots ``days`` days after they were written, with the rule
+        of ``deploy/s3/snapshot-lifecycle.json`` (:func:`retention_rule`).
 
         Other lifecycle rules of the bucket are kept; this service's rule is replaced.
         """
@@ -277,14 +295,7 @@ class S3Objects:
             if error.response.get("Error", {}).get("Code") != "NoSuchLifecycleConfiguration":
                 raise
             rules = []
-        rules.append(
-            {
-                "ID": LIFECYCLE_RULE_ID,
-                "Filter": {"Prefix": SNAPSHOT_PREFIX},
-                "Status": "Enabled",
-                "Expiration": {"Days": days},
-            }
-        )
+        rules.append(retention_rule(days))
         await s3.put_bucket_lifecycle_configuration(
             Bucket=self.bucket, LifecycleConfiguration={"Rules": rules}
         )

@@ -260,23 +260,15 @@ def finish_plan(draft: PlanDraft, prompt: PromptInput[NoVariables]) -> PlanExpla
 
 _PLAN_WORDS: dict[Lang, dict[str, str]] = {
     Lang.VI: {
-        "plan": "Kế hoạch «{title}» có {count} bước, theo thứ tự do hệ thống học tập sắp xếp.",
-        "current": " Bước đang học: {node} ({activity}).",
-        "next": " Tiếp theo nên {kind} «{node}»: {reason}",
         "goal": "Mục tiêu hiện tại: «{title}» ({target}).",
         "focus": " Để tiến tới mục tiêu, kế hoạch ưu tiên củng cố các chủ đề còn yếu trước.",
         "none": "Hiện chưa có kế hoạch học tập.",
-        "step": "Bước {position}: {node} ({activity}, {status})",
         "weak": "Củng cố «{node}»",
     },
     Lang.EN: {
-        "plan": "The plan «{title}» has {count} steps, in the order the learning engine set.",
-        "current": " Current step: {node} ({activity}).",
-        "next": " Next, {kind} «{node}»: {reason}",
         "goal": "Current goal: «{title}» ({target}).",
         "focus": " To reach it, the plan strengthens the weakest topics first.",
         "none": "There is no learning plan yet.",
-        "step": "Step {position}: {node} ({activity}, {status})",
         "weak": "Strengthen «{node}»",
     },
 }
@@ -284,39 +276,16 @@ _WEAK_STATES = (ctx.KNOWLEDGE_STATE_GAP, ctx.KNOWLEDGE_STATE_SHAKY)
 
 
 def baseline_plan(prompt: PromptInput[NoVariables]) -> PlanExplanationResult:
-    """The plan's steps in the engine's order when the bundle has them; otherwise the goal and
-    the weakest topics (mastery comes weakest first), which is what the plan works on."""
+    """The goal and the weakest topics (mastery comes weakest first), which is what the plan
+    works on: the plan_explanation purpose carries the goal and mastery, not the plan's steps."""
     bundle, words = _bundle(prompt), _PLAN_WORDS[prompt.lang]
-    plan, steps = bundle.current_plan, tuple(bundle.current_plan.steps)
     parts: list[str] = []
-    if steps:
-        parts.append(words["plan"].format(title=plan.title, count=len(steps)))
-        current = next((step for step in steps if step.status == "current"), None)
-        if current is not None:
-            parts.append(
-                words["current"].format(node=current.node_title, activity=current.activity)
-            )
-        points = [
-            words["step"].format(
-                position=step.position, node=step.node_title, activity=step.activity,
-                status=step.status,
-            )
-            for step in steps
-        ]  # fmt: skip
-    else:
-        weak = [entry.node_title for entry in bundle.mastery if entry.state in _WEAK_STATES]
-        if bundle.goal.title:
-            parts.append(words["goal"].format(title=bundle.goal.title, target=bundle.goal.target))
-            if weak:
-                parts.append(words["focus"])
-        points = [words["weak"].format(node=title) for title in weak]
-    following = bundle.next_experience
-    if following.node_id:
-        parts.append(
-            words["next"].format(
-                kind=following.kind, node=following.node_title, reason=following.reason
-            )
-        )
+    weak = [entry.node_title for entry in bundle.mastery if entry.state in _WEAK_STATES]
+    if bundle.goal.title:
+        parts.append(words["goal"].format(title=bundle.goal.title, target=bundle.goal.target))
+        if weak:
+            parts.append(words["focus"])
+    points = [words["weak"].format(node=title) for title in weak]
     explanation = "".join(parts).strip() or words["none"]
     return PlanExplanationResult(
         explanation=explanation,

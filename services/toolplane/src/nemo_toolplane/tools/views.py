@@ -109,7 +109,7 @@ class Competency(_Slice):
     title: str = ""
     level: int | None = None
     max_level: int | None = None
-    evidence_count: int = 0
+    evidence_count: int | None = None
     confidence: float | None = None
 
 
@@ -136,7 +136,7 @@ class Readiness(_Slice):
 
 
 class PlanStep(_Slice):
-    position: int = 0
+    position: int | None = Field(None, description="From 1; absent when the plan gives no order.")
     node_id: str = ""
     node_title: str = ""
     activity: str = ""

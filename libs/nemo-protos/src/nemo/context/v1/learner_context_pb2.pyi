@@ -689,7 +689,7 @@ class Competency(_message.Message):
     max_level: _builtins.int
     """Highest level of the scale; absent when unknown."""
     evidence_count: _builtins.int
-    """Number of evidence items behind the level."""
+    """Number of evidence items behind the level; absent when unknown."""
     confidence: _builtins.float
     """Confidence of the level in [0, 1]; absent when unknown."""
     def __init__(
@@ -699,21 +699,25 @@ class Competency(_message.Message):
         title: _builtins.str = ...,
         level: _builtins.int | None = ...,
         max_level: _builtins.int | None = ...,
-        evidence_count: _builtins.int = ...,
+        evidence_count: _builtins.int | None = ...,
         confidence: _builtins.float | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_confidence", b"_confidence", "_level", b"_level", "_max_level", b"_max_level", "confidence", b"confidence", "level", b"level", "max_level", b"max_level"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_confidence", b"_confidence", "_evidence_count", b"_evidence_count", "_level", b"_level", "_max_level", b"_max_level", "confidence", b"confidence", "evidence_count", b"evidence_count", "level", b"level", "max_level", b"max_level"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_confidence", b"_confidence", "_level", b"_level", "_max_level", b"_max_level", "code", b"code", "confidence", b"confidence", "evidence_count", b"evidence_count", "level", b"level", "max_level", b"max_level", "title", b"title"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_confidence", b"_confidence", "_evidence_count", b"_evidence_count", "_level", b"_level", "_max_level", b"_max_level", "code", b"code", "confidence", b"confidence", "evidence_count", b"evidence_count", "level", b"level", "max_level", b"max_level", "title", b"title"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__confidence: _TypeAlias = _typing.Literal["confidence"]  # noqa: Y015
     _WhichOneofArgType__confidence: _TypeAlias = _typing.Literal["_confidence", b"_confidence"]  # noqa: Y015
+    _WhichOneofReturnType__evidence_count: _TypeAlias = _typing.Literal["evidence_count"]  # noqa: Y015
+    _WhichOneofArgType__evidence_count: _TypeAlias = _typing.Literal["_evidence_count", b"_evidence_count"]  # noqa: Y015
     _WhichOneofReturnType__level: _TypeAlias = _typing.Literal["level"]  # noqa: Y015
     _WhichOneofArgType__level: _TypeAlias = _typing.Literal["_level", b"_level"]  # noqa: Y015
     _WhichOneofReturnType__max_level: _TypeAlias = _typing.Literal["max_level"]  # noqa: Y015
     _WhichOneofArgType__max_level: _TypeAlias = _typing.Literal["_max_level", b"_max_level"]  # noqa: Y015
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__confidence) -> _WhichOneofReturnType__confidence | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__evidence_count) -> _WhichOneofReturnType__evidence_count | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__level) -> _WhichOneofReturnType__level | None: ...
     @_typing.overload
@@ -928,7 +932,7 @@ class PlanStep(_message.Message):
     STATUS_FIELD_NUMBER: _builtins.int
     MINUTES_FIELD_NUMBER: _builtins.int
     position: _builtins.int
-    """Position in the plan, starting at 1."""
+    """Position in the plan, starting at 1; 0 when the plan gives no order."""
     node_id: _builtins.str
     """Knowledge node the step works on."""
     node_title: _builtins.str
