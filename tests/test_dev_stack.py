@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -90,30 +91,47 @@ class DevStack:
 
 
 def _read_env(path: Path) -> dict[str, str]:
+    """dev.env as a shell reads it (values are shell-quoted)."""
     pairs = (line.split("=", 1) for line in path.read_text().splitlines() if "=" in line)
-    return dict(pairs)
+    return {key: shlex.split(value)[0] if value else "" for key, value in pairs}
 
 
-def _start(state_dir: Path) -> DevStack:
-    ports = [str(free_port()) for _ in range(4)]
+def _args(state_dir: Path, ports: list[str]) -> list[str]:
+    return [
+        *(NEMO, "dev", "up", "--state-dir", str(state_dir)),
+        *("--context-port", ports[0], "--gateway-port", ports[1]),
+        *("--toolplane-port", ports[2], "--mcp-port", ports[3]),
+    ]
+
+
+def _environment(database_url: str | None = None) -> dict[str, str]:
     env = {key: value for key, value in os.environ.items() if key != "DATABASE_URL"}
+    if database_url is not None:
+        env["DATABASE_URL"] = database_url
+    return env
+
+
+def _written_at(path: Path) -> int | None:
+    return path.stat().st_mtime_ns if path.exists() else None
+
+
+def _start(state_dir: Path, *, database_url: str | None = None) -> DevStack:
+    ports = [str(free_port()) for _ in range(4)]
+    env = _environment(database_url)
+    env_file = state_dir / "dev.env"
+    # dev.env is written once the stack serves; a previous run's copy stays until then.
+    previous = _written_at(env_file)
     output = state_dir.parent / f"{state_dir.name}-{time.monotonic_ns()}.out"
     with output.open("w") as sink:
         process = subprocess.Popen(
-            [
-                *(NEMO, "dev", "up", "--state-dir", str(state_dir)),
-                *("--context-port", ports[0], "--gateway-port", ports[1]),
-                *("--toolplane-port", ports[2], "--mcp-port", ports[3]),
-            ],
+            _args(state_dir, ports),
             stdout=sink,
             stderr=subprocess.STDOUT,
             text=True,
             env=env,
         )
-    env_file = state_dir / "dev.env"
-    env_file.unlink(missing_ok=True)
     deadline = time.monotonic() + STARTUP_SECONDS
-    while not env_file.exists():
+    while _written_at(env_file) in {None, previous}:
         if process.poll() is not None or time.monotonic() > deadline:
             process.kill()
             pytest.fail(f"dev stack did not come up:\n{output.read_text()}")
@@ -209,6 +227,60 @@ async def test_callers_are_authenticated_and_checked(dev_stack: DevStack) -> Non
         assert "tutor_hint" in {purpose.name for purpose in purposes.purposes}
 
 
+def _ports_of(stack: DevStack) -> list[str]:
+    return [
+        *(stack.env[name].rsplit(":", 1)[1] for name in ("NEMO_CONTEXT_ADDR", "NEMO_GATEWAY_ADDR")),
+        stack.env["NEMO_TOOLPLANE_ADDR"].rsplit(":", 1)[1],
+        str(httpx.URL(stack.env["NEMO_MCP_URL"]).port),
+    ]
+
+
+def _agent_token_works(stack: DevStack) -> bool:
+    response = httpx.post(
+        stack.env["NEMO_MCP_URL"],
+        json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
+        headers={
+            "Authorization": f"Bearer {stack.env['NEMO_DEV_TOKEN_LEARNING_AGENT']}",
+            "Accept": "application/json, text/event-stream",
+        },
+        timeout=10,
+    )
+    return response.status_code != 401
+
+
+def test_a_second_run_on_a_running_stacks_state_is_refused_and_changes_nothing(
+    dev_stack: DevStack, dev_state_dir: Path
+) -> None:
+    env_before = (dev_state_dir / "dev.env").read_text()
+    second = subprocess.run(
+        _args(dev_state_dir, _ports_of(dev_stack)),
+        capture_output=True,
+        text=True,
+        env=_environment(),
+        timeout=60,
+    )
+    assert second.returncode == 1
+    assert "another `nemo dev up` is running" in second.stderr
+    assert len(second.stderr.strip().splitlines()) == 1
+    assert (dev_state_dir / "dev.env").read_text() == env_before
+    assert dev_stack.process.poll() is None
+    assert _agent_token_works(dev_stack), "the running stack's agent token was revoked"
+
+
+def test_a_run_whose_port_is_taken_is_refused_before_it_starts_anything(
+    dev_stack: DevStack, fast_scratch_dir: Path
+) -> None:
+    state_dir = fast_scratch_dir / "dev-stack-port-taken"
+    taken = _ports_of(dev_stack)[0]
+    ports = [taken, *(str(free_port()) for _ in range(3))]
+    second = subprocess.run(
+        _args(state_dir, ports), capture_output=True, text=True, env=_environment(), timeout=60
+    )
+    assert second.returncode == 1
+    assert f"port {taken} is in use" in second.stderr
+    assert not (state_dir / "pgdata").exists()
+
+
 def test_ctrl_c_stops_every_process_then_a_rerun_reuses_the_data(
     dev_stack: DevStack, dev_state_dir: Path
 ) -> None:
@@ -217,9 +289,11 @@ def test_ctrl_c_stops_every_process_then_a_rerun_reuses_the_data(
     alive = [child for child in children if child.is_running() and child.status() != "zombie"]
     assert not alive, f"left behind: {[child.cmdline() for child in alive]}"
 
-    rerun = _start(dev_state_dir)
+    # A shell that sourced dev.env still has DATABASE_URL: the rerun starts its own server anyway.
+    rerun = _start(dev_state_dir, database_url=dev_stack.env["DATABASE_URL"])
     try:
         log = rerun.output.read_text()
+        assert "DATABASE_URL is this stack's embedded server" in log
         assert "created database" not in log
         assert "applying" not in log, "a rerun must find its migrated database again"
         assert (

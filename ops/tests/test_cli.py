@@ -13,6 +13,7 @@ import pytest
 from nemo_core.db import connect
 from nemo_ops.cli import main
 from nemo_ops.migrate import load_migrations
+from nemo_testing.ports import free_port
 
 DatabaseFactory = Callable[[], Awaitable[str]]
 
@@ -75,6 +76,37 @@ def test_unreachable_database_fails_with_one_line(
     err = capsys.readouterr().err
     assert err.startswith("nemo migrate: error: ")
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["migrate", "--database-url", "postgresql://u:S3cretPw@db:notaport/nemo"],
+        ["approvals", "list", "--database-url", "postgresql://u:S3cretPw@[::1/nemo"],
+    ],
+)
+def test_a_malformed_database_url_fails_with_one_line_and_no_password(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"nemo {argv[0]}: error: ")
+    assert len(err.strip().splitlines()) == 1
+    assert "S3cretPw" not in err
+
+
+def test_embedded_postgres_in_a_path_with_spaces_fails_with_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ports = [
+        *("--context-port", str(free_port()), "--gateway-port", str(free_port())),
+        *("--toolplane-port", str(free_port()), "--mcp-port", str(free_port())),
+    ]
+    state_dir = str(tmp_path / "my project" / ".nemo")
+    assert main(["dev", "up", "--state-dir", state_dir, *ports]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("nemo dev: error: embedded PostgreSQL cannot run in a path with")
+    assert not any("Traceback" in line for line in err)
 
 
 async def test_migrate_and_seed_through_the_entry_point(

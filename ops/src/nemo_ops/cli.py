@@ -28,6 +28,7 @@ from nemo_ops import (
     settings_doc,
     sync_tools,
 )
+from nemo_ops.embedded_pg import EmbeddedPostgresError
 from nemo_toolplane.tokens import TokenError
 
 __all__ = ["SUBCOMMANDS", "Subcommand", "build_parser", "main"]
@@ -81,6 +82,9 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
 
 # Failures the user can act on: reported as one line, without a traceback.
 _EXPECTED_FAILURES: tuple[type[BaseException], ...] = (
+    dev.DevStackError,
+    EmbeddedPostgresError,
+    ValueError,  # a malformed URL or value given on the command line or in the environment
     migrate.MigrationError,
     seed.SeedError,
     TokenError,

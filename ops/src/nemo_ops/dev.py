@@ -10,10 +10,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import fcntl
 import json
 import os
 import secrets
+import shlex
 import signal
+import socket
 import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
@@ -195,9 +198,60 @@ def dev_env(
     return env
 
 
+class DevStackError(Exception):
+    """The local stack cannot start as asked; the message says why and what to do."""
+
+
+@contextlib.contextmanager
+def _exclusive(state_dir: Path) -> Iterator[None]:
+    """Hold the state directory for this run: a second run would reissue the first one's
+    agent tokens and then fail on its ports."""
+    with (state_dir / "dev.lock").open("a") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise DevStackError(
+                f"another `nemo dev up` is running with {state_dir}; stop it first (Ctrl-C)"
+            ) from None
+        yield
+
+
+def _check_ports_free(ports: Ports) -> None:
+    """Refuse to start when a port is taken: readiness checks would find whatever serves it."""
+    for name, port in (
+        ("--context-port", ports.context),
+        ("--gateway-port", ports.gateway),
+        ("--toolplane-port", ports.toolplane),
+        ("--mcp-port", ports.mcp),
+    ):
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                raise DevStackError(
+                    f"port {port} is in use (another stack or program); free it or pass {name}"
+                ) from None
+
+
+def _recorded_database_url(state_dir: Path) -> str | None:
+    """DATABASE_URL as the last run wrote it to dev.env (its own embedded server)."""
+    env_file = state_dir / "dev.env"
+    if not env_file.exists():
+        return None
+    for line in env_file.read_text().splitlines():
+        key, _, value = line.partition("=")
+        if key == "DATABASE_URL":
+            return shlex.split(value)[0] if value else None
+    return None
+
+
 @contextlib.contextmanager
 def _database(state_dir: Path) -> Iterator[tuple[str, EmbeddedPostgres | None]]:
     external = os.environ.get("DATABASE_URL")
+    if external and external == _recorded_database_url(state_dir):
+        # A shell that sourced dev.env points at this stack's own embedded server.
+        _progress("DATABASE_URL is this stack's embedded server (from dev.env); starting it")
+        external = None
     if external:
         _progress("using the PostgreSQL server in DATABASE_URL")
         yield external, None
@@ -232,7 +286,8 @@ async def up(state_dir: Path, ports: Ports, caller_tokens: Mapping[str, str]) ->
                 return 0 if stop.is_set() else 1
             env = dev_env(owner_dsn, ports, caller_tokens, agent_tokens)
             write_private(
-                state_dir / "dev.env", "".join(f"{key}={value}\n" for key, value in env.items())
+                state_dir / "dev.env",
+                "".join(f"{key}={shlex.quote(value)}\n" for key, value in env.items()),
             )
             _print_summary(env, state_dir)
             while not stop.is_set():
@@ -287,6 +342,8 @@ def run_command(args: argparse.Namespace) -> int:
     ports = Ports(args.context_port, args.gateway_port, args.toolplane_port, args.mcp_port)
     state_dir: Path = args.state_dir.resolve()
     (state_dir / "logs").mkdir(parents=True, exist_ok=True)
-    caller_tokens = load_or_create_caller_tokens(state_dir / "caller-tokens.json")
-    load_or_create_pseudonym_key(state_dir / "pseudonym.key")
-    return asyncio.run(up(state_dir, ports, caller_tokens))
+    with _exclusive(state_dir):
+        _check_ports_free(ports)
+        caller_tokens = load_or_create_caller_tokens(state_dir / "caller-tokens.json")
+        load_or_create_pseudonym_key(state_dir / "pseudonym.key")
+        return asyncio.run(up(state_dir, ports, caller_tokens))

@@ -7,6 +7,7 @@ local connections, so any role can connect by name without a password.
 from __future__ import annotations
 
 import json
+import subprocess
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,10 +18,14 @@ import psutil
 if TYPE_CHECKING:
     from pgserver.postgres_server import PostgresServer
 
-__all__ = ["EmbeddedPostgres", "start_embedded_postgres"]
+__all__ = ["EmbeddedPostgres", "EmbeddedPostgresError", "start_embedded_postgres"]
 
 # Where pgserver lists the processes using a server (its own file format: a JSON list of pids).
 _HANDLES_FILE = ".handle_pids.json"
+
+
+class EmbeddedPostgresError(RuntimeError):
+    """The embedded server cannot run here; the message says why and what to do."""
 
 
 @dataclass
@@ -71,7 +76,19 @@ def start_embedded_postgres(
         from pgserver.postgres_server import get_server
 
     path = Path(data_dir).expanduser().resolve()
+    if any(character.isspace() for character in str(path)):
+        # pgserver hands the socket directory to postgres unquoted, so the server cannot start.
+        raise EmbeddedPostgresError(
+            f"embedded PostgreSQL cannot run in a path with spaces ({path}); use a state "
+            "directory without spaces, or point DATABASE_URL at a server"
+        )
     path.parent.mkdir(parents=True, exist_ok=True)
     _forget_dead_handles(path)
-    server = get_server(path, cleanup_mode=cleanup)
+    try:
+        server = get_server(path, cleanup_mode=cleanup)
+    except subprocess.CalledProcessError as error:
+        raise EmbeddedPostgresError(
+            f"embedded PostgreSQL did not start in {path} (exit code {error.returncode}); "
+            f"its log is {path / 'log'}"
+        ) from None
     return EmbeddedPostgres(data_dir=path, dsn=server.get_uri(), _server=server)

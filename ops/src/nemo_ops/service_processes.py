@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import json
+import os
 import secrets
 import signal
 import sys
@@ -58,10 +59,14 @@ class Ports:
 
 
 def write_private(path: Path, text: str) -> None:
-    """Write ``text`` to ``path``, readable by its owner only."""
-    path.touch(mode=0o600, exist_ok=True)
-    path.chmod(0o600)
-    path.write_text(text, encoding="utf-8")
+    """Write ``text`` to ``path``, readable by its owner only; readers see the old content or
+    the new, never a half-written file."""
+    temporary = path.with_name(f".{path.name}.tmp")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    os.chmod(temporary, 0o600)  # O_CREAT's mode does not apply to a file left by a crashed run
+    os.replace(temporary, path)
 
 
 def write_pseudonym_key(path: Path) -> Path:
