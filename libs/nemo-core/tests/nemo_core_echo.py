@@ -46,6 +46,8 @@ ACL = CallerAcl(
             "Words",
             "Join",
             "Shout",
+            "Refuse",
+            "Peer",
         },
         "toolplane": {f"/{SERVICE}/Echo"},
     }
@@ -114,6 +116,18 @@ def build_setup(settings: ServiceSettings, attempts: Counter[str] | None = None)
             )
         raise ValueError("secret internal detail")
 
+    async def refuse(request: StringValue, context: Any) -> StringValue:
+        # Echoes the caller's input into the error, as handlers naming a bad argument do.
+        raise ServiceError(
+            grpc.StatusCode.NOT_FOUND,
+            "ECHO_UNKNOWN",
+            f"nothing is known under {request.value}",
+            {f"input_{index:02d}": request.value for index in range(40)},
+        )
+
+    async def peer(request: StringValue, context: Any) -> StringValue:
+        return StringValue(value=context.peer())
+
     async def count_attempts(request: StringValue, context: Any) -> StringValue:
         counts[request.value] += 1
         if request.value == "unavailable-once" and counts[request.value] == 1:
@@ -157,6 +171,8 @@ def build_setup(settings: ServiceSettings, attempts: Counter[str] | None = None)
     handlers = {
         "Echo": _unary(echo),
         "Fail": _unary(fail),
+        "Refuse": _unary(refuse),
+        "Peer": _unary(peer),
         "Attempts": _unary(count_attempts),
         "Slow": _unary(slow),
         "Remaining": _unary(remaining),
@@ -189,4 +205,4 @@ async def _build(settings: EchoSettings) -> ServiceSetup:
 
 
 if __name__ == "__main__":
-    run_service(NAME, EchoSettings(), _build)
+    run_service(NAME, EchoSettings, _build)

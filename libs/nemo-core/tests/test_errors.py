@@ -11,7 +11,14 @@ from google.protobuf.wrappers_pb2 import StringValue
 from google.rpc import error_details_pb2, status_pb2
 from nemo_core_echo import NAME, Running, StartEcho, method, stub, token_of
 
-from nemo_core.errors import Reason, ServiceError, error_details
+from nemo_core.errors import (
+    MAX_MESSAGE_BYTES,
+    MAX_METADATA_ENTRIES,
+    MAX_METADATA_VALUE_BYTES,
+    Reason,
+    ServiceError,
+    error_details,
+)
 
 SECRET = "secret internal detail"
 
@@ -151,3 +158,38 @@ async def test_unavailable_dependency_is_reported_without_its_details(
         NAME,
     )
     assert gone.address.rsplit(":", 1)[1] not in (raised.value.details() or "")
+
+
+@pytest.mark.parametrize("echoed", ["x" * 20_000, "\U0001f600" * 20_000, "ả" * 300])
+async def test_an_error_echoing_long_input_still_reaches_the_caller(
+    echo: Running, echoed: str
+) -> None:
+    # Past gRPC's metadata limits the caller would get a bare RESOURCE_EXHAUSTED instead.
+    async with grpc.aio.insecure_channel(echo.address) as channel:
+        with pytest.raises(grpc.aio.AioRpcError) as raised:
+            await stub(channel, "Refuse")(StringValue(value=echoed), metadata=token_of("gateway"))
+    details = error_details(raised.value)
+    assert (details.code, details.reason, details.domain) == (
+        grpc.StatusCode.NOT_FOUND,
+        "ECHO_UNKNOWN",
+        NAME,
+    )
+    assert details.message.startswith("nothing is known under ")
+    assert len(details.message.encode()) <= MAX_MESSAGE_BYTES
+    assert len(details.metadata) == MAX_METADATA_ENTRIES
+    for value in details.metadata.values():
+        assert len(value.encode()) <= MAX_METADATA_VALUE_BYTES
+        assert echoed.startswith(value.removesuffix("…"))
+        assert value.endswith("…") == (len(echoed.encode()) > MAX_METADATA_VALUE_BYTES)
+    trailers = raised.value.trailing_metadata() or ()
+    assert sum(len(key) + len(value) for key, value in trailers) < 8 * 1024
+
+
+def test_short_errors_are_sent_unchanged() -> None:
+    status = ServiceError(
+        grpc.StatusCode.NOT_FOUND, "THING_NOT_FOUND", "no thing", {"thing": "t" * 200}
+    ).to_status("x")
+    raw = dict(status.trailing_metadata)["grpc-status-details-bin"]
+    info = error_details_pb2.ErrorInfo()
+    assert status_pb2.Status.FromString(raw).details[0].Unpack(info)
+    assert (status.details, dict(info.metadata)) == ("no thing", {"thing": "t" * 200})

@@ -28,6 +28,7 @@ from nemo_core_echo import (
     Running,
     StartEcho,
     build_setup,
+    method,
     stub,
     token_of,
 )
@@ -38,6 +39,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 
 from nemo_core.callers import CallerAcl, current_caller
+from nemo_core.errors import error_details
 from nemo_core.server import Server, Service, ServiceSetup, serve
 
 TESTS_DIR = Path(__file__).parent
@@ -160,17 +162,56 @@ async def test_registered_method_handlers_are_guarded() -> None:
         await server.shutdown()
 
 
-async def test_max_concurrent_rpcs(start_echo: StartEcho) -> None:
-    running = await start_echo(max_concurrent_rpcs=1)
+async def test_a_saturated_server_refuses_calls_but_answers_probes(
+    start_echo: StartEcho,
+) -> None:
+    limit = 2
+    running = await start_echo(max_concurrent_rpcs=limit)
     async with grpc.aio.insecure_channel(running.address) as channel:
-        slow = asyncio.ensure_future(
-            stub(channel, "Slow")(StringValue(value="0.5"), metadata=token_of("gateway"))
-        )
-        await asyncio.sleep(0.2)
+        slow = [
+            asyncio.ensure_future(
+                stub(channel, "Slow")(StringValue(value="1"), metadata=token_of("gateway"))
+            )
+            for _ in range(limit)
+        ]
+        await asyncio.sleep(0.3)
+        # Readiness and liveness probes keep working, or every busy replica would be restarted.
+        assert await _health(running.address) == SERVING
+        services, _ = await asyncio.to_thread(_reflected_services, running.address)
+        assert SERVICE in services
         with pytest.raises(grpc.aio.AioRpcError) as raised:
             await stub(channel, "Echo")(StringValue(value="hi"), metadata=token_of("gateway"))
-        assert raised.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
-        assert (await slow).value == "done"
+        details = error_details(raised.value)
+        assert (details.code, details.reason, details.domain) == (
+            grpc.StatusCode.RESOURCE_EXHAUSTED,
+            "SERVER_BUSY",
+            NAME,
+        )
+        assert [reply.value for reply in await asyncio.gather(*slow)] == ["done"] * limit
+        reply = await stub(channel, "Echo")(StringValue(value="hi"), metadata=token_of("gateway"))
+        assert reply.value == "gateway:hi"
+
+
+async def test_finished_calls_free_their_place(start_echo: StartEcho) -> None:
+    running = await start_echo(max_concurrent_rpcs=1)
+    async with grpc.aio.insecure_channel(running.address) as channel:
+        for value in ("service", "unexpected"):
+            with pytest.raises(grpc.aio.AioRpcError):
+                await stub(channel, "Fail")(StringValue(value=value), metadata=token_of("gateway"))
+        words = channel.unary_stream(
+            method("Words"),
+            request_serializer=StringValue.SerializeToString,
+            response_deserializer=StringValue.FromString,
+        )
+        streamed = words(StringValue(value="a b"), metadata=token_of("gateway"))
+        assert [reply.value async for reply in streamed] == ["a", "b"]
+        # A call its caller abandons frees its place too.
+        abandoned = stub(channel, "Slow")(StringValue(value="30"), metadata=token_of("gateway"))
+        await asyncio.sleep(0.2)
+        abandoned.cancel()
+        await asyncio.sleep(0.2)
+        reply = await stub(channel, "Echo")(StringValue(value="hi"), metadata=token_of("gateway"))
+    assert reply.value == "gateway:hi"
 
 
 async def test_server_enforces_its_receive_limit(start_echo: StartEcho) -> None:

@@ -3,9 +3,11 @@ blocked bundle and any other failure of the context service are not, and keep th
 
 from __future__ import annotations
 
+import logging
 import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 import grpc
 import pytest
@@ -19,7 +21,15 @@ from nemo_core.db import connect
 from nemo_core.errors import error_details
 from nemo_testing.providers import ScriptedProvider
 
-from .gateway_testing import INTERNAL_TOKEN, StartGateway
+from .gateway_testing import (
+    CONTEXT_CLIENT_TOKEN,
+    INTERNAL_TOKEN,
+    StartGateway,
+    start_context_service,
+    variables,
+)
+
+AUDIT_TOKEN = "audit-client-token-0123456789"
 
 
 @asynccontextmanager
@@ -99,3 +109,56 @@ async def test_a_context_service_that_fails_otherwise_is_not_reported_unavailabl
     )
     assert details.metadata["context_code"] == "UNIMPLEMENTED"
     assert provider.requests == []
+
+
+async def _refused_gateway_reaches_caller_as(
+    start_gateway: StartGateway,
+    context_address: str,
+    client_token: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    gateway = await start_gateway(context_address=context_address, client_token=client_token)
+    with (
+        caplog.at_level(logging.ERROR, logger="nemo_gateway"),
+        pytest.raises(grpc.aio.AioRpcError) as failed,
+    ):
+        await gateway.stub.RunPrompt(
+            pb.RunPromptRequest(
+                prompt_id="learner.tutor_hint",
+                learner_id="L-1",
+                variables=variables(node_id="math-08-algebraic-identities"),
+            ),
+            metadata=gateway.metadata,
+            timeout=10,
+        )
+    details = error_details(failed.value)
+    # The caller's own token was fine: the gateway's configuration is at fault.
+    assert (details.code, details.reason, details.domain) == (
+        grpc.StatusCode.INTERNAL,
+        "CONTEXT_FAILED",
+        "gateway",
+    )
+    logged = [r for r in caplog.records if r.name == "nemo_gateway.context_client"]
+    assert [r.levelno for r in logged] == [logging.ERROR]
+    assert client_token not in caplog.text
+
+
+async def test_a_gateway_whose_token_the_context_service_rejects_fails_internally(
+    start_gateway: StartGateway,
+    provider: ScriptedProvider,
+    context_address: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    await _refused_gateway_reaches_caller_as(
+        start_gateway, context_address, "wrong-client-token-0123456789", caplog
+    )
+    assert provider.requests == []
+
+
+async def test_a_gateway_the_context_acl_does_not_list_fails_internally(
+    start_gateway: StartGateway, context_dsn: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The token is known to the context service, but as a caller that may not build context.
+    tokens = {"gateway": CONTEXT_CLIENT_TOKEN, "audit": AUDIT_TOKEN}
+    async with start_context_service(context_dsn, tmp_path, caller_tokens=tokens) as address:
+        await _refused_gateway_reaches_caller_as(start_gateway, address, AUDIT_TOKEN, caplog)

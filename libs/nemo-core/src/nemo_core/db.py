@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import errno
 import json
+import socket
 from collections.abc import AsyncIterator, Collection
 from contextlib import asynccontextmanager
 from types import TracebackType
@@ -50,6 +51,10 @@ _UNAVAILABLE_ERRORS: tuple[type[BaseException], ...] = (
     asyncpg.exceptions.CrashShutdownError,
     asyncpg.exceptions.TooManyConnectionsError,
     ConnectionError,  # refused or reset at the socket
+    # A server that accepts but does not answer: asyncpg's connect, pool acquire and command
+    # timeouts (and a kernel connect timeout) all raise this.
+    TimeoutError,
+    socket.gaierror,  # its host name does not resolve (DNS down, Service gone in a failover)
 )
 #: Socket errors of a connect to a server that is not there (a Unix socket file that is gone).
 _UNREACHABLE_ERRNOS = frozenset({errno.ECONNREFUSED, errno.ENOENT, errno.EHOSTUNREACH})
@@ -57,7 +62,11 @@ _UNREACHABLE_ERRNOS = frozenset({errno.ECONNREFUSED, errno.ENOENT, errno.EHOSTUN
 
 def is_database_unavailable(exc: BaseException) -> bool:
     """Whether ``exc`` says PostgreSQL cannot be reached now (worth a retry later), as opposed to
-    a statement or data error."""
+    a statement or data error.
+
+    Any ``TimeoutError`` counts: the services handle their other timeouts (model providers,
+    snapshot writes) where they happen, so one that escapes a handler comes from asyncpg.
+    """
     if isinstance(exc, _UNAVAILABLE_ERRORS):
         return True
     # File errors carry a filename; socket connect errors do not.

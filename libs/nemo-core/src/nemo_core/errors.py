@@ -28,12 +28,23 @@ logger = logging.getLogger(__name__)
 
 _REASON_PATTERN = re.compile(r"^[A-Z][A-Z0-9_]{0,62}[A-Z0-9]\Z")
 
+# gRPC refuses trailers past 16 KiB and some past 8 KiB, and the caller then gets a bare
+# RESOURCE_EXHAUSTED instead of the error. Handlers echo caller input into messages and
+# metadata, so the status is bounded here: under 7 KiB of trailers whatever was echoed (the
+# message is sent twice, once percent-encoded). Limits are UTF-8 bytes, characters for ASCII.
+MAX_MESSAGE_BYTES = 512
+MAX_METADATA_ENTRIES = 16
+MAX_METADATA_KEY_BYTES = 64
+MAX_METADATA_VALUE_BYTES = 200
+_ELLIPSIS = "\u2026"
+
 
 class Reason(StrEnum):
     """Reasons shared by every service; services declare their own next to their handlers."""
 
     CALLER_UNAUTHENTICATED = "CALLER_UNAUTHENTICATED"
     CALLER_NOT_ALLOWED = "CALLER_NOT_ALLOWED"
+    SERVER_BUSY = "SERVER_BUSY"
     DEADLINE_REQUIRED = "DEADLINE_REQUIRED"
     DEADLINE_EXCEEDED = "DEADLINE_EXCEEDED"
     DATABASE_UNAVAILABLE = "DATABASE_UNAVAILABLE"
@@ -65,15 +76,32 @@ class ServiceError(Exception):
         return f"ServiceError({self.code.name}, {self.reason!r}, {self.message!r})"
 
     def to_status(self, domain: str) -> grpc.Status:
-        """The ``grpc.Status`` (code, message, trailers with the rich status) to abort with."""
-        info = error_details_pb2.ErrorInfo(
-            reason=self.reason, domain=domain, metadata=dict(self.metadata)
-        )
+        """The ``grpc.Status`` (code, message, trailers with the rich status) to abort with.
+
+        The message and metadata are cut to the ``MAX_*`` bounds (a cut value ends with an
+        ellipsis; entries past the first ``MAX_METADATA_ENTRIES`` are left out)."""
+        metadata = {
+            clip(key, MAX_METADATA_KEY_BYTES): clip(value, MAX_METADATA_VALUE_BYTES)
+            for key, value in list(self.metadata.items())[:MAX_METADATA_ENTRIES]
+        }
+        info = error_details_pb2.ErrorInfo(reason=self.reason, domain=domain, metadata=metadata)
         detail = any_pb2.Any()
         detail.Pack(info)
-        status = status_pb2.Status(code=self.code.value[0], message=self.message, details=[detail])
+        message = clip(self.message, MAX_MESSAGE_BYTES)
+        status = status_pb2.Status(code=self.code.value[0], message=message, details=[detail])
         result: grpc.Status = rpc_status.to_status(status)
         return result
+
+
+def clip(text: str, max_bytes: int) -> str:
+    """``text`` if its UTF-8 form fits in ``max_bytes``, else its longest prefix that fits with
+    an ellipsis appended."""
+    encoded = text.encode("utf-8", "replace")
+    if len(encoded) <= max_bytes:
+        return text
+    room = max_bytes - len(_ELLIPSIS.encode())
+    # A cut inside a multi-byte character drops that character.
+    return encoded[:room].decode("utf-8", "ignore") + _ELLIPSIS
 
 
 def internal_error() -> ServiceError:

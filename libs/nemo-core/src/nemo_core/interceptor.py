@@ -1,13 +1,15 @@
-"""The server interceptor: caller identity, ACL, required deadlines and the error model.
+"""The server interceptor: caller identity, ACL, required deadlines, the concurrency limit and
+the error model.
 
-All four jobs share one wrapper around each handler, built once per method, because every extra
+All five jobs share one wrapper around each handler, built once per method, because every extra
 interceptor layer costs a coroutine and a context proxy on each call.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
@@ -17,7 +19,7 @@ from google.protobuf.message import DecodeError
 
 from nemo_core.callers import CallerIdentifier, not_allowed, set_current_caller, unauthenticated
 from nemo_core.deadlines import deadline_required, set_time_remaining
-from nemo_core.errors import ServiceError, to_service_error
+from nemo_core.errors import Reason, ServiceError, to_service_error
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +61,33 @@ def malformed_request() -> ServiceError:
     )
 
 
+def server_busy() -> ServiceError:
+    return ServiceError(
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        Reason.SERVER_BUSY,
+        "the server is handling as many calls as it may at once; retry later",
+    )
+
+
+class _Slots:
+    """At most ``limit`` calls inside at once; one more is refused at once rather than queued
+    behind calls that are already slow."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._used = 0  # every RPC runs on the server's event loop: no lock needed
+
+    @contextmanager
+    def take(self) -> Iterator[None]:
+        if self._used >= self._limit:
+            raise server_busy()
+        self._used += 1
+        try:
+            yield
+        finally:
+            self._used -= 1
+
+
 @dataclass(frozen=True)
 class MethodPolicy:
     """What the interceptor enforces on one method."""
@@ -70,8 +99,9 @@ class MethodPolicy:
 class ServerInterceptor(grpc.aio.ServerInterceptor):
     """Enforce :class:`MethodPolicy` on the methods it knows; pass every other method through.
 
-    Methods without a policy are the health and reflection services, which stay open, and names
-    nothing serves, which grpc answers with UNIMPLEMENTED.
+    Methods without a policy are the health and reflection services, which stay open and are
+    not counted against ``max_concurrent_rpcs`` (so a saturated server still answers its probes),
+    and names nothing serves, which grpc answers with UNIMPLEMENTED.
     """
 
     def __init__(
@@ -80,10 +110,12 @@ class ServerInterceptor(grpc.aio.ServerInterceptor):
         domain: str,
         identifier: CallerIdentifier,
         policies: Mapping[str, MethodPolicy],
+        max_concurrent_rpcs: int,
     ) -> None:
         self._domain = domain
         self._identifier = identifier
         self._policies = dict(policies)
+        self._slots = _Slots(max_concurrent_rpcs)
         self._wrapped: dict[str, tuple[_Handler, _Handler]] = {}
 
     async def intercept_service(
@@ -134,7 +166,8 @@ class ServerInterceptor(grpc.aio.ServerInterceptor):
                 self._admit(context, method, policy)
                 if request is _MALFORMED:
                     raise malformed_request()
-                return await behavior(request, context)
+                with self._slots.take():
+                    return await behavior(request, context)
             except grpc.aio.AbortError:
                 raise
             except Exception as exc:
@@ -151,8 +184,9 @@ class ServerInterceptor(grpc.aio.ServerInterceptor):
                 self._admit(context, method, policy)
                 if request is _MALFORMED:
                     raise malformed_request()
-                async for response in behavior(request, context):
-                    yield response
+                with self._slots.take():
+                    async for response in behavior(request, context):
+                        yield response
             except grpc.aio.AbortError:
                 raise
             except Exception as exc:

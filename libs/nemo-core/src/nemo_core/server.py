@@ -32,7 +32,7 @@ from nemo_core import event_loop
 from nemo_core.callers import CallerAcl, CallerIdentifier
 from nemo_core.interceptor import MethodPolicy, ServerInterceptor
 from nemo_core.logs import configure_logging
-from nemo_core.settings import ServiceSettings
+from nemo_core.settings import ServiceSettings, load_settings
 from nemo_core.telemetry import configure_telemetry
 
 logger = logging.getLogger(__name__)
@@ -132,6 +132,10 @@ def _server_options(settings: ServiceSettings) -> list[tuple[str, Any]]:
         ("grpc.http2.min_ping_interval_without_data_ms", keepalive_ms // 2),
         # A second process on the same port must fail to start, not share the traffic.
         ("grpc.so_reuseport", 0),
+        # A Service balances connections, not calls: a periodic GOAWAY makes clients reconnect,
+        # so new replicas get their share. Calls in flight get the shutdown grace to finish.
+        ("grpc.max_connection_age_ms", int(settings.max_connection_age_seconds * 1000)),
+        ("grpc.max_connection_age_grace_ms", int(settings.grace_period_seconds * 1000)),
     ]
 
 
@@ -171,12 +175,13 @@ class Server:
                 known_identities=setup.acl.identities,
             ),
             policies=_method_policies(setup),
+            # Not grpc's maximum_concurrent_rpcs: that one also refuses health checks, so every
+            # saturated replica would fail its probes together.
+            max_concurrent_rpcs=settings.max_concurrent_rpcs,
         )
         tracing = aio_server_interceptor(filter_=_is_traced)  # type: ignore[no-untyped-call]
         server = grpc.aio.server(
-            interceptors=[tracing, interceptor],
-            options=_server_options(settings),
-            maximum_concurrent_rpcs=settings.max_concurrent_rpcs,
+            interceptors=[tracing, interceptor], options=_server_options(settings)
         )
         service_names = [service.full_name for service in setup.services]
         for service in setup.services:
@@ -289,10 +294,15 @@ async def serve(server: Server) -> None:
 
 
 def run_service(
-    name: str, settings: _Settings, build: Callable[[_Settings], Awaitable[ServiceSetup]]
+    name: str,
+    settings_class: type[_Settings],
+    build: Callable[[_Settings], Awaitable[ServiceSetup]],
 ) -> None:
-    """Entry point of a service's ``__main__``: logs, telemetry, build, serve; exits non-zero
-    when startup, a background task or a cleanup hook fails."""
+    """Entry point of a service's ``__main__``: settings, logs, telemetry, build, serve; exits
+    non-zero when the settings are invalid (see :func:`load_settings`) or when startup, a
+    background task or a cleanup hook fails."""
+    configure_logging(name)
+    settings = load_settings(settings_class)
     configure_logging(name, settings.log_level)
     configure_telemetry(name)
 

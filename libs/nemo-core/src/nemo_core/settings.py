@@ -5,17 +5,31 @@ Each service subclasses :class:`ServiceSettings` with its own environment prefix
     class ContextSettings(ServiceSettings):
         model_config = SettingsConfigDict(env_prefix="NEMO_CONTEXT_")
         listen_address: str = Field("127.0.0.1:50051", description=...)
+
+A service reads its settings with :func:`load_settings`, which reports bad values without
+showing them. Validators must never put a value into their messages: it may be a secret.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import re
 from pathlib import Path
-from typing import Literal, Self
+from typing import Literal, Self, TypeVar
 
-from pydantic import Field, SecretStr, TypeAdapter, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import (
+    Field,
+    SecretStr,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import ErrorDetails
+from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_CALLER_TOKEN_METADATA_KEY = "x-nemo-caller-token"
 
@@ -25,6 +39,9 @@ MIN_TOKEN_LENGTH = 16
 _METADATA_KEY_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_.-]*\Z")
 _LISTEN_ADDRESS_PATTERN = re.compile(r"^(\[[0-9a-fA-F:]+\]|[^:\s\[\]]+):(\d{1,5})\Z")
 _TOKEN_MAP = TypeAdapter(dict[str, SecretStr])
+
+#: Exit status of a service whose settings are invalid.
+EXIT_INVALID_SETTINGS = 2
 
 
 def _read_secret(path: Path) -> str:
@@ -58,7 +75,9 @@ class ServiceSettings(BaseSettings):
     max_concurrent_rpcs: int = Field(
         1000,
         gt=0,
-        description="RPCs handled at once; further RPCs fail fast with RESOURCE_EXHAUSTED.",
+        description="Calls of the service's own methods handled at once; one more fails fast "
+        "with RESOURCE_EXHAUSTED (SERVER_BUSY). Health checks and reflection are not counted and "
+        "always answered.",
     )
     max_receive_message_bytes: int = Field(
         4 * 1024 * 1024,
@@ -80,6 +99,13 @@ class ServiceSettings(BaseSettings):
         10.0,
         gt=0,
         description="How long a keepalive ping may go unanswered before the connection is closed.",
+    )
+    max_connection_age_seconds: float = Field(
+        300.0,
+        gt=0,
+        description="Age (with 10% jitter) after which the server asks a client to reconnect "
+        "(HTTP/2 GOAWAY), so connections spread over new replicas; calls in flight get "
+        "grace_period_seconds to finish on the old connection.",
     )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         "INFO", description="Minimum level of the JSON log lines written to stderr."
@@ -142,8 +168,16 @@ class ServiceSettings(BaseSettings):
         if self.caller_tokens_file is not None:
             if self.caller_tokens:
                 raise ValueError("set caller_tokens or caller_tokens_file, not both")
-            raw = json.loads(_read_secret(self.caller_tokens_file))
-            object.__setattr__(self, "caller_tokens", _TOKEN_MAP.validate_python(raw))
+            try:
+                tokens = _TOKEN_MAP.validate_python(
+                    json.loads(_read_secret(self.caller_tokens_file))
+                )
+            except ValueError:
+                # pydantic's own error would quote the file's content.
+                raise ValueError(
+                    "caller_tokens_file must hold a JSON object of identities to token strings"
+                ) from None
+            object.__setattr__(self, "caller_tokens", tokens)
         if self.client_token_file is not None:
             if self.client_token is not None:
                 raise ValueError("set client_token or client_token_file, not both")
@@ -159,7 +193,11 @@ class ServiceSettings(BaseSettings):
         seen: set[str] = set()
         for identity, token in self.caller_tokens.items():
             if not IDENTITY_PATTERN.match(identity):
-                raise ValueError(f"caller identity {identity!r} is not a lowercase name")
+                # Not named: a token pasted where its identity belongs would be shown.
+                raise ValueError(
+                    "a caller identity is not a lowercase name (a letter, then letters, digits, "
+                    "- or _)"
+                )
             secret = token.get_secret_value()
             if len(secret) < MIN_TOKEN_LENGTH:
                 raise ValueError(
@@ -174,3 +212,35 @@ class ServiceSettings(BaseSettings):
         if self.tls_cert_file and self.tls_key_file and self.tls_ca_file:
             return self.tls_cert_file, self.tls_key_file, self.tls_ca_file
         return None
+
+
+_Settings = TypeVar("_Settings", bound=BaseSettings)
+
+
+def load_settings(settings_class: type[_Settings]) -> _Settings:
+    """Read ``settings_class`` from the environment, or log what is wrong and exit with
+    :data:`EXIT_INVALID_SETTINGS`.
+
+    Only the variable and the problem are logged: pydantic's own report quotes the input,
+    which holds secrets (tokens, the password in a database URL).
+    """
+    try:
+        return settings_class()
+    except ValidationError as error:
+        problems = [_describe(settings_class, error_item) for error_item in error.errors()]
+    except SettingsError as error:
+        problems = [str(error)]  # names the variable whose JSON does not parse, not its value
+    except OSError as error:
+        problems = [f"cannot read {error.filename}: {error.strerror}"]  # a secret file
+    logger.error("invalid settings", extra={"problems": problems})
+    raise SystemExit(EXIT_INVALID_SETTINGS)
+
+
+def _describe(settings_class: type[BaseSettings], error: ErrorDetails) -> str:
+    message = str(error["msg"]).removeprefix("Value error, ")
+    location = error["loc"]
+    if not location:
+        return message  # a check across settings; its message names them
+    # Only the field: deeper parts of a location can be dictionary keys taken from the input.
+    prefix = settings_class.model_config.get("env_prefix", "")
+    return f"{prefix}{location[0]}".upper() + f": {message}"

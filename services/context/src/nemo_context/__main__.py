@@ -9,7 +9,7 @@ from nemo_core.server import run_service
 
 def main() -> None:
     """Serve until SIGTERM or SIGINT."""
-    run_service(SERVICE_NAME, ContextSettings(), build)
+    run_service(SERVICE_NAME, ContextSettings, build)
 
 
 if __name__ == "__main__":

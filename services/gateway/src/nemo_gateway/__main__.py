@@ -9,7 +9,7 @@ from nemo_gateway.settings import GatewaySettings
 
 def main() -> None:
     """Serve until SIGTERM or SIGINT."""
-    run_service(SERVICE_NAME, GatewaySettings(), build)
+    run_service(SERVICE_NAME, GatewaySettings, build)
 
 
 if __name__ == "__main__":

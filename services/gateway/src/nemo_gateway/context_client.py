@@ -9,12 +9,16 @@ ever sent without the context it was built for; how a failed call reaches the ca
 - its identifier gate blocked the bundle: INTERNAL / CONTEXT_LEAK_BLOCKED, never retried, since
   the same learner data builds the same blocked bundle;
 - it failed otherwise (INTERNAL, UNIMPLEMENTED...): INTERNAL / CONTEXT_FAILED, not retried;
+- it did not accept the gateway itself (UNAUTHENTICATED, PERMISSION_DENIED): INTERNAL /
+  CONTEXT_FAILED too, logged at ERROR, since the gateway's caller is not at fault: the
+  gateway's client token or certificate is wrong, or the context service's ACL lacks it;
 - it refused the request (unknown learner, session, purpose...): its status code with
   CONTEXT_REJECTED.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
 import grpc
@@ -34,6 +38,8 @@ from nemo_gateway.errors import (
     context_unavailable,
 )
 
+logger = logging.getLogger(__name__)
+
 # Codes that mean "the context service failed", as opposed to "it refused the request".
 _FAILED_CODES = frozenset(
     {
@@ -42,6 +48,10 @@ _FAILED_CODES = frozenset(
         grpc.StatusCode.UNKNOWN,
         grpc.StatusCode.DATA_LOSS,
     }
+)
+# Codes that mean the context service does not accept the gateway: its configuration is wrong.
+_REFUSED_GATEWAY_CODES = frozenset(
+    {grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED}
 )
 
 
@@ -59,6 +69,13 @@ def _translate(exc: grpc.aio.AioRpcError) -> ServiceError:
     # The context service reports its gate under the reason the gateway passes on.
     if code is grpc.StatusCode.INTERNAL and reason == GatewayReason.CONTEXT_LEAK_BLOCKED:
         return context_leak_blocked()
+    if code in _REFUSED_GATEWAY_CODES:
+        logger.error(
+            "the context service refused the gateway: check the gateway's client token or "
+            "certificate and the context service's caller table",
+            extra={"context_code": code.name, "context_reason": reason},
+        )
+        return context_failed(code, reason)
     if code in _FAILED_CODES:
         return context_failed(code, reason)
     return context_rejected(code, reason)

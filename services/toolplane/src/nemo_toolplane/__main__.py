@@ -9,7 +9,7 @@ from nemo_toolplane.settings import ToolPlaneSettings
 
 def main() -> None:
     """Serve until SIGTERM or SIGINT."""
-    run_service(SERVICE_NAME, ToolPlaneSettings(), build)
+    run_service(SERVICE_NAME, ToolPlaneSettings, build)
 
 
 if __name__ == "__main__":
