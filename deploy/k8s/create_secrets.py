@@ -9,8 +9,9 @@
         --caller-tokens-out caller-tokens.json | kubectl apply -f -
 
 Every run generates new login passwords for the nemo_context and nemo_toolplane roles and new
-caller tokens, so a run is also how they are rotated: apply, run the migration Job (it sets
-the new passwords), then restart the Deployments. The pseudonym key is never generated here:
+caller tokens. To rotate them, follow "Rotate service credentials" in
+docs/operations/deploy.md: applying a run's output at once cuts callers off until every pod
+has restarted. The pseudonym key is never generated here:
 it decides every learner_ref and must outlive runs of this script (see
 docs/operations/pseudonym-key.md). The tokens of callers outside the namespace (internal
 services, operators, the audit reader) are written to --caller-tokens-out, readable by the

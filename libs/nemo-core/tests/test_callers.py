@@ -15,11 +15,21 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from google.protobuf.wrappers_pb2 import StringValue
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from nemo_core_echo import NAME, SERVICE, EchoSettings, Running, StartEcho, stub, token_of
+from nemo_core_echo import (
+    NAME,
+    SERVICE,
+    TOKENS,
+    EchoSettings,
+    Running,
+    StartEcho,
+    stub,
+    token_of,
+)
 
 from nemo_core.callers import CallerAcl, current_caller
 from nemo_core.client import create_channel
 from nemo_core.errors import error_details
+from nemo_core.settings import DEFAULT_CALLER_TOKEN_METADATA_KEY
 
 
 async def _echo_error(address: str, metadata: tuple[tuple[str, str], ...]) -> grpc.aio.AioRpcError:
@@ -79,6 +89,26 @@ async def test_custom_metadata_key(start_echo: StartEcho) -> None:
         )
     assert reply.value == "gateway:k"
     error = await _echo_error(running.address, token_of("gateway"))
+    assert error.code() is grpc.StatusCode.UNAUTHENTICATED
+
+
+async def test_during_a_rotation_both_the_new_and_the_previous_token_identify_a_caller(
+    start_echo: StartEcho,
+) -> None:
+    new_token = "gateway-token-rotated-0123456789"
+    running = await start_echo(
+        caller_tokens={**TOKENS, "gateway": new_token},
+        previous_caller_tokens={"gateway": TOKENS["gateway"]},
+    )
+    async with grpc.aio.insecure_channel(running.address) as channel:
+        for token in (new_token, TOKENS["gateway"]):
+            reply = await stub(channel, "Echo")(
+                StringValue(value="r"), metadata=((DEFAULT_CALLER_TOKEN_METADATA_KEY, token),)
+            )
+            assert reply.value == "gateway:r"
+    # Once the previous tokens are removed, only the new one is accepted.
+    finished = await start_echo(caller_tokens={**TOKENS, "gateway": new_token})
+    error = await _echo_error(finished.address, token_of("gateway"))
     assert error.code() is grpc.StatusCode.UNAUTHENTICATED
 
 

@@ -99,19 +99,21 @@ class CallerIdentifier:
     def __init__(
         self,
         *,
-        tokens: Mapping[str, SecretStr],
+        tokens: Iterable[tuple[str, SecretStr]],
         metadata_key: str,
         tls: bool,
         known_identities: Iterable[str],
     ) -> None:
+        """``tokens`` are (identity, token) pairs; an identity may have several during a
+        rotation."""
         # Looking up a digest keeps the comparison independent of how much of a guess matches.
         self._by_digest = {
             hashlib.sha256(token.get_secret_value().encode()).digest(): identity
-            for identity, token in tokens.items()
+            for identity, token in tokens
         }
         self._metadata_key = metadata_key
         self._tls = tls
-        self._known = frozenset(known_identities) | frozenset(tokens)
+        self._known = frozenset(known_identities) | frozenset(self._by_digest.values())
 
     def identify(self, context: grpc.aio.ServicerContext[object, object]) -> str | None:
         """The caller's identity, or None when it is missing or unknown."""

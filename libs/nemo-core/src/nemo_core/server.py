@@ -169,7 +169,7 @@ class Server:
         interceptor = ServerInterceptor(
             domain=self.name,
             identifier=CallerIdentifier(
-                tokens=settings.caller_tokens,
+                tokens=settings.accepted_caller_tokens(),
                 metadata_key=settings.caller_token_metadata_key,
                 tls=settings.tls_files() is not None,
                 known_identities=setup.acl.identities,

@@ -121,6 +121,16 @@ class ServiceSettings(BaseSettings):
         description="File holding the caller tokens JSON object (for mounted secrets); "
         "mutually exclusive with caller_tokens.",
     )
+    previous_caller_tokens: dict[str, SecretStr] = Field(
+        default_factory=dict,
+        description="Tokens still accepted while callers move to new ones (rotation), in the "
+        "shape of caller_tokens; remove them once every caller sends its new token.",
+    )
+    previous_caller_tokens_file: Path | None = Field(
+        None,
+        description="File holding the previous caller tokens JSON object; mutually exclusive "
+        "with previous_caller_tokens.",
+    )
     caller_token_metadata_key: str = Field(
         DEFAULT_CALLER_TOKEN_METADATA_KEY,
         description="gRPC metadata key in which callers send their token.",
@@ -165,19 +175,8 @@ class ServiceSettings(BaseSettings):
     @model_validator(mode="after")
     def _resolve_secret_files(self) -> Self:
         # The model is frozen, so resolved values are written once here, before anyone reads.
-        if self.caller_tokens_file is not None:
-            if self.caller_tokens:
-                raise ValueError("set caller_tokens or caller_tokens_file, not both")
-            try:
-                tokens = _TOKEN_MAP.validate_python(
-                    json.loads(_read_secret(self.caller_tokens_file))
-                )
-            except ValueError:
-                # pydantic's own error would quote the file's content.
-                raise ValueError(
-                    "caller_tokens_file must hold a JSON object of identities to token strings"
-                ) from None
-            object.__setattr__(self, "caller_tokens", tokens)
+        for field in ("caller_tokens", "previous_caller_tokens"):
+            self._read_token_file(field)
         if self.client_token_file is not None:
             if self.client_token is not None:
                 raise ValueError("set client_token or client_token_file, not both")
@@ -189,9 +188,29 @@ class ServiceSettings(BaseSettings):
             raise ValueError("set all of tls_cert_file, tls_key_file and tls_ca_file, or none")
         return self
 
+    def _read_token_file(self, field: str) -> None:
+        path: Path | None = getattr(self, f"{field}_file")
+        if path is None:
+            return
+        if getattr(self, field):
+            raise ValueError(f"set {field} or {field}_file, not both")
+        try:
+            tokens = _TOKEN_MAP.validate_python(json.loads(_read_secret(path)))
+        except ValueError:
+            # pydantic's own error would quote the file's content.
+            raise ValueError(
+                f"{field}_file must hold a JSON object of identities to token strings"
+            ) from None
+        object.__setattr__(self, field, tokens)
+
+    def accepted_caller_tokens(self) -> list[tuple[str, SecretStr]]:
+        """Every (identity, token) a caller may authenticate with: the current tokens, then
+        the previous ones of a rotation in progress."""
+        return [*self.caller_tokens.items(), *self.previous_caller_tokens.items()]
+
     def _check_caller_tokens(self) -> None:
         seen: set[str] = set()
-        for identity, token in self.caller_tokens.items():
+        for identity, token in self.accepted_caller_tokens():
             if not IDENTITY_PATTERN.match(identity):
                 # Not named: a token pasted where its identity belongs would be shown.
                 raise ValueError(
