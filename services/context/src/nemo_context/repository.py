@@ -42,7 +42,7 @@ LINKED_IDS_SQL: Final = """ARRAY(
         UNION SELECT g.user_id FROM learning.guardians AS g WHERE g.learner_id = $1
         UNION SELECT ma.mentor_user_id FROM learning.mentor_assignments AS ma
             WHERE ma.learner_id = $1
-        UNION SELECT unnest(learning.family_learner_keys($1))
+        UNION SELECT fk.key FROM learning.family_learner_keys AS fk WHERE fk.learner_id = $1
     )"""
 """Keys that must never leave the service for this learner: the learner's id, family id and own
 user id, the ids of the users linked to the learner (family members, guardians, mentors with
