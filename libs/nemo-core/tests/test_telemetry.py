@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncpg
 import grpc
 import grpc.aio
 import pytest
@@ -12,7 +13,7 @@ from opentelemetry import metrics
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader, NumberDataPoint
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.trace import SpanKind
+from opentelemetry.trace import SpanKind, StatusCode
 
 from nemo_core.client import create_channel
 from nemo_core.db import connect, learner_transaction
@@ -168,3 +169,23 @@ async def test_a_learner_transaction_traces_its_statements_not_its_control(
         str((s.attributes or {}).get("db.statement", "")) for s in spans.get_finished_spans()
     ]
     assert statements == ["SELECT current_setting('nemo.learner_ids')", "SELECT 2"]
+
+
+async def test_a_failed_statement_leaves_no_error_message_on_its_span(
+    spans: InMemorySpanExporter, owner_dsn: str
+) -> None:
+    secret = "L-PARAMETER-THAT-MUST-NOT-BE-TRACED"
+    conn = await connect(owner_dsn)
+    try:
+        spans.clear()
+        # PostgreSQL quotes the value it could not read in its error message.
+        with pytest.raises(asyncpg.DataError, match=secret):
+            await conn.fetchval("SELECT $1::text::uuid", secret)
+    finally:
+        await conn.close()
+    [failed] = [s for s in spans.get_finished_spans() if "::uuid" in str(s.attributes or {})]
+    assert failed.status.status_code is StatusCode.ERROR
+    assert secret not in str(failed.status.description)
+    assert secret not in repr(
+        [(event.name, dict(event.attributes or {})) for event in failed.events]
+    )

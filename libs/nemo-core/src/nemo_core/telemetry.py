@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Literal
+from contextlib import AbstractContextManager
+from typing import Any, Literal
 
 from opentelemetry import metrics, trace
 from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
@@ -27,6 +28,7 @@ from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetr
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter
+from opentelemetry.util.types import Attributes
 
 _provider: TracerProvider | None = None
 _meter_provider: MeterProvider | None = None
@@ -66,12 +68,49 @@ def configure_telemetry(service_name: str) -> TracerProvider:
     meter_provider = MeterProvider(resource=resource, metric_readers=readers)
     metrics.set_meter_provider(meter_provider)
     _meter_provider = meter_provider
-    # Query parameters can hold learner data, so they never go on spans.
+    # Query parameters can hold learner data, so they never go on spans: not as attributes, and
+    # not inside a database error's message (which often quotes the offending value).
     AsyncPGInstrumentor(capture_parameters=False).instrument(  # type: ignore[no-untyped-call]
-        tracer_provider=provider
+        tracer_provider=_WithoutErrorMessages(provider)
     )
     _provider = provider
     return provider
+
+
+class _WithoutErrorMessages(trace.TracerProvider):
+    """Tracers whose current-span helper records neither an exception event nor an error
+    description: the span still ends in ERROR (the instrumentation sets it, with the error's
+    type), but no message text reaches the trace."""
+
+    def __init__(self, provider: trace.TracerProvider) -> None:
+        self._provider = provider
+
+    def get_tracer(
+        self,
+        instrumenting_module_name: str,
+        instrumenting_library_version: str | None = None,
+        schema_url: str | None = None,
+        attributes: Attributes | None = None,
+    ) -> trace.Tracer:
+        return _TracerWithoutErrorMessages(
+            self._provider.get_tracer(
+                instrumenting_module_name, instrumenting_library_version, schema_url, attributes
+            )
+        )
+
+
+class _TracerWithoutErrorMessages(trace.Tracer):
+    def __init__(self, tracer: trace.Tracer) -> None:
+        self._tracer = tracer
+
+    def start_span(self, *args: Any, **kwargs: Any) -> trace.Span:
+        return self._tracer.start_span(*args, **kwargs)
+
+    def start_as_current_span(  # type: ignore[override]
+        self, *args: Any, **kwargs: Any
+    ) -> AbstractContextManager[trace.Span]:
+        kwargs.update(record_exception=False, set_status_on_exception=False)
+        return self._tracer.start_as_current_span(*args, **kwargs)
 
 
 def attach_span_exporter(exporter: SpanExporter) -> None:
