@@ -115,3 +115,40 @@ def test_missing_engine_values_leave_no_empty_words_or_zero_positions() -> None:
     )
     lines = render_bundle(bundle).splitlines()
     assert lines == ["Đang học: mạch đại số.", "Kế hoạch: Phân số (ôn tập, đang làm)."]
+
+
+@pytest.mark.parametrize(
+    ("locale", "expected"),
+    [
+        (
+            locale_pb2.LOCALE_VI,
+            [
+                "Đang học: môn Toán, mạch Thống kê và xác suất.",
+                "Kế hoạch: Phân số (luyện tập có hướng dẫn, đang học); "
+                "Số thập phân (project work, chưa bắt đầu).",
+            ],
+        ),
+        (
+            locale_pb2.LOCALE_EN,
+            [
+                "Studying: mathematics, strand statistics and probability.",
+                "Plan: Phân số (guided practice, in progress); "
+                "Số thập phân (project work, planned).",
+            ],
+        ),
+    ],
+)
+def test_engine_codes_are_printed_as_words(
+    locale: locale_pb2.Locale.ValueType, expected: list[str]
+) -> None:
+    bundle = pb.ContextBundle(
+        locale=locale,
+        learning_context=pb.LearningContext(subject="math", strand="statistics_probability"),
+        current_plan=pb.LearningPlan(
+            steps=[
+                pb.PlanStep(node_title="Phân số", activity="guided_practice", status="in_progress"),
+                pb.PlanStep(node_title="Số thập phân", activity="project_work", status="planned"),
+            ]
+        ),
+    )
+    assert render_bundle(bundle).splitlines() == expected

@@ -22,6 +22,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from nemo.context.v1 import learner_context_pb2 as pb
 from nemo.type.v1 import locale_pb2
+from nemo_context.vocabulary import term
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,7 @@ class Wording:
     ``readiness``, left out with their value.
     """
 
+    locale: locale_pb2.Locale.ValueType
     learner: str
     age: str
     weakest: str
@@ -71,6 +73,7 @@ class Wording:
 
 
 VIETNAMESE: Final = Wording(
+    locale=locale_pb2.LOCALE_VI,
     learner="Học sinh {ref}, lớp {grade}{age}.",
     age=", {age} tuổi",
     weakest="Đang yếu nhất",
@@ -114,6 +117,7 @@ VIETNAMESE: Final = Wording(
 )
 
 ENGLISH: Final = Wording(
+    locale=locale_pb2.LOCALE_EN,
     learner="Learner {ref}, grade {grade}{age}.",
     age=", {age} years old",
     weakest="Weakest first",
@@ -216,6 +220,10 @@ def _fill(template: str, **values: object) -> str:
     return template.format(**values)
 
 
+def _term(words: Wording, code: str) -> str:
+    return term(code, words.locale) if code else ""
+
+
 def _join(parts: Iterable[str]) -> str:
     return SEPARATOR.join(part for part in parts if part)
 
@@ -263,8 +271,8 @@ def _retention(words: Wording, entries: Iterable[pb.RetentionEntry]) -> Iterable
 def _learning_context(words: Wording, context: pb.LearningContext) -> str:
     studied = _join(
         (
-            _fill(words.subject, subject=context.subject),
-            _fill(words.strand, strand=context.strand),
+            _fill(words.subject, subject=_term(words, context.subject)),
+            _fill(words.strand, strand=_term(words, context.strand)),
             _fill(words.package, package=context.package_title),
         )
     )
@@ -346,8 +354,9 @@ def _readiness(words: Wording, readiness: pb.Readiness) -> str:
 
 def _plan(words: Wording, plan: pb.LearningPlan) -> str:
     steps = "; ".join(
-        f"{f'{step.position}. ' if step.position else ''}{step.node_title or step.activity}"
-        f" ({_join((step.activity, step.status))})"
+        f"{f'{step.position}. ' if step.position else ''}"
+        f"{step.node_title or _term(words, step.activity)}"
+        f" ({_join((_term(words, step.activity), _term(words, step.status)))})"
         for step in plan.steps
     )
     head = f"{words.plan} “{plan.title}”" if plan.title else words.plan
@@ -356,7 +365,7 @@ def _plan(words: Wording, plan: pb.LearningPlan) -> str:
 
 def _next(words: Wording, experience: pb.NextExperience) -> str:
     what = experience.title or experience.node_title
-    detail = _join((experience.kind, experience.node_title))
+    detail = _join((_term(words, experience.kind), experience.node_title))
     text = f"{words.next_experience}: {what}"
     if detail:
         text += f" ({detail})"
