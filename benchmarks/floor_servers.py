@@ -26,6 +26,7 @@ from nemo_context.repository import PostgresLearnerRepository
 from nemo_context.settings import ContextSettings
 from nemo_core import event_loop
 from nemo_core.db import create_pool
+from nemo_core.telemetry import configure_telemetry
 from nemo_gateway.providers.factory import build_provider
 
 LEARNER = "L-1"
@@ -33,6 +34,9 @@ PURPOSE = "tutor_hint"
 
 
 async def _serve_learner_read(port: int) -> None:
+    # Traced like the context service (run_service installs the SDK there), so the floor pays
+    # for its server and statement spans as the service does.
+    configure_telemetry("context-floor")
     settings = ContextSettings()
     # Sized as the context service sizes its pool (nemo_context.app).
     pool = await create_pool(

@@ -225,8 +225,11 @@ def _check_ports_free(ports: Ports) -> None:
         ("--mcp-port", ports.mcp),
     ):
         with socket.socket() as probe:
+            # As the servers bind: a port held only by connections in TIME_WAIT is free to them.
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
                 probe.bind(("127.0.0.1", port))
+                probe.listen()
             except OSError:
                 raise DevStackError(
                     f"port {port} is in use (another stack or program); free it or pass {name}"

@@ -19,6 +19,8 @@ from nemo.gateway.v1 import gateway_service_pb2_grpc as pb_grpc
 from nemo_core.client import create_channel
 from nemo_core.db import connect
 from nemo_core.errors import error_details
+from nemo_core.interceptor import server_busy
+from nemo_gateway.context_client import _translate
 from nemo_testing.providers import ScriptedProvider
 
 from .gateway_testing import (
@@ -162,3 +164,15 @@ async def test_a_gateway_the_context_acl_does_not_list_fails_internally(
     tokens = {"gateway": CONTEXT_CLIENT_TOKEN, "audit": AUDIT_TOKEN}
     async with start_context_service(context_dsn, tmp_path, caller_tokens=tokens) as address:
         await _refused_gateway_reaches_caller_as(start_gateway, address, AUDIT_TOKEN, caplog)
+
+
+def test_a_saturated_context_service_is_unavailable_for_now_not_a_refusal() -> None:
+    busy = server_busy().to_status("context")
+    answer = grpc.aio.AioRpcError(
+        busy.code, grpc.aio.Metadata(), grpc.aio.Metadata(*busy.trailing_metadata), busy.details
+    )
+    translated = _translate(answer)
+    assert (translated.code, translated.reason) == (
+        grpc.StatusCode.UNAVAILABLE,
+        "CONTEXT_UNAVAILABLE",
+    )

@@ -417,3 +417,17 @@ async def test_a_traceparent_header_continues_the_callers_trace(
     served = [s for s in spans.get_finished_spans() if s.name == "tools/call docs.search_docs"]
     assert served
     assert format(served[-1].context.trace_id, "032x") == trace_id
+
+
+@pytest.mark.parametrize("user_id", ["parent@school.vn", "U#P1"])
+async def test_a_user_header_no_user_key_can_be_is_an_authorization_error(
+    toolplane: RunningToolPlane, tokens: AgentTokens, audit_rows: Any, user_id: str
+) -> None:
+    request_id = f"REQ-odd-user-{user_id.encode().hex()}"
+    headers = {"X-Nemo12-User-Id": user_id, "X-Request-Id": request_id}
+    async with toolplane.mcp(tokens.learning_unbound, headers) as client:
+        result = await client.call_tool("learner.get_profile", {"learner_id": "L-1"})
+    assert result.is_error
+    assert result.structured_content["error"]["code"] == "AUTHORIZATION_ERROR"
+    [row] = await audit_rows(request_id=request_id)
+    assert (row["decision"], row["status"]) == ("deny", "denied")

@@ -91,6 +91,9 @@ def test_a_bare_name_resolves_to_the_latest_version_and_an_id_to_exactly_that() 
     assert registry.resolve("demo.read:v4") is None
     assert registry.resolve("demo.read:v0") is None
     assert registry.resolve("demo") is None
+    listed = registry.resolve("demo.read.v1")  # as a listing names an older version
+    assert listed is pinned
+    assert registry.resolve("demo.read.v4") is None
     assert registry.resolve("demo.read:v1\n") is None
     assert registry.resolve("demo.read\n") is None
     assert [tool.tool_id for tool in registry.versions()] == [

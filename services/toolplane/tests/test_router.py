@@ -10,6 +10,7 @@ from pathlib import Path
 
 import asyncpg
 import pytest
+from mcp.shared.tool_name_validation import validate_tool_name
 from pydantic import BaseModel, ConfigDict, SecretStr
 
 from nemo_core.db import Pool, create_pool
@@ -221,10 +222,10 @@ VERSIONS = Registry([_tool("test.tool", echo), _tool("test.tool", echo, version=
 @pytest.mark.parametrize(
     ("pattern", "listed"),
     [
-        ("test.tool:v1", ["test.tool:v1"]),  # pinned to the old version: listed by its id
+        ("test.tool:v1", ["test.tool.v1"]),  # pinned to the old version: listed as name.vN
         ("test.tool:v2", ["test.tool"]),  # pinned to the latest: the bare name reaches it
-        ("test.tool", ["test.tool", "test.tool:v1"]),  # every version may be called
-        ("test.*", ["test.tool", "test.tool:v1"]),
+        ("test.tool", ["test.tool", "test.tool.v1"]),  # every version may be called
+        ("test.*", ["test.tool", "test.tool.v1"]),
         ("other.*", []),
     ],
 )
@@ -235,8 +236,9 @@ async def test_listings_show_exactly_the_versions_the_grants_reach(
     rules = AgentRules(grants=(Grant(pattern, "*", "*", Mode.READ),), policies=())
     shown = router.list_tools(principal("REQ-router-list"), rules)
     assert [tool.name for tool in shown] == listed
-    # Whatever is listed can be called under the name it is listed by.
+    # Whatever is listed is a valid MCP tool name, and can be called by it.
     for tool in shown:
+        assert validate_tool_name(tool.name).is_valid, tool.name
         outcome = await router.call(
             principal(f"REQ-router-list-{tool.name}"),
             rules,

@@ -25,7 +25,7 @@ from typing import Final
 import grpc
 
 from nemo.context.v1 import context_service_pb2 as pb
-from nemo_context.ids import check_learner_id, check_user_id
+from nemo_context.ids import check_learner_id, is_key
 from nemo_core.db import Pool, learner_transaction
 from nemo_core.errors import ServiceError
 
@@ -155,11 +155,12 @@ async def check_learner_access(
     """Validate the request, read the facts, decide."""
     learner_id = request.learner_id
     check_learner_id(learner_id)
-    if request.user_id:
-        check_user_id(request.user_id)
     scope = parse_scope(request.resource_scope)
-    if scope.user and not request.user_id:
+    # A user id no user key can be (an agent may send any header) is no user: it relates to no
+    # learner, so it gets the answer of any user who may not reach this one.
+    user_id = request.user_id if is_key(request.user_id) else ""
+    if scope.user and not user_id:
         # No user to act for reaches no learner, whoever the learner is.
         return pb.CheckLearnerAccessResponse(allowed=False)
-    facts = await load_facts(pool, learner_id, request.user_id)
+    facts = await load_facts(pool, learner_id, user_id)
     return decide(scope, learner_id, facts)

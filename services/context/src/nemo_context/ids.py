@@ -1,4 +1,4 @@
-"""The shape of the keys requests name learners and users by; anything else is INVALID_ARGUMENT.
+"""The shape of the keys requests name learners and users by.
 
 Checked before a key reaches a query, so a NUL or a control character is a precise error rather
 than a database failure, and a comma can never bind two learners (the row-level security setting
@@ -15,7 +15,6 @@ import grpc
 from nemo_core.errors import ServiceError
 
 INVALID_LEARNER_ID: Final = "INVALID_LEARNER_ID"
-INVALID_USER_ID: Final = "INVALID_USER_ID"
 
 _KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
 _KEY_RULE: Final = "1 to 128 letters, digits or . _ : - (starting with a letter or digit)"
@@ -32,12 +31,4 @@ def check_learner_id(learner_id: str) -> None:
     if not is_key(learner_id):
         raise ServiceError(
             grpc.StatusCode.INVALID_ARGUMENT, INVALID_LEARNER_ID, f"learner_id must be {_KEY_RULE}"
-        )
-
-
-def check_user_id(user_id: str) -> None:
-    """INVALID_ARGUMENT / ``INVALID_USER_ID`` unless ``user_id`` looks like a user key."""
-    if not is_key(user_id):
-        raise ServiceError(
-            grpc.StatusCode.INVALID_ARGUMENT, INVALID_USER_ID, f"user_id must be {_KEY_RULE}"
         )

@@ -3,7 +3,7 @@
 Every call carries the gateway's caller token and the caller's remaining deadline. No prompt is
 ever sent without the context it was built for; how a failed call reaches the caller:
 
-- the context service could not be reached or was unavailable: UNAVAILABLE /
+- the context service could not be reached, was unavailable or saturated: UNAVAILABLE /
   CONTEXT_UNAVAILABLE, which callers (and their channels' retry policy) may retry;
 - the deadline ran out: DEADLINE_EXCEEDED;
 - its identifier gate blocked the bundle: INTERNAL / CONTEXT_LEAK_BLOCKED, never retried, since
@@ -64,7 +64,8 @@ def _translate(exc: grpc.aio.AioRpcError) -> ServiceError:
             Reason.DEADLINE_EXCEEDED,
             "the deadline was exceeded while building the context",
         )
-    if code is grpc.StatusCode.UNAVAILABLE:
+    # Saturated (SERVER_BUSY) is unavailable for now too: callers may retry either.
+    if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED):
         return context_unavailable()
     # The context service reports its gate under the reason the gateway passes on.
     if code is grpc.StatusCode.INTERNAL and reason == GatewayReason.CONTEXT_LEAK_BLOCKED:

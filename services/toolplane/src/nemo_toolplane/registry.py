@@ -25,6 +25,16 @@ if TYPE_CHECKING:
 
 _NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_]*\.[a-z][a-z0-9_]*\Z")
 _ID_PATTERN = re.compile(r"^(?P<name>[a-z][a-z0-9_]*\.[a-z][a-z0-9_]*):v(?P<version>[1-9][0-9]*)\Z")
+# MCP tool names allow letters, digits, "_", "-" and "." only, so a listing names an older
+# version "name.vN"; it calls the same tool as the id "name:vN".
+_LISTED_VERSION_PATTERN = re.compile(
+    r"^(?P<name>[a-z][a-z0-9_]*\.[a-z][a-z0-9_]*)\.v(?P<version>[1-9][0-9]*)\Z"
+)
+
+
+def listed_version_name(tool_id: str) -> str:
+    """The name a listing shows for an older version (``name.vN`` for ``name:vN``)."""
+    return tool_id.replace(":v", ".v")
 
 
 class Risk(StrEnum):
@@ -145,9 +155,12 @@ class Registry:
         self._latest = latest
 
     def resolve(self, name_or_id: str) -> AnyTool | None:
-        """The tool a call names: an exact version by id, else the latest version of a name."""
+        """The tool a call names: an exact version by id (``name:vN``, or ``name.vN`` as
+        listings show it), else the latest version of a name."""
         if _ID_PATTERN.match(name_or_id):
             return self._by_id.get(name_or_id)
+        if listed := _LISTED_VERSION_PATTERN.match(name_or_id):
+            return self._by_id.get(f"{listed['name']}:v{listed['version']}")
         return self._latest.get(name_or_id)
 
     def versions(self) -> list[AnyTool]:

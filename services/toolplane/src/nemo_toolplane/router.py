@@ -35,7 +35,7 @@ from nemo_toolplane.envelope import ErrorCode, ToolError, internal_error
 from nemo_toolplane.policy import Decision, Grant, Request, ToolFacts, Verdict, evaluate, visible
 from nemo_toolplane.principal import Principal
 from nemo_toolplane.ratelimit import KeyedRateLimiter
-from nemo_toolplane.registry import AnyTool, Registry
+from nemo_toolplane.registry import AnyTool, Registry, listed_version_name
 from nemo_toolplane.tool_context import Services, ToolContext
 
 logger = logging.getLogger(__name__)
@@ -63,7 +63,8 @@ class CallOutcome:
 @dataclass(frozen=True)
 class ListedTool:
     """A tool as a listing shows it: the latest version under its bare name, an older version
-    (callable through a grant pinned to it) under its versioned id, the only name reaching it."""
+    (callable through a grant pinned to it) as ``name.vN``, which calls exactly that version
+    (MCP tool names cannot hold the ":" of the id ``name:vN``)."""
 
     name: str
     tool: AnyTool
@@ -141,7 +142,12 @@ class ToolRouter:
         self._limiter = limiter
         # Every version, by name and newest first, each with the name a listing shows it under.
         self._listing = [
-            ListedTool(tool.name if registry.resolve(tool.name) is tool else tool.tool_id, tool)
+            ListedTool(
+                tool.name
+                if registry.resolve(tool.name) is tool
+                else listed_version_name(tool.tool_id),
+                tool,
+            )
             for tool in sorted(registry.versions(), key=lambda tool: (tool.name, -tool.version))
         ]
 
