@@ -26,7 +26,7 @@ import sys
 from collections import deque
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any
+from typing import Any, NoReturn
 
 import h11
 
@@ -408,15 +408,26 @@ async def _send_stream(
     await _send(connection, writer, h11.Response(status_code=200, headers=headers))
     for sent, message in enumerate(deltas):
         if stream.cut_after is not None and sent >= stream.cut_after:
-            raise _Cut
+            await _cut_after_delivery()
         await _send(connection, writer, h11.Data(data=message))
         if stream.delta_delay:
             await asyncio.sleep(stream.delta_delay)
     if stream.cut_after is not None:
-        raise _Cut
+        await _cut_after_delivery()
     for message in closing:
         await _send(connection, writer, h11.Data(data=message))
     await _send(connection, writer, h11.EndOfMessage())
+
+
+CUT_PAUSE_SECONDS = 0.1
+
+
+async def _cut_after_delivery() -> NoReturn:
+    """Cut the connection once the deltas already sent have reached the client: a client whose
+    reader sees the cut before reading what arrived just ahead of it may drop that data (aiohttp
+    does), which would make "cut after N deltas" a race instead of a scenario."""
+    await asyncio.sleep(CUT_PAUSE_SECONDS)
+    raise _Cut
 
 
 async def _serve_forever(port: int, text: str) -> None:
