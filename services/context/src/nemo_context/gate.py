@@ -98,7 +98,8 @@ def is_forbidden_field_name(name: str) -> bool:
 
 
 @lru_cache(maxsize=1024)
-def _value_pattern(values: tuple[str, ...]) -> re.Pattern[str] | None:
+def value_pattern(values: tuple[str, ...]) -> re.Pattern[str] | None:
+    """The pattern matching any of ``values`` as the gate does; None when there are none."""
     # Boundaries are "not a letter or digit on either side": "L-1." and "(L-1)" match, "L-10",
     # "XL-1" do not. Longest first, so a shorter id never shadows a longer one in the alternation.
     alternatives = sorted({value for value in values if value}, key=len, reverse=True)
@@ -380,7 +381,7 @@ def find_leak(value: object, *, forbidden_values: Collection[str]) -> LeakFindin
     if isinstance(forbidden_values, str):
         raise TypeError("forbidden_values must be a collection of strings, not a string")
     values = tuple(sorted(forbidden_values))
-    pattern = _value_pattern(values)
+    pattern = value_pattern(values)
     if isinstance(value, Message) and _plainly_clean(value, pattern, _ascii_lowered(values)):
         return None
     return _Scanner(pattern).plain(value, type(value).__name__)

@@ -27,29 +27,24 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection
-from functools import lru_cache
 from typing import Final
 
-from nemo_context.gate import JSON_KEY, find_leak, is_forbidden_field_name, json_key_name
+from nemo_context.gate import (
+    JSON_KEY,
+    find_leak,
+    is_forbidden_field_name,
+    json_key_name,
+    value_pattern,
+)
 
 MASK: Final = "[id]"
 FIELD_MASK: Final = "[field]"
 OMITTED: Final = "[omitted]"
 
 
-@lru_cache(maxsize=256)
-def _pattern(values: tuple[str, ...]) -> re.Pattern[str] | None:
-    # Same boundaries as the gate: no letter or digit on either side, longest value first.
-    alternatives = sorted({value for value in values if value}, key=len, reverse=True)
-    if not alternatives:
-        return None
-    body = "|".join(re.escape(value) for value in alternatives)
-    return re.compile(rf"(?<![^\W_])(?:{body})(?![^\W_])", re.IGNORECASE)
-
-
 def mask_keys(text: str, forbidden_values: Collection[str]) -> str:
     """``text`` with every forbidden value replaced by :data:`MASK`."""
-    pattern = _pattern(tuple(sorted(forbidden_values)))
+    pattern = value_pattern(tuple(sorted(forbidden_values)))
     return text if pattern is None else pattern.sub(MASK, text)
 
 
