@@ -42,6 +42,7 @@ from nemo_gateway.providers.base import (
     ProviderFailure,
     StreamEnd,
     TextDelta,
+    Usage,
 )
 from nemo_gateway.runner import (
     BASELINE_PROVIDER,
@@ -138,7 +139,7 @@ class ChatStreamer:
         request = ModelRequest(
             model=model,
             messages=spec.render(prompt),
-            max_output_tokens=spec.max_output_tokens,
+            max_output_tokens=self._settings.output_tokens(spec.max_output_tokens),
             temperature=spec.temperature,
             output_schema=None,
         )
@@ -163,6 +164,8 @@ class ChatStreamer:
                 tally.finish_reasons.append(end.finish_reason)
                 tally.response_model = end.response_model
                 tally.add_usage(end.usage)
+            elif tally.requests:
+                tally.add_usage(Usage())  # a stream that never ended reported no usage
             record_tally(
                 span, tally, path="FALLBACK" if failure and not reply.parts else "MODEL",
                 reason=failure.code if failure else "",
@@ -216,6 +219,7 @@ class ChatStreamer:
                     raise
                 if reply.parts or restarts >= self._settings.max_retries:
                     raise
+                reply.tally.add_usage(Usage())  # the broken stream reported no usage
             restarts += 1
             logger.info("restarting a model stream that broke before its first delta")
 

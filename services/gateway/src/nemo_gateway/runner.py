@@ -116,6 +116,16 @@ def record_tally(span: Span, tally: Tally, *, path: str, reason: str, input_ref:
     )  # fmt: skip
 
 
+def token_usage(tally: Tally) -> run_pb2.TokenUsage:
+    """The run record's usage: unknown counts are flagged, never reported as 0."""
+    return run_pb2.TokenUsage(
+        input_tokens=tally.input_tokens or 0,
+        output_tokens=tally.output_tokens or 0,
+        input_tokens_unknown=tally.input_tokens is None,
+        output_tokens_unknown=tally.output_tokens is None,
+    )
+
+
 def run_record(
     spec: AnySpec,
     clock: Clock,
@@ -137,9 +147,7 @@ def run_record(
         attempts=tally.requests,
         provider=provider,
         model=model,
-        usage=run_pb2.TokenUsage(
-            input_tokens=tally.input_tokens, output_tokens=tally.output_tokens
-        ),
+        usage=token_usage(tally),
         input_ref=input_ref,
         request_sha256=tally.request_sha256,
         evaluated_at=clock.timestamp(),
@@ -230,8 +238,8 @@ class PromptRunner:
                 )  # fmt: skip
                 record.request_sha256 = cached.request_sha256
                 record_result(
-                    span, path=cached.path, reason=cached.reason, attempts=0, input_tokens=0,
-                    output_tokens=0, response_model=cached.response_model, finish_reasons=(),
+                    span, path=cached.path, reason=cached.reason, attempts=0, input_tokens=None,
+                    output_tokens=None, response_model=cached.response_model, finish_reasons=(),
                     input_ref=prepared.input_ref, cache_hit=True,
                 )  # fmt: skip
                 return RunResult(cached.output, record)
@@ -242,6 +250,7 @@ class PromptRunner:
                     rendered,
                     provider,
                     model=model,
+                    max_output_tokens=self._settings.output_tokens(spec.max_output_tokens),
                     max_attempts=self._settings.max_answer_attempts,
                     deadline=model_deadline(self._settings.fallback_reserve_seconds),
                 )
@@ -265,9 +274,10 @@ class PromptRunner:
                 {
                     "provider": provider,
                     "temperature": spec.temperature,
-                    "max_output_tokens": spec.max_output_tokens,
+                    "max_output_tokens": self._settings.output_tokens(spec.max_output_tokens),
                     "max_attempts": self._settings.max_answer_attempts,
-                    "json_schema_mode": self._settings.json_schema_mode,
+                    "llm_server": self._settings.llm_server,
+                    "structured_output": self._settings.structured_output,
                 }
             )
             fixed = self._fixed_key_parts[spec.ref] = (parameters, digest(spec.output_schema))

@@ -54,18 +54,21 @@ def record_result(
     path: str,
     reason: str,
     attempts: int,
-    input_tokens: int,
-    output_tokens: int,
+    input_tokens: int | None,
+    output_tokens: int | None,
     response_model: str,
     finish_reasons: Sequence[str],
     input_ref: str,
     cache_hit: bool,
 ) -> None:
-    """Response, usage and run attributes; never any prompt or completion text."""
+    """Response, usage and run attributes; never any prompt or completion text. A token count
+    that is unknown (or, for a cache hit, was not spent) is left off rather than set to 0."""
+    if input_tokens is not None:
+        span.set_attribute("gen_ai.usage.input_tokens", input_tokens)
+    if output_tokens is not None:
+        span.set_attribute("gen_ai.usage.output_tokens", output_tokens)
     span.set_attributes(
         {
-            "gen_ai.usage.input_tokens": input_tokens,
-            "gen_ai.usage.output_tokens": output_tokens,
             "nemo.run.path": path,
             "nemo.run.reason": reason,
             "nemo.run.attempts": attempts,
