@@ -52,6 +52,10 @@ ALLOWED: dict[str, tuple[frozenset[str], str]] = {
         frozenset({"base_url"}),
         "points the gateway process under test at the scripted provider",
     ),
+    "ops/src/nemo_ops/dev.py": (
+        frozenset({"base_url"}),
+        "points the gateway it starts at the local model server it starts with it",
+    ),
     "benchmarks/gateway.py": (
         frozenset({"base_url"}),
         "points the gateway under benchmark at the instant provider",
@@ -65,7 +69,7 @@ ALLOWED: dict[str, tuple[frozenset[str], str]] = {
         "the scripted provider server: it serves the wire formats, it calls no model",
     ),
 }
-SEARCHED = ("libs", "services", "ops", "benchmarks", "tests", "conftest.py")
+SEARCHED = ("libs", "services", "ops", "benchmarks", "tests", "local-model", "conftest.py")
 SKIPPED_PARTS = frozenset({"__pycache__", ".venv", "node_modules"})
 GENERATED = "libs/nemo-protos/src/nemo/"
 
