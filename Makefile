@@ -11,13 +11,11 @@ RUN := $(UV) run --frozen
 MYPY_TARGETS := libs/nemo-core libs/nemo-testing services/context services/gateway services/toolplane \
 	ops "benchmarks libs/nemo-protos/generate.py conftest.py tests"
 # deptry per package: its sources against its own pyproject.toml; then the test and benchmark code
-# against the root's (configured there). Workspace packages are installed editable, so deptry is
-# told which module each one provides.
+# against the root's (configured there). The stubs package is installed editable, so deptry is told
+# that nemo-protos provides `nemo`.
 PACKAGES := libs/nemo-core libs/nemo-protos libs/nemo-testing services/context services/gateway \
 	services/toolplane ops
-DEPTRY := $(RUN) deptry --package-module-name-map nemo-protos=nemo,nemo-core=nemo_core,$\
-nemo-context=nemo_context,nemo-gateway=nemo_gateway,nemo-toolplane=nemo_toolplane,$\
-nemo-ops=nemo_ops,nemo-testing=nemo_testing
+DEPTRY := $(RUN) deptry --package-module-name-map nemo-protos=nemo
 
 .PHONY: help install generate lint test bench run soak clean
 
