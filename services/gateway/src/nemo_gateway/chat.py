@@ -160,12 +160,7 @@ class ChatStreamer:
                 raise
             tally = reply.tally
             end = reply.end
-            if end is not None:
-                tally.finish_reasons.append(end.finish_reason)
-                tally.response_model = end.response_model
-                tally.add_usage(end.usage)
-            elif tally.requests:
-                tally.add_usage(Usage())  # a stream that never ended reported no usage
+            _count_end(tally, end)
             record_tally(
                 span, tally, path="FALLBACK" if failure and not reply.parts else "MODEL",
                 reason=failure.code if failure else "",
@@ -305,6 +300,16 @@ class ChatStreamer:
         await self._runner.context.record_turn(
             variables.session_id, variables.turn_id, messages, update, seconds=seconds
         )
+
+
+def _count_end(tally: Tally, end: StreamEnd | None) -> None:
+    """What a stream's end reported; a stream that never ended reported no usage."""
+    if end is not None:
+        tally.finish_reasons.append(end.finish_reason)
+        tally.response_model = end.response_model
+        tally.add_usage(end.usage)
+    elif tally.requests:
+        tally.add_usage(Usage())
 
 
 def _completed(

@@ -261,6 +261,20 @@ async def _read_start(content: aiohttp.StreamReader, limit: int) -> bytes:
     return bytes(data)
 
 
+def _refusal(
+    refused: _Refused, failure: _Failure
+) -> tuple[str, float | None, type[ProviderFailure]]:
+    """The problem, the wait the provider asked for and the failure kind of an error status
+    worth retrying; raises :class:`ProviderRejected` for a request refused as invalid."""
+    status = refused.status
+    if refused_as_invalid(status, refused.body):
+        summary = error_summary(refused.body)
+        detail = f" ({summary})" if summary else ""
+        raise failure(ProviderRejected, f"the provider refused the request: HTTP {status}{detail}")
+    kind = ProviderRateLimited if status == 429 else ProviderUnavailable
+    return f"HTTP {status}", refused.retry_after, kind
+
+
 class _Failure:
     """Builds failures that carry the request count and body digest."""
 
@@ -442,6 +456,25 @@ class HttpProvider:
             return self._policy.request_timeout
         return min(self._policy.request_timeout, deadline - time.monotonic())
 
+    def _wait(
+        self,
+        problem: str,
+        wait: float | None,
+        unavailable: type[ProviderFailure],
+        deadline: float | None,
+        retry: int,
+        failure: _Failure,
+    ) -> float:
+        """How long to wait before retry number ``retry``: the provider's Retry-After as it is,
+        or the backoff; raises when the wait would not end before the deadline."""
+        delay = self._policy.delay(retry) if wait is None else wait
+        if deadline is None and wait is not None and wait > self._policy.request_timeout:
+            raise failure(unavailable, f"{problem}; Retry-After {wait:g} s is too long")
+        if deadline is not None and time.monotonic() + delay >= deadline:
+            asked = "" if wait is None else f" (Retry-After {wait:g} s)"
+            raise failure(unavailable, f"{problem}; no time left to retry{asked}")
+        return delay
+
     async def _with_retries(
         self,
         attempt: Callable[[], Awaitable[T | _Refused]],
@@ -471,24 +504,10 @@ class HttpProvider:
             else:
                 if not isinstance(result, _Refused):
                     return result
-                status = result.status
-                if refused_as_invalid(status, result.body):
-                    summary = error_summary(result.body)
-                    detail = f" ({summary})" if summary else ""
-                    raise failure(
-                        ProviderRejected, f"the provider refused the request: HTTP {status}{detail}"
-                    )
-                problem, wait = f"HTTP {status}", result.retry_after
-                if status == 429:
-                    unavailable = ProviderRateLimited
+                problem, wait, unavailable = _refusal(result, failure)
             if retry >= self._policy.max_retries:
                 raise failure(unavailable, f"{problem}; no retries left")
-            delay = self._policy.delay(retry) if wait is None else wait
-            if deadline is None and wait is not None and wait > self._policy.request_timeout:
-                raise failure(unavailable, f"{problem}; Retry-After {wait:g} s is too long")
-            if deadline is not None and time.monotonic() + delay >= deadline:
-                asked = "" if wait is None else f" (Retry-After {wait:g} s)"
-                raise failure(unavailable, f"{problem}; no time left to retry{asked}")
+            delay = self._wait(problem, wait, unavailable, deadline, retry, failure)
             logger.info(
                 "retrying model request",
                 extra={"provider": self._wire.name, "problem": problem, "delay_seconds": delay},
