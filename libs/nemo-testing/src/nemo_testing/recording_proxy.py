@@ -19,8 +19,11 @@ from aiohttp import web
 
 from nemo_testing.providers import RecordedRequest
 
-_FORWARDED_HEADERS = ("content-type", "authorization")
-_RELAYED_HEADERS = ("content-type", "cache-control")
+#: Hop-by-hop and framing headers: the proxy's own connections set these.
+_NOT_FORWARDED = frozenset(
+    {"host", "content-length", "connection", "transfer-encoding", "accept-encoding", "keep-alive"}
+)
+_RELAYED_HEADERS = ("content-type", "cache-control", "retry-after", "retry-after-ms")
 
 
 @dataclass
@@ -88,7 +91,7 @@ class RecordingProxy:
             request.method,
             self.upstream.rstrip("/") + request.path_qs,
             data=body,
-            headers={k: v for k, v in headers.items() if k in _FORWARDED_HEADERS},
+            headers={k: v for k, v in headers.items() if k not in _NOT_FORWARDED},
         ) as upstream:
             response = web.StreamResponse(
                 status=upstream.status,
