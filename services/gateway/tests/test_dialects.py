@@ -312,3 +312,24 @@ async def test_the_output_token_limit_caps_every_prompt(
     provider.script(Answer(VALID))
     await _run(gateway)
     assert provider.requests[0].json()["max_tokens"] == 16
+
+
+@pytest.mark.parametrize(
+    ("server", "model", "field", "on", "off"),
+    [
+        ("nim", "nvidia/nemotron-3-nano-30b-a3b", "chat_template_kwargs",
+         {"enable_thinking": True}, {"enable_thinking": False}),
+        ("openai", "o4-mini", "reasoning_effort", "medium", "low"),
+    ],
+)  # fmt: skip
+def test_a_prompt_that_may_reason_is_sent_with_reasoning_on(
+    server: str, model: str, field: str, on: object, off: object
+) -> None:
+    from nemo_gateway.providers.base import Message, ModelRequest
+    from nemo_gateway.providers.openai import OpenAIChatFormat
+    from nemo_gateway.providers.servers import SERVERS
+
+    wire = OpenAIChatFormat(SERVERS[server])  # type: ignore[index]
+    for reasoning, expected in ((True, on), (False, off)):
+        request = ModelRequest(model, (Message("user", "x"),), 10, 0.0, None, reasoning=reasoning)
+        assert wire.body(request, stream=False)[field] == expected

@@ -142,6 +142,7 @@ class ChatStreamer:
             max_output_tokens=self._settings.output_tokens(spec.max_output_tokens),
             temperature=spec.temperature,
             output_schema=None,
+            reasoning=spec.reasoning,
         )
         reply = _Reply([], Tally())
         with prompt_span(spec, provider.name, model, "text") as span:

@@ -120,6 +120,10 @@ class PromptSpec(Generic[V, M, Out]):
     to_proto: Callable[[Out], outputs_pb2.PromptOutput]
     """What a client receives; server-side fields (answer keys, rubrics) are left out."""
     temperature: float = 0.0
+    reasoning: bool = False
+    """Whether the model may reason before it answers, where the server can switch it (the
+    Nemotron 3 models think unless told not to). Off for every prompt so far: the answers are
+    short, their deadlines tight, and reasoning text is dropped anyway."""
 
     @property
     def ref(self) -> str:

@@ -156,6 +156,7 @@ async def run_model(
             max_output_tokens=max_output_tokens,
             temperature=spec.temperature,
             output_schema=spec.request_schema,
+            reasoning=spec.reasoning,
         )
         try:
             completion = await provider.complete(request, deadline)
