@@ -120,3 +120,15 @@ def test_the_input_set_covers_every_prompt_a_caller_can_run() -> None:
     assert {case.prompt_id for case in CASES} == callable_prompts
     labelled = [case.covered for case in CASES if case.prompt_id == "knowledge.answer"]
     assert set(labelled) == {True, False}
+
+
+def test_the_texts_of_an_output_are_its_string_fields_ids_aside() -> None:
+    from nemo.gateway.v1 import outputs_pb2
+    from nemo_eval.runner import _texts
+
+    portrait = outputs_pb2.PortraitSummary(
+        summary="Tóm tắt.", strengths=["Chăm chỉ", "Cẩn thận"], growth_areas=[], disclaimer="AI"
+    )
+    assert _texts(portrait) == ["Tóm tắt.", "Chăm chỉ", "Cẩn thận", "AI"]
+    hint = outputs_pb2.TutorHint(hint="Gợi ý", focus_node_id="math-08", disclaimer="AI")
+    assert _texts(hint) == ["Gợi ý", "AI"]

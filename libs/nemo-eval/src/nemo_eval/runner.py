@@ -63,7 +63,7 @@ def _texts(output: object) -> list[str]:
     for descriptor, value in output.ListFields():  # type: ignore[attr-defined]
         if descriptor.type != descriptor.TYPE_STRING or descriptor.name.endswith("_id"):
             continue
-        texts.extend(value if descriptor.label == descriptor.LABEL_REPEATED else [value])
+        texts.extend([value] if isinstance(value, str) else value)
     return texts
 
 
