@@ -61,8 +61,13 @@ ALLOWED: dict[str, tuple[frozenset[str], str]] = {
         "points the gateway under benchmark at the instant provider",
     ),
     "tests/deploy/": (
-        frozenset({"key"}),
-        "checks that only the gateway's manifests mount the model keys",
+        frozenset({"key", "base_url"}),
+        "checks that only the gateway's manifests mount the model keys, and where the rendered "
+        "settings point the gateway",
+    ),
+    "libs/nemo-eval/src/nemo_eval/stack.py": (
+        frozenset({"base_url"}),
+        "points the gateway under evaluation at the recording proxy in front of the provider",
     ),
     "libs/nemo-testing/src/nemo_testing/providers.py": (
         frozenset({"endpoint"}),

@@ -321,12 +321,6 @@ def _stream_request(session_id: str, turn_id: str) -> pb.StreamPromptRequest:
     )
 
 
-async def _collect(
-    gateway: Gateway, request: pb.StreamPromptRequest
-) -> tuple[list[str], list[pb.StreamPromptResponse], grpc.aio.AioRpcError | None]:
-    return await collect_stream(gateway, request, DEADLINE_SECONDS)
-
-
 def _streamed_text(body: bytes) -> str:
     """The content deltas of an SSE body as relayed."""
     text = []
@@ -341,7 +335,9 @@ async def test_a_streamed_reply_is_recorded_as_a_finished_turn_with_its_summary(
     gateway: Gateway, proxy: RecordingProxy, owner_dsn: str
 ) -> None:
     async with chat_session(owner_dsn, turns=2) as session_id:
-        deltas, events, error = await _collect(gateway, _stream_request(session_id, "T3"))
+        deltas, events, error = await collect_stream(
+            gateway, _stream_request(session_id, "T3"), DEADLINE_SECONDS
+        )
         assert error is None
         run = events[-1].completed.run
         assert (run.provider, run.model) == ("local", MODEL)
@@ -369,7 +365,9 @@ async def test_a_reply_cut_mid_stream_is_stored_as_partial(
 ) -> None:
     async with chat_session(owner_dsn, turns=1) as session_id:
         proxy.cut_next_stream(after=4)
-        deltas, _, error = await _collect(gateway, _stream_request(session_id, "T2"))
+        deltas, _, error = await collect_stream(
+            gateway, _stream_request(session_id, "T2"), DEADLINE_SECONDS
+        )
         assert error is not None
         stored = await stored_messages(owner_dsn, session_id, "T2")
         assert [(role, status) for role, status, _ in stored] == [
