@@ -13,7 +13,7 @@ build=$!
 shown=-10
 started=$SECONDS
 while kill -0 "$build" 2>/dev/null; do
-  sleep 5
+  sleep 1
   step=$(grep -oE '\[[0-9]+/[0-9]+\]' "$log" | tail -1 | tr -d '[]' || true)
   if [[ -n "$step" ]]; then
     percent=$(( 100 * ${step%/*} / ${step#*/} ))
