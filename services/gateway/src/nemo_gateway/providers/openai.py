@@ -56,10 +56,6 @@ class OpenAIChatFormat:
         # Encoded once per output schema: the schema's JSON text -> its response_format.
         self._formats: dict[str, RawJson | None] = {}
 
-    @property
-    def dialect(self) -> Dialect:
-        return self._dialect
-
     def headers(self, api_key: SecretStr | None) -> dict[str, str]:
         headers = {"content-type": "application/json"}
         if api_key is not None:
