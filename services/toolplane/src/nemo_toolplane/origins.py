@@ -39,7 +39,7 @@ _PORT = r"(?::(?P<port>\d{1,5}|\*))?"
 _ORIGIN_PATTERN = re.compile(rf"https?://{_HOST}{_PORT}")
 _HOST_PATTERN = re.compile(rf"{_HOST}{_PORT}")
 #: Response headers a browser script may read: the request id, and why a request was refused.
-EXPOSED_HEADERS = ("X-Request-Id", "WWW-Authenticate", "Retry-After", "Mcp-Session-Id")
+EXPOSED_HEADERS = ("X-Request-Id", "WWW-Authenticate", "Retry-After")
 
 
 class InvalidPattern(ValueError):
