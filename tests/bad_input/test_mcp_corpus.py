@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 import httpx
 import pytest
 
-from nemo_testing.stack import Stack
 from nemo_toolplane.mcp_edge import ERROR_META_KEY
+from tests.stack import Stack
 
 from .ledger import Ledger
 

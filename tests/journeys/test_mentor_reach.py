@@ -4,8 +4,8 @@ reaches nothing. Every attempt is audited, and the calls share the journey's tra
 from __future__ import annotations
 
 from nemo_testing.otlp import OtlpReceiver
-from nemo_testing.stack import Stack
 from nemo_toolplane.mcp_edge import ERROR_META_KEY
+from tests.stack import Stack
 
 from .support import audit_rows, journey_span, mcp_client, services_in_trace
 

@@ -15,8 +15,8 @@ import httpx
 import pytest
 
 from nemo_testing import node
-from nemo_testing.stack import Stack
 from nemo_toolplane.mcp_edge import ERROR_META_KEY
+from tests.stack import Stack
 
 NODE_PROJECT = Path(__file__).parent / "node"
 #: Longest one client run may take; each finishes in about a second.

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from nemo_testing.node import NodeTools
-from nemo_testing.stack import Stack
+from tests.stack import Stack
 
 from .bearer_proxy import bearer_proxy
 from .conftest import run_node

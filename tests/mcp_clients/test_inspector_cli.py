@@ -8,7 +8,7 @@ import json
 import pytest
 
 from nemo_testing.node import NodeTools
-from nemo_testing.stack import Stack
+from tests.stack import Stack
 
 from .conftest import error_envelope, listed_tool_names, run_node
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from nemo_testing.node import NodeTools
-from nemo_testing.stack import Stack
+from tests.stack import Stack
 
 from .conftest import NODE_PROJECT, error_envelope, listed_tool_names, run_node
 
