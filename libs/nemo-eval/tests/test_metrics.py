@@ -132,3 +132,20 @@ def test_the_texts_of_an_output_are_its_string_fields_ids_aside() -> None:
     assert _texts(portrait) == ["Tóm tắt.", "Chăm chỉ", "Cẩn thận", "AI"]
     hint = outputs_pb2.TutorHint(hint="Gợi ý", focus_node_id="math-08", disclaimer="AI")
     assert _texts(hint) == ["Gợi ý", "AI"]
+
+
+@pytest.mark.parametrize(
+    ("name", "secret"),
+    [
+        ("NEMO_GATEWAY_LLM_API_KEY", True),
+        ("NEMO_GATEWAY_LLM_API_KEY_FILE", True),
+        ("NEMO_GATEWAY_CALLER_TOKENS", True),
+        ("NEMO_GATEWAY_CLIENT_TOKEN_FILE", True),
+        ("NEMO_GATEWAY_OUTPUT_TOKEN_LIMIT", False),
+        ("NEMO_GATEWAY_MODEL_FAST", False),
+    ],
+)
+def test_the_report_keeps_settings_but_never_secrets(name: str, secret: bool) -> None:
+    from nemo_eval.stack import _SECRET
+
+    assert bool(_SECRET.search(name)) is secret

@@ -23,6 +23,7 @@ from nemo_eval import metrics, report
 from nemo_eval.cases import CASES
 from nemo_eval.runner import Result, Runner
 from nemo_eval.stack import eval_stack, provider_choice
+from nemo_ops import local_model
 
 
 def _progress(message: str) -> None:
@@ -49,11 +50,12 @@ async def evaluate(out_dir: Path, label: str) -> int:
             settings = stack.settings
     reports = metrics.summarise(results, rules)
     broken = metrics.violations(results)
+    default_model = local_model.MODEL_NAME if choice.provider == "local" else "(the gateway's)"
     meta = {
         "label": label,
         "provider": choice.provider,
-        "model_fast": os.environ.get("NEMO_GATEWAY_MODEL_FAST", ""),
-        "model_strong": os.environ.get("NEMO_GATEWAY_MODEL_STRONG", ""),
+        "model_fast": os.environ.get("NEMO_GATEWAY_MODEL_FAST", default_model),
+        "model_strong": os.environ.get("NEMO_GATEWAY_MODEL_STRONG", default_model),
         "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "seconds": round(time.monotonic() - started, 1),
         "cases": len(CASES),

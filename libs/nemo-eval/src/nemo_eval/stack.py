@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import secrets
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -32,6 +33,9 @@ from nemo_testing.ports import free_port
 from nemo_testing.recording_proxy import RecordingProxy
 
 STARTUP_SECONDS = 60.0
+
+#: Names of settings that hold secrets (or point at them): never copied into a report.
+_SECRET = re.compile(r"(_KEY|_TOKENS?|_PASSWORD)(_FILE)?$")
 
 #: Gateway settings an evaluation passes through from its own environment.
 PASSED_THROUGH = ("NEMO_GATEWAY_",)
@@ -168,5 +172,5 @@ async def _start_services(
         proxy=proxy,
         gateway_log=logs / "gateway.log",
         provider=choice.provider,
-        settings={k: v for k, v in passed.items() if "KEY" not in k and "TOKEN" not in k},
+        settings={k: v for k, v in passed.items() if not _SECRET.search(k)},
     )
