@@ -20,6 +20,7 @@ from nemo_gateway.settings import GatewaySettings
 from nemo_gateway.structured.pipeline import Path, run_model
 from nemo_testing.providers import Answer, Hang, HttpError, ScriptedProvider
 
+from . import test_latex as latex_corpus
 from .gateway_testing import FIXED_TIME, LLM_KEY, Gateway, StartGateway, variables
 
 ITEM: dict[str, Any] = {
@@ -372,3 +373,37 @@ async def test_a_guardrail_that_raises_falls_back_with_its_own_reason(
         "GUARDRAIL_ERROR",
     )
     assert len(provider.requests) == 1
+
+
+async def test_every_latex_command_with_one_backslash_is_reasked_never_served_corrupted(
+    start_gateway: StartGateway, provider: ScriptedProvider
+) -> None:
+    # Every run asks the same question: the cache would answer all but the first.
+    gateway = await start_gateway(cache_max_entries=0)
+    for name in latex_corpus.CORPUS:
+        provider.reset()
+        issue = f"Viết lại \\{name}{{a}} + \\{name} x cho rõ"
+        doubled = json.dumps({"verdict": "revise", "issues": [issue], "summary": "Cần sửa."})
+        # One backslash each, as a model that forgets JSON escaping writes it.
+        single = doubled.replace("\\\\", "\\")
+        provider.script(Answer(single), Answer(doubled))
+        response = await _run(gateway)
+        _assert_run(
+            response, provider, path=run_pb2.RUN_PATH_REPAIRED, reason="REASKED", requests=2
+        )
+        assert list(response.output.item_evaluation.issues) == [issue], name
+
+
+async def test_multi_line_text_keeps_every_line_break(
+    start_gateway: StartGateway, provider: ScriptedProvider
+) -> None:
+    gateway = await start_gateway(cache_max_entries=0)
+    prose, starts = latex_corpus.PROSE, [w for w in latex_corpus.WORDS if w[0] in "bfnrt"]
+    for index, start in enumerate(starts):
+        provider.reset()
+        lines = [prose[(index + k) % len(prose)] for k in range(3)]
+        summary = f"{lines[0]}\n{start} {lines[1]}\n{start.capitalize()} {lines[2]}"[:600]
+        provider.script(Answer(json.dumps({**VALID, "summary": summary}, ensure_ascii=False)))
+        response = await _run(gateway)
+        _assert_run(response, provider, path=run_pb2.RUN_PATH_MODEL, reason="", requests=1)
+        assert response.output.item_evaluation.summary == summary

@@ -34,7 +34,7 @@ from nemo_gateway.providers.base import (
     Usage,
 )
 from nemo_gateway.structured.extraction import ParseFailure, Step, TopLevel, extract_json
-from nemo_gateway.structured.latex import ambiguous_latex
+from nemo_gateway.structured.latex import ambiguous_latex, control_characters
 
 logger = logging.getLogger(__name__)
 
@@ -116,6 +116,12 @@ def _check_answer(spec: PromptSpec[Any, Any, Any], text: str) -> tuple[Any, Step
         raise ParseFailure(
             f"LaTeX commands written with one backslash ({', '.join(commands)}) read as "
             "JSON control characters; double every backslash"
+        )
+    controls = control_characters(parsed.value)
+    if controls:
+        raise ParseFailure(
+            f"the text holds control characters ({', '.join(controls)}); write no control "
+            "character, and every backslash as \\\\"
         )
     return spec.model_output.model_validate(parsed.value), parsed.step
 
