@@ -1,10 +1,13 @@
 """StreamPrompt for tutor.chat_reply: deltas as the model sends them, the turn recorded after.
 
 - The conversation bundle comes first; without it no prompt is sent.
+- The reply goes out sentence by sentence, each checked by the chat guardrail first
+  (:mod:`nemo_gateway.screen`): a sentence that states a score, holds a link or repeats the
+  learner's pseudonym never reaches the learner.
 - Retry and fallback happen only before the first delta. Once the learner has seen text, a
-  provider stream that breaks ends the RPC with an error status (never a clean end) and the turn
-  is stored as PARTIAL, so the cut reply is never reused as context. A reply stopped by the token
-  limit is stored as PARTIAL too.
+  provider stream that breaks, a sentence the guardrail stops and the token limit all end the
+  RPC with an error status (never a clean end) and the turn is stored as PARTIAL with what the
+  learner saw, so the cut reply is never reused as context.
 - A reply the caller cancels after its first delta is stored as CANCELLED.
 - A broken or cancelled turn is recorded even when the caller's deadline is what broke it: that
   write gets its own :data:`BROKEN_TURN_RECORD_SECONDS` and outlives the RPC, since a reply the
@@ -18,14 +21,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import aclosing
 from dataclasses import dataclass
 
 from nemo.context.v1 import conversation_pb2 as conv
 from nemo.gateway.v1 import gateway_service_pb2 as gw_pb
 from nemo.gateway.v1 import run_pb2
 from nemo_core.errors import ServiceError
-from nemo_gateway.errors import reply_truncated, stream_broken
+from nemo_gateway.errors import reply_rejected, reply_truncated, stream_broken
 from nemo_gateway.limits import InFlightLimit
 from nemo_gateway.prompts.registry import REGISTRY, AnySpec
 from nemo_gateway.prompts.spec import Lang, PromptInput
@@ -35,6 +39,7 @@ from nemo_gateway.prompts.tutor import (
     ConversationSummaryResult,
     SummaryVariables,
     covered_turn,
+    reply_problem,
 )
 from nemo_gateway.providers.base import (
     ModelProvider,
@@ -53,6 +58,7 @@ from nemo_gateway.runner import (
     record_tally,
     run_record,
 )
+from nemo_gateway.screen import ReplyRejected, SentenceScreen
 from nemo_gateway.settings import GatewaySettings
 from nemo_gateway.structured.pipeline import Reason, Tally
 
@@ -143,51 +149,55 @@ class ChatStreamer:
             output_schema=None,
         )
         reply = _Reply([], Tally())
+        screen = SentenceScreen(lambda text: reply_problem(text, prompt))
+        rejected: ReplyRejected | None = None
         with prompt_span(spec, provider.name, model, "text") as span:
             failure: ProviderFailure | None = None
             try:
                 with self._provider_limit.hold():
-                    async for delta in self._model_deltas(provider, request, reply):
-                        yield gw_pb.StreamPromptResponse(text_delta=delta)
+                    async with aclosing(self._model_deltas(provider, request, reply)) as deltas:
+                        async for delta in deltas:
+                            if released := screen.feed(delta):
+                                yield gw_pb.StreamPromptResponse(text_delta=released)
+                if reply.end is not None and (tail := screen.flush()):
+                    yield gw_pb.StreamPromptResponse(text_delta=tail)
             except ProviderFailure as exc:
                 failure = exc
+            except ReplyRejected as exc:
+                rejected = exc
             except asyncio.CancelledError:
                 # The caller went away mid-reply: what it saw is stored as cancelled, so the
                 # next turn neither reuses nor repeats it. Shielded: this task is being cancelled.
-                if reply.parts:
-                    await self._record_broken(prompt, reply.text, conv.MESSAGE_STATUS_CANCELLED)
+                if screen.shown:
+                    await self._record_broken(
+                        prompt, screen.shown_text, conv.MESSAGE_STATUS_CANCELLED
+                    )
                 raise
-            tally = reply.tally
-            end = reply.end
-            if end is not None:
-                tally.finish_reasons.append(end.finish_reason)
-                tally.response_model = end.response_model
-                tally.add_usage(end.usage)
-            record_tally(
-                span, tally, path="FALLBACK" if failure and not reply.parts else "MODEL",
-                reason=failure.code if failure else "",
-            )  # fmt: skip
-        if reply.parts and (failure is not None or (end is not None and end.truncated)):
-            await self._record_broken(prompt, reply.text, conv.MESSAGE_STATUS_PARTIAL)
+            tally = _tallied(reply)
+            path, reason = _path(screen, failure, rejected, reply.end)
+            record_tally(span, tally, path=path, reason=reason)
+        shown = screen.shown_text
+        if shown and path != "MODEL":
+            # The learner saw part of the reply: it is stored partial, never reused as context.
+            await self._record_broken(prompt, shown, conv.MESSAGE_STATUS_PARTIAL)
+            if rejected is not None:
+                logger.warning("chat reply stopped by its guardrail", extra={"why": rejected})
+                raise reply_rejected()
             raise stream_broken() if failure is not None else reply_truncated()
-        if failure is not None or not reply.parts:
-            if failure is not None:
-                reason = failure.code
-            else:
-                reason = Reason.TRUNCATED if end is not None and end.truncated else EMPTY_REPLY
+        if path == "FALLBACK":
             async for response in self._fallback(
                 spec, prompt, clock, summary, reason, tally, provider.name, model
             ):
                 yield response
             return
-        output = spec.finish(ChatReplyDraft(text=reply.text), prompt)
-        await self._record(prompt, reply.text, conv.MESSAGE_STATUS_COMPLETED, summary)
+        output = spec.finish(ChatReplyDraft(text=shown), prompt)
+        await self._record(prompt, shown, conv.MESSAGE_STATUS_COMPLETED, summary)
         record = run_record(spec, clock, run_pb2.RUN_PATH_MODEL, "", tally, provider.name, model)
         yield _completed(spec, output, record)
 
     async def _model_deltas(
         self, provider: ModelProvider, request: ModelRequest, reply: _Reply
-    ) -> AsyncIterator[str]:
+    ) -> AsyncGenerator[str, None]:
         """Text deltas; a stream that breaks before its first delta is started again while
         retries and time are left."""
         deadline = model_deadline(self._settings.fallback_reserve_seconds)
@@ -301,6 +311,37 @@ class ChatStreamer:
         await self._runner.context.record_turn(
             variables.session_id, variables.turn_id, messages, update, seconds=seconds
         )
+
+
+def _tallied(reply: _Reply) -> Tally:
+    """The reply's tally with what its clean end reported."""
+    tally, end = reply.tally, reply.end
+    if end is not None:
+        tally.finish_reasons.append(end.finish_reason)
+        tally.response_model = end.response_model
+        tally.add_usage(end.usage)
+    return tally
+
+
+def _path(
+    screen: SentenceScreen,
+    failure: ProviderFailure | None,
+    rejected: ReplyRejected | None,
+    end: StreamEnd | None,
+) -> tuple[str, str]:
+    """(path, reason) of a streamed reply: MODEL for a whole accepted reply; otherwise FALLBACK
+    when the learner saw nothing (the baseline replaces it), or the reason it broke off."""
+    if rejected is not None:
+        reason: str = Reason.GUARDRAIL_REJECTED
+    elif failure is not None:
+        reason = failure.code
+    elif end is not None and end.truncated:
+        reason = Reason.TRUNCATED
+    elif not screen.shown:
+        reason = EMPTY_REPLY
+    else:
+        return "MODEL", ""
+    return ("PARTIAL" if screen.shown else "FALLBACK"), reason
 
 
 def _completed(

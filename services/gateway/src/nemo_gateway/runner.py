@@ -20,6 +20,7 @@ from nemo_core.deadlines import downstream_timeout
 from nemo_core.errors import ServiceError
 from nemo_gateway.cache import CachedRun, CacheKey, ResultCache, digest, messages_digest
 from nemo_gateway.context_client import ContextClient
+from nemo_gateway.grounding.relevance import relevant_hits
 from nemo_gateway.grounding.sources import Passage, number_sources
 from nemo_gateway.limits import InFlightLimit
 from nemo_gateway.prompts.knowledge import AnswerVariables
@@ -206,7 +207,7 @@ class PromptRunner:
         )
         return [
             Passage(hit.node.node_id, 0, hit.node.title, hit.node.description, hit.score)
-            for hit in hits
+            for hit in relevant_hits(hits)
             if hit.node.description.strip()
         ]
 

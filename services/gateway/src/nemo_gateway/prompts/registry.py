@@ -110,7 +110,7 @@ PROMPTS: tuple[AnySpec, ...] = (
     ),
     PromptSpec(
         prompt_id="knowledge.answer",
-        version="1",
+        version="2",
         description="Answers a question from numbered knowledge passages, with checked "
         "citations, or says the documents do not cover it.",
         purpose=None,
@@ -123,6 +123,7 @@ PROMPTS: tuple[AnySpec, ...] = (
         output=knowledge.GroundedAnswerResult,
         render=knowledge.render_answer,
         guardrail=knowledge.guard_answer,
+        check=knowledge.check_answer,
         finish=knowledge.finish_answer,
         baseline=knowledge.baseline_answer,
         to_proto=knowledge.grounded_answer_proto,

@@ -92,6 +92,20 @@ class PromptInput(Generic[V]):
     """Numbered passages, for grounded answers."""
 
 
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """Why a valid model output cannot be used yet, in words the model can act on when it is
+    asked again; ``reason`` is the run record's reason if no answer ever fixes it."""
+
+    reason: str
+    text: str
+
+
+def no_problem(draft: Any, prompt: PromptInput[Any]) -> Problem | None:
+    """The check of prompts whose schema says all a model can fix."""
+    return None
+
+
 @dataclass(frozen=True)
 class PromptSpec(Generic[V, M, Out]):
     """One registered prompt. The registry module lists them all."""
@@ -119,6 +133,9 @@ class PromptSpec(Generic[V, M, Out]):
     """The deterministic result: no model, no clock, no randomness."""
     to_proto: Callable[[Out], outputs_pb2.PromptOutput]
     """What a client receives; server-side fields (answer keys, rubrics) are left out."""
+    check: Callable[[M, PromptInput[V]], Problem | None] = no_problem
+    """What the model can still fix in a schema-valid output: re-asked with the problem, unlike
+    a guardrail rejection, which goes straight to the baseline."""
     temperature: float = 0.0
 
     @property

@@ -116,11 +116,20 @@ def render_chat(prompt: PromptInput[ChatVariables]) -> tuple[Message, ...]:
     )
 
 
+def reply_problem(text: str, prompt: PromptInput[ChatVariables]) -> str | None:
+    """Why a piece of the reply may not reach the learner: it states a score, holds a link or
+    repeats the learner's pseudonym. Run on each sentence before it is streamed."""
+    if not text.strip():
+        return None
+    return text_problems(
+        "reply", text, max_chars=len(text), forbidden=(_bundle(prompt).learner_ref,)
+    )
+
+
 def guard_chat(draft: ChatReplyDraft, prompt: PromptInput[ChatVariables]) -> str | None:
-    """Accepts every reply: its deltas are already with the learner when it ends, so there is
-    nothing left to withhold. The tutor rules of the system prompt and the disclaimer carry the
-    weight here, and a reply that breaks off is stored as partial."""
-    return None
+    """The same check on the whole reply; the stream has checked it sentence by sentence
+    (:mod:`nemo_gateway.screen`) before any of it was sent."""
+    return reply_problem(draft.text, prompt)
 
 
 def finish_chat(draft: ChatReplyDraft, prompt: PromptInput[ChatVariables]) -> ChatReplyResult:
