@@ -18,7 +18,14 @@ from opentelemetry.trace import Span
 from nemo.gateway.v1 import run_pb2
 from nemo_core.deadlines import downstream_timeout
 from nemo_core.errors import ServiceError
-from nemo_gateway.cache import CachedRun, CacheKey, ResultCache, digest, messages_digest
+from nemo_gateway.cache import (
+    CachedRun,
+    CacheKey,
+    ResultCache,
+    digest,
+    input_digest,
+    messages_digest,
+)
 from nemo_gateway.context_client import ContextClient
 from nemo_gateway.grounding.relevance import relevant_hits
 from nemo_gateway.grounding.sources import Passage, number_sources
@@ -278,6 +285,7 @@ class PromptRunner:
             parameters=fixed[0],
             schema_sha256=fixed[1],
             context_sha256=messages_digest(rendered),
+            input_sha256=input_digest(prepared.prompt),
             scope=prepared.scope,
         )
 
