@@ -115,3 +115,9 @@ def test_control_characters_but_line_breaks_are_reported(char: str) -> None:
 
 def test_line_breaks_in_either_convention_are_not_control_characters() -> None:
     assert control_characters({"a": "một\nhai\r\nba"}) == []
+
+
+def test_a_short_relation_before_a_word_is_a_line_break_before_that_word() -> None:
+    # "\nin" and "\nis" are relations, but "in" and "is" open many English lines.
+    source = r'{"t": "Sáng\nin the morning\nis fine\ne là hằng số\nin A"}'
+    assert ambiguous_latex(source) == ["\\nin"]

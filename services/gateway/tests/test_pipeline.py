@@ -321,7 +321,8 @@ async def test_json_nested_past_the_parsers_limit_is_a_parse_failure_and_reasked
     start_gateway: StartGateway, provider: ScriptedProvider
 ) -> None:
     gateway = await start_gateway()
-    nested = '{"verdict": "accept", "issues": ' + "[" * 5000 + "]" * 5000 + ', "summary": "x"}'
+    # Deep enough to pass the parser's recursion limit, short enough for the re-ask to fit.
+    nested = '{"verdict": "accept", "issues": ' + "[" * 1500 + "]" * 1500 + ', "summary": "x"}'
     provider.script(Answer(nested), Answer(json.dumps(VALID)))
     response = await _run(gateway)
     _assert_run(response, provider, path=run_pb2.RUN_PATH_REPAIRED, reason="REASKED", requests=2)

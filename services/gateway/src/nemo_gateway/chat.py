@@ -29,6 +29,7 @@ from nemo.context.v1 import conversation_pb2 as conv
 from nemo.gateway.v1 import gateway_service_pb2 as gw_pb
 from nemo.gateway.v1 import run_pb2
 from nemo_core.errors import ServiceError
+from nemo_gateway.budget import prompt_tokens
 from nemo_gateway.errors import reply_rejected, reply_truncated, stream_broken
 from nemo_gateway.limits import InFlightLimit
 from nemo_gateway.prompts.registry import REGISTRY, AnySpec
@@ -38,6 +39,7 @@ from nemo_gateway.prompts.tutor import (
     ChatVariables,
     ConversationSummaryResult,
     SummaryVariables,
+    conversation_budget,
     covered_turn,
     reply_problem,
 )
@@ -107,7 +109,10 @@ class ChatStreamer:
         self, spec: AnySpec, variables: ChatVariables, lang: Lang, clock: Clock
     ) -> AsyncIterator[gw_pb.StreamPromptResponse]:
         bundle = await self._runner.context.build_conversation(
-            variables.session_id, variables.turn_id, variables.user_message, variables.token_budget
+            variables.session_id,
+            variables.turn_id,
+            variables.user_message,
+            conversation_budget(variables.token_budget, lang),
         )
         prompt: PromptInput[ChatVariables] = PromptInput(
             variables, lang, clock.evaluated_at, conversation=bundle
@@ -141,9 +146,16 @@ class ChatStreamer:
                 yield response
             return
         model = self._settings.model_for(spec.tier)
+        messages = spec.render(prompt)
+        if prompt_tokens(messages) > spec.max_input_tokens:
+            async for response in self._fallback(
+                spec, prompt, clock, summary, Reason.INPUT_TOO_LONG, Tally(), provider.name, model
+            ):
+                yield response
+            return
         request = ModelRequest(
             model=model,
-            messages=spec.render(prompt),
+            messages=messages,
             max_output_tokens=spec.max_output_tokens,
             temperature=spec.temperature,
             output_schema=None,

@@ -18,6 +18,7 @@ from opentelemetry.trace import Span
 from nemo.gateway.v1 import run_pb2
 from nemo_core.deadlines import downstream_timeout
 from nemo_core.errors import ServiceError
+from nemo_gateway.budget import prompt_tokens
 from nemo_gateway.cache import (
     CachedRun,
     CacheKey,
@@ -30,7 +31,7 @@ from nemo_gateway.context_client import ContextClient
 from nemo_gateway.grounding.relevance import relevant_hits
 from nemo_gateway.grounding.sources import Passage, number_sources
 from nemo_gateway.limits import InFlightLimit
-from nemo_gateway.prompts.knowledge import AnswerVariables
+from nemo_gateway.prompts.knowledge import AnswerVariables, source_tokens
 from nemo_gateway.prompts.registry import AnySpec
 from nemo_gateway.prompts.spec import Lang, PromptInput, Strict
 from nemo_gateway.providers.base import Message, ModelProvider
@@ -196,12 +197,21 @@ class PromptRunner:
             return Prepared(spec, prompt, scope, input_ref=bundle.input_ref)
         scope = f"caller:{caller}"
         if isinstance(variables, AnswerVariables):
+            question = PromptInput(variables, lang, clock.evaluated_at)
             sources = number_sources(
-                await self._passages(variables), self._settings.answer_context_token_budget
+                await self._passages(variables), self._sources_budget(spec, question), source_tokens
             )
             prompt = PromptInput(variables, lang, clock.evaluated_at, sources=sources)
             return Prepared(spec, prompt, scope, skip_model=None if sources else Reason.NO_SOURCES)
         return Prepared(spec, PromptInput(variables, lang, clock.evaluated_at), scope)
+
+    def _sources_budget(self, spec: AnySpec, question: PromptInput[Any]) -> int:
+        """Tokens the sources may take: the configured budget, within what the prompt's
+        ``max_input_tokens`` leaves once its rules, question and schema are counted."""
+        fixed = prompt_tokens(spec.render(question), spec.request_schema)
+        return max(
+            0, min(self._settings.answer_context_token_budget, spec.max_input_tokens - fixed)
+        )
 
     async def _passages(self, variables: AnswerVariables) -> list[Passage]:
         if variables.passages:

@@ -22,6 +22,7 @@ import re
 from pydantic import Field
 
 from nemo.gateway.v1 import answer_pb2, outputs_pb2
+from nemo_gateway.budget import estimate_tokens
 from nemo_gateway.grounding.citations import (
     CitationReport,
     check_citations,
@@ -30,6 +31,7 @@ from nemo_gateway.grounding.citations import (
 )
 from nemo_gateway.grounding.instructions import looks_like_instructions
 from nemo_gateway.grounding.relevance import matches
+from nemo_gateway.grounding.sources import Passage
 from nemo_gateway.prompts.common import DISCLAIMER, JSON_ONLY
 from nemo_gateway.prompts.spec import (
     Lang,
@@ -151,6 +153,15 @@ def _source_block(source: NumberedSource, lang: Lang) -> str:
         neutralise_source_numbers(part) for part in (source.title, source.document_id, source.text)
     )
     return f"[{source.number}] ({title} > {document})\n{text}"
+
+
+def source_tokens(passage: Passage) -> int:
+    """What a passage costs in the prompt: its whole block (header, title and id included) and
+    the blank line after it."""
+    block = NumberedSource(
+        99, passage.document_id, passage.title, passage.text, passage.score, False
+    )
+    return estimate_tokens(_source_block(block, Lang.VI) + "\n\n")
 
 
 def citable(prompt: PromptInput[AnswerVariables]) -> frozenset[int]:

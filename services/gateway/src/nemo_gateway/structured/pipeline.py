@@ -3,6 +3,8 @@
 truncation check → JSON extraction (strict, then brace slice, then backslash repair) → LaTeX
 escape and control character check → pydantic validation → the prompt's check → guardrail.
 
+- A prompt whose estimate (:func:`nemo_gateway.budget.prompt_tokens`) exceeds the prompt's
+  ``max_input_tokens`` is never sent: FALLBACK with INPUT_TOO_LONG, on a re-ask too.
 - A truncated answer (finish reason ``length`` / ``max_tokens``) is its own outcome: FALLBACK with
   reason TRUNCATED, not a parse error to re-ask.
 - A parse or validation failure, or a problem the prompt's check finds (an uncited sentence), is
@@ -26,6 +28,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from nemo_gateway.budget import prompt_tokens
 from nemo_gateway.prompts.spec import PromptInput, PromptSpec
 from nemo_gateway.providers.base import (
     Message,
@@ -60,6 +63,7 @@ class Reason(StrEnum):
     KILL_SWITCH = "KILL_SWITCH"
     BASELINE_PROVIDER = "BASELINE_PROVIDER"
     NO_SOURCES = "NO_SOURCES"
+    INPUT_TOO_LONG = "INPUT_TOO_LONG"
 
 
 @dataclass(slots=True)
@@ -146,6 +150,10 @@ async def run_model(
     problem = ""
     exhausted: str = Reason.ATTEMPTS_EXHAUSTED
     for _ in range(max_attempts):
+        if prompt_tokens(messages, spec.request_schema) > spec.max_input_tokens:
+            # Never sent: a re-ask that would carry the prompt past its limit ends the run too.
+            detail = f"the prompt would exceed {spec.max_input_tokens} input tokens"
+            return Outcome(None, Path.FALLBACK, Reason.INPUT_TOO_LONG, tally, detail)
         request = ModelRequest(
             model=model,
             messages=tuple(messages),
