@@ -50,7 +50,7 @@ def _prompt(draw: st.DrawFn, variables: Any, **extra: Any) -> PromptInput[Any]:
 def _generate(draw: st.DrawFn) -> PromptInput[Any]:
     variables = coral.GenerateItemsVariables(
         topic=draw(_TITLES), subject=draw(st.sampled_from(["math", "physics"])),
-        grade=draw(st.integers(7, 8)), node_id=draw(_IDS),
+        grade=draw(st.integers(7, 8)), node_id=draw(_IDS.filter(bool)),
         kind="short_answer", count=draw(st.integers(1, 2)),
     )  # fmt: skip
     return _prompt(draw, variables)

@@ -23,7 +23,7 @@ import asyncio
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from nemo.context.v1 import conversation_pb2 as conv
 from nemo.gateway.v1 import gateway_service_pb2 as gw_pb
@@ -44,6 +44,7 @@ from nemo_gateway.prompts.tutor import (
     reply_problem,
 )
 from nemo_gateway.providers.base import (
+    Message,
     ModelProvider,
     ModelRequest,
     ProviderFailure,
@@ -73,15 +74,35 @@ EMPTY_REPLY = "EMPTY_REPLY"
 
 @dataclass
 class _Reply:
-    """What the model has streamed so far."""
+    """What the model has streamed so far, what the learner has seen of it, and how it ended."""
 
-    parts: list[str]
-    tally: Tally
+    screen: SentenceScreen
+    parts: list[str] = field(default_factory=list)
+    tally: Tally = field(default_factory=Tally)
     end: StreamEnd | None = None
+    failure: ProviderFailure | None = None
+    rejected: ReplyRejected | None = None
 
-    @property
-    def text(self) -> str:
-        return "".join(self.parts)
+    def settle(self) -> tuple[str, str]:
+        """Add what the clean end reported to the tally; (path, reason): MODEL for a whole
+        accepted reply; otherwise FALLBACK when the learner saw nothing (the baseline replaces
+        it), or PARTIAL with the reason it broke off."""
+        end = self.end
+        if end is not None:
+            self.tally.finish_reasons.append(end.finish_reason)
+            self.tally.response_model = end.response_model
+            self.tally.add_usage(end.usage)
+        if self.rejected is not None:
+            reason: str = Reason.GUARDRAIL_REJECTED
+        elif self.failure is not None:
+            reason = self.failure.code
+        elif end is not None and end.truncated:
+            reason = Reason.TRUNCATED
+        elif not self.screen.shown:
+            reason = EMPTY_REPLY
+        else:
+            return "MODEL", ""
+        return ("PARTIAL" if self.screen.shown else "FALLBACK"), reason
 
 
 class ChatStreamer:
@@ -137,22 +158,17 @@ class ChatStreamer:
         summary: asyncio.Task[conv.SummaryUpdate | None] | None,
     ) -> AsyncIterator[gw_pb.StreamPromptResponse]:
         provider = self._provider
-        if not self._settings.ai_enrichment_enabled or provider is None:
-            enabled = self._settings.ai_enrichment_enabled
-            reason: str = Reason.BASELINE_PROVIDER if enabled else Reason.KILL_SWITCH
+        messages = spec.render(prompt)
+        skip = self._skip_reason(spec, messages)
+        if provider is None or skip is not None:
+            names = (provider.name, self._settings.model_for(spec.tier)) if provider else ("", "")
+            name, model = names if skip is Reason.INPUT_TOO_LONG else (BASELINE_PROVIDER, "")
             async for response in self._fallback(
-                spec, prompt, clock, summary, reason, Tally(), BASELINE_PROVIDER, ""
+                spec, prompt, clock, summary, skip or Reason.BASELINE_PROVIDER, Tally(), name, model
             ):
                 yield response
             return
         model = self._settings.model_for(spec.tier)
-        messages = spec.render(prompt)
-        if prompt_tokens(messages) > spec.max_input_tokens:
-            async for response in self._fallback(
-                spec, prompt, clock, summary, Reason.INPUT_TOO_LONG, Tally(), provider.name, model
-            ):
-                yield response
-            return
         request = ModelRequest(
             model=model,
             messages=messages,
@@ -160,51 +176,86 @@ class ChatStreamer:
             temperature=spec.temperature,
             output_schema=None,
         )
-        reply = _Reply([], Tally())
-        screen = SentenceScreen(lambda text: reply_problem(text, prompt))
-        rejected: ReplyRejected | None = None
+        reply = _Reply(SentenceScreen(lambda text: reply_problem(text, prompt)))
         with prompt_span(spec, provider.name, model, "text") as span:
-            failure: ProviderFailure | None = None
-            try:
-                with self._provider_limit.hold():
-                    async with aclosing(self._model_deltas(provider, request, reply)) as deltas:
-                        async for delta in deltas:
-                            if released := screen.feed(delta):
-                                yield gw_pb.StreamPromptResponse(text_delta=released)
-                if reply.end is not None and (tail := screen.flush()):
-                    yield gw_pb.StreamPromptResponse(text_delta=tail)
-            except ProviderFailure as exc:
-                failure = exc
-            except ReplyRejected as exc:
-                rejected = exc
-            except asyncio.CancelledError:
-                # The caller went away mid-reply: what it saw is stored as cancelled, so the
-                # next turn neither reuses nor repeats it. Shielded: this task is being cancelled.
-                if screen.shown:
-                    await self._record_broken(
-                        prompt, screen.shown_text, conv.MESSAGE_STATUS_CANCELLED
-                    )
-                raise
-            tally = _tallied(reply)
-            path, reason = _path(screen, failure, rejected, reply.end)
-            record_tally(span, tally, path=path, reason=reason)
-        shown = screen.shown_text
-        if shown and path != "MODEL":
+            async for response in self._relay(provider, request, reply, prompt):
+                yield response
+            path, reason = reply.settle()
+            record_tally(span, reply.tally, path=path, reason=reason)
+        async for response in self._conclude(
+            spec, prompt, clock, summary, reply, (path, reason), (provider.name, model)
+        ):
+            yield response
+
+    def _skip_reason(self, spec: AnySpec, messages: tuple[Message, ...]) -> Reason | None:
+        """Why no model is asked: the kill switch, no provider, or a prompt over its limit."""
+        if not self._settings.ai_enrichment_enabled:
+            return Reason.KILL_SWITCH
+        if self._provider is None:
+            return Reason.BASELINE_PROVIDER
+        if prompt_tokens(messages) > spec.max_input_tokens:
+            return Reason.INPUT_TOO_LONG
+        return None
+
+    async def _relay(
+        self,
+        provider: ModelProvider,
+        request: ModelRequest,
+        reply: _Reply,
+        prompt: PromptInput[ChatVariables],
+    ) -> AsyncIterator[gw_pb.StreamPromptResponse]:
+        """The screened deltas; how the stream ended is left on ``reply``."""
+        screen = reply.screen
+        try:
+            with self._provider_limit.hold():
+                async with aclosing(self._model_deltas(provider, request, reply)) as deltas:
+                    async for delta in deltas:
+                        if released := screen.feed(delta):
+                            yield gw_pb.StreamPromptResponse(text_delta=released)
+            if reply.end is not None and (tail := screen.flush()):
+                yield gw_pb.StreamPromptResponse(text_delta=tail)
+        except ProviderFailure as exc:
+            reply.failure = exc
+        except ReplyRejected as exc:
+            reply.rejected = exc
+        except asyncio.CancelledError:
+            # The caller went away mid-reply: what it saw is stored as cancelled, so the next
+            # turn neither reuses nor repeats it. Shielded: this task is being cancelled.
+            if screen.shown:
+                await self._record_broken(prompt, screen.shown_text, conv.MESSAGE_STATUS_CANCELLED)
+            raise
+
+    async def _conclude(
+        self,
+        spec: AnySpec,
+        prompt: PromptInput[ChatVariables],
+        clock: Clock,
+        summary: asyncio.Task[conv.SummaryUpdate | None] | None,
+        reply: _Reply,
+        outcome: tuple[str, str],
+        model: tuple[str, str],
+    ) -> AsyncIterator[gw_pb.StreamPromptResponse]:
+        """Record the turn and end the stream as the reply ended."""
+        (path, reason), (provider, model_name) = outcome, model
+        shown = reply.screen.shown_text
+        if path == "PARTIAL":
             # The learner saw part of the reply: it is stored partial, never reused as context.
             await self._record_broken(prompt, shown, conv.MESSAGE_STATUS_PARTIAL)
-            if rejected is not None:
-                logger.warning("chat reply stopped by its guardrail", extra={"why": rejected})
+            if reply.rejected is not None:
+                logger.warning("chat reply stopped by its guardrail", extra={"why": reply.rejected})
                 raise reply_rejected()
-            raise stream_broken() if failure is not None else reply_truncated()
+            raise stream_broken() if reply.failure is not None else reply_truncated()
         if path == "FALLBACK":
             async for response in self._fallback(
-                spec, prompt, clock, summary, reason, tally, provider.name, model
+                spec, prompt, clock, summary, reason, reply.tally, provider, model_name
             ):
                 yield response
             return
         output = spec.finish(ChatReplyDraft(text=shown), prompt)
         await self._record(prompt, shown, conv.MESSAGE_STATUS_COMPLETED, summary)
-        record = run_record(spec, clock, run_pb2.RUN_PATH_MODEL, "", tally, provider.name, model)
+        record = run_record(
+            spec, clock, run_pb2.RUN_PATH_MODEL, "", reply.tally, provider, model_name
+        )
         yield _completed(spec, output, record)
 
     async def _model_deltas(
@@ -323,37 +374,6 @@ class ChatStreamer:
         await self._runner.context.record_turn(
             variables.session_id, variables.turn_id, messages, update, seconds=seconds
         )
-
-
-def _tallied(reply: _Reply) -> Tally:
-    """The reply's tally with what its clean end reported."""
-    tally, end = reply.tally, reply.end
-    if end is not None:
-        tally.finish_reasons.append(end.finish_reason)
-        tally.response_model = end.response_model
-        tally.add_usage(end.usage)
-    return tally
-
-
-def _path(
-    screen: SentenceScreen,
-    failure: ProviderFailure | None,
-    rejected: ReplyRejected | None,
-    end: StreamEnd | None,
-) -> tuple[str, str]:
-    """(path, reason) of a streamed reply: MODEL for a whole accepted reply; otherwise FALLBACK
-    when the learner saw nothing (the baseline replaces it), or the reason it broke off."""
-    if rejected is not None:
-        reason: str = Reason.GUARDRAIL_REJECTED
-    elif failure is not None:
-        reason = failure.code
-    elif end is not None and end.truncated:
-        reason = Reason.TRUNCATED
-    elif not screen.shown:
-        reason = EMPTY_REPLY
-    else:
-        return "MODEL", ""
-    return ("PARTIAL" if screen.shown else "FALLBACK"), reason
 
 
 def _completed(

@@ -26,7 +26,7 @@ import grpc.aio
 
 from nemo.context.v1 import context_service_pb2 as ctx_pb
 from nemo.context.v1 import context_service_pb2_grpc as ctx_grpc
-from nemo.context.v1 import conversation_pb2, knowledge_pb2, learner_context_pb2
+from nemo.context.v1 import conversation_pb2, item_bank_pb2, knowledge_pb2, learner_context_pb2
 from nemo.type.v1 import locale_pb2
 from nemo_core.deadlines import downstream_timeout
 from nemo_core.errors import Reason, ServiceError, error_details
@@ -146,3 +146,13 @@ class ContextClient:
         except grpc.aio.AioRpcError as exc:
             raise _translate(exc) from None
         return list(response.hits)
+
+    async def store_generated_items(
+        self, items: Sequence[item_bank_pb2.GeneratedItem], generated_by: str
+    ) -> None:
+        """Put generated items, with their keys and rubrics, in the knowledge item bank."""
+        request = item_bank_pb2.StoreGeneratedItemsRequest(items=items, generated_by=generated_by)
+        try:
+            await self._stub.StoreGeneratedItems(request, timeout=downstream_timeout())
+        except grpc.aio.AioRpcError as exc:
+            raise _translate(exc) from None

@@ -235,7 +235,9 @@ class PromptRunner:
         provider = self._provider
         if skip is not None or provider is None:
             reason = skip or Reason.BASELINE_PROVIDER
-            return self._baseline(prepared, clock, reason, Tally(), provider=BASELINE_PROVIDER)
+            return await self._baseline(
+                prepared, clock, reason, Tally(), provider=BASELINE_PROVIDER
+            )
         model = self._settings.model_for(spec.tier)
         rendered = spec.render(prompt)
         key = self._cache_key(prepared, provider.name, model, rendered)
@@ -267,7 +269,7 @@ class PromptRunner:
                 span, outcome.tally, path=outcome.path, reason=outcome.reason,
                 input_ref=prepared.input_ref,
             )  # fmt: skip
-        return self._finish(prepared, clock, outcome, provider.name, model, key)
+        return await self._finish(prepared, clock, outcome, provider.name, model, key)
 
     def _cache_key(
         self, prepared: Prepared, provider: str, model: str, rendered: tuple[Message, ...]
@@ -306,7 +308,13 @@ class PromptRunner:
             return Reason.BASELINE_PROVIDER
         return prepared.skip_model
 
-    def _finish(
+    async def _keep(self, spec: AnySpec, output: Any) -> None:
+        """Store what the result puts in the item bank before anyone receives its ids; a cached
+        result was stored when it was made."""
+        if spec.bank_items is not None and (items := spec.bank_items(output)):
+            await self._context.store_generated_items(items, spec.ref)
+
+    async def _finish(
         self,
         prepared: Prepared,
         clock: Clock,
@@ -325,8 +333,11 @@ class PromptRunner:
                     "attempts": outcome.tally.requests,
                 },
             )
-            return self._baseline(prepared, clock, outcome.reason, outcome.tally, provider, model)
+            return await self._baseline(
+                prepared, clock, outcome.reason, outcome.tally, provider, model
+            )
         output = prepared.spec.finish(outcome.accepted, prepared.prompt)
+        await self._keep(prepared.spec, output)
         if key is not None:
             self._cache.put(
                 key,
@@ -343,7 +354,7 @@ class PromptRunner:
         )
         return RunResult(output, record)
 
-    def _baseline(
+    async def _baseline(
         self,
         prepared: Prepared,
         clock: Clock,
@@ -353,6 +364,7 @@ class PromptRunner:
         model: str = "",
     ) -> RunResult:
         output = prepared.spec.baseline(prepared.prompt)
+        await self._keep(prepared.spec, output)
         record = self._record(prepared, clock, Path.FALLBACK, reason, tally, provider, model)
         return RunResult(output, record)
 

@@ -20,7 +20,7 @@ AnySpec = PromptSpec[Any, Any, Any]
 PROMPTS: tuple[AnySpec, ...] = (
     PromptSpec(
         prompt_id="coral.generate_items",
-        version="1",
+        version="2",
         description="Generates practice items for one knowledge node; content only.",
         purpose=None,
         rpc=Rpc.RUN_PROMPT,
@@ -35,6 +35,7 @@ PROMPTS: tuple[AnySpec, ...] = (
         finish=coral.finish_generate,
         baseline=coral.baseline_generate,
         to_proto=coral.generated_items_proto,
+        bank_items=coral.bank_items,
     ),
     PromptSpec(
         prompt_id="coral.evaluate_item",
