@@ -31,8 +31,8 @@ def _item(**changes: object) -> pb.GeneratedItem:
         rubric="Nhận ra hạng tử 2x.",
     )  # fmt: skip
     for name, value in changes.items():
-        if value is None:
-            item.ClearField(name)
+        if name == "answer_key" and value is None:
+            item.ClearField("answer_key")
         elif isinstance(value, list):
             del getattr(item, name)[:]
             getattr(item, name).extend(value)

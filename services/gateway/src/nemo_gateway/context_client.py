@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from datetime import datetime
 
 import grpc
 import grpc.aio
@@ -89,12 +90,18 @@ class ContextClient:
         self._stub = ctx_grpc.ContextServiceStub(channel)
 
     async def build_context(
-        self, learner_id: str, purpose: str, locale: locale_pb2.Locale.ValueType
+        self,
+        learner_id: str,
+        purpose: str,
+        locale: locale_pb2.Locale.ValueType,
+        evaluated_at: datetime,
     ) -> learner_context_pb2.ContextBundle:
-        """The learner's bundle for ``purpose``, persisted so the run can name its snapshot."""
+        """The learner's bundle for ``purpose`` as of the run's evaluation time, persisted so
+        the run can name its snapshot: the same request and time build the same bundle."""
         request = ctx_pb.BuildContextRequest(
             learner_id=learner_id, purpose=purpose, persist=True, locale=locale
         )
+        request.evaluated_at.FromDatetime(evaluated_at)
         try:
             response = await self._stub.BuildContext(request, timeout=downstream_timeout())
         except grpc.aio.AioRpcError as exc:

@@ -191,7 +191,9 @@ class PromptRunner:
     ) -> Prepared:
         """Gather the prompt's input: the learner bundle or the numbered sources."""
         if spec.purpose is not None:
-            bundle = await self._context.build_context(learner_id, spec.purpose, lang.to_proto())
+            bundle = await self._context.build_context(
+                learner_id, spec.purpose, lang.to_proto(), clock.evaluated_at
+            )
             prompt = PromptInput(variables, lang, clock.evaluated_at, context=bundle)
             scope = f"learner:{spec.purpose}:{bundle.learner_ref}"
             return Prepared(spec, prompt, scope, input_ref=bundle.input_ref)
