@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import time
 from typing import Any
 
+import grpc
 import pytest
 
+from nemo.gateway.v1 import answer_pb2, run_pb2
 from nemo.gateway.v1 import gateway_service_pb2 as pb
-from nemo.gateway.v1 import run_pb2
+from nemo_core.errors import error_details
 from nemo_gateway.prompts import coral
 from nemo_gateway.prompts.registry import REGISTRY
 from nemo_gateway.prompts.spec import Lang, PromptInput
@@ -408,3 +411,58 @@ async def test_multi_line_text_keeps_every_line_break(
         response = await _run(gateway)
         _assert_run(response, provider, path=run_pb2.RUN_PATH_MODEL, reason="", requests=1)
         assert response.output.item_evaluation.summary == summary
+
+
+# Values of another JSON type that lax validation would coerce: "yes" for true, 8 for "8"...
+_CONFUSED: dict[str, list[Any]] = {
+    "verdict": [1, True, ["accept"]],
+    "issues": ["mơ hồ", {"0": "x"}],
+    "summary": [8, 8.5, True, ["Ổn."]],
+}
+
+
+@pytest.mark.parametrize(
+    ("field", "value"), [(f, v) for f, values in _CONFUSED.items() for v in values]
+)
+async def test_a_value_of_the_wrong_json_type_is_reasked_never_coerced(
+    field: str, value: Any, start_gateway: StartGateway, provider: ScriptedProvider
+) -> None:
+    gateway = await start_gateway()
+    provider.script(Answer(json.dumps({**VALID, field: value})), Answer(json.dumps(VALID)))
+    response = await _run(gateway)
+    _assert_run(response, provider, path=run_pb2.RUN_PATH_REPAIRED, reason="REASKED", requests=2)
+
+
+@pytest.mark.parametrize("covered", ["yes", "true", 1, 0, "false", None])
+async def test_covered_must_be_a_json_boolean(
+    covered: Any, start_gateway: StartGateway, provider: ScriptedProvider
+) -> None:
+    gateway = await start_gateway(max_answer_attempts=1)
+    provider.script(Answer(json.dumps({"covered": covered, "answer": "Có [1]."})))
+    passage = answer_pb2.Passage(document_id="d", title="Hằng đẳng thức", text="(a + b)².")
+    response = await gateway.stub.Answer(
+        pb.AnswerRequest(question="Hằng đẳng thức?", passages=[passage]),
+        metadata=gateway.metadata,
+        timeout=10,
+    )
+    assert (response.run.path, response.run.reason) == (
+        run_pb2.RUN_PATH_FALLBACK,
+        "ATTEMPTS_EXHAUSTED",
+    )
+
+
+@pytest.mark.parametrize("score", [math.nan, math.inf, -math.inf])
+async def test_a_passage_score_that_is_not_finite_is_refused(
+    score: float, start_gateway: StartGateway, provider: ScriptedProvider
+) -> None:
+    gateway = await start_gateway()
+    passage = answer_pb2.Passage(document_id="d", title="T", text="Nội dung.", score=score)
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await gateway.stub.Answer(
+            pb.AnswerRequest(question="Q?", passages=[passage]),
+            metadata=gateway.metadata,
+            timeout=10,
+        )
+    assert refused.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    assert error_details(refused.value).reason == "INVALID_VARIABLES"
+    assert provider.requests == []

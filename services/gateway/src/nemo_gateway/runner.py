@@ -121,7 +121,7 @@ def record_tally(span: Span, tally: Tally, *, path: str, reason: str, input_ref:
         span, path=path, reason=reason, attempts=tally.requests,
         input_tokens=tally.input_tokens, output_tokens=tally.output_tokens,
         response_model=tally.response_model, finish_reasons=tally.finish_reasons,
-        input_ref=input_ref, cache_hit=False,
+        input_ref=input_ref,
     )  # fmt: skip
 
 
@@ -243,20 +243,17 @@ class PromptRunner:
         model = self._settings.model_for(spec.tier)
         rendered = spec.render(prompt)
         key = self._cache_key(prepared, provider.name, model, rendered)
+        cached = self._cache.get(key) if key is not None else None
+        if cached is not None:
+            # No model is asked: the run record says where the output came from, and no GenAI
+            # span claims a model call that did not happen.
+            record = self._record(
+                prepared, clock, Path(cached.path), cached.reason, Tally(), provider.name,
+                model, cache_hit=True,
+            )  # fmt: skip
+            record.request_sha256 = cached.request_sha256
+            return RunResult(cached.output, record)
         with prompt_span(spec, provider.name, model, "json") as span:
-            cached = self._cache.get(key) if key is not None else None
-            if cached is not None:
-                record = self._record(
-                    prepared, clock, Path(cached.path), cached.reason, Tally(), provider.name,
-                    model, cache_hit=True,
-                )  # fmt: skip
-                record.request_sha256 = cached.request_sha256
-                record_result(
-                    span, path=cached.path, reason=cached.reason, attempts=0, input_tokens=0,
-                    output_tokens=0, response_model=cached.response_model, finish_reasons=(),
-                    input_ref=prepared.input_ref, cache_hit=True,
-                )  # fmt: skip
-                return RunResult(cached.output, record)
             with self._provider_limit.hold():
                 outcome = await run_model(
                     spec,

@@ -13,6 +13,7 @@ and the test a source must pass before the deterministic answer may quote it.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 
@@ -32,7 +33,8 @@ def words(text: str) -> set[str]:
 
 
 def relevant_hits(hits: Sequence[knowledge_pb2.KnowledgeHit]) -> list[knowledge_pb2.KnowledgeHit]:
-    """The hits that clear the bar, in their order."""
+    """The hits that clear the bar, in their order; a hit without a finite score clears none."""
+    hits = [hit for hit in hits if math.isfinite(hit.score)]
     if not hits:
         return []
     bar = max(MIN_SEARCH_SCORE, MIN_SHARE_OF_BEST * max(hit.score for hit in hits))

@@ -65,7 +65,7 @@ class PassageVariable(Strict):
     chunk_index: int = Field(0, ge=0)
     title: str = Field("", max_length=300)
     text: NonBlank = Field(min_length=1, max_length=20000)
-    score: float = 0.0
+    score: float = Field(0.0, allow_inf_nan=False, description="Retrieval score, finite.")
 
 
 class AnswerVariables(Strict):

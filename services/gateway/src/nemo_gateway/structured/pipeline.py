@@ -129,7 +129,8 @@ def _check_answer(spec: PromptSpec[Any, Any, Any], text: str) -> tuple[Any, Step
             f"the text holds control characters ({', '.join(controls)}); write no control "
             "character, and every backslash as \\\\"
         )
-    return spec.model_output.model_validate(parsed.value), parsed.step
+    # Strict: "yes" is not true and "8" is not 8; the model must write the type the schema asks.
+    return spec.model_output.model_validate_json(parsed.source, strict=True), parsed.step
 
 
 async def run_model(
