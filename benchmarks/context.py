@@ -86,7 +86,7 @@ def _cpu_seconds(processes: list[psutil.Process]) -> float:
 
 
 @contextmanager
-def _seeded_database(scratch: Path) -> Iterator[tuple[str, Path]]:
+def seeded_database(scratch: Path) -> Iterator[tuple[str, Path]]:
     """(owner DSN, data directory) of a migrated, seeded database on an embedded server."""
     server = start_embedded_postgres(scratch / "pgdata", cleanup="delete")
     try:
@@ -95,7 +95,8 @@ def _seeded_database(scratch: Path) -> Iterator[tuple[str, Path]]:
         server.stop()
 
 
-async def _prepare(owner_dsn: str) -> str:
+async def prepare_database(owner_dsn: str) -> str:
+    """A migrated, seeded ``nemo_bench`` database; the context role's DSN for it."""
     conn = await connect(owner_dsn)
     try:
         await conn.execute("CREATE DATABASE nemo_bench")
@@ -113,9 +114,9 @@ async def measure_build_context(*, concurrency: int, seconds: float) -> ContextB
     scratch_root = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
     with (
         tempfile.TemporaryDirectory(prefix="nemo-bench-", dir=scratch_root) as scratch,
-        _seeded_database(Path(scratch)) as (owner_dsn, data_dir),
+        seeded_database(Path(scratch)) as (owner_dsn, data_dir),
     ):
-        context_dsn = await _prepare(owner_dsn)
+        context_dsn = await prepare_database(owner_dsn)
         port = free_port()
         environment = {
             "NEMO_CONTEXT_LISTEN_ADDRESS": f"127.0.0.1:{port}",

@@ -131,7 +131,8 @@ INSTRUCTION_PATTERNS: tuple[str, ...] = (
     r"\bdisable your filters\b",
 )
 
-_COMPILED = tuple(re.compile(pattern) for pattern in INSTRUCTION_PATTERNS)
+# One alternation: a single scan of the text instead of one per pattern.
+_COMPILED = re.compile("|".join(f"(?:{pattern})" for pattern in INSTRUCTION_PATTERNS))
 
 
 def fold(text: str) -> str:
@@ -145,4 +146,4 @@ def fold(text: str) -> str:
 def looks_like_instructions(text: str) -> bool:
     """Whether ``text`` contains an instruction aimed at the model."""
     folded = " ".join(fold(text).split())
-    return any(pattern.search(folded) for pattern in _COMPILED)
+    return _COMPILED.search(folded) is not None
