@@ -108,6 +108,19 @@ async def prepare_database(owner_dsn: str) -> str:
     return dsn_with(dsn, user="nemo_context")
 
 
+def context_environment(port: int, context_dsn: str, scratch: Path) -> dict[str, str]:
+    """The settings of a benchmark context service: on ``port``, the gateway as its caller
+    (token :data:`CALLER_TOKEN`), snapshots under ``scratch``."""
+    return {
+        "NEMO_CONTEXT_LISTEN_ADDRESS": f"127.0.0.1:{port}",
+        "NEMO_CONTEXT_DATABASE_URL": context_dsn,
+        "NEMO_CONTEXT_CALLER_TOKENS": f'{{"gateway": "{CALLER_TOKEN}"}}',
+        "NEMO_CONTEXT_PSEUDONYM_KEY": secrets.token_hex(32),
+        "NEMO_CONTEXT_SNAPSHOT_DIR": str(scratch / "snapshots"),
+        "NEMO_CONTEXT_LOG_LEVEL": "WARNING",
+    }
+
+
 async def measure_build_context(*, concurrency: int, seconds: float) -> ContextBenchmark:
     """Load BuildContext(tutor_hint, persist) from ``concurrency`` callers for ``seconds``, and
     the floor (the build's read alone) the same way, on the same database."""
@@ -118,14 +131,7 @@ async def measure_build_context(*, concurrency: int, seconds: float) -> ContextB
     ):
         context_dsn = await prepare_database(owner_dsn)
         port = free_port()
-        environment = {
-            "NEMO_CONTEXT_LISTEN_ADDRESS": f"127.0.0.1:{port}",
-            "NEMO_CONTEXT_DATABASE_URL": context_dsn,
-            "NEMO_CONTEXT_CALLER_TOKENS": f'{{"gateway": "{CALLER_TOKEN}"}}',
-            "NEMO_CONTEXT_PSEUDONYM_KEY": secrets.token_hex(32),
-            "NEMO_CONTEXT_SNAPSHOT_DIR": str(Path(scratch) / "snapshots"),
-            "NEMO_CONTEXT_LOG_LEVEL": "WARNING",
-        }
+        environment = context_environment(port, context_dsn, Path(scratch))
         saved = {key: os.environ.get(key) for key in environment}
         os.environ.update(environment)
         try:

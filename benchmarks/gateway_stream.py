@@ -30,8 +30,7 @@ from pathlib import Path
 import grpc.aio
 import psutil
 
-from benchmarks.context import CALLER_TOKEN as CONTEXT_TOKEN
-from benchmarks.context import prepare_database, seeded_database
+from benchmarks.context import context_environment, prepare_database, seeded_database
 from benchmarks.gateway import CALLER_TOKEN, gateway_settings
 from benchmarks.load import server_process
 from nemo.gateway.v1 import gateway_service_pb2 as pb
@@ -165,12 +164,7 @@ async def measure_streaming(seconds: float) -> str:
         context_port = free_port()
         environment = {
             **os.environ,
-            "NEMO_CONTEXT_LISTEN_ADDRESS": f"127.0.0.1:{context_port}",
-            "NEMO_CONTEXT_DATABASE_URL": context_dsn,
-            "NEMO_CONTEXT_CALLER_TOKENS": f'{{"gateway": "{CONTEXT_TOKEN}"}}',
-            "NEMO_CONTEXT_PSEUDONYM_KEY": secrets.token_hex(32),
-            "NEMO_CONTEXT_SNAPSHOT_DIR": str(Path(scratch) / "snapshots"),
-            "NEMO_CONTEXT_LOG_LEVEL": "WARNING",
+            **context_environment(context_port, context_dsn, Path(scratch)),
         }
         with server_process(["-m", "nemo_context"], context_port, environment):
             for deltas in DELTA_COUNTS:
