@@ -69,6 +69,9 @@ logger = logging.getLogger(__name__)
 
 SUMMARY_PROMPT = "tutor.summarize_conversation"
 BROKEN_TURN_RECORD_SECONDS = 2.0
+TURN_RECORD_RESERVE_SECONDS = 0.25
+"""Kept back from the model's share of the caller's deadline, besides the fallback reserve: a
+baseline reply is recorded (a context service write) before the stream ends."""
 EMPTY_REPLY = "EMPTY_REPLY"
 
 
@@ -263,7 +266,9 @@ class ChatStreamer:
     ) -> AsyncGenerator[str, None]:
         """Text deltas; a stream that breaks before its first delta is started again while
         retries and time are left."""
-        deadline = model_deadline(self._settings.fallback_reserve_seconds)
+        deadline = model_deadline(
+            self._settings.fallback_reserve_seconds + TURN_RECORD_RESERVE_SECONDS
+        )
         restarts = 0
         while True:
             opened = False
