@@ -66,7 +66,7 @@ def _join(run: list[Passage]) -> Passage:
 
 def _suspicious(passage: Passage) -> bool:
     """Whether the passage gives orders or tries to step out of its data block."""
-    return looks_like_instructions(passage.text) or any(
+    return looks_like_instructions(f"{passage.title}\n{passage.text}") or any(
         has_data_tag(field) for field in (passage.text, passage.title, passage.document_id)
     )
 
