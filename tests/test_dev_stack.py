@@ -68,6 +68,7 @@ SERVICE_RPCS = {
             "GetKnowledgeNode",
             "GetSnapshot",
             "ListPurposes",
+            "StoreGeneratedItems",
         }
     },
     "NEMO_GATEWAY_ADDR": {

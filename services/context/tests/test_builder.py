@@ -4,6 +4,7 @@ weakest first, evidence without answers, isolation between learners, and the gat
 from __future__ import annotations
 
 import dataclasses
+from datetime import datetime
 from typing import Any
 
 import grpc
@@ -238,8 +239,10 @@ class _AlteredRepository:
         self._real = PostgresLearnerRepository(pool)
         self._alter = alter
 
-    async def read(self, learner_id: str, purpose: Purpose) -> LearnerRecord | None:
-        record = await self._real.read(learner_id, purpose)
+    async def read(
+        self, learner_id: str, purpose: Purpose, as_of: datetime
+    ) -> LearnerRecord | None:
+        record = await self._real.read(learner_id, purpose, as_of)
         assert record is not None
         altered: LearnerRecord = self._alter(record)
         return altered
