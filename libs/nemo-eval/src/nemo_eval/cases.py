@@ -35,12 +35,24 @@ CONTENT = (
     Case(
         "coral.generate_items",
         "identities g8",
-        variables={"topic": "Hằng đẳng thức", "subject": "math", "grade": 8, "count": 2},
+        variables={
+            "topic": "Hằng đẳng thức",
+            "subject": "math",
+            "grade": 8,
+            "node_id": "math-08-algebraic-identities",
+            "count": 2,
+        },
     ),
     Case(
         "coral.generate_items",
         "fractions g5",
-        variables={"topic": "Phân số", "subject": "math", "grade": 5, "count": 2},
+        variables={
+            "topic": "Phân số",
+            "subject": "math",
+            "grade": 5,
+            "node_id": "math-05-fractions",
+            "count": 2,
+        },
     ),
     Case(
         "coral.evaluate_item",
