@@ -17,8 +17,6 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-import grpc.aio
-
 from nemo_eval import metrics, report
 from nemo_eval.cases import CASES
 from nemo_eval.runner import Result, Runner
@@ -36,16 +34,15 @@ async def evaluate(out_dir: Path, label: str) -> int:
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="work-", dir=out_dir) as work:
         async with eval_stack(Path(work), choice, _progress) as stack:
-            async with grpc.aio.insecure_channel(stack.gateway_address) as channel:
-                runner = Runner(stack, channel)
-                results: list[Result] = []
-                for number, case in enumerate(CASES, start=1):
-                    result = await runner.run(case)
-                    results.append(result)
-                    _progress(
-                        f"[{number}/{len(CASES)}] {case.prompt_id} {case.label}: {result.path}"
-                        f"{'/' + result.reason if result.reason else ''} in {result.seconds:.1f} s"
-                    )
+            runner = Runner(stack)
+            results: list[Result] = []
+            for number, case in enumerate(CASES, start=1):
+                result = await runner.run(case)
+                results.append(result)
+                _progress(
+                    f"[{number}/{len(CASES)}] {case.prompt_id} {case.label}: {result.path}"
+                    f"{'/' + result.reason if result.reason else ''} in {result.seconds:.1f} s"
+                )
             rules = metrics.guardrail_rules(stack.gateway_log)
             settings = stack.settings
     reports = metrics.summarise(results, rules)

@@ -68,11 +68,12 @@ def _texts(output: object) -> list[str]:
 
 
 class Runner:
-    """Sends the cases to the gateway."""
+    """Sends the cases to the gateway, each on a connection of its own: the server asks a
+    client to reconnect once a connection is older than its maximum age, and a call still
+    running a grace period later is cut, which a slow model's call can outlast."""
 
-    def __init__(self, stack: EvalStack, channel: grpc.aio.Channel) -> None:
+    def __init__(self, stack: EvalStack) -> None:
         self._stack = stack
-        self._stub = gateway_service_pb2_grpc.GatewayServiceStub(channel)
         self._metadata = ((stack.metadata_key, stack.internal_token),)
         self._turns = 0
 
@@ -80,7 +81,11 @@ class Runner:
         first = len(self._stack.proxy.requests)
         started = time.monotonic()
         try:
-            result = await self._call(case, started)
+            async with grpc.aio.insecure_channel(self._stack.gateway_address) as channel:
+                stub: gateway_service_pb2_grpc.GatewayServiceAsyncStub = (
+                    gateway_service_pb2_grpc.GatewayServiceStub(channel)
+                )
+                result = await self._call(stub, case)
         except grpc.aio.AioRpcError as failed:
             reason = error_details(failed).reason or failed.code().name
             result = Result(case, "ERROR", reason, 0, 0.0, None, None)
@@ -89,10 +94,12 @@ class Runner:
         result.sent = [request.body for request in self._stack.proxy.requests[first:]]
         return result
 
-    async def _call(self, case: Case, started: float) -> Result:
+    async def _call(
+        self, stub: gateway_service_pb2_grpc.GatewayServiceAsyncStub, case: Case
+    ) -> Result:
         evaluated_at = timestamp_pb2.Timestamp(seconds=EVALUATED_AT_SECONDS)
         if case.prompt_id == "knowledge.answer":
-            answer = await self._stub.Answer(
+            answer = await stub.Answer(
                 pb.AnswerRequest(question=case.variables["question"], evaluated_at=evaluated_at),
                 metadata=self._metadata,
                 timeout=DEADLINE_SECONDS,
@@ -107,10 +114,10 @@ class Runner:
             result.uncited_sentences = check.uncited_sentence_count
             return result
         if case.prompt_id == "tutor.chat_reply":
-            return await self._chat(case, evaluated_at)
+            return await self._chat(stub, case, evaluated_at)
         variables = struct_pb2.Struct()
         variables.update(case.variables)
-        response = await self._stub.RunPrompt(
+        response = await stub.RunPrompt(
             pb.RunPromptRequest(
                 prompt_id=case.prompt_id,
                 learner_id=case.learner_id,
@@ -126,7 +133,12 @@ class Runner:
             result.texts = _texts(output)
         return result
 
-    async def _chat(self, case: Case, evaluated_at: timestamp_pb2.Timestamp) -> Result:
+    async def _chat(
+        self,
+        stub: gateway_service_pb2_grpc.GatewayServiceAsyncStub,
+        case: Case,
+        evaluated_at: timestamp_pb2.Timestamp,
+    ) -> Result:
         self._turns += 1
         request = pb.StreamPromptRequest(
             prompt_id=case.prompt_id,
@@ -137,7 +149,7 @@ class Runner:
         )
         deltas: list[str] = []
         completed: pb.StreamPromptResponse | None = None
-        async for event in self._stub.StreamPrompt(
+        async for event in stub.StreamPrompt(
             request, metadata=self._metadata, timeout=DEADLINE_SECONDS
         ):
             if event.HasField("text_delta"):
