@@ -1,7 +1,7 @@
 """BuildContext(tutor_hint) with snapshots to a local directory, against a context service process.
 
 The service runs as in production (``python -m nemo_context``) on a fresh embedded PostgreSQL
-database, migrated and seeded; every call builds L-1's tutor_hint bundle and persists its
+database, migrated and seeded; every call builds L-2041-1's tutor_hint bundle and persists its
 snapshot. Besides throughput and latency, it reports the CPU milliseconds per build spent by the
 context service process and by PostgreSQL (all its processes: backends and background workers).
 
@@ -153,7 +153,7 @@ async def _load(
     """The build's load result and PostgreSQL's CPU milliseconds per build."""
     metadata = ((DEFAULT_CALLER_TOKEN_METADATA_KEY, CALLER_TOKEN),)
     request = context_service_pb2.BuildContextRequest(
-        learner_id="L-1", purpose="tutor_hint", persist=True
+        learner_id="L-2041-1", purpose="tutor_hint", persist=True
     )
     async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
         stub = context_service_pb2_grpc.ContextServiceStub(channel)

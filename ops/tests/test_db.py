@@ -12,24 +12,24 @@ async def test_pooled_binding_does_not_outlive_its_transaction(context_dsn: str)
     # One connection, so the second block necessarily reuses the connection the first bound.
     pool = await create_pool(context_dsn, min_size=1, max_size=1)
     try:
-        async with learner_transaction(pool, ["L-1"], readonly=True) as conn:
+        async with learner_transaction(pool, ["L-2041-1"], readonly=True) as conn:
             bound = await conn.fetchval("SELECT count(*) FROM learning.mastery")
         async with pool.acquire() as conn:
             after = await conn.fetchval("SELECT count(*) FROM learning.mastery")
-        async with learner_transaction(pool, ["L-3"]) as conn:
+        async with learner_transaction(pool, ["L-2041-3"]) as conn:
             other = {row[0] for row in await conn.fetch("SELECT learner_id FROM learning.goals")}
     finally:
         await pool.close()
     assert bound >= 13
     assert after == 0
-    assert other == {"L-3"}
+    assert other == {"L-2041-3"}
 
 
 async def test_readonly_transaction_refuses_writes(context_dsn: str) -> None:
     conn = await connect(context_dsn)
     try:
         with pytest.raises(asyncpg.ReadOnlySQLTransactionError):
-            async with learner_transaction(conn, ["L-1"], readonly=True):
+            async with learner_transaction(conn, ["L-2041-1"], readonly=True):
                 await conn.execute(
                     "UPDATE learning.chat_sessions SET status = 'closed' WHERE id = 'CS-L1-TUTOR'"
                 )
@@ -37,7 +37,7 @@ async def test_readonly_transaction_refuses_writes(context_dsn: str) -> None:
         await conn.close()
 
 
-@pytest.mark.parametrize("learner_ids", [["L-1,L-2"], [""], "L-1"])
+@pytest.mark.parametrize("learner_ids", [["L-2041-1,L-2041-2"], [""], "L-2041-1"])
 async def test_bindings_that_could_widen_are_rejected(
     context_dsn: str, learner_ids: list[str] | str
 ) -> None:
@@ -56,7 +56,7 @@ async def test_json_columns_decode_to_python_values(owner_dsn: str) -> None:
     try:
         model = await conn.fetchval(
             "SELECT model_json FROM learning.learner_model_versions"
-            " WHERE learner_id = 'L-1' AND kind = 'readiness' ORDER BY version DESC LIMIT 1"
+            " WHERE learner_id = 'L-2041-1' AND kind = 'readiness' ORDER BY version DESC LIMIT 1"
         )
         echoed = await conn.fetchval("SELECT $1::jsonb", {"tên": "Hằng đẳng thức", "n": [1, 2]})
     finally:

@@ -28,7 +28,7 @@ CUT = ("Partial reply that ", "never finishes ", "properly.")
 
 @pytest.fixture
 async def chat_session(stack: Stack) -> AsyncIterator[str]:
-    """A new session of L-1: one finished turn T1, then T2 whose assistant message failed."""
+    """A new session of L-2041-1: one finished turn T1, then T2 whose assistant message failed."""
     session_id = f"CS-JOURNEY-{secrets.token_hex(6)}"
     messages = (
         ("T1", "user", "completed", EARLIER_QUESTION),
@@ -39,12 +39,14 @@ async def chat_session(stack: Stack) -> AsyncIterator[str]:
     conn = await connect(stack.owner_dsn)
     try:
         await conn.execute(
-            "INSERT INTO learning.chat_sessions (id, learner_id) VALUES ($1, 'L-1')", session_id
+            "INSERT INTO learning.chat_sessions (id, learner_id) VALUES ($1, 'L-2041-1')",
+            session_id,
         )
         for seq, (turn_id, role, status, content) in enumerate(messages, start=1):
             await conn.execute(
                 "INSERT INTO learning.chat_messages (id, session_id, learner_id, turn_id, seq,"
-                " role, type, status, content) VALUES ($1, $2, 'L-1', $3, $4, $5, 'text', $6, $7)",
+                " role, type, status, content)"
+                " VALUES ($1, $2, 'L-2041-1', $3, $4, $5, 'text', $6, $7)",
                 f"{session_id}-M{seq}",
                 session_id,
                 turn_id,

@@ -31,8 +31,19 @@ from nemo_core.errors import ServiceError
 
 from .conftest import CounterTotal
 
-LEARNER = "L-1"
-LINKED = frozenset({"L-1", "F-1", "U-L1", "U-P1", "U-P4", "U-G1", "U-G3", "U-M1"})
+LEARNER = "L-2041-1"
+LINKED = frozenset(
+    {
+        "L-2041-1",
+        "F-2041-1",
+        "U-2041-L1",
+        "U-2041-P1",
+        "U-2041-P4",
+        "U-2041-G1",
+        "U-2041-G3",
+        "U-2041-M1",
+    }
+)
 
 
 def _struct(value: dict[str, Any]) -> Struct:
@@ -98,8 +109,8 @@ def test_a_name_field_deep_in_nested_messages_structs_and_lists_is_blocked() -> 
 
 def test_map_keys_of_a_proto_map_are_checked_as_names_and_as_text() -> None:
     assert _blocked(error_details_pb2.ErrorInfo(metadata={"email": "x"}))
-    assert _blocked(error_details_pb2.ErrorInfo(metadata={"note": "for U-P1"}))
-    assert _blocked(error_details_pb2.ErrorInfo(metadata={"U-M1": "mentor"}))
+    assert _blocked(error_details_pb2.ErrorInfo(metadata={"note": "for U-2041-P1"}))
+    assert _blocked(error_details_pb2.ErrorInfo(metadata={"U-2041-M1": "mentor"}))
     assert not _blocked(error_details_pb2.ErrorInfo(metadata={"note": "node math-08-slope"}))
 
 
@@ -111,19 +122,30 @@ def test_json_held_in_a_string_is_parsed_and_walked() -> None:
 
 
 @pytest.mark.parametrize(
-    "text", ["see L-1.", "(L-1)", "l-1", "learner:L-1,x", "L-1", "nemo_L-1", "học sinh L-1 lớp 8"]
+    "text",
+    [
+        "see L-2041-1.",
+        "(L-2041-1)",
+        "l-2041-1",
+        "learner:L-2041-1,x",
+        "L-2041-1",
+        "nemo_L-2041-1",
+        "học sinh L-2041-1 lớp 8",
+    ],
 )
 def test_the_raw_id_in_free_text_is_blocked_on_token_boundaries(text: str) -> None:
     assert _blocked(pb.ContextBundle(rendered_text=text))
 
 
-@pytest.mark.parametrize("text", ["L-10", "see L-100.", "XL-1", "L-1x", "L-12 and L-19"])
+@pytest.mark.parametrize(
+    "text", ["L-2041-10", "see L-2041-100.", "XL-1", "L-1x", "L-2041-12 and L-2041-19"]
+)
 def test_longer_ids_that_contain_the_raw_id_pass(text: str) -> None:
     assert not _blocked(pb.ContextBundle(rendered_text=text))
 
 
 def test_ids_of_linked_users_are_blocked_like_the_learner_id() -> None:
-    for user_id in ("U-P1", "u-m1", "F-1"):
+    for user_id in ("U-2041-P1", "u-2041-m1", "F-2041-1"):
         assert _blocked(pb.ContextBundle(goal=pb.Goal(title=f"set by {user_id}")))
 
 
@@ -142,8 +164,8 @@ def test_json_anywhere_in_prose_is_walked_even_when_cut_short(text: str) -> None
 
 
 def test_an_id_hidden_by_a_json_escape_inside_prose_is_decoded_and_blocked() -> None:
-    assert _blocked(pb.ContextBundle(rendered_text='xem {"ref": "L\\u002d1"} nhé'))
-    assert not _blocked(pb.ContextBundle(rendered_text='xem {"ref": "L\\u002d10"} nhé'))
+    assert _blocked(pb.ContextBundle(rendered_text='xem {"ref": "L\\u002d2041\\u002d1"} nhé'))
+    assert not _blocked(pb.ContextBundle(rendered_text='xem {"ref": "L\\u002d2041\\u002d10"} nhé'))
 
 
 @pytest.mark.parametrize(
@@ -175,7 +197,7 @@ def test_repository_rows_are_checked_for_names_only() -> None:
     assert find_forbidden_name({"rows": [{"node_id": "x", "extra": '{"a": {"email": 1}}'}]})
     assert find_forbidden_name([{"model": {"steps": [{"learnerId": 3}]}}])
     # The rows carry the learner's own key for binding; values are judged in the bundle.
-    assert find_forbidden_name({"rows": [{"node_id": "L-1", "title": "[1, 2]"}]}) is None
+    assert find_forbidden_name({"rows": [{"node_id": "L-2041-1", "title": "[1, 2]"}]}) is None
 
 
 def test_gate_returns_the_message_it_checked() -> None:
@@ -187,7 +209,7 @@ def test_gate_returns_the_message_it_checked() -> None:
 def test_changing_the_original_or_a_read_copy_after_gating_changes_nothing_returned() -> None:
     bundle = pb.ContextBundle(learner_ref="nemo_0123456789ab", rendered_text="lớp 8")
     gated = gate(bundle, forbidden_values=LINKED)
-    bundle.rendered_text = "Học sinh L-1"
+    bundle.rendered_text = "Học sinh L-2041-1"
     read = gated.message
     read.rendered_text = "email: x@example.com"
     assert gated.message.rendered_text == "lớp 8"
@@ -198,7 +220,7 @@ def test_a_blocked_bundle_raises_internal_leak_blocked_and_is_logged_and_counted
     caplog: pytest.LogCaptureFixture, counter_total: CounterTotal
 ) -> None:
     before = counter_total("nemo.context.gate.blocked", {"rule": "value"})
-    bundle = pb.ContextBundle(rendered_text="Học sinh L-1 (Nguyễn Minh An)")
+    bundle = pb.ContextBundle(rendered_text="Học sinh L-2041-1 (Nguyễn Minh An)")
     with (
         caplog.at_level(logging.ERROR, logger="nemo_context.gate"),
         pytest.raises(ServiceError) as raised,
@@ -206,11 +228,11 @@ def test_a_blocked_bundle_raises_internal_leak_blocked_and_is_logged_and_counted
         gate(bundle, forbidden_values=LINKED)
     assert raised.value.code is grpc.StatusCode.INTERNAL
     assert raised.value.reason == CONTEXT_LEAK_BLOCKED
-    assert "L-1" not in raised.value.message
+    assert "L-2041-1" not in raised.value.message
     assert counter_total("nemo.context.gate.blocked", {"rule": "value"}) == before + 1
     [record] = [r for r in caplog.records if r.name == "nemo_context.gate"]
     logged = json.dumps({**vars(record), "args": None, "msg": record.getMessage()}, default=str)
-    assert "L-1" not in logged
+    assert "L-2041-1" not in logged
     assert "Nguyễn" not in logged
     assert record.__dict__["gate_rule"] == "value"
 
@@ -226,7 +248,7 @@ def test_text_added_after_gating_is_checked_too() -> None:
     assert referenced.message.input_ref.startswith("ai-context/")
     assert referenced.message.rendered_text == "lớp 8"
     assert gated.message.input_ref == ""  # the gated original is left as it was
-    for fields in ({"input_ref": "ai-context/L-1/x.json"}, {"email": "x"}):
+    for fields in ({"input_ref": "ai-context/L-2041-1/x.json"}, {"email": "x"}):
         with pytest.raises(ServiceError) as raised:
             gated.with_text(**fields)
         assert raised.value.reason == CONTEXT_LEAK_BLOCKED
@@ -234,7 +256,7 @@ def test_text_added_after_gating_is_checked_too() -> None:
 
 def test_a_single_string_of_forbidden_values_is_refused() -> None:
     with pytest.raises(TypeError):
-        gate(pb.ContextBundle(), forbidden_values="L-1")
+        gate(pb.ContextBundle(), forbidden_values="L-2041-1")
 
 
 # Property: planted names or ids are always found; clean structures (with look-alike ids) pass.
@@ -243,7 +265,9 @@ def test_a_single_string_of_forbidden_values_is_refused() -> None:
 _SAFE_TEXT = st.text(
     alphabet="abcdefghijklmnopqrstuvwxyzLUFMP0123456789 .,:;()ăâđêôơưáàảãạ", max_size=20
 )
-_LOOKALIKES = st.sampled_from(["L-10", "L-100", "XL-1", "L-1x", "U-P10", "F-12", "U-M11"])
+_LOOKALIKES = st.sampled_from(
+    ["L-2041-10", "L-2041-100", "XL-1", "L-1x", "U-2041-P10", "F-2041-12", "U-2041-M11"]
+)
 _SAFE_KEYS = st.sampled_from(
     ["node_title", "title", "learner_ref", "grade", "mastery", "notes", "items", "nodeId"]
 )

@@ -191,7 +191,7 @@ async def test_unknown_and_expired_snapshots_are_not_found(store: DigestedSnapsh
 
 
 async def test_keys_of_another_shape_never_reach_the_backend(store: DigestedSnapshotStore) -> None:
-    for key in ("../../etc/passwd", "ai-context/2026-01-02/L-1/x.json", ""):
+    for key in ("../../etc/passwd", "ai-context/2026-01-02/L-2041-1/x.json", ""):
         with pytest.raises(ValueError, match="not a snapshot key"):
             await store.get(key)
         with pytest.raises(ValueError, match="not a snapshot key"):

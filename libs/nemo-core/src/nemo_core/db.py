@@ -4,8 +4,8 @@ Learner-keyed tables carry row-level security that shows a transaction only the 
 to it (``nemo.learner_ids``). :func:`learner_transaction` is the one way to bind them::
 
     pool = await create_pool(settings.database_url)
-    async with learner_transaction(pool, ["L-1"], readonly=True) as conn:
-        rows = await conn.fetch("SELECT node_id, mastery FROM learning.mastery")  # L-1 only
+    async with learner_transaction(pool, ["L-2041-1"], readonly=True) as conn:
+        rows = await conn.fetch("SELECT node_id, mastery FROM learning.mastery")  # L-2041-1 only
 """
 
 from __future__ import annotations

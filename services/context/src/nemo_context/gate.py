@@ -8,8 +8,8 @@ held anywhere inside strings, even cut short — and refuses it when it finds
 - a forbidden field name (see :data:`FORBIDDEN_FIELD_NAMES`), compared after camelCase is turned
   into snake_case and the name is lower-cased, matched as a whole name so ``node_title`` passes;
 - one of the forbidden values (the learner's raw id, the ids of users linked to the learner)
-  inside any string, case-insensitively and on token boundaries, so ``L-1`` is caught in
-  "see L-1." but not inside ``L-10``;
+  inside any string, case-insensitively and on token boundaries, so ``L-2041-1`` is caught in
+  "see L-2041-1." but not inside ``L-2041-10``;
 - text whose embedded JSON cannot be read in linear time (thousands of nested ``[[``): it
   cannot be shown clean, so it is refused too.
 
@@ -100,7 +100,7 @@ def is_forbidden_field_name(name: str) -> bool:
 @lru_cache(maxsize=1024)
 def value_pattern(values: tuple[str, ...]) -> re.Pattern[str] | None:
     """The pattern matching any of ``values`` as the gate does; None when there are none."""
-    # Boundaries are "not a letter or digit on either side": "L-1." and "(L-1)" match, "L-10",
+    # Boundaries are "not a letter or digit on either side": "L-2041-1." and "(L-2041-1)" match, "L-2041-10",
     # "XL-1" do not. Longest first, so a shorter id never shadows a longer one in the alternation.
     alternatives = sorted({value for value in values if value}, key=len, reverse=True)
     if not alternatives:

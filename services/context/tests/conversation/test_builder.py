@@ -106,7 +106,7 @@ def contents(bundle: pb.ConversationBundle) -> list[str]:
 async def test_second_turn_includes_the_first(
     context_pool: Pool, make_session: MakeSession
 ) -> None:
-    session = await make_session("L-1")
+    session = await make_session("L-2041-1")
     await record(context_pool, session, "T1", exchange("(a + b)² là gì ạ?", "a² + 2ab + b²."))
     bundle = await build(context_pool, session, "T2", "Vậy (a - b)² thì sao ạ?")
     assert contents(bundle) == ["(a + b)² là gì ạ?", "a² + 2ab + b²."]
@@ -154,7 +154,7 @@ async def test_cut_stream_and_failed_replies_are_not_context(context_pool: Pool)
 async def test_a_partial_reply_recorded_by_the_gateway_is_never_reused(
     context_pool: Pool, make_session: MakeSession
 ) -> None:
-    session = await make_session("L-1")
+    session = await make_session("L-2041-1")
     await record(context_pool, session, "T1", exchange("Câu một?", "Trả lời một."))
     await record(context_pool, session, "T2", exchange("Câu hai?", "Trả lời bị cắt giữa", PARTIAL))
     bundle = await build(context_pool, session, "T3")
@@ -163,7 +163,7 @@ async def test_a_partial_reply_recorded_by_the_gateway_is_never_reused(
 
 # Seed 004, scenario 3: the current turn's stored messages are not repeated as history.
 async def test_current_turn_is_excluded(context_pool: Pool, make_session: MakeSession) -> None:
-    session = await make_session("L-1")
+    session = await make_session("L-2041-1")
     await record(context_pool, session, "T1", exchange("Câu một?", "Trả lời một."))
     # The gateway stored the current question already (as the demo's pending T5 message is).
     await record(context_pool, session, "T2", [said(pb.MESSAGE_ROLE_USER, "Câu hai?")])
@@ -177,7 +177,7 @@ async def test_current_turn_is_excluded(context_pool: Pool, make_session: MakeSe
 async def test_long_conversation_keeps_the_window_and_the_summary(
     context_pool: Pool, make_session: MakeSession
 ) -> None:
-    session = await make_session("L-1")
+    session = await make_session("L-2041-1")
     for turn in range(1, 13):
         summary = pb.SummaryUpdate(summary="Tóm tắt lượt 1 đến 3.") if turn == 3 else None
         await record(
@@ -218,7 +218,7 @@ async def test_long_conversation_keeps_the_window_and_the_summary(
 async def test_without_a_summary_dropped_turns_are_stale(
     context_pool: Pool, make_session: MakeSession
 ) -> None:
-    session = await make_session("L-1")
+    session = await make_session("L-2041-1")
     for turn in range(1, 4):
         await record(context_pool, session, f"T{turn}", exchange(f"Hỏi {turn}", f"Đáp {turn}"))
     bundle = await build(context_pool, session, "T4", recent_turns=2)
@@ -230,7 +230,7 @@ async def test_without_a_summary_dropped_turns_are_stale(
 
 # Seed 004, scenario 5: an empty session builds without error.
 async def test_empty_session(context_pool: Pool, make_session: MakeSession) -> None:
-    session = await make_session("L-3")
+    session = await make_session("L-2041-3")
     bundle = await build(context_pool, session, "T1", "Phân số là gì ạ?")
     assert list(bundle.recent_messages) == []
     assert bundle.conversation_summary == ""
@@ -241,7 +241,7 @@ async def test_empty_session(context_pool: Pool, make_session: MakeSession) -> N
     assert not bundle.state.extracted_info.fields
     assert not bundle.state.agent_state.fields
     assert bundle.profile.grade == 5
-    assert bundle.learner_ref == PSEUDONYMS.learner_ref("L-3")
+    assert bundle.learner_ref == PSEUDONYMS.learner_ref("L-2041-3")
     assert [hit.node.node_id for hit in bundle.retrieved_knowledge] == ["math-05-fractions"]
 
 
@@ -249,7 +249,7 @@ async def test_empty_session(context_pool: Pool, make_session: MakeSession) -> N
 async def test_over_budget_trims_oldest_first_and_keeps_message_and_state(
     context_pool: Pool, make_session: MakeSession
 ) -> None:
-    session = await make_session("L-1")
+    session = await make_session("L-2041-1")
     padding = " — một lời giải thích dài về khai triển bình phương của một tổng" * 4
     for turn in range(1, 7):
         await record(
@@ -293,7 +293,7 @@ async def test_state_profile_and_knowledge_of_the_demo_session(context_pool: Poo
     assert json_format.MessageToDict(bundle.state.agent_state)["pending_exercise"] == "(x + 5)²"
     assert bundle.profile.grade == 8
     assert not bundle.profile.HasField("age_years")  # minimal profile: the grade only
-    assert bundle.learner_ref == PSEUDONYMS.learner_ref("L-1")
+    assert bundle.learner_ref == PSEUDONYMS.learner_ref("L-2041-1")
     assert bundle.conversation_summary.startswith("Học sinh hỏi về hằng đẳng thức")
     assert bundle.meta.summary_version == 1
     assert not bundle.meta.summary_stale
@@ -306,14 +306,14 @@ async def test_state_profile_and_knowledge_of_the_demo_session(context_pool: Poo
 async def test_knowledge_named_in_the_message_is_retrieved(
     context_pool: Pool, make_session: MakeSession
 ) -> None:
-    session = await make_session("L-1")
+    session = await make_session("L-2041-1")
     bundle = await build(context_pool, session, "T1", "Em chưa hiểu hệ số góc của đường thẳng ạ.")
     assert [hit.node.title for hit in bundle.retrieved_knowledge] == ["Hệ số góc"]
 
 
 async def test_sessions_of_other_learners_stay_apart(context_pool: Pool) -> None:
     bundle = await build(context_pool, "CS-L2-TUTOR", "T2")
-    assert bundle.learner_ref == PSEUDONYMS.learner_ref("L-2")
+    assert bundle.learner_ref == PSEUDONYMS.learner_ref("L-2041-2")
     assert bundle.profile.grade == 6
     assert contents(bundle) == [
         "Vì sao âm nhân âm lại ra dương ạ?",
@@ -338,33 +338,35 @@ async def test_every_statement_is_bound_to_the_sessions_learner(context_dsn: str
     [lookup] = [s for s in statements if "chat_session_learner" in s.query]
     assert lookup.args == ("CS-L2-TUTOR",)
     [bind] = [s for s in statements if LEARNER_IDS_SETTING in s.args]
-    assert bind.args == (LEARNER_IDS_SETTING, "L-2")
+    assert bind.args == (LEARNER_IDS_SETTING, "L-2041-2")
     reads = [s for s in statements if "learning." in s.query and s is not lookup]
     assert len(reads) >= 5
     for statement in reads:
-        assert "L-2" in statement.args, statement.query
+        assert "L-2041-2" in statement.args, statement.query
         assert queries.index(bind.query) < queries.index(statement.query)
 
 
 async def test_keys_typed_into_chat_are_masked(
     context_pool: Pool, make_session: MakeSession
 ) -> None:
-    session = await make_session("L-1")
+    session = await make_session("L-2041-1")
     await record(
         context_pool,
         session,
         "T1",
-        exchange("Mã học sinh của em là L-1, tài khoản mẹ em là u-p1.", "Cô nhớ rồi."),
+        exchange("Mã học sinh của em là L-2041-1, tài khoản mẹ em là u-2041-p1.", "Cô nhớ rồi."),
     )
-    bundle = await build(context_pool, session, "T2", "Em là L-1 đây ạ, bạn L-10 ngồi cạnh em.")
+    bundle = await build(
+        context_pool, session, "T2", "Em là L-2041-1 đây ạ, bạn L-2041-10 ngồi cạnh em."
+    )
     assert contents(bundle)[0] == f"Mã học sinh của em là {MASK}, tài khoản mẹ em là {MASK}."
-    assert bundle.current_user_message == f"Em là {MASK} đây ạ, bạn L-10 ngồi cạnh em."
+    assert bundle.current_user_message == f"Em là {MASK} đây ạ, bạn L-2041-10 ngồi cạnh em."
 
 
 async def test_chat_text_naming_forbidden_fields_is_redacted_not_refused(
     context_pool: Pool, make_session: MakeSession
 ) -> None:
-    session = await make_session("L-1")
+    session = await make_session("L-2041-1")
     reply = 'Các từ mới: "name": tên, "address": địa chỉ, "Email" : thư điện tử.'
     await record(context_pool, session, "T1", exchange("Dạy em vài từ tiếng Anh ạ.", reply))
     await record(
@@ -382,8 +384,8 @@ async def test_chat_text_naming_forbidden_fields_is_redacted_not_refused(
 async def test_chat_text_the_gate_cannot_read_is_omitted_not_refused(
     context_pool: Pool, make_session: MakeSession
 ) -> None:
-    session = await make_session("L-1")
-    hidden_id = 'xem {"ref": "L\\u002d1"} nhé'
+    session = await make_session("L-2041-1")
+    hidden_id = 'xem {"ref": "L\\u002d2041\\u002d1"} nhé'
     await record(context_pool, session, "T1", exchange(hidden_id, "Cô xem rồi."))
     bundle = await build(context_pool, session, "T2", "[" * 5000 + '"x"')
     assert contents(bundle) == [OMITTED, "Cô xem rồi."]
@@ -393,11 +395,11 @@ async def test_chat_text_the_gate_cannot_read_is_omitted_not_refused(
 async def test_a_key_in_the_structured_state_is_blocked(
     context_pool: Pool, make_session: MakeSession
 ) -> None:
-    session = await make_session("L-1")
+    session = await make_session("L-2041-1")
     await record(context_pool, session, "T1", exchange("Hỏi", "Đáp"))
     # RecordTurn refuses such a state; one stored by any other path is still never returned.
-    async with learner_transaction(context_pool, ["L-1"]) as conn:
-        await store.write_state(conn, session, "L-1", {"learner": "L-1"}, {})
+    async with learner_transaction(context_pool, ["L-2041-1"]) as conn:
+        await store.write_state(conn, session, "L-2041-1", {"learner": "L-2041-1"}, {})
     with pytest.raises(ServiceError) as caught:
         await build(context_pool, session, "T2")
     assert (caught.value.code, caught.value.reason) == (

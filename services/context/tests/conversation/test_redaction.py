@@ -11,13 +11,15 @@ from nemo_context.conversation.redaction import (
 )
 from nemo_context.gate import find_leak
 
-FORBIDDEN = frozenset({"L-1", "U-P1", "F-1"})
+FORBIDDEN = frozenset({"L-2041-1", "U-2041-P1", "F-2041-1"})
 
 
 def test_keys_are_masked_case_insensitively_on_token_boundaries() -> None:
-    text = "Mã của em là l-1, mẹ em là U-P1 (gia đình F-1). Bạn L-10 thì khác."
+    text = "Mã của em là l-2041-1, mẹ em là U-2041-P1 (gia đình F-2041-1). Bạn L-2041-10 thì khác."
     masked = mask_keys(text, FORBIDDEN)
-    assert masked == f"Mã của em là {MASK}, mẹ em là {MASK} (gia đình {MASK}). Bạn L-10 thì khác."
+    assert (
+        masked == f"Mã của em là {MASK}, mẹ em là {MASK} (gia đình {MASK}). Bạn L-2041-10 thì khác."
+    )
     assert find_leak(masked, forbidden_values=FORBIDDEN) is None
     assert find_leak(text, forbidden_values=FORBIDDEN) is not None
 
@@ -43,6 +45,6 @@ def test_a_name_spelled_with_a_json_escape_is_masked_too() -> None:
 
 
 def test_text_still_refused_after_masking_is_omitted() -> None:
-    assert redact_chat_text('{"ref": "L\\u002d1"}', FORBIDDEN) == OMITTED
+    assert redact_chat_text('{"ref": "L\\u002d2041\\u002d1"}', FORBIDDEN) == OMITTED
     assert redact_chat_text("[" * 3000 + '"x"', FORBIDDEN) == OMITTED
-    assert redact_chat_text('{"ref": "L\\u002d10"}', FORBIDDEN) == '{"ref": "L\\u002d10"}'
+    assert redact_chat_text('{"ref": "L\\u002d2041\\u002d10"}', FORBIDDEN) == '{"ref": "L\\u002d2041\\u002d10"}'

@@ -272,7 +272,7 @@ class CheckLearnerAccessRequest(_message.Message):
     learner_id: _builtins.str
     """The learner the call is about."""
     resource_scope: _builtins.str
-    """A grant's resource scope: "*", "user", "learner:L-1,learner:L-2" or "family:F-1"."""
+    """A grant's resource scope: "*", "user", "learner:L-2041-1,learner:L-2041-2" or "family:F-2041-1"."""
     def __init__(
         self,
         *,
