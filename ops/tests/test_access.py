@@ -52,6 +52,10 @@ async def rolled_back(conn: asyncpg.Connection) -> AsyncIterator[None]:
         await transaction.rollback()
 
 
+class _RolledBackError(Exception):
+    """Raised inside a transaction to roll it back once its writes succeeded."""
+
+
 @pytest.fixture
 async def owner(owner_dsn: str) -> AsyncIterator[asyncpg.Connection]:
     conn = await connect(owner_dsn)
@@ -298,13 +302,16 @@ async def test_writes_must_carry_a_bound_learner(context: asyncpg.Connection) ->
         async with context.transaction():
             await context.execute(insert)
 
-    async with rolled_back(context), learner_transaction(context, ["L-2041-1"]):
-        await context.execute(insert)
-        await context.execute(
-            "INSERT INTO learning.conversation_state (session_id, learner_id, agent_state)"
-            " VALUES ('CS-L1-TUTOR', 'L-2041-1', '{}')"
-            " ON CONFLICT (session_id) DO UPDATE SET agent_state = EXCLUDED.agent_state"
-        )
+    # Bound to the row's learner, both writes succeed (then roll back, leaving the demo data).
+    with pytest.raises(_RolledBackError):
+        async with learner_transaction(context, ["L-2041-1"]):
+            await context.execute(insert)
+            await context.execute(
+                "INSERT INTO learning.conversation_state (session_id, learner_id, agent_state)"
+                " VALUES ('CS-L1-TUTOR', 'L-2041-1', '{}')"
+                " ON CONFLICT (session_id) DO UPDATE SET agent_state = EXCLUDED.agent_state"
+            )
+            raise _RolledBackError
 
 
 async def test_context_role_writes_only_conversation_tables(context: asyncpg.Connection) -> None:

@@ -5,7 +5,16 @@ from __future__ import annotations
 import asyncpg
 import pytest
 
-from nemo_core.db import connect, create_pool, dsn_with, learner_transaction
+from nemo_core.db import (
+    LEARNER_IDS_SETTING,
+    NestedLearnerTransactionError,
+    connect,
+    create_pool,
+    dsn_with,
+    learner_transaction,
+)
+
+_MASTERY_OWNERS = "SELECT DISTINCT learner_id FROM learning.mastery"
 
 
 async def test_pooled_binding_does_not_outlive_its_transaction(context_dsn: str) -> None:
@@ -23,6 +32,55 @@ async def test_pooled_binding_does_not_outlive_its_transaction(context_dsn: str)
     assert bound >= 13
     assert after == 0
     assert other == {"L-2041-3"}
+
+
+@pytest.mark.parametrize(
+    "session_binding",
+    [
+        f"SELECT set_config('{LEARNER_IDS_SETTING}', 'L-2041-1', false)",
+        f"SET {LEARNER_IDS_SETTING} = 'L-2041-1'",
+    ],
+)
+async def test_a_session_level_binding_never_reaches_the_next_user(
+    context_dsn: str, session_binding: str
+) -> None:
+    # One connection: whoever comes next reuses the one L-2041-1's code bound for the session,
+    # once inside a learner transaction and once outside any.
+    pool = await create_pool(context_dsn, min_size=1, max_size=1)
+    try:
+        async with learner_transaction(pool, ["L-2041-1"]) as conn:
+            await conn.execute(session_binding)
+        async with pool.acquire() as conn:
+            unbound = await conn.fetch(_MASTERY_OWNERS)
+            await conn.execute(session_binding)
+        async with learner_transaction(pool, ["L-2041-2"], readonly=True) as conn:
+            other = {row[0] for row in await conn.fetch(_MASTERY_OWNERS)}
+        async with pool.acquire() as conn:
+            after = await conn.fetch(_MASTERY_OWNERS)
+    finally:
+        await pool.close()
+    assert unbound == []
+    assert other == {"L-2041-2"}
+    assert after == []
+
+
+async def test_a_nested_learner_transaction_is_refused_and_the_outer_binding_kept(
+    context_dsn: str,
+) -> None:
+    pool = await create_pool(context_dsn, min_size=1, max_size=1)
+    try:
+        async with learner_transaction(pool, ["L-2041-1"], readonly=True) as conn:
+            with pytest.raises(NestedLearnerTransactionError):
+                async with learner_transaction(conn, ["L-2041-2"], readonly=True):
+                    pytest.fail("a nested learner transaction ran")
+            owners = {row[0] for row in await conn.fetch(_MASTERY_OWNERS)}
+        # The refused nesting left the connection usable for the next learner.
+        async with learner_transaction(pool, ["L-2041-2"], readonly=True) as conn:
+            next_owners = {row[0] for row in await conn.fetch(_MASTERY_OWNERS)}
+    finally:
+        await pool.close()
+    assert owners == {"L-2041-1"}
+    assert next_owners == {"L-2041-2"}
 
 
 async def test_readonly_transaction_refuses_writes(context_dsn: str) -> None:
