@@ -17,7 +17,7 @@ from nemo_testing.otlp import OtlpReceiver
 from nemo_testing.providers import ScriptedProvider, Stream
 from nemo_testing.stack import Stack
 
-from .support import Clients, clients, journey_span, services_in_trace
+from .support import Clients, clients, journey_span, services_in_trace, snapshot
 
 EARLIER_QUESTION = "What is (a + b) squared?"
 EARLIER_ANSWER = "It is a squared plus two a b plus b squared."
@@ -108,6 +108,8 @@ async def test_chat_turns_record_finished_replies_and_keep_failed_and_cut_ones_o
             finished, finished_error = await _turn(grpc_clients, chat_session, "T3", "Q3")
             cut, cut_error = await _turn(grpc_clients, chat_session, "T4", "Q4")
             after_cut, after_cut_error = await _turn(grpc_clients, chat_session, "T5", "Q5")
+            # The run record names the snapshot of exactly the bundle the model was given.
+            seen = await snapshot(grpc_clients, finished[-1].completed.run.input_ref)
 
     # T3: the failed T2 draft is not in the bundle; the reply streams delta by delta.
     t3_history = _history(scripted_provider.requests[0].json())
@@ -116,6 +118,13 @@ async def test_chat_turns_record_finished_replies_and_keep_failed_and_cut_ones_o
     assert finished_error is None
     assert [e.text_delta for e in finished if e.HasField("text_delta")] == list(FINISHED)
     assert finished[-1].completed.output.chat_reply.text == "".join(FINISHED)
+    assert seen.conversation_bundle.turn_id == "T3"
+    assert seen.conversation_bundle.current_user_message == "Q3"
+    assert [m.content for m in seen.conversation_bundle.recent_messages] == [
+        EARLIER_QUESTION,
+        EARLIER_ANSWER,
+        "And (a - b) squared?",
+    ]
 
     # T4: the finished T3 reply is history now; its stream is cut after two deltas.
     assert "".join(FINISHED) in _history(scripted_provider.requests[1].json())

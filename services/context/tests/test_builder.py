@@ -21,7 +21,7 @@ from nemo_context.gate import CONTEXT_LEAK_BLOCKED
 from nemo_context.ids import INVALID_LEARNER_ID
 from nemo_context.pseudonym import Pseudonymizer
 from nemo_context.purposes import CONVERSATION, POLICY_VERSION, PURPOSES, Purpose, Slice
-from nemo_context.repository import LearnerRecord, PostgresLearnerRepository
+from nemo_context.repository import LearnerRecord, PostgresLearnerRepository, statement_for
 from nemo_core.db import Pool, connect
 from nemo_core.errors import ServiceError
 from nemo_ops.seed_data.progress import EVIDENCE
@@ -288,6 +288,32 @@ async def test_a_repository_that_leaks_makes_the_build_fail(
         await builder.build("L-2041-1", PURPOSES[purpose], locale_pb2.LOCALE_VI)
     assert raised.value.code is grpc.StatusCode.INTERNAL
     assert raised.value.reason == CONTEXT_LEAK_BLOCKED
+
+
+@pytest.mark.parametrize(
+    "column", ["l.id AS learner_id", 'l.user_id AS "userId"', "l.family_id AS familyid"]
+)
+async def test_a_statement_that_selects_a_key_column_fails_the_build(
+    context_pool: Pool, column: str
+) -> None:
+    # The seed's case: a top-level column the builder would never copy must not pass unseen.
+    def with_key_column(purpose: Purpose) -> str:
+        return statement_for(purpose).replace(
+            "SELECT\n    l.grade,", f"SELECT\n    {column},\n    l.grade,"
+        )
+
+    repository = PostgresLearnerRepository(context_pool, statements=with_key_column)
+    record = await repository.read("L-2041-1", PURPOSES["tutor_hint"])
+    assert record is not None
+    assert column.rsplit(" AS ", 1)[1].strip('"') in record.columns  # the key was read
+    with pytest.raises(ServiceError) as raised:
+        await ContextBuilder(repository, PSEUDONYMS).build(
+            "L-2041-1", PURPOSES["tutor_hint"], locale_pb2.LOCALE_VI
+        )
+    assert (raised.value.code, raised.value.reason) == (
+        grpc.StatusCode.INTERNAL,
+        CONTEXT_LEAK_BLOCKED,
+    )
 
 
 async def test_a_node_id_with_a_photo_word_is_data_not_a_photo_field(

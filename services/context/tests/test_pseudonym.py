@@ -22,11 +22,11 @@ def _settings(**values: Any) -> ContextSettings:
     return ContextSettings(database_url="postgresql://nemo_context@localhost/nemo", **values)
 
 
-def test_ref_is_nemo_and_12_hex_of_the_keyed_hmac() -> None:
+def test_ref_is_nemo_and_24_hex_of_the_keyed_hmac() -> None:
     ref = Pseudonymizer(KEY.encode()).learner_ref("L-2041-1")
-    expected = hmac.new(KEY.encode(), b"L-2041-1", hashlib.sha256).hexdigest()[:12]
+    expected = hmac.new(KEY.encode(), b"L-2041-1", hashlib.sha256).hexdigest()[:24]
     assert ref == f"nemo_{expected}"
-    assert re.fullmatch(r"nemo_[0-9a-f]{12}", ref)
+    assert re.fullmatch(r"nemo_[0-9a-f]{24}", ref)
     assert "L-2041-1" not in ref
 
 

@@ -40,11 +40,11 @@ from nemo_core.errors import ServiceError
 from nemo_testing.ports import free_port
 from nemo_testing.s3 import S3Endpoint
 
-KEY = re.compile(r"^ai-context/(\d{4}-\d{2}-\d{2})/(nemo_[0-9a-f]{12})/[0-9a-f-]{36}\.json$")
+KEY = re.compile(r"^ai-context/(\d{4}-\d{2}-\d{2})/(nemo_[0-9a-f]{24})/[0-9a-f-]{36}\.json$")
 
 
 def new_learner_ref() -> str:
-    return f"nemo_{secrets.token_hex(6)}"
+    return f"nemo_{secrets.token_hex(12)}"
 
 
 def sample_bundle(learner_ref: str) -> lc.ContextBundle:

@@ -165,7 +165,7 @@ class ChatStreamer:
                 tally.add_usage(end.usage)
             record_tally(
                 span, tally, path="FALLBACK" if failure and not reply.parts else "MODEL",
-                reason=failure.code if failure else "",
+                reason=failure.code if failure else "", input_ref=_input_ref(prompt),
             )  # fmt: skip
         if reply.parts and (failure is not None or (end is not None and end.truncated)):
             await self._record_broken(prompt, reply.text, conv.MESSAGE_STATUS_PARTIAL)
@@ -182,7 +182,10 @@ class ChatStreamer:
             return
         output = spec.finish(ChatReplyDraft(text=reply.text), prompt)
         await self._record(prompt, reply.text, conv.MESSAGE_STATUS_COMPLETED, summary)
-        record = run_record(spec, clock, run_pb2.RUN_PATH_MODEL, "", tally, provider.name, model)
+        record = run_record(
+            spec, clock, run_pb2.RUN_PATH_MODEL, "", tally, provider.name, model,
+            input_ref=_input_ref(prompt),
+        )  # fmt: skip
         yield _completed(spec, output, record)
 
     async def _model_deltas(
@@ -234,7 +237,10 @@ class ChatStreamer:
         output = spec.baseline(prompt)
         yield gw_pb.StreamPromptResponse(text_delta=output.text)
         await self._record(prompt, output.text, conv.MESSAGE_STATUS_COMPLETED, summary)
-        record = run_record(spec, clock, run_pb2.RUN_PATH_FALLBACK, reason, tally, provider, model)
+        record = run_record(
+            spec, clock, run_pb2.RUN_PATH_FALLBACK, reason, tally, provider, model,
+            input_ref=_input_ref(prompt),
+        )  # fmt: skip
         yield _completed(spec, output, record)
 
     async def _summarize(
@@ -301,6 +307,11 @@ class ChatStreamer:
         await self._runner.context.record_turn(
             variables.session_id, variables.turn_id, messages, update, seconds=seconds
         )
+
+
+def _input_ref(prompt: PromptInput[ChatVariables]) -> str:
+    """The snapshot of the conversation bundle the turn was built from ("" if none was written)."""
+    return prompt.conversation.input_ref if prompt.conversation is not None else ""
 
 
 def _completed(
