@@ -304,14 +304,18 @@ async def test_writes_must_carry_a_bound_learner(context: asyncpg.Connection) ->
 
     # Bound to the row's learner, both writes succeed (then roll back, leaving the demo data).
     with pytest.raises(_RolledBackError):
-        async with learner_transaction(context, ["L-2041-1"]):
-            await context.execute(insert)
-            await context.execute(
-                "INSERT INTO learning.conversation_state (session_id, learner_id, agent_state)"
-                " VALUES ('CS-L1-TUTOR', 'L-2041-1', '{}')"
-                " ON CONFLICT (session_id) DO UPDATE SET agent_state = EXCLUDED.agent_state"
-            )
-            raise _RolledBackError
+        await _write_then_roll_back(context, insert)
+
+
+async def _write_then_roll_back(context: asyncpg.Connection, insert: str) -> None:
+    async with learner_transaction(context, ["L-2041-1"]):
+        await context.execute(insert)
+        await context.execute(
+            "INSERT INTO learning.conversation_state (session_id, learner_id, agent_state)"
+            " VALUES ('CS-L1-TUTOR', 'L-2041-1', '{}')"
+            " ON CONFLICT (session_id) DO UPDATE SET agent_state = EXCLUDED.agent_state"
+        )
+        raise _RolledBackError
 
 
 async def test_context_role_writes_only_conversation_tables(context: asyncpg.Connection) -> None:

@@ -629,7 +629,7 @@ def test_map_keys_of_a_proto_map_are_checked_as_names_and_as_text() -> None:
 def test_repository_rows_are_checked_for_names_only() -> None:
     assert find_forbidden_name({"rows": [{"node_id": "x", "extra": '{"a": {"email": 1}}'}]})
     assert find_forbidden_name([{"model": {"steps": [{"learnerId": 3}]}}])
-    assert find_forbidden_name({"rows": [{"note": "phone_number: 0912"}]})
+    assert find_forbidden_name({"rows": [{"note": "{'phone_number': '0912'}"}]})
     # The rows carry the learner's own key for binding; values are judged in the bundle.
     assert find_forbidden_name({"rows": [{"node_id": "L-2041-1", "title": "[1, 2]"}]}) is None
 

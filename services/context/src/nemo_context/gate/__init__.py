@@ -265,15 +265,18 @@ class _Gathered:
 # Reading text.
 
 
-def text_finding(text: str, matcher: ValueMatcher | None, depth: int = 0) -> str | None:
+def text_finding(
+    text: str, matcher: ValueMatcher | None, depth: int = 0, *, decode: bool = True
+) -> str | None:
     """The rule ``text`` breaks (a forbidden key written in it, one of ``matcher``'s values in
-    any spelling, either of them encoded), or None. ``matcher`` None checks names only."""
+    any spelling, either of them encoded), or None. ``matcher`` None checks names only;
+    ``decode`` False reads the text as written, without decoding encodings."""
     if matcher is not None and matcher.search(fold(text)) is not None:
         return "value" if depth == 0 else "encoded_value"
     for key in text_keys(text):
         if is_forbidden_name(key.name):
             return "key_in_text"
-    if depth < MAX_DECODE_DEPTH:
+    if decode and depth < MAX_DECODE_DEPTH:
         for decoded in decodings(text):
             found = text_finding(decoded, matcher, depth + 1)
             if found is not None:
@@ -281,7 +284,9 @@ def text_finding(text: str, matcher: ValueMatcher | None, depth: int = 0) -> str
     return None
 
 
-def _judge(gathered: _Gathered, matcher: ValueMatcher | None, location: str) -> LeakFinding | None:
+def _judge(
+    gathered: _Gathered, matcher: ValueMatcher | None, location: str, *, decode: bool = True
+) -> LeakFinding | None:
     for name, holder in gathered.names:
         if is_forbidden_name(name):
             return LeakFinding("field_name", holder)
@@ -289,7 +294,7 @@ def _judge(gathered: _Gathered, matcher: ValueMatcher | None, location: str) -> 
         return None
     # NUL is a token boundary and a line start for keys written in text, and no key holds it, so
     # the joined text breaks a rule exactly when one of its strings does.
-    rule = text_finding("\0".join(gathered.texts), matcher)
+    rule = text_finding("\0".join(gathered.texts), matcher, decode=decode)
     return LeakFinding(rule, location) if rule is not None else None
 
 
@@ -306,13 +311,47 @@ def find_leak(value: object, *, forbidden_values: Collection[str]) -> LeakFindin
 def find_forbidden_name(value: object) -> LeakFinding | None:
     """A forbidden field name in JSON-like data (keys at any depth, keys written in strings).
 
-    Names only: the rows a repository returns carry the learner's own keys for binding, so
-    their values are judged where they end up, in the finished bundle.
+    Names only, as written, and in strings only JSON or Python keys: the rows a repository
+    returns carry the learner's own keys for binding, so their values (and anything encoded or
+    written as ``key: value`` in them) are judged where they end up, in the finished bundle.
+    This check is for a query that selects the wrong column.
     """
-    gathered = _Gathered()
+    names: set[str] = set()
+    texts: list[str] = []
+    _names_and_key_texts(value, names, texts)
     location = type(value).__name__
-    gathered.plain(value, location)
-    return _judge(gathered, None, location)
+    if any(is_forbidden_name(name) for name in names):
+        return LeakFinding("field_name", location)
+    if texts and text_finding("\0".join(texts), None, decode=False) is not None:
+        return LeakFinding("key_in_text", location)
+    return None
+
+
+def _names_and_key_texts(value: object, names: set[str], texts: list[str]) -> None:
+    """Collect the keys of JSON-like data and its strings that may hold a quoted key (JSON or
+    Python text): rows are walked on every build, so only what such names hide in is kept."""
+    kind = type(value)
+    if kind is dict:
+        assert isinstance(value, dict)
+        for key, item in value.items():
+            names.add(str(key))
+            _names_and_key_texts(item, names, texts)
+    elif kind is list or kind is tuple:
+        assert isinstance(value, list | tuple)
+        for item in value:
+            _names_and_key_texts(item, names, texts)
+    elif kind is str:
+        assert isinstance(value, str)
+        if '"' in value or "'" in value:
+            texts.append(value)
+    elif kind not in _SCALARS:
+        gathered = _Gathered()
+        gathered.plain(value, kind.__name__)
+        names.update(name for name, _ in gathered.names)
+        texts.extend(gathered.texts)
+
+
+_SCALARS: Final = frozenset({int, float, bool, type(None)})
 
 
 def leak_blocked() -> ServiceError:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import base64
 import binascii
 import html
+import itertools
 import json
 import re
 import sys
@@ -107,9 +108,9 @@ def _folding() -> _Folding:
     same.extend(targets for targets in looks_like.values() if len(targets) > 1)
     canonical = _canonical_key_characters(same)
     others: dict[str, str] = {char: canonical[min(targets)] for char, targets in looks_like.items()}
-    for code in range(sys.maxunicode + 1):
-        if 0xD800 <= code <= 0xDFFF or 0x20000 <= code < 0xE0000:
-            continue  # surrogates; the ideographic planes hold no format characters or dashes
+    # Format characters and dashes live in the first two planes and the tags of plane 14; the
+    # ideographic and private-use planes hold none.
+    for code in itertools.chain(range(0xD800), range(0xE000, 0x20000), range(0xE0000, 0xE1000)):
         char = chr(code)
         category = unicodedata.category(char)
         if category == "Cf":
@@ -142,6 +143,11 @@ def _canonical_key_characters(groups: list[set[str]]) -> dict[str, str]:
         for other in roots[1:]:
             parent[other] = roots[0]
     return {char: root(char) for char in KEY_CHARACTERS}
+
+
+def prepare() -> None:
+    """Build the folding tables now (a fraction of a second), so the first request does not."""
+    _folding()
 
 
 def fold(text: str) -> str:
@@ -213,11 +219,13 @@ def value_matcher(values: tuple[str, ...]) -> ValueMatcher:
 
 _JSON_KEY: Final = re.compile(r'"((?:[^"\\\n]|\\.){1,200})"\s*:')
 _PYTHON_KEY: Final = re.compile(r"'((?:[^'\\\n]|\\.){1,200})'\s*:")
-_BARE_KEY: Final = re.compile(
-    r"(?:^|[\x00{,;(\[|\"'])[ \t]*(?:[-*][ \t]+)?([A-Za-z][A-Za-z0-9_.-]{0,63})[ \t]*[:=]"
-    r"(?![:=/])",
-    re.MULTILINE,
-)
+_KEY_MARK: Final = re.compile(r"[:=](?![:=/])")
+"""The ``:`` or ``=`` after a bare key (not ``::``, ``==``, ``://``)."""
+_BARE_NAME: Final = re.compile(r"[ \t]*(?:[-*][ \t]+)?([A-Za-z][A-Za-z0-9_.-]{0,63})[ \t]*")
+_KEY_STARTS: Final = "\n\x00{,;([|\"'"
+"""What a bare key follows (besides the start of the text): a line break, a NUL between
+strings, an opening bracket, a separator, a quote."""
+_LONGEST_BARE_KEY: Final = 80
 
 
 @dataclass(frozen=True)
@@ -257,8 +265,16 @@ def text_keys(text: str) -> Iterator[TextKey]:
             name = _quoted_name(match.group(1), "'")
             yield TextKey(match.start(), match.end(1) + 1, match.end(), name)
     if ":" in text or "=" in text:
-        for match in _BARE_KEY.finditer(text):
-            yield TextKey(match.start(1), match.end(1), match.end(), match.group(1))
+        for mark in _KEY_MARK.finditer(text):
+            position = mark.start()
+            # The key runs from the last key start before the mark, and is short.
+            window = max(0, position - _LONGEST_BARE_KEY)
+            begin = max(text.rfind(char, window, position) for char in _KEY_STARTS) + 1
+            if begin == 0 and window > 0:
+                continue
+            bare = _BARE_NAME.fullmatch(text, begin, position)
+            if bare is not None:
+                yield TextKey(bare.start(1), bare.end(1), mark.end(), bare.group(1))
 
 
 # Encodings.
@@ -273,7 +289,7 @@ _ESCAPE: Final = re.compile(
 )
 _TOKEN: Final = re.compile(f"{_PERCENT_TOKEN}|{_ENTITY_TOKEN}|{_ESCAPE_TOKEN}")
 _CONTROL_ESCAPES: Final = {"n": "\n", "r": "\r", "t": "\t", "b": "\b", "f": "\f"}
-_BASE64: Final = re.compile(r"(?<![A-Za-z0-9+/_=-])[A-Za-z0-9+/_-]{11,}={0,2}")
+_BASE64: Final = re.compile(r"[A-Za-z0-9+/_-]{11,}={0,2}")
 """A base64 run of at least 11 characters: the base64 of the shortest key (8 bytes) is that
 long; both alphabets (``+/`` and ``-_``)."""
 _CHUNK: Final = re.compile(r"[^\s\x00]+")
@@ -297,9 +313,11 @@ def _decode_base64(run: str) -> str | None:
         raw = base64.b64decode(
             body.replace("-", "+").replace("_", "/") + "=" * (-len(body) % 4), validate=True
         )
+        # Base64 that is not UTF-8 text holds no key; most runs that merely look like base64
+        # (node ids, hex digests, long words) end here.
+        return raw.decode("utf-8")
     except (binascii.Error, ValueError):
         return None
-    return raw.decode("utf-8", "replace")
 
 
 def _decode_tokens(text: str) -> str:
@@ -310,11 +328,11 @@ def decodings(text: str) -> Iterator[str]:
     """What ``text`` reads as once decoded: whole, with its string escapes, HTML references or
     percent escapes decoded (each encoding alone; encodings inside each other are found by
     decoding what this yields again), and each base64 run on its own."""
-    if _ESCAPE.search(text) is not None:
+    if "\\" in text and _ESCAPE.search(text) is not None:
         yield _ESCAPE.sub(_unescape, text)
-    if _ENTITY.search(text) is not None:
+    if "&" in text and _ENTITY.search(text) is not None:
         yield html.unescape(text)
-    if _PERCENT.search(text) is not None:
+    if "%" in text and _PERCENT.search(text) is not None:
         yield unquote(text, errors="replace")
     seen: set[str] = set()
     for match in _BASE64.finditer(text):
