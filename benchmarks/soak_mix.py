@@ -21,7 +21,7 @@ from nemo.context.v1 import context_service_pb2 as context_pb
 from nemo.context.v1 import context_service_pb2_grpc as context_grpc
 from nemo.gateway.v1 import gateway_service_pb2 as gateway_pb
 from nemo.gateway.v1 import gateway_service_pb2_grpc as gateway_grpc
-from nemo_testing.stack import Stack
+from tests.stack import Stack
 
 TIMEOUT_SECONDS = 30.0
 PROMPT_PURPOSES = ("item_generation", "tutor_hint", "plan_explanation", "portrait_summary")

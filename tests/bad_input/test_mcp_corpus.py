@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import httpx
 import pytest
 
-from nemo_testing.stack import Stack
+from tests.stack import Stack
 
 from .ledger import Ledger
 

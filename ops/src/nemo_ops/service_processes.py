@@ -1,6 +1,6 @@
 """The three service processes on one machine: their environment, their start and readiness.
 
-Shared by `nemo dev up` and by the cross-service test launcher (``nemo_testing.stack``), so both
+Shared by `nemo dev up` and by the cross-service test launcher (``tests.stack``), so both
 start the services the same way: ``python -m nemo_<service>`` in its own session, with a hook that
 makes the kernel send it SIGTERM when its parent dies (PR_SET_PDEATHSIG), its output appended to
 a log file, ready once gRPC health reports SERVING (and, for the tool plane, the MCP edge's

@@ -248,7 +248,7 @@ class McpEndpoint:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         response, caller = await self._admit(scope)
         if response is not None or caller is None:
-            assert response is not None
+            assert response is not None  # noqa: S101  narrows the type: no caller means a response
             await response(scope, receive, send)
             return
         principal = caller[0]
