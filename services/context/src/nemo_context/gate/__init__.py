@@ -184,33 +184,33 @@ class _Gathered:
                 if present.name in plan.forbidden_fields:
                     self.names.append((present.name, descriptor.full_name))
         for field in plan.fields:
-            kind = field.kind
-            value = getattr(message, field.name)
-            if kind is _Kind.TEXT:
-                if field.repeated:
-                    self.texts.extend(value)
-                elif value:
-                    self.texts.append(value)
-            elif kind is _Kind.MESSAGE:
-                if field.repeated:
-                    for item in value:
-                        self.message(item)
-                elif message.HasField(field.name):
-                    self.message(value)
-            elif kind is _Kind.MAP:
-                for key, item in value.items():
-                    self._map_entry(key, item, field.map_value, descriptor.full_name)
-            elif kind is _Kind.STRUCT:
-                if field.repeated:
-                    for item in value:
-                        self.struct_like(item)
-                elif message.HasField(field.name):
-                    self.struct_like(value)
-            else:
-                self.texts.extend(
-                    item.decode("utf-8", "replace")
-                    for item in (value if field.repeated else [value])
-                )
+            self._field(message, field, descriptor.full_name)
+
+    def _field(self, message: Message, field: _FieldPlan, location: str) -> None:
+        kind = field.kind
+        value = getattr(message, field.name)
+        if kind is _Kind.TEXT:
+            if field.repeated:
+                self.texts.extend(value)
+            elif value:
+                self.texts.append(value)
+        elif kind is _Kind.MAP:
+            for key, item in value.items():
+                self._map_entry(key, item, field.map_value, location)
+        elif kind is _Kind.BYTES:
+            items = value if field.repeated else [value]
+            self.texts.extend(item.decode("utf-8", "replace") for item in items)
+        elif field.repeated:
+            for item in value:
+                self._nested(kind, item)
+        elif message.HasField(field.name):
+            self._nested(kind, value)
+
+    def _nested(self, kind: _Kind, value: Message) -> None:
+        if kind is _Kind.STRUCT:
+            self.struct_like(value)
+        else:
+            self.message(value)
 
     def _map_entry(self, key: object, item: Any, kind: _Kind | None, location: str) -> None:
         if isinstance(key, str):
@@ -330,23 +330,21 @@ def find_forbidden_name(value: object) -> LeakFinding | None:
 def _names_and_key_texts(value: object, names: set[str], texts: list[str]) -> None:
     """Collect the keys of JSON-like data and its strings that may hold a quoted key (JSON or
     Python text): rows are walked on every build, so only what such names hide in is kept."""
-    kind = type(value)
-    if kind is dict:
-        assert isinstance(value, dict)
+    if type(value) in _SCALARS:  # most values of a row; settled before any isinstance
+        return
+    if isinstance(value, dict):
         for key, item in value.items():
             names.add(str(key))
             _names_and_key_texts(item, names, texts)
-    elif kind is list or kind is tuple:
-        assert isinstance(value, list | tuple)
+    elif isinstance(value, list | tuple):
         for item in value:
             _names_and_key_texts(item, names, texts)
-    elif kind is str:
-        assert isinstance(value, str)
+    elif isinstance(value, str):
         if '"' in value or "'" in value:
             texts.append(value)
-    elif kind not in _SCALARS:
+    else:
         gathered = _Gathered()
-        gathered.plain(value, kind.__name__)
+        gathered.plain(value, type(value).__name__)
         names.update(name for name, _ in gathered.names)
         texts.extend(gathered.texts)
 

@@ -39,6 +39,8 @@ from importlib.resources import files
 from typing import Final
 from urllib.parse import unquote
 
+import confusable_homoglyphs
+
 MAX_DECODE_DEPTH: Final = 3
 """Encodings inside encodings that are still decoded (base64 of percent-encoded text, ...)."""
 
@@ -80,12 +82,28 @@ class _Folding:
 @cache
 def _folding() -> _Folding:
     """The folding tables, built once from Unicode's confusables and character data."""
+    looks_like, same = _look_alikes()
+    canonical = _canonical_key_characters(same)
+    others: dict[str, str] = {char: canonical[min(targets)] for char, targets in looks_like.items()}
+    others.update(_ignorables_and_dashes())
+    table = bytearray(range(256))
+    for code in range(128):
+        lowered = chr(code).lower()
+        table[code] = ord(canonical.get(lowered, lowered))
+    plain = "".join(
+        re.escape(char) for char in sorted(set(_VIETNAMESE_AND_TYPOGRAPHY) - set(others))
+    )
+    return _Folding(bytes(table), others, re.compile(f"[^\\x00-\\x7f{plain}]"))
+
+
+def _look_alikes() -> tuple[dict[str, set[str]], list[set[str]]]:
+    """Which key characters each non-ASCII character looks like, and the groups of key
+    characters that look like each other (one step of Unicode's confusables data, so chains of
+    look-alikes never merge unrelated letters)."""
     data = json.loads(
-        files("confusable_homoglyphs").joinpath("confusables.json").read_text(encoding="utf-8")
+        files(confusable_homoglyphs).joinpath("confusables.json").read_text(encoding="utf-8")
     )
     key_characters = set(KEY_CHARACTERS)
-    # Which key characters each non-ASCII character looks like, and which key characters look
-    # like each other (one step, so chains of look-alikes never merge unrelated letters).
     looks_like: dict[str, set[str]] = {}
     same: list[set[str]] = []
     for char, entries in data.items():
@@ -106,27 +124,22 @@ def _folding() -> _Folding:
             if len(partner) == 1 and not partner.isascii():
                 looks_like.setdefault(partner, set()).update(looks_like[char])
     same.extend(targets for targets in looks_like.values() if len(targets) > 1)
-    canonical = _canonical_key_characters(same)
-    others: dict[str, str] = {char: canonical[min(targets)] for char, targets in looks_like.items()}
+    return looks_like, same
+
+
+def _ignorables_and_dashes() -> dict[str, str]:
+    """Default-ignorable characters (removed) and dashes (made ``-``)."""
+    folded = dict.fromkeys(_EXTRA_IGNORABLE, "")
     # Format characters and dashes live in the first two planes and the tags of plane 14; the
     # ideographic and private-use planes hold none.
     for code in itertools.chain(range(0xD800), range(0xE000, 0x20000), range(0xE0000, 0xE1000)):
         char = chr(code)
         category = unicodedata.category(char)
         if category == "Cf":
-            others[char] = ""
+            folded[char] = ""
         elif category == "Pd" and char != "-":
-            others[char] = "-"
-    for char in _EXTRA_IGNORABLE:
-        others[char] = ""
-    table = bytearray(range(256))
-    for code in range(128):
-        lowered = chr(code).lower()
-        table[code] = ord(canonical.get(lowered, lowered))
-    plain = "".join(
-        re.escape(char) for char in sorted(set(_VIETNAMESE_AND_TYPOGRAPHY) - set(others))
-    )
-    return _Folding(bytes(table), others, re.compile(f"[^\\x00-\\x7f{plain}]"))
+            folded[char] = "-"
+    return folded
 
 
 def _canonical_key_characters(groups: list[set[str]]) -> dict[str, str]:
@@ -279,15 +292,15 @@ def text_keys(text: str) -> Iterator[TextKey]:
 
 # Encodings.
 
-_PERCENT_TOKEN: Final = r"%[0-9A-Fa-f]{2}"
-_ENTITY_TOKEN: Final = r"&(?:#[0-9]{1,7}|#[xX][0-9A-Fa-f]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});?"
-_ESCAPE_TOKEN: Final = r"\\(?:u[0-9A-Fa-f]{4}|U[0-9A-Fa-f]{8}|x[0-9A-Fa-f]{2}|[\"'\\/nrtbf])"
-_PERCENT: Final = re.compile(_PERCENT_TOKEN)
-_ENTITY: Final = re.compile(_ENTITY_TOKEN)
+_PERCENT_ESCAPE: Final = r"%[0-9A-Fa-f]{2}"
+_HTML_REFERENCE: Final = r"&(?:#[0-9]{1,7}|#[xX][0-9A-Fa-f]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});?"
+_STRING_ESCAPE: Final = r"\\(?:u[0-9A-Fa-f]{4}|U[0-9A-Fa-f]{8}|x[0-9A-Fa-f]{2}|[\"'\\/nrtbf])"
+_PERCENT: Final = re.compile(_PERCENT_ESCAPE)
+_ENTITY: Final = re.compile(_HTML_REFERENCE)
 _ESCAPE: Final = re.compile(
     r"\\(?:u([0-9A-Fa-f]{4})|U([0-9A-Fa-f]{8})|x([0-9A-Fa-f]{2})|([\"'\\/])|([nrtbf]))"
 )
-_TOKEN: Final = re.compile(f"{_PERCENT_TOKEN}|{_ENTITY_TOKEN}|{_ESCAPE_TOKEN}")
+_TOKEN: Final = re.compile(f"{_PERCENT_ESCAPE}|{_HTML_REFERENCE}|{_STRING_ESCAPE}")
 _CONTROL_ESCAPES: Final = {"n": "\n", "r": "\r", "t": "\t", "b": "\b", "f": "\f"}
 _BASE64: Final = re.compile(r"[A-Za-z0-9+/_-]{11,}={0,2}")
 """A base64 run of at least 11 characters: the base64 of the shortest key (8 bytes) is that
