@@ -330,23 +330,30 @@ def find_forbidden_name(value: object) -> LeakFinding | None:
 def _names_and_key_texts(value: object, names: set[str], texts: list[str]) -> None:
     """Collect the keys of JSON-like data and its strings that may hold a quoted key (JSON or
     Python text): rows are walked on every build, so only what such names hide in is kept."""
-    if type(value) in _SCALARS:  # most values of a row; settled before any isinstance
-        return
     if isinstance(value, dict):
-        for key, item in value.items():
-            names.add(str(key))
-            _names_and_key_texts(item, names, texts)
+        names.update(str(key) for key in value)
+        items: Iterable[object] = value.values()
     elif isinstance(value, list | tuple):
-        for item in value:
-            _names_and_key_texts(item, names, texts)
+        items = value
     elif isinstance(value, str):
         if '"' in value or "'" in value:
             texts.append(value)
+        return
+    elif type(value) in _SCALARS:
+        return
     else:
         gathered = _Gathered()
         gathered.plain(value, type(value).__name__)
         names.update(name for name, _ in gathered.names)
         texts.extend(gathered.texts)
+        return
+    for item in items:
+        # Scalars and plain strings, most of a row, are settled here without a call.
+        if isinstance(item, str):
+            if '"' in item or "'" in item:
+                texts.append(item)
+        elif type(item) not in _SCALARS:
+            _names_and_key_texts(item, names, texts)
 
 
 _SCALARS: Final = frozenset({int, float, bool, type(None)})

@@ -24,7 +24,6 @@ a depth of :data:`MAX_DECODE_DEPTH` encodings inside each other.
 
 from __future__ import annotations
 
-import base64
 import binascii
 import html
 import itertools
@@ -305,6 +304,7 @@ _CONTROL_ESCAPES: Final = {"n": "\n", "r": "\r", "t": "\t", "b": "\b", "f": "\f"
 _BASE64: Final = re.compile(r"[A-Za-z0-9+/_-]{11,}={0,2}")
 """A base64 run of at least 11 characters: the base64 of the shortest key (8 bytes) is that
 long; both alphabets (``+/`` and ``-_``)."""
+_URL_SAFE: Final = str.maketrans("-_", "+/")
 _CHUNK: Final = re.compile(r"[^\s\x00]+")
 _AROUND: Final = "\"'()[]{}<>,"
 
@@ -319,18 +319,14 @@ def _unescape(match: re.Match[str]) -> str:
 
 
 def _decode_base64(run: str) -> str | None:
-    body = run.rstrip("=")
+    body = run.rstrip("=").translate(_URL_SAFE)
     if len(body) % 4 == 1:
         body = body[:-1]
-    try:
-        raw = base64.b64decode(
-            body.replace("-", "+").replace("_", "/") + "=" * (-len(body) % 4), validate=True
-        )
-        # Base64 that is not UTF-8 text holds no key; most runs that merely look like base64
-        # (node ids, hex digests, long words) end here.
-        return raw.decode("utf-8")
-    except (binascii.Error, ValueError):
-        return None
+    # The run holds only base64 characters and is padded here, so decoding cannot fail.
+    text = binascii.a2b_base64(body + "=" * (-len(body) % 4)).decode("utf-8", "replace")
+    # Base64 that is not UTF-8 text holds no key; most runs that merely look like base64 (node
+    # ids, hex digests, long words) end here.
+    return None if "\ufffd" in text else text
 
 
 def _decode_tokens(text: str) -> str:
