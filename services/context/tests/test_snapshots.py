@@ -8,6 +8,7 @@ import json
 import logging
 import re
 import secrets
+import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -24,6 +25,7 @@ from nemo_context.snapshot_objects import (
     LocalDirectoryObjects,
     S3Objects,
     SnapshotObjects,
+    check_key,
 )
 from nemo_context.snapshot_reads import SNAPSHOT_STORE_UNAVAILABLE, read_snapshot
 from nemo_context.snapshots import (
@@ -389,3 +391,17 @@ async def test_a_hanging_write_gives_up_at_the_callers_deadline(
     async with asyncio.timeout(5):
         result = await asyncio.create_task(within_an_rpc())
     assert result is None
+
+
+@pytest.mark.parametrize("digits", [24, 12])
+def test_keys_of_wide_refs_and_of_refs_written_before_they_widened_are_snapshot_keys(
+    digits: int,
+) -> None:
+    key = f"ai-context/2026-12-01/nemo_{'a' * digits}/{uuid.uuid4()}.json"
+    assert check_key(key) == key
+
+
+@pytest.mark.parametrize("digits", [11, 13, 23, 25])
+def test_refs_of_other_widths_are_not(digits: int) -> None:
+    with pytest.raises(ValueError, match="not a snapshot key"):
+        check_key(f"ai-context/2026-12-01/nemo_{'a' * digits}/{uuid.uuid4()}.json")
