@@ -21,6 +21,7 @@ from nemo.context.v1 import context_service_pb2 as context_pb
 from nemo.context.v1 import context_service_pb2_grpc as context_grpc
 from nemo.gateway.v1 import gateway_service_pb2 as gateway_pb
 from nemo.gateway.v1 import gateway_service_pb2_grpc as gateway_grpc
+from nemo_toolplane.mcp_edge import ERROR_META_KEY
 from tests.stack import Stack
 
 TIMEOUT_SECONDS = 30.0
@@ -85,7 +86,7 @@ class Clients:
             raise SoakFailure(f"{method}: JSON-RPC {body['error']['code']}")
         result: dict[str, Any] = body["result"]
         if result.get("isError"):
-            raise SoakFailure(f"{method}: {result['structuredContent']['error']['code']}")
+            raise SoakFailure(f"{method}: {result['_meta'][ERROR_META_KEY]['error']['code']}")
         return result
 
 

@@ -26,6 +26,7 @@ import httpx
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from nemo_core.db import dsn_with
+from nemo_toolplane.origins import LOOPBACK_HOSTS, LOOPBACK_ORIGINS
 
 #: The services, in the order they start (context first: the others call it).
 SERVICES: tuple[str, ...] = ("context", "gateway", "toolplane")
@@ -133,6 +134,10 @@ def service_environments(
             "NEMO_TOOLPLANE_LISTEN_ADDRESS": f"127.0.0.1:{ports.toolplane}",
             "NEMO_TOOLPLANE_MCP_HOST": "127.0.0.1",
             "NEMO_TOOLPLANE_MCP_PORT": str(ports.mcp),
+            # A browser-based inspector on this machine may connect; other sites, and names
+            # rebound to 127.0.0.1, may not.
+            "NEMO_TOOLPLANE_ALLOWED_ORIGINS": json.dumps(LOOPBACK_ORIGINS),
+            "NEMO_TOOLPLANE_ALLOWED_HOSTS": json.dumps(LOOPBACK_HOSTS),
             "NEMO_TOOLPLANE_DATABASE_URL": toolplane_dsn,
             "NEMO_TOOLPLANE_CONTEXT_ADDRESS": context_address,
             "NEMO_TOOLPLANE_CALLER_TOKENS": callers_of("toolplane", tokens),

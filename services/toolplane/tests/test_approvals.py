@@ -25,6 +25,7 @@ from nemo_toolplane.approvals import arguments_digest
 from nemo_toolplane.tokens import issue_token, revoke_token
 
 from .conftest import AgentTokens, RunningToolPlane, access_change
+from .mcp_http import error_envelope
 
 APP = "nemo12-foundry"
 ARGS = {"application_id": APP, "status": "maintenance", "reason": "database upgrade"}
@@ -53,7 +54,7 @@ async def _call(
 
 def _approval_id(result: Any) -> str:
     assert result.is_error, result.structured_content
-    error = result.structured_content["error"]
+    error = error_envelope(result)["error"]
     assert error["code"] == "APPROVAL_REQUIRED"
     assert error["details"]["policy"] == "approve-high-risk-writes@v1"
     return str(error["details"]["approval_id"])
