@@ -4,6 +4,7 @@ weakest first, evidence without answers, isolation between learners, and the gat
 from __future__ import annotations
 
 import dataclasses
+from datetime import UTC, datetime
 from typing import Any
 
 import grpc
@@ -242,8 +243,10 @@ class _AlteredRepository:
         self._real = PostgresLearnerRepository(pool)
         self._alter = alter
 
-    async def read(self, learner_id: str, purpose: Purpose) -> LearnerRecord | None:
-        record = await self._real.read(learner_id, purpose)
+    async def read(
+        self, learner_id: str, purpose: Purpose, as_of: datetime
+    ) -> LearnerRecord | None:
+        record = await self._real.read(learner_id, purpose, as_of)
         assert record is not None
         altered: LearnerRecord = self._alter(record)
         return altered
@@ -303,7 +306,7 @@ async def test_a_statement_that_selects_a_key_column_fails_the_build(
         )
 
     repository = PostgresLearnerRepository(context_pool, statements=with_key_column)
-    record = await repository.read("L-2041-1", PURPOSES["tutor_hint"])
+    record = await repository.read("L-2041-1", PURPOSES["tutor_hint"], datetime.now(UTC))
     assert record is not None
     assert column.rsplit(" AS ", 1)[1].strip('"') in record.columns  # the key was read
     with pytest.raises(ServiceError) as raised:

@@ -43,6 +43,7 @@ BUILD_VERSION: Final = "context-builder-1"
 LEARNER_NOT_FOUND: Final = "LEARNER_NOT_FOUND"
 INVALID_LOCALE: Final = "INVALID_LOCALE"
 WRONG_PURPOSE_KIND: Final = "WRONG_PURPOSE_KIND"
+INVALID_EVALUATED_AT: Final = "INVALID_EVALUATED_AT"
 
 
 def learner_not_found() -> ServiceError:
@@ -65,9 +66,15 @@ class ContextBuilder:
         self._clock = clock
 
     async def build(
-        self, learner_id: str, purpose: Purpose, locale: locale_pb2.Locale.ValueType
+        self,
+        learner_id: str,
+        purpose: Purpose,
+        locale: locale_pb2.Locale.ValueType,
+        *,
+        as_of: datetime | None = None,
     ) -> Gated[pb.ContextBundle]:
-        """The gated bundle of ``learner_id`` for ``purpose``, rendered in ``locale``."""
+        """The gated bundle of ``learner_id`` for ``purpose``, rendered in ``locale``, as of
+        ``as_of`` (the server's clock when None)."""
         check_learner_id(learner_id)
         if locale not in locale_pb2.Locale.values():
             raise ServiceError(
@@ -75,7 +82,8 @@ class ContextBuilder:
                 INVALID_LOCALE,
                 "locale must be LOCALE_VI or LOCALE_EN (or unset for Vietnamese)",
             )
-        record = await self._repository.read(learner_id, purpose)
+        built_at = as_of or self._clock()
+        record = await self._repository.read(learner_id, purpose, built_at)
         if record is None:
             raise learner_not_found()
         _refuse_identifier_columns(record)
@@ -83,7 +91,7 @@ class ContextBuilder:
             record,
             purpose,
             learner_ref=self._pseudonymizer.learner_ref(learner_id),
-            built_at=self._clock(),
+            built_at=built_at,
             locale=locale if locale != locale_pb2.LOCALE_UNSPECIFIED else locale_pb2.LOCALE_VI,
         )
         bundle.rendered_text = render_bundle(bundle)
@@ -112,8 +120,23 @@ async def build_context(
             WRONG_PURPOSE_KIND,
             "conversation purposes are built with BuildConversationContext",
         )
-    bundle = await builder.build(request.learner_id, purpose, request.locale)
+    as_of = evaluated_at(request)
+    bundle = await builder.build(request.learner_id, purpose, request.locale, as_of=as_of)
     return await with_snapshot(snapshots, bundle) if request.persist else bundle
+
+
+def evaluated_at(request: context_service_pb2.BuildContextRequest) -> datetime | None:
+    """The request's evaluation time; INVALID_ARGUMENT outside the Timestamp range."""
+    if not request.HasField("evaluated_at"):
+        return None
+    try:
+        return request.evaluated_at.ToDatetime(tzinfo=UTC)
+    except ValueError:
+        raise ServiceError(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            INVALID_EVALUATED_AT,
+            "evaluated_at must fall in years 1 to 9999 with nanos in 0 to 999999999",
+        ) from None
 
 
 _NOT_COLUMNS: Final = frozenset({"linked_ids", "columns"})

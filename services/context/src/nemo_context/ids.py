@@ -11,7 +11,7 @@ ordinary text. A key is therefore
 A shorter or plainer key is ordinary text too: a learner keyed ``8`` would block every "lớp 8",
 a family ``35`` every "35%", a family ``F-1`` a physics node titled "Lực F-1", a user ``student``
 every sentence about students. Such keys are refused where they are written (the database's
-``learning.is_unambiguous_key`` check, migration 0012, which repeats this rule) and a request that
+``learning.is_unambiguous_key`` check, migration 0013, which repeats this rule) and a request that
 names one is INVALID_ARGUMENT. The demo keys follow the pattern ``<kind>-<school>-<serial>``
 (``L-2041-1``, ``F-2041-1``, ``U-2041-P1``); UUIDs and prefixed random ids fit as well.
 
