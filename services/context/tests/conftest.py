@@ -179,7 +179,7 @@ async def make_session(owner_dsn: str) -> AsyncIterator[MakeSession]:
     created: list[str] = []
     conn = await connect(owner_dsn)
 
-    async def make(learner_id: str = "L-1") -> str:
+    async def make(learner_id: str = "L-2041-1") -> str:
         session_id = f"CS-TEST-{secrets.token_hex(6)}"
         await conn.execute(
             "INSERT INTO learning.chat_sessions (id, learner_id) VALUES ($1, $2)",

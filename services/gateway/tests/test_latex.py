@@ -119,5 +119,6 @@ def test_line_breaks_in_either_convention_are_not_control_characters() -> None:
 
 def test_a_short_relation_before_a_word_is_a_line_break_before_that_word() -> None:
     # "\nin" and "\nis" are relations, but "in" and "is" open many English lines.
-    source = r'{"t": "Sáng\nin the morning\nis fine\ne là hằng số\nin A"}'
+    source = r'{"t": "Sáng\nin the morning\nis fine\ne là hằng số\nin A result\nin A"}'
     assert ambiguous_latex(source) == ["\\nin"]
+    assert ambiguous_latex(r'{"t": "x \nin A, y \ni b."}') == ["\\ni", "\\nin"]

@@ -215,7 +215,7 @@ async def toolplane(start_toolplane: StartToolPlane) -> RunningToolPlane:
 class AgentTokens:
     """Tokens issued for the tests (revoked at the end)."""
 
-    learning_parent: str  # learning-agent bound to U-P1, parent of L-1 and L-3
+    learning_parent: str  # learning-agent bound to U-2041-P1, parent of L-2041-1 and L-2041-3
     learning_unbound: str
     research: str
     engineering: str
@@ -226,10 +226,10 @@ class AgentTokens:
 async def tokens(owner: asyncpg.Connection) -> AsyncIterator[AgentTokens]:
     """Tokens for the module's tests; deleted after it, since the demo data has none."""
     issued = [
-        await issue_token(owner, "learning-agent", user_id="U-P1", label="tests"),
+        await issue_token(owner, "learning-agent", user_id="U-2041-P1", label="tests"),
         await issue_token(owner, "learning-agent", label="tests"),
         await issue_token(owner, "research-agent", label="tests"),
-        await issue_token(owner, "engineering-agent", user_id="U-S1", label="tests"),
+        await issue_token(owner, "engineering-agent", user_id="U-2041-S1", label="tests"),
     ]
     yield AgentTokens(
         learning_parent=issued[0].token,

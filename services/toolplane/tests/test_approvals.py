@@ -89,7 +89,7 @@ async def test_approval_round_trip(
     assert row is not None
     assert (row["agent_id"], row["user_id"], row["tool_id"], row["status"]) == (
         "engineering-agent",
-        "U-S1",
+        "U-2041-S1",
         "application.set_status:v1",
         "pending",
     )
@@ -107,7 +107,7 @@ async def test_approval_round_trip(
     changed = {**ARGS, "reason": "something else"}
     assert _approval_id(await _call(toolplane, tokens.engineering, changed)) != first
     unbound = await issue_token(owner, "engineering-agent", label="tests")
-    other_user = await _call(toolplane, unbound.token, ARGS, **{"X-Nemo12-User-Id": "U-A1"})
+    other_user = await _call(toolplane, unbound.token, ARGS, **{"X-Nemo12-User-Id": "U-2041-A1"})
     assert _approval_id(other_user) != first
     async with access_change(toolplane):
         grant_id = await owner.fetchval(

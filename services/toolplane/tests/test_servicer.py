@@ -127,7 +127,7 @@ async def test_call_tool_requires_a_deadline(
     # It may call the context service, which must not hold the call forever.
     request = pb.CallToolRequest(
         tool="learner.get_profile",
-        arguments=arguments({"learner_id": "L-1"}),
+        arguments=arguments({"learner_id": "L-2041-1"}),
         request_id="REQ-grpc-no-deadline",
     )
     with pytest.raises(grpc.aio.AioRpcError) as refused:
@@ -159,16 +159,16 @@ async def test_the_grpc_and_mcp_envelopes_are_the_same(
 async def test_the_user_field_counts_only_for_unbound_tokens(
     toolplane: RunningToolPlane, tokens: AgentTokens
 ) -> None:
-    profile = {"learner_id": "L-1"}
+    profile = {"learner_id": "L-2041-1"}
     unbound_parent = await call(
-        toolplane, tokens.learning_unbound, "learner.get_profile", profile, user_id="U-P1"
+        toolplane, tokens.learning_unbound, "learner.get_profile", profile, user_id="U-2041-P1"
     )
     unbound_other = await call(
-        toolplane, tokens.learning_unbound, "learner.get_profile", profile, user_id="U-P2"
+        toolplane, tokens.learning_unbound, "learner.get_profile", profile, user_id="U-2041-P2"
     )
     unbound_nobody = await call(toolplane, tokens.learning_unbound, "learner.get_profile", profile)
     bound = await call(
-        toolplane, tokens.learning_parent, "learner.get_profile", profile, user_id="U-P2"
+        toolplane, tokens.learning_parent, "learner.get_profile", profile, user_id="U-2041-P2"
     )
     assert unbound_parent.success
     assert unbound_other.error.code == tool_pb2.ERROR_CODE_AUTHORIZATION_ERROR

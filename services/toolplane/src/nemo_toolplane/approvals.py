@@ -83,7 +83,8 @@ class CallBinding:
     arguments_json: str
     policy_name: str | None
     policy_version: str
-    #: What the call is about ("learner:L-1"); shown, not compared (it comes from the arguments).
+    #: What the call is about ("learner:L-2041-1"); shown, not compared (it comes from the
+    #: arguments).
     resource: str | None = None
 
     @property

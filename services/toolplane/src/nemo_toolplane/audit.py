@@ -1,10 +1,10 @@
 """The audit log: one row per authenticated call, written in batches off the request path.
 
 Every outcome is recorded (unknown tool, invalid input, each denial, approval required, success,
-failure) with identifiers only: the resource (``learner:L-1``) and the error code, never the call's
-input or output. Rows wait in memory at most ``flush_seconds``; a failing store is logged (each
-row in full, so the log still holds the record) and counted, and never fails the call. Closing
-writes every row still pending, so a graceful shutdown loses none.
+failure) with identifiers only: the resource (``learner:L-2041-1``) and the error code, never the
+call's input or output. Rows wait in memory at most ``flush_seconds``; a failing store is logged
+(each row in full, so the log still holds the record) and counted, and never fails the call.
+Closing writes every row still pending, so a graceful shutdown loses none.
 """
 
 from __future__ import annotations

@@ -21,8 +21,9 @@ What decides, for the five JSON escape letters followed by letters:
   the string, it is a line break before a list item or a definition ("d) 7\\ne) 8",
   "\\ni. Bước một", "\\ne = 2,7"). When what follows the ``n`` is itself a short word (``\\ne``,
   ``\\ni``, ``\\nin``, ``\\nis``: "e", "i", "in", "is"), a word of two or more letters after it is
-  read as prose too ("\\nin the morning", "\\ne là hằng số"); LaTeX puts a symbol there, such as
-  a single letter, a digit, a brace or a command.
+  read as prose too ("\\nin the morning", "\\ne là hằng số"), and so is a single letter that such
+  a word follows ("\\nin A result is..."); LaTeX puts a symbol there, such as a single letter
+  that ends the formula, a digit, a brace or a command.
 
 Whatever the source looked like, a decoded text holds no control character but line breaks
 (:func:`control_characters`): the output fields are prose for learners, where a tab, a form feed
@@ -56,9 +57,10 @@ _NEWLINE_WORD = re.compile(_UNESCAPED + r"(n[A-Za-z]+)(?![^\W\d_])")
 # What cannot start an operand, in JSON source: closing or list punctuation, "=", the string's
 # closing quote.
 _NO_OPERAND = re.compile(r' *[).,:;="]')
-# After a relation whose name without the n is a short word: a word of two letters or more.
+# After a relation whose name without the n is a short word: a word of two letters or more, or a
+# single letter (an article, a pronoun) that such a word follows.
 _SHORT_WORD = 2
-_WORD_NEXT = re.compile(r" *[^\W\d_]{2}")
+_WORD_NEXT = re.compile(r" *(?:[^\W\d_] +)?[^\W\d_]{2}")
 # Control characters (Unicode category Cc) but the line feed; a carriage return only where it
 # ends no line.
 _CONTROL = re.compile(r"[\x00-\x09\x0b\x0c\x0e-\x1f\x7f-\x9f]|\r(?!\n)")

@@ -101,7 +101,7 @@ class Approval(_message.Message):
     approvals requested before arguments were kept.
     """
     resource: _builtins.str
-    """What the call is about, for example "learner:L-1"; empty when the tool names no resource."""
+    """What the call is about, for example "learner:L-2041-1"; empty when the tool names no resource."""
     @_builtins.property
     def create_time(self) -> _timestamp_pb2.Timestamp:
         """When the approval was requested."""
