@@ -369,7 +369,7 @@ async def test_the_local_provider_runs_the_gateway_on_the_local_model(
             hint = await gateway.RunPrompt(
                 gateway_service_pb2.RunPromptRequest(
                     prompt_id="learner.tutor_hint",
-                    learner_id="L-1",
+                    learner_id="L-2041-1",
                     variables=_struct(node_id="math-08-algebraic-identities"),
                 ),
                 metadata=metadata,

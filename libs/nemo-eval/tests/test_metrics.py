@@ -12,7 +12,7 @@ from nemo_eval import metrics, report
 from nemo_eval.cases import CASES, Case
 from nemo_eval.runner import Result
 
-HINT = Case("learner.tutor_hint", "L-1", learner_id="L-1")
+HINT = Case("learner.tutor_hint", "L-2041-1", learner_id="L-2041-1")
 ANSWER = Case("knowledge.answer", "q", variables={"question": "q"}, covered=True)
 OFF_TOPIC = Case("knowledge.answer", "q2", variables={"question": "q2"}, covered=False)
 
@@ -30,7 +30,7 @@ def _body(text: str) -> bytes:
 
 @pytest.mark.parametrize(
     "leak",
-    ["Học sinh L-1 cần ôn", "Nguyễn Minh An", "minhan.nguyen.hs@example.com", "2012-10-14",
+    ["Học sinh L-2041-1 cần ôn", "Nguyễn Minh An", "minhan.nguyen.hs@example.com", "2012-10-14",
      "0981 246 135", "Trường THCS Nghĩa Tân"],
 )  # fmt: skip
 def test_an_identifier_in_a_body_the_provider_received_is_a_violation(leak: str) -> None:
@@ -43,8 +43,8 @@ def test_an_identifier_in_a_body_the_provider_received_is_a_violation(leak: str)
     [
         ("Học sinh nemo_1a2b3c4d5e6f, lớp 8", []),
         ("mã AL-1B không phải của học sinh", []),
-        # L-10 is a seeded learner of its own: its id matches its pattern, never L-1's.
-        ("L-10 cần ôn tập", ["(?<![\\w-])L\\-10(?![\\w-])"]),
+        # L-2041-10 is a seeded learner of its own: its id matches its pattern, never L-2041-1's.
+        ("L-2041-10 cần ôn tập", ["(?<![\\w-])L\\-2041\\-10(?![\\w-])"]),
     ],
 )
 def test_ids_match_as_whole_words_only(text: str, matched: list[str]) -> None:

@@ -236,7 +236,7 @@ LEARNER_PROMPTS = {
 async def test_learner_prompts_see_exactly_the_snapshot_they_name(
     gateway: Gateway, proxy: RecordingProxy, audited_context: str, prompt_id: str
 ) -> None:
-    request = pb.RunPromptRequest(prompt_id=prompt_id, learner_id="L-1")
+    request = pb.RunPromptRequest(prompt_id=prompt_id, learner_id="L-2041-1")
     if (values := LEARNER_PROMPTS[prompt_id]) is not None:
         request.variables.CopyFrom(values)
     response = await _run(gateway, request)
@@ -253,7 +253,7 @@ async def test_learner_prompts_see_exactly_the_snapshot_they_name(
         user = [m["content"] for m in request_sent.json()["messages"] if m["role"] == "user"]
         assert user[0].startswith(context)
     sent = "".join(r.body.decode() for r in proxy.requests)
-    assert "L-1" not in sent, "the internal learner id never reaches the model"
+    assert "L-2041-1" not in sent, "the internal learner id never reaches the model"
 
 
 @pytest.mark.parametrize(

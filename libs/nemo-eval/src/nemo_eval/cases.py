@@ -73,9 +73,9 @@ CONTENT = (
 
 #: Demo learners and a node each one is working on.
 LEARNERS = (
-    ("L-1", "math-08-algebraic-identities"),
-    ("L-2", "math-06-integers"),
-    ("L-3", "math-05-fractions"),
+    ("L-2041-1", "math-08-algebraic-identities"),
+    ("L-2041-2", "math-06-integers"),
+    ("L-2041-3", "math-05-fractions"),
 )
 
 LEARNER = tuple(
