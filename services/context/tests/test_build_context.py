@@ -11,7 +11,7 @@ import pytest
 
 from nemo.context.v1 import context_service_pb2 as pb
 from nemo.context.v1 import learner_context_pb2
-from nemo.type.v1 import locale_pb2
+from nemo.type.v1 import locale_pb2, user_source_pb2
 from nemo_context.purposes import POLICY_VERSION, PURPOSES
 from nemo_context.snapshots import canonical_json
 from nemo_core.errors import error_details
@@ -21,12 +21,18 @@ from nemo_testing.s3 import S3Endpoint
 from .conftest import CounterTotal, RunningContextServer, StartContextServer
 
 TIMEOUT = 10.0
+#: A parent of L-1 whose agent token is bound to them, through a user-scoped grant.
+PARENT = pb.AgentAccess(
+    user_id="U-P1", user_source=user_source_pb2.USER_SOURCE_TOKEN, resource_scopes=["user"]
+)
 
 
 async def _build(
     server: RunningContextServer, caller: str, purpose: str, *, persist: bool = False
 ) -> pb.BuildContextResponse:
     request = pb.BuildContextRequest(learner_id="L-1", purpose=purpose, persist=persist)
+    if caller == "toolplane":
+        request.agent_access.CopyFrom(PARENT)
     response: pb.BuildContextResponse = await server.stub(caller).BuildContext(
         request, timeout=TIMEOUT
     )
@@ -191,7 +197,11 @@ async def test_a_persisted_bundle_is_stored_on_the_s3_api_exactly_as_returned(
         snapshot_s3_region=s3_endpoint.region,
     )
     request = pb.BuildContextRequest(
-        learner_id="L-1", purpose="learning_state", persist=True, locale=locale_pb2.LOCALE_EN
+        learner_id="L-1",
+        purpose="learning_state",
+        persist=True,
+        locale=locale_pb2.LOCALE_EN,
+        agent_access=PARENT,
     )
     bundle = (await server.stub("toolplane").BuildContext(request, timeout=TIMEOUT)).bundle
     await _assert_snapshot_is_what_was_returned(server, bundle)

@@ -21,7 +21,7 @@ from nemo_context.gate import CONTEXT_LEAK_BLOCKED
 from nemo_context.ids import INVALID_LEARNER_ID
 from nemo_context.pseudonym import Pseudonymizer
 from nemo_context.purposes import CONVERSATION, POLICY_VERSION, PURPOSES, Purpose, Slice
-from nemo_context.repository import LearnerRecord, PostgresLearnerRepository
+from nemo_context.repository import LearnerRecord, PostgresLearnerRepository, ReadCheck
 from nemo_core.db import Pool, connect
 from nemo_core.errors import ServiceError
 from nemo_ops.seed_data.progress import EVIDENCE
@@ -238,8 +238,10 @@ class _AlteredRepository:
         self._real = PostgresLearnerRepository(pool)
         self._alter = alter
 
-    async def read(self, learner_id: str, purpose: Purpose) -> LearnerRecord | None:
-        record = await self._real.read(learner_id, purpose)
+    async def read(
+        self, learner_id: str, purpose: Purpose, *, check: ReadCheck | None = None
+    ) -> LearnerRecord | None:
+        record = await self._real.read(learner_id, purpose, check=check)
         assert record is not None
         altered: LearnerRecord = self._alter(record)
         return altered

@@ -3,8 +3,6 @@ the database itself hides other learners and identifier columns."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import asyncpg
 import pytest
 from asyncpg.connection import LoggedQuery
@@ -24,22 +22,6 @@ LEARNER_TABLES = (
     "learning.mentor_assignments",
 )
 BUNDLE_PURPOSES = [name for name, purpose in PURPOSES.items() if purpose.kind != CONVERSATION]
-
-
-@pytest.fixture
-async def recorded_pool(context_dsn: str) -> AsyncIterator[tuple[Pool, list[LoggedQuery]]]:
-    """A pool as nemo_context that records every statement it runs, with its parameters."""
-    statements: list[LoggedQuery] = []
-
-    async def init(conn: asyncpg.Connection[asyncpg.Record]) -> None:
-        await init_connection(conn)
-        conn.add_query_logger(statements.append)
-
-    pool = await asyncpg.create_pool(context_dsn, min_size=1, max_size=1, init=init)
-    try:
-        yield pool, statements
-    finally:
-        await pool.close()
 
 
 @pytest.mark.parametrize("learner_id", ["L-1", "L-2", "L-10"])

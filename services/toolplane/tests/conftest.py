@@ -35,6 +35,7 @@ from nemo_toolplane.tokens import issue_token
 REPOSITORY = Path(__file__).resolve().parents[3]
 CALLER_TOKENS = {
     "internal": f"internal-{secrets.token_hex(16)}",
+    "platform": f"platform-{secrets.token_hex(16)}",
     "operator": f"operator-{secrets.token_hex(16)}",
 }
 CONTEXT_CALLER_TOKEN = f"toolplane-{secrets.token_hex(16)}"
@@ -120,8 +121,10 @@ class RunningToolPlane:
             self._channels[caller] = channel
         return channel
 
-    def tools_stub(self) -> toolplane_service_pb2_grpc.ToolPlaneServiceAsyncStub:
-        return toolplane_service_pb2_grpc.ToolPlaneServiceStub(self._channel("internal"))
+    def tools_stub(
+        self, caller: str = "internal"
+    ) -> toolplane_service_pb2_grpc.ToolPlaneServiceAsyncStub:
+        return toolplane_service_pb2_grpc.ToolPlaneServiceStub(self._channel(caller))
 
     def admin_stub(self) -> toolplane_admin_service_pb2_grpc.ToolPlaneAdminServiceAsyncStub:
         return toolplane_admin_service_pb2_grpc.ToolPlaneAdminServiceStub(self._channel("operator"))
@@ -227,7 +230,7 @@ async def tokens(owner: asyncpg.Connection) -> AsyncIterator[AgentTokens]:
     """Tokens for the module's tests; deleted after it, since the demo data has none."""
     issued = [
         await issue_token(owner, "learning-agent", user_id="U-P1", label="tests"),
-        await issue_token(owner, "learning-agent", label="tests"),
+        await issue_token(owner, "learning-agent", label="tests", unbound=True),
         await issue_token(owner, "research-agent", label="tests"),
         await issue_token(owner, "engineering-agent", user_id="U-S1", label="tests"),
     ]

@@ -156,26 +156,6 @@ async def test_the_grpc_and_mcp_envelopes_are_the_same(
     assert json_format.MessageToDict(over_grpc.error.details) == over_mcp["error"]["details"]
 
 
-async def test_the_user_field_counts_only_for_unbound_tokens(
-    toolplane: RunningToolPlane, tokens: AgentTokens
-) -> None:
-    profile = {"learner_id": "L-1"}
-    unbound_parent = await call(
-        toolplane, tokens.learning_unbound, "learner.get_profile", profile, user_id="U-P1"
-    )
-    unbound_other = await call(
-        toolplane, tokens.learning_unbound, "learner.get_profile", profile, user_id="U-P2"
-    )
-    unbound_nobody = await call(toolplane, tokens.learning_unbound, "learner.get_profile", profile)
-    bound = await call(
-        toolplane, tokens.learning_parent, "learner.get_profile", profile, user_id="U-P2"
-    )
-    assert unbound_parent.success
-    assert unbound_other.error.code == tool_pb2.ERROR_CODE_AUTHORIZATION_ERROR
-    assert unbound_nobody.error.code == tool_pb2.ERROR_CODE_AUTHORIZATION_ERROR
-    assert bound.success
-
-
 async def test_operators_issue_and_revoke_tokens(toolplane: RunningToolPlane) -> None:
     admin = toolplane.admin_stub()
     issued = await admin.IssueAgentToken(

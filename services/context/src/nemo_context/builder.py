@@ -19,14 +19,30 @@ from nemo.context.v1 import context_service_pb2
 from nemo.context.v1 import learner_context_pb2 as pb
 from nemo.type.v1 import locale_pb2
 from nemo_context import slices
+from nemo_context.access import (
+    Decision,
+    Reach,
+    RefusalRule,
+    agent_reach,
+    authorize,
+    out_of_reach,
+)
 from nemo_context.acl import check_purpose_caller
 from nemo_context.gate import Gated, find_forbidden_name, gate, leak_blocked, record_block
 from nemo_context.ids import check_learner_id
 from nemo_context.pseudonym import Pseudonymizer
-from nemo_context.purposes import CONVERSATION, POLICY_VERSION, Purpose, Slice, purpose_named
+from nemo_context.purposes import (
+    AGENT_VIEW,
+    CONVERSATION,
+    POLICY_VERSION,
+    Purpose,
+    Slice,
+    purpose_named,
+)
 from nemo_context.render import render_bundle
 from nemo_context.repository import LearnerRecord, LearnerRepository
 from nemo_context.snapshots import SnapshotStore, persist_snapshot
+from nemo_core.db import Connection
 from nemo_core.errors import ServiceError
 
 BUILD_VERSION: Final = "context-builder-1"
@@ -35,6 +51,13 @@ BUILD_VERSION: Final = "context-builder-1"
 LEARNER_NOT_FOUND: Final = "LEARNER_NOT_FOUND"
 INVALID_LOCALE: Final = "INVALID_LOCALE"
 WRONG_PURPOSE_KIND: Final = "WRONG_PURPOSE_KIND"
+AGENT_ACCESS_NOT_APPLICABLE: Final = "AGENT_ACCESS_NOT_APPLICABLE"
+
+# Unreachable in practice (access is decided in the read's transaction), but a learner gone
+# after an allowed check still gets the one refusal agents see.
+_NO_LEARNER: Final = Decision(
+    context_service_pb2.ACCESS_BASIS_UNSPECIFIED, RefusalRule.NOT_IN_SCOPE
+)
 
 
 def learner_not_found() -> ServiceError:
@@ -57,9 +80,19 @@ class ContextBuilder:
         self._clock = clock
 
     async def build(
-        self, learner_id: str, purpose: Purpose, locale: locale_pb2.Locale.ValueType
+        self,
+        learner_id: str,
+        purpose: Purpose,
+        locale: locale_pb2.Locale.ValueType,
+        *,
+        reach: Reach | None = None,
     ) -> Gated[pb.ContextBundle]:
-        """The gated bundle of ``learner_id`` for ``purpose``, rendered in ``locale``."""
+        """The gated bundle of ``learner_id`` for ``purpose``, rendered in ``locale``.
+
+        With ``reach`` (agent views), access is decided in the transaction that reads the
+        learner, before its data is read: a learner out of reach and one that does not exist
+        are the same PERMISSION_DENIED / ``LEARNER_OUT_OF_REACH``.
+        """
         check_learner_id(learner_id)
         if locale not in locale_pb2.Locale.values():
             raise ServiceError(
@@ -67,9 +100,18 @@ class ContextBuilder:
                 INVALID_LOCALE,
                 "locale must be LOCALE_VI or LOCALE_EN (or unset for Vietnamese)",
             )
-        record = await self._repository.read(learner_id, purpose)
+        check = None
+        if reach is not None:
+            granted = reach
+
+            async def check(conn: Connection) -> None:
+                decision = await authorize(conn, learner_id, granted)
+                if not decision.allowed:
+                    raise out_of_reach(decision)
+
+        record = await self._repository.read(learner_id, purpose, check=check)
         if record is None:
-            raise learner_not_found()
+            raise learner_not_found() if reach is None else out_of_reach(_NO_LEARNER)
         _refuse_identifier_columns(record)
         bundle = assemble(
             record,
@@ -104,7 +146,17 @@ async def build_context(
             WRONG_PURPOSE_KIND,
             "conversation purposes are built with BuildConversationContext",
         )
-    bundle = await builder.build(request.learner_id, purpose, request.locale)
+    has_access = request.HasField("agent_access")
+    reach = None
+    if purpose.kind == AGENT_VIEW:
+        reach = agent_reach(request.agent_access, present=has_access)
+    elif has_access:
+        raise ServiceError(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            AGENT_ACCESS_NOT_APPLICABLE,
+            "agent_access applies to agent views only",
+        )
+    bundle = await builder.build(request.learner_id, purpose, request.locale, reach=reach)
     if not request.persist:
         return bundle
     returned = bundle.message

@@ -21,7 +21,7 @@ and cached; the fragments are the readable part.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Final, Protocol
@@ -193,11 +193,19 @@ class LearnerRecord:
     """Latest computed model per kind: version, engine_version, computed_at, model, node_titles."""
 
 
+#: Runs first in the transaction that reads the learner, on its connection; raising refuses the
+#: read (an agent view's access check: it then sees the same snapshot of the data as the read).
+ReadCheck = Callable[[Connection], Awaitable[None]]
+
+
 class LearnerRepository(Protocol):
     """Reads what one purpose may see of one learner (the seam tests inject other sources at)."""
 
-    async def read(self, learner_id: str, purpose: Purpose) -> LearnerRecord | None:
-        """The learner's data for ``purpose``; None when the learner does not exist."""
+    async def read(
+        self, learner_id: str, purpose: Purpose, *, check: ReadCheck | None = None
+    ) -> LearnerRecord | None:
+        """The learner's data for ``purpose``; None when the learner does not exist. ``check``
+        runs first, in the same transaction."""
 
 
 @lru_cache(maxsize=64)
@@ -250,8 +258,12 @@ class PostgresLearnerRepository:
     def __init__(self, pool: Pool) -> None:
         self._pool = pool
 
-    async def read(self, learner_id: str, purpose: Purpose) -> LearnerRecord | None:
+    async def read(
+        self, learner_id: str, purpose: Purpose, *, check: ReadCheck | None = None
+    ) -> LearnerRecord | None:
         async with learner_transaction(self._pool, [learner_id], readonly=True) as conn:
+            if check is not None:
+                await check(conn)
             row = await conn.fetchrow(statement_for(purpose), learner_id)
         return None if row is None else _record(row)
 

@@ -54,15 +54,25 @@ class AuditEntry:
     duration_ms: float
     environment: str
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    #: Made by the server for this call (the agent's request id may repeat).
+    call_id: str | None = None
+    #: The agent token of the call; None for an agent's legacy unbound token.
+    token_id: str | None = None
+    #: Where ``user_id`` came from: none, token, caller or asserted.
+    user_source: str | None = None
+    #: Snapshot of the learner data the call returned (``GetSnapshot`` reads it).
+    input_ref: str | None = None
 
 
 _INSERT = """
 INSERT INTO toolplane.audit_logs (request_id, "timestamp", agent_id, session_id, user_id,
-    tool_id, resource, decision, status, error_code, duration_ms, environment, metadata)
-SELECT r, t, a, s, u, tool, res, d, st, e, ms, env, m::jsonb
+    tool_id, resource, decision, status, error_code, duration_ms, environment, metadata,
+    call_id, token_id, user_source, input_ref)
+SELECT r, t, a, s, u, tool, res, d, st, e, ms, env, m::jsonb, c, tk, us, ir
 FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::text[], $5::text[], $6::text[],
             $7::text[], $8::text[], $9::text[], $10::text[], $11::float8[], $12::text[],
-            $13::text[]) AS x(r, t, a, s, u, tool, res, d, st, e, ms, env, m)
+            $13::text[], $14::text[], $15::text[], $16::text[], $17::text[])
+    AS x(r, t, a, s, u, tool, res, d, st, e, ms, env, m, c, tk, us, ir)
 """
 
 
@@ -81,6 +91,10 @@ def _columns(batch: Sequence[AuditEntry]) -> list[list[Any]]:
         [entry.duration_ms for entry in batch],
         [entry.environment for entry in batch],
         [json.dumps(dict(entry.metadata), separators=(",", ":")) for entry in batch],
+        [entry.call_id for entry in batch],
+        [entry.token_id for entry in batch],
+        [entry.user_source for entry in batch],
+        [entry.input_ref for entry in batch],
     ]
 
 

@@ -21,11 +21,13 @@ from nemo.toolplane.v1 import toolplane_admin_service_pb2 as admin_pb
 from nemo.toolplane.v1 import toolplane_admin_service_pb2_grpc as admin_pb_grpc
 from nemo.toolplane.v1 import toolplane_service_pb2 as pb
 from nemo.toolplane.v1 import toolplane_service_pb2_grpc as pb_grpc
+from nemo_core.callers import current_caller
 from nemo_core.db import Pool
 from nemo_core.errors import ServiceError
 from nemo_toolplane import audit_query, tokens
 from nemo_toolplane.access_cache import AccessCache
 from nemo_toolplane.access_store import AgentRules
+from nemo_toolplane.acl import USER_VOUCHING_CALLERS
 from nemo_toolplane.approvals import (
     Approval,
     ApprovalError,
@@ -159,7 +161,11 @@ class ToolPlaneServicer(pb_grpc.ToolPlaneServiceServicer):
             )
         try:
             principal = build_principal(
-                access.identity, session_id=session_id, user_id=user_id, request_id=request_id
+                access.identity,
+                session_id=session_id,
+                user_id=user_id,
+                request_id=request_id,
+                vouched=current_caller() in USER_VOUCHING_CALLERS,
             )
         except InvalidIdentifier as invalid:
             raise invalid_argument("INVALID_IDENTIFIER", str(invalid)) from None
@@ -252,7 +258,11 @@ class ToolPlaneAdminServicer(admin_pb_grpc.ToolPlaneAdminServiceServicer):
         try:
             async with self._pool.acquire() as conn:
                 issued = await tokens.issue_token(
-                    conn, request.agent_id, user_id=request.user_id or None, label=request.label
+                    conn,
+                    request.agent_id,
+                    user_id=request.user_id or None,
+                    label=request.label,
+                    unbound=request.unbound,
                 )
         except tokens.UnknownAgent as missing:
             raise ServiceError(grpc.StatusCode.NOT_FOUND, "AGENT_NOT_FOUND", str(missing)) from None
@@ -260,7 +270,13 @@ class ToolPlaneAdminServicer(admin_pb_grpc.ToolPlaneAdminServiceServicer):
             raise ServiceError(
                 grpc.StatusCode.FAILED_PRECONDITION, "AGENT_NOT_ACTIVE", str(disabled)
             ) from None
-        return admin_pb.IssueAgentTokenResponse(token_id=issued.token_id, token=issued.token)
+        except tokens.UserRequired as unbound:
+            raise ServiceError(
+                grpc.StatusCode.FAILED_PRECONDITION, "USER_REQUIRED", str(unbound)
+            ) from None
+        return admin_pb.IssueAgentTokenResponse(
+            token_id=issued.token_id, token=issued.token, reach=issued.reach
+        )
 
     async def RevokeAgentToken(
         self, request: admin_pb.RevokeAgentTokenRequest, context: Context

@@ -68,7 +68,9 @@ class ToolPlaneAdminServiceServicer:
 
     def IssueAgentToken(self, request, context):
         """Issues a new token for an agent, optionally bound to a user. The token is returned once and
-        stored only as its SHA-256.
+        stored only as its SHA-256. A token bound to no user reaches no learner through grants scoped
+        to the user, so for an agent holding such grants it is FAILED_PRECONDITION / USER_REQUIRED
+        unless `unbound` asks for it.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -35,7 +35,9 @@ class ToolPlaneAdminServiceStub:
     def __new__(cls, channel: _aio.Channel) -> ToolPlaneAdminServiceAsyncStub: ...
     IssueAgentToken: _grpc.UnaryUnaryMultiCallable[_toolplane_admin_service_pb2.IssueAgentTokenRequest, _toolplane_admin_service_pb2.IssueAgentTokenResponse]
     """Issues a new token for an agent, optionally bound to a user. The token is returned once and
-    stored only as its SHA-256.
+    stored only as its SHA-256. A token bound to no user reaches no learner through grants scoped
+    to the user, so for an agent holding such grants it is FAILED_PRECONDITION / USER_REQUIRED
+    unless `unbound` asks for it.
     """
     RevokeAgentToken: _grpc.UnaryUnaryMultiCallable[_toolplane_admin_service_pb2.RevokeAgentTokenRequest, _toolplane_admin_service_pb2.RevokeAgentTokenResponse]
     """Revokes an agent token."""
@@ -53,7 +55,9 @@ class ToolPlaneAdminServiceAsyncStub(ToolPlaneAdminServiceStub):
     def __init__(self, channel: _aio.Channel) -> None: ...
     IssueAgentToken: _aio.UnaryUnaryMultiCallable[_toolplane_admin_service_pb2.IssueAgentTokenRequest, _toolplane_admin_service_pb2.IssueAgentTokenResponse]  # type: ignore[assignment]
     """Issues a new token for an agent, optionally bound to a user. The token is returned once and
-    stored only as its SHA-256.
+    stored only as its SHA-256. A token bound to no user reaches no learner through grants scoped
+    to the user, so for an agent holding such grants it is FAILED_PRECONDITION / USER_REQUIRED
+    unless `unbound` asks for it.
     """
     RevokeAgentToken: _aio.UnaryUnaryMultiCallable[_toolplane_admin_service_pb2.RevokeAgentTokenRequest, _toolplane_admin_service_pb2.RevokeAgentTokenResponse]  # type: ignore[assignment]
     """Revokes an agent token."""
@@ -74,7 +78,9 @@ class ToolPlaneAdminServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_toolplane_admin_service_pb2.IssueAgentTokenResponse, _abc.Awaitable[_toolplane_admin_service_pb2.IssueAgentTokenResponse]]:
         """Issues a new token for an agent, optionally bound to a user. The token is returned once and
-        stored only as its SHA-256.
+        stored only as its SHA-256. A token bound to no user reaches no learner through grants scoped
+        to the user, so for an agent holding such grants it is FAILED_PRECONDITION / USER_REQUIRED
+        unless `unbound` asks for it.
         """
 
     @_abc_1.abstractmethod
