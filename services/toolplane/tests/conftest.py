@@ -39,6 +39,8 @@ CALLER_TOKENS = {
     "operator": f"operator-{secrets.token_hex(16)}",
 }
 CONTEXT_CALLER_TOKEN = f"toolplane-{secrets.token_hex(16)}"
+#: The context service's audit caller, the one that may read snapshots back.
+CONTEXT_AUDIT_TOKEN = f"audit-{secrets.token_hex(16)}"
 TEST_PSEUDONYM_KEY = "toolplane-test-pseudonym-key-0123456789abcdef"
 
 
@@ -90,7 +92,7 @@ async def context_address(
     settings = ContextSettings(
         database_url=context_dsn,
         listen_address="127.0.0.1:0",
-        caller_tokens={"toolplane": CONTEXT_CALLER_TOKEN},
+        caller_tokens={"toolplane": CONTEXT_CALLER_TOKEN, "audit": CONTEXT_AUDIT_TOKEN},
         pseudonym_key=TEST_PSEUDONYM_KEY,
         snapshot_dir=tmp_path_factory.mktemp("snapshots"),
         grace_period_seconds=0.5,

@@ -94,13 +94,13 @@ async def test_call_tool_returns_the_result_and_audits_the_grpc_call(
 async def test_denials_and_unknown_tools_are_envelopes_not_statuses(
     toolplane: RunningToolPlane, tokens: AgentTokens
 ) -> None:
-    denied = await call(toolplane, tokens.research, "application.list", {})
+    denied = await call(toolplane, tokens.research, "docs.search_docs", {"query": "a", "x": 1})
     assert not denied.success
     assert denied.decision == audit_pb2.DECISION_DENY
-    assert denied.error.code == tool_pb2.ERROR_CODE_AUTHORIZATION_ERROR
-    assert json_format.MessageToDict(denied.error.details) == {"rule": 1.0}
+    assert denied.error.code == tool_pb2.ERROR_CODE_VALIDATION_ERROR
     unknown = await call(toolplane, tokens.research, "docs.nope", {})
     assert (unknown.tool_id, unknown.error.code) == ("", tool_pb2.ERROR_CODE_RESOURCE_NOT_FOUND)
+    assert unknown.decision == audit_pb2.DECISION_DENY
 
 
 async def test_a_call_without_a_tool_name_is_refused_and_still_audited(

@@ -46,6 +46,7 @@ from starlette.types import Message, Receive, Scope, Send
 from nemo_toolplane.access_cache import AccessCache
 from nemo_toolplane.access_store import AgentRules
 from nemo_toolplane.audit import CallStatus
+from nemo_toolplane.envelope import ErrorCode, ToolError
 from nemo_toolplane.jsonrpc_shape import parse
 from nemo_toolplane.principal import InvalidIdentifier, Principal, build_principal
 from nemo_toolplane.ratelimit import KeyedRateLimiter
@@ -62,6 +63,10 @@ _ROUTED_KEY = "nemo.routed"
 _META_PREFIX = "dev.nemo/"
 #: Largest request body accepted; tool arguments are small.
 MAX_BODY_BYTES = 1024 * 1024
+_AUTHENTICATION_REQUIRED = ToolError(
+    ErrorCode.AUTHENTICATION_ERROR,
+    "a valid agent token is required (Authorization: Bearer <token>)",
+)
 
 INSTRUCTIONS = (
     "Nemo tool plane: capabilities on the Nemo learning platform. Learner data is pseudonymous "
@@ -105,7 +110,11 @@ def _caller(
     state = request.scope["state"] if request is not None else {}
     caller = state.get(_CALLER_KEY)
     if caller is None:
-        raise MCPError(types.INTERNAL_ERROR, "request reached the server unauthenticated")
+        raise MCPError(
+            types.INTERNAL_ERROR,
+            "request reached the server unauthenticated",
+            _AUTHENTICATION_REQUIRED.envelope(),
+        )
     if routing:
         state[_ROUTED_KEY] = True
     principal, rules = caller
@@ -314,10 +323,16 @@ class McpEndpoint:
             source = client[0] if client else "unknown"
             if self._auth_failures.exhausted(source):
                 retry = max(1, round(self._auth_failures.retry_after(source)))
+                limited = ToolError(
+                    ErrorCode.RATE_LIMITED,
+                    "too many failed authentications from this address",
+                    details={"retry_after_seconds": retry},
+                )
                 return _jsonrpc_error(
                     429,
                     types.INVALID_REQUEST,
                     "Too many failed authentications",
+                    data=limited.envelope(),
                     **{"Retry-After": str(retry)},
                 ), None
             self._auth_failures.acquire(source)
@@ -331,10 +346,12 @@ class McpEndpoint:
             challenge = 'Bearer realm="nemo-toolplane"' + (
                 ', error="invalid_token"' if token else ""
             )
+            # The same envelope as every tool-level failure, so an agent branches on one code.
             return _jsonrpc_error(
                 401,
                 types.INVALID_REQUEST,
                 "Authentication required",
+                data=_AUTHENTICATION_REQUIRED.envelope(),
                 **{"WWW-Authenticate": challenge},
             ), None
 

@@ -38,7 +38,15 @@ from nemo_toolplane.approvals import Approval, ApprovalGate, CallBinding, canoni
 from nemo_toolplane.audit import AuditEntry, AuditLog, CallStatus
 from nemo_toolplane.context_client import LearnerReach, not_reachable
 from nemo_toolplane.envelope import ErrorCode, ToolError, internal_error
-from nemo_toolplane.policy import Decision, Request, ToolFacts, Verdict, evaluate, visible
+from nemo_toolplane.policy import (
+    Decision,
+    Request,
+    ToolFacts,
+    Verdict,
+    evaluate,
+    grant_covers_tool,
+    visible,
+)
 from nemo_toolplane.principal import Principal
 from nemo_toolplane.ratelimit import KeyedRateLimiter
 from nemo_toolplane.registry import AnyTool, Registry, listed_version_name
@@ -192,8 +200,17 @@ class ToolRouter:
             limited = self._limited(principal.agent_id)
             return self._finish(record, Decision.DENY, CallStatus.DENIED, error=limited)
         if tool is None:
-            missing = ToolError(ErrorCode.RESOURCE_NOT_FOUND, f"no tool {name!r}")
-            return self._finish(record, Decision.DENY, CallStatus.NOT_FOUND, error=missing)
+            return self._finish(record, Decision.DENY, CallStatus.NOT_FOUND, error=_no_tool(name))
+        if not any(grant_covers_tool(grant, tool_facts(tool)) for grant in rules.grants):
+            # Rule 1, decided before the arguments are looked at: a tool the agent holds no grant
+            # for answers exactly as one that does not exist, and as fast, so an agent cannot
+            # map the registry by probing. The audit row says what really happened.
+            record.metadata.update({"rule": 1, "answered_as": "unknown tool"})
+            refused = ToolError(
+                ErrorCode.AUTHORIZATION_ERROR, "the agent holds no grant for this tool"
+            )
+            self._finish(record, Decision.DENY, CallStatus.DENIED, error=refused)
+            return CallOutcome(None, CallStatus.NOT_FOUND, Decision.DENY, error=_no_tool(name))
         try:
             return await self._route(record, rules, tool, {} if arguments is None else arguments)
         except asyncio.CancelledError:
@@ -419,6 +436,10 @@ class ToolRouter:
             output=output,
             error=error,
         )
+
+
+def _no_tool(name: str) -> ToolError:
+    return ToolError(ErrorCode.RESOURCE_NOT_FOUND, f"no tool {name!r}")
 
 
 def _denial(verdict: Verdict) -> ToolError:
