@@ -23,6 +23,7 @@ from nemo_ops import (
     approvals,
     dev,
     migrate,
+    operator_accounts,
     purge_snapshots,
     seed,
     settings_doc,
@@ -77,6 +78,13 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
     ),
     Subcommand(
         "approvals", approvals.HELP, approvals.configure_parser, approvals.run_command, True
+    ),
+    Subcommand(
+        "operators",
+        operator_accounts.HELP,
+        operator_accounts.configure_parser,
+        operator_accounts.run_command,
+        True,
     ),
 )
 

@@ -29,6 +29,7 @@ from nemo_core.db import connect
 from nemo_core.server import Server
 from nemo_core.telemetry import attach_metric_reader, attach_span_exporter, configure_telemetry
 from nemo_toolplane.app import SERVICE_NAME, ToolPlane, assemble
+from nemo_toolplane.operators import add_operator, issue_operator_token
 from nemo_toolplane.settings import ToolPlaneSettings
 from nemo_toolplane.tokens import issue_token
 
@@ -246,6 +247,37 @@ async def tokens(owner: asyncpg.Connection) -> AsyncIterator[AgentTokens]:
     await owner.execute(
         "DELETE FROM toolplane.agent_tokens WHERE id = ANY($1)", [t.token_id for t in issued]
     )
+
+
+@dataclass(frozen=True)
+class OperatorTokens:
+    """Operators' own credentials: alice and bob, and sara, whose platform account is U-S1 (the
+    user the engineering agent's token acts for)."""
+
+    alice: str
+    bob: str
+    sara: str
+    ids: dict[str, str]
+
+
+@pytest.fixture(scope="module")
+async def operators(owner: asyncpg.Connection) -> AsyncIterator[OperatorTokens]:
+    issued = {}
+    for operator_id, user_id in (("alice", None), ("bob", "U-S9"), ("sara", "U-S1")):
+        await add_operator(owner, operator_id, name=operator_id.title(), user_id=user_id)
+        issued[operator_id] = await issue_operator_token(owner, operator_id, label="tests")
+    yield OperatorTokens(
+        alice=issued["alice"].token,
+        bob=issued["bob"].token,
+        sara=issued["sara"].token,
+        ids={name: token.token_id for name, token in issued.items()},
+    )
+    await owner.execute("DELETE FROM toolplane.operators WHERE id IN ('alice', 'bob', 'sara')")
+
+
+def as_operator(token: str) -> tuple[tuple[str, str]]:
+    """gRPC metadata carrying an operator's own credential."""
+    return (("authorization", f"Bearer {token}"),)
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -58,7 +58,12 @@ async def assemble(settings: ToolPlaneSettings) -> ToolPlane:
     registry = build_registry()
     router = ToolRouter(
         registry=registry,
-        approvals=ApprovalGate(pool, ttl_seconds=settings.approval_ttl_seconds),
+        approvals=ApprovalGate(
+            pool,
+            ttl_seconds=settings.approval_ttl_seconds,
+            requests_per_hour=settings.approval_requests_per_hour,
+            busy_wait_seconds=settings.approval_busy_wait_seconds,
+        ),
         audit=audit,
         services=Services(
             context=context,

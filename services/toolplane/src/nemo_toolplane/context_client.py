@@ -50,7 +50,7 @@ def dependency_error() -> ToolError:
 #: The context service's reason for an agent view whose learner is out of reach or missing.
 LEARNER_OUT_OF_REACH = "LEARNER_OUT_OF_REACH"
 
-_USER_SOURCES = {
+USER_SOURCES = {
     UserSource.NONE: user_source_pb2.USER_SOURCE_NONE,
     UserSource.TOKEN: user_source_pb2.USER_SOURCE_TOKEN,
     UserSource.CALLER: user_source_pb2.USER_SOURCE_CALLER,
@@ -70,7 +70,7 @@ class LearnerReach:
     def message(self) -> pb.AgentAccess:
         return pb.AgentAccess(
             user_id=self.user_id or "",
-            user_source=_USER_SOURCES[self.user_source],
+            user_source=USER_SOURCES[self.user_source],
             resource_scopes=self.scopes,
         )
 
@@ -147,7 +147,7 @@ class ContextClient:
                 user_id=reach.user_id or "",
                 learner_id=learner_id,
                 resource_scope=scope,
-                user_source=_USER_SOURCES[reach.user_source],
+                user_source=USER_SOURCES[reach.user_source],
             )
             try:
                 response = await self._stub.CheckLearnerAccess(

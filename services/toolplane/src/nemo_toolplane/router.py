@@ -33,8 +33,17 @@ from opentelemetry import metrics
 from pydantic import ValidationError
 
 from nemo_core.db import Connection
+from nemo_core.deadlines import downstream_timeout
+from nemo_core.errors import ServiceError
 from nemo_toolplane.access_store import AgentRules
-from nemo_toolplane.approvals import Approval, ApprovalGate, CallBinding, canonical_arguments
+from nemo_toolplane.approvals import (
+    Approval,
+    ApprovalBusy,
+    ApprovalGate,
+    ApprovalRequestsLimited,
+    CallBinding,
+    canonical_arguments,
+)
 from nemo_toolplane.audit import AuditEntry, AuditLog, CallStatus
 from nemo_toolplane.context_client import LearnerReach, not_reachable
 from nemo_toolplane.envelope import ErrorCode, ToolError, internal_error
@@ -339,6 +348,8 @@ class ToolRouter:
             policy_name=policy.name if policy else None,
             policy_version=policy.versioned_name if policy else "critical-risk@builtin",
             resource=record.resource,
+            token_id=principal.token_id,
+            user_source=principal.user_source.value,
         )
 
         async def run(approval: Approval, conn: Connection) -> dict[str, Any]:
@@ -346,14 +357,29 @@ class ToolRouter:
             return await self._execute(record, tool, args, learner_id, reach, conn)
 
         try:
-            ran = await self._approvals.run_approved(binding, run)
+            ran = await self._approvals.run_approved(binding, run, wait_seconds=_remaining())
         except ToolError as failed:
             return self._finish(record, Decision.REQUIRE_APPROVAL, CallStatus.ERROR, error=failed)
+        except ApprovalBusy:
+            busy = ToolError(
+                ErrorCode.CONFLICT,
+                "an identical call is running under this approval; repeat it once it has ended",
+                retryable=True,
+            )
+            return self._finish(record, Decision.REQUIRE_APPROVAL, CallStatus.ERROR, error=busy)
         if ran is not None:
             return self._finish(
                 record, Decision.REQUIRE_APPROVAL, CallStatus.SUCCESS, output=ran[1]
             )
-        approval = await self._approvals.request(binding, principal.request_id)
+        try:
+            approval = await self._approvals.request(binding, principal.request_id)
+        except ApprovalRequestsLimited as limited:
+            flood = ToolError(
+                ErrorCode.RATE_LIMITED,
+                "too many approval requests from this agent for this user; wait for decisions",
+                details={"retry_after_seconds": round(limited.retry_after_seconds)},
+            )
+            return self._finish(record, Decision.REQUIRE_APPROVAL, CallStatus.DENIED, error=flood)
         record.metadata["approval_id"] = approval.approval_id
         waiting = ToolError(
             ErrorCode.APPROVAL_REQUIRED,
@@ -436,6 +462,14 @@ class ToolRouter:
             output=output,
             error=error,
         )
+
+
+def _remaining() -> float | None:
+    """What is left of the caller's deadline (gRPC), None without one (MCP)."""
+    try:
+        return downstream_timeout()
+    except ServiceError:
+        return 0.0
 
 
 def _no_tool(name: str) -> ToolError:

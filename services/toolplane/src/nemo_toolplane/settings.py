@@ -70,6 +70,19 @@ class ToolPlaneSettings(ServiceSettings):
         description="How long an approval request stays usable: an operator must approve it and "
         "the agent repeat the call within this time.",
     )
+    approval_requests_per_hour: int = Field(
+        20,
+        gt=0,
+        description="New approval requests one agent may file for one user per hour; beyond them "
+        "the call gets RATE_LIMITED instead of another request for the operators.",
+    )
+    approval_busy_wait_seconds: float = Field(
+        5.0,
+        gt=0,
+        description="Longest a repeated approved call waits for an earlier attempt that still "
+        "holds the approval (the caller's shorter deadline wins); it then gets CONFLICT "
+        "(retryable), never a second approval request.",
+    )
     audit_flush_seconds: float = Field(
         0.2,
         gt=0,

@@ -231,7 +231,9 @@ class DecideApprovalRequest(_message.Message):
     decision: Global___ApprovalDecision.ValueType
     """Approve or reject."""
     operator: _builtins.str
-    """Operator making the decision."""
+    """Operator making the decision; optional, and when set it must be the operator the credential
+    proves (the decision always records that one).
+    """
     note: _builtins.str
     """Note recorded with the decision."""
     def __init__(

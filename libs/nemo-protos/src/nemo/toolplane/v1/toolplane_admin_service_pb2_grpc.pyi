@@ -44,7 +44,12 @@ class ToolPlaneAdminServiceStub:
     ListApprovals: _grpc.UnaryUnaryMultiCallable[_toolplane_admin_service_pb2.ListApprovalsRequest, _toolplane_admin_service_pb2.ListApprovalsResponse]
     """Lists approval requests."""
     DecideApproval: _grpc.UnaryUnaryMultiCallable[_toolplane_admin_service_pb2.DecideApprovalRequest, _toolplane_admin_service_pb2.DecideApprovalResponse]
-    """Approves or rejects a pending approval request."""
+    """Approves or rejects a pending approval request, as the operator whose own credential is in the
+    "authorization" metadata ("Bearer <operator token>"). Errors: UNAUTHENTICATED
+    (OPERATOR_UNAUTHENTICATED), PERMISSION_DENIED (SELF_APPROVAL: the call was made on the
+    operator's own behalf), FAILED_PRECONDITION (APPROVAL_NOT_PENDING), NOT_FOUND
+    (APPROVAL_NOT_FOUND).
+    """
     ListAuditEntries: _grpc.UnaryUnaryMultiCallable[_toolplane_admin_service_pb2.ListAuditEntriesRequest, _toolplane_admin_service_pb2.ListAuditEntriesResponse]
     """Reads the audit log, newest first."""
 
@@ -64,7 +69,12 @@ class ToolPlaneAdminServiceAsyncStub(ToolPlaneAdminServiceStub):
     ListApprovals: _aio.UnaryUnaryMultiCallable[_toolplane_admin_service_pb2.ListApprovalsRequest, _toolplane_admin_service_pb2.ListApprovalsResponse]  # type: ignore[assignment]
     """Lists approval requests."""
     DecideApproval: _aio.UnaryUnaryMultiCallable[_toolplane_admin_service_pb2.DecideApprovalRequest, _toolplane_admin_service_pb2.DecideApprovalResponse]  # type: ignore[assignment]
-    """Approves or rejects a pending approval request."""
+    """Approves or rejects a pending approval request, as the operator whose own credential is in the
+    "authorization" metadata ("Bearer <operator token>"). Errors: UNAUTHENTICATED
+    (OPERATOR_UNAUTHENTICATED), PERMISSION_DENIED (SELF_APPROVAL: the call was made on the
+    operator's own behalf), FAILED_PRECONDITION (APPROVAL_NOT_PENDING), NOT_FOUND
+    (APPROVAL_NOT_FOUND).
+    """
     ListAuditEntries: _aio.UnaryUnaryMultiCallable[_toolplane_admin_service_pb2.ListAuditEntriesRequest, _toolplane_admin_service_pb2.ListAuditEntriesResponse]  # type: ignore[assignment]
     """Reads the audit log, newest first."""
 
@@ -105,7 +115,12 @@ class ToolPlaneAdminServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _toolplane_admin_service_pb2.DecideApprovalRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_toolplane_admin_service_pb2.DecideApprovalResponse, _abc.Awaitable[_toolplane_admin_service_pb2.DecideApprovalResponse]]:
-        """Approves or rejects a pending approval request."""
+        """Approves or rejects a pending approval request, as the operator whose own credential is in the
+        "authorization" metadata ("Bearer <operator token>"). Errors: UNAUTHENTICATED
+        (OPERATOR_UNAUTHENTICATED), PERMISSION_DENIED (SELF_APPROVAL: the call was made on the
+        operator's own behalf), FAILED_PRECONDITION (APPROVAL_NOT_PENDING), NOT_FOUND
+        (APPROVAL_NOT_FOUND).
+        """
 
     @_abc_1.abstractmethod
     def ListAuditEntries(
