@@ -92,6 +92,18 @@ class ToolPlaneSettings(ServiceSettings):
     audit_batch_size: int = Field(
         500, gt=0, description="Most audit rows written in one statement."
     )
+    audit_buffer_rows: int = Field(
+        10_000,
+        gt=0,
+        description="Most audit rows waiting in memory for the database; beyond them (the "
+        "database is slow or down) each row is logged in full instead, and counted.",
+    )
+    audit_statement_timeout_seconds: float = Field(
+        5.0,
+        gt=0,
+        description="Longest one audit write may wait for a connection and then for its "
+        "statement; rows of a write that fails or times out are logged in full instead.",
+    )
     docs_dir: Path = Field(
         Path("docs"),
         description="Directory of the Markdown corpus of the docs tools (the repository's "
