@@ -191,6 +191,7 @@ async def start_toolplane(
             "agent_calls_per_second": 10_000,
             "agent_call_burst": 10_000,
             "auth_failures_per_minute": 10_000,
+            "approval_requests_per_hour": 10_000,
             "audit_flush_seconds": 0.05,
             "docs_dir": REPOSITORY / "docs",
         }

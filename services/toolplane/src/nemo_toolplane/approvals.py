@@ -28,6 +28,7 @@ import base64
 import hashlib
 import json
 import re
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -89,6 +90,10 @@ class SelfApproval(ApprovalError):
 
 class ApprovalBusy(Exception):
     """An identical call is running under the approval; the repeat may retry shortly."""
+
+
+class ApprovalCutShort(Exception):
+    """The approved call ended after its caller's deadline; nothing of it was committed."""
 
 
 class ApprovalRequestsLimited(Exception):
@@ -240,32 +245,39 @@ class ApprovalGate:
         binding: CallBinding,
         run: Callable[[Approval, Connection], Awaitable[T]],
         *,
-        wait_seconds: float | None = None,
+        deadline: float | None = None,
     ) -> tuple[Approval, T] | None:
         """Run ``run`` under a matching approval, or return None when there is none.
 
         The approval is consumed inside a transaction that ``run`` gets the connection of; it
-        commits only when ``run`` returns. Whatever ``run`` raises (a tool error, a timeout, a
-        cancellation) rolls the transaction back, so the approval stays usable. An approval held
-        by an identical call still running is waited for, at most ``wait_seconds`` (the busy wait
-        by default); :class:`ApprovalBusy` when it is still held then.
+        commits only when ``run`` returns before ``deadline`` (the caller's, as
+        :func:`time.monotonic`): whatever ``run`` raises (a tool error, a timeout, a
+        cancellation), and a ``run`` that ends after the caller gave up, roll it back, so the
+        approval stays usable and a call cut short never takes effect. An approval held by an
+        identical call still running is waited for, at most the busy wait (or until
+        ``deadline``); :class:`ApprovalBusy` when it is still held then.
         """
-        wait = min(
-            self._busy_wait_seconds,
-            self._busy_wait_seconds if wait_seconds is None else wait_seconds,
-        )
+        wait = self._busy_wait_seconds
+        if deadline is not None:
+            wait = min(wait, deadline - time.monotonic())
         async with self._pool.acquire() as conn, conn.transaction():
             await conn.execute(f"SET LOCAL lock_timeout = {max(1, int(wait * 1000))}")
             try:
                 row = await conn.fetchrow(_CONSUME, *_bound_values(binding))
             except asyncpg.LockNotAvailableError:
                 raise ApprovalBusy from None
-            # The tool's own writes wait for locks as they would anywhere else.
+            # The tool's own writes wait for locks as anywhere else, within the caller's time.
             await conn.execute("SET LOCAL lock_timeout = DEFAULT")
             if row is None:
                 return None
+            if deadline is not None:
+                left_ms = max(1, int((deadline - time.monotonic()) * 1000))
+                await conn.execute(f"SET LOCAL statement_timeout = {left_ms}")
             approval = _approval(row)
-            return approval, await run(approval, conn)
+            result = await run(approval, conn)
+            if deadline is not None and time.monotonic() >= deadline:
+                raise ApprovalCutShort
+            return approval, result
 
     async def request(self, binding: CallBinding, request_id: str) -> Approval:
         """The pending approval request of this call, created if there is none and the agent

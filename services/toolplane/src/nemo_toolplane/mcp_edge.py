@@ -48,7 +48,13 @@ from nemo_toolplane.access_store import AgentRules
 from nemo_toolplane.audit import CallStatus
 from nemo_toolplane.envelope import ErrorCode, ToolError
 from nemo_toolplane.jsonrpc_shape import parse
-from nemo_toolplane.principal import InvalidIdentifier, Principal, build_principal
+from nemo_toolplane.principal import (
+    AgentIdentity,
+    InvalidIdentifier,
+    Principal,
+    build_principal,
+    refusal_principal,
+)
 from nemo_toolplane.ratelimit import KeyedRateLimiter
 from nemo_toolplane.registry import Registry
 from nemo_toolplane.router import ListedTool, ToolRouter
@@ -263,21 +269,24 @@ class McpEndpoint:
         principal = caller[0]
         state = scope.setdefault("state", {})
         state[_CALLER_KEY] = caller
-        request_id = principal.request_id.encode()
+        ids = [(b"x-request-id", principal.request_id.encode()),
+               (b"x-nemo-call-id", principal.call_id.encode())]  # fmt: skip
 
         async def send_with_request_id(message: Message) -> None:
             if message["type"] == "http.response.start":
-                message["headers"] = [*message.get("headers", ()), (b"x-request-id", request_id)]
+                message["headers"] = [*message.get("headers", ()), *ids]
             await send(message)
 
         try:
             body = await _read_body(receive)
         except _BodyTooLarge:
+            self._router.refuse(principal, None, transport="mcp", problem="body too large")
             too_large = _jsonrpc_error(413, types.INVALID_REQUEST, "Request body too large")
             await too_large(scope, receive, send_with_request_id)
             return
         if body.lstrip()[:1] == b"[":
             # JSON-RPC batches were removed from MCP: exactly one message per POST.
+            self._router.refuse(principal, None, transport="mcp", problem="batch")
             batch = _jsonrpc_error(
                 400, types.INVALID_REQUEST, "Send exactly one JSON-RPC message per POST"
             )
@@ -360,8 +369,15 @@ class McpEndpoint:
                 405, types.INVALID_REQUEST, "Method not allowed", Allow="POST"
             ), None
 
+        ids = {
+            "session_id": headers.get("x-nemo12-session-id") or headers.get("mcp-session-id"),
+            "user_id": headers.get("x-nemo12-user-id"),
+            "request_id": headers.get("x-request-id"),
+        }
+        # Refused from here on, an authenticated request still leaves its audit row.
         version = headers.get("mcp-protocol-version")
         if version is not None and version not in SUPPORTED_PROTOCOL_VERSIONS:
+            self._refuse(access.identity, ids, "protocol version")
             return _jsonrpc_error(
                 400,
                 types.UNSUPPORTED_PROTOCOL_VERSION,
@@ -372,10 +388,20 @@ class McpEndpoint:
         try:
             principal = build_principal(
                 access.identity,
-                session_id=headers.get("x-nemo12-session-id") or headers.get("mcp-session-id"),
-                user_id=headers.get("x-nemo12-user-id"),
-                request_id=headers.get("x-request-id"),
+                session_id=ids["session_id"],
+                user_id=ids["user_id"],
+                request_id=ids["request_id"],
             )
         except InvalidIdentifier as invalid:
+            self._refuse(access.identity, ids, "identifier")
             return _jsonrpc_error(400, types.INVALID_REQUEST, str(invalid)), None
         return None, (principal, access.rules)
+
+    def _refuse(self, identity: AgentIdentity, ids: dict[str, str | None], problem: str) -> None:
+        principal = refusal_principal(
+            identity,
+            session_id=ids["session_id"],
+            user_id=ids["user_id"],
+            request_id=ids["request_id"],
+        )
+        self._router.refuse(principal, None, transport="mcp", problem=problem)

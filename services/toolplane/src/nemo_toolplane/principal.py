@@ -104,3 +104,24 @@ def build_principal(
         token_id=identity.token_id,
         user_source=source,
     )
+
+
+def refusal_principal(
+    identity: AgentIdentity,
+    *,
+    session_id: str | None,
+    user_id: str | None,
+    request_id: str | None,
+) -> Principal:
+    """The principal of a call refused before routing, for its audit row: the ids the caller
+    sent that are usable, generated ones in place of the others (an unusable id is not kept)."""
+
+    def usable(value: str | None) -> str | None:
+        return value if value and _ID_PATTERN.match(value) else None
+
+    return build_principal(
+        identity,
+        session_id=usable(session_id),
+        user_id=usable(user_id),
+        request_id=usable(request_id),
+    )

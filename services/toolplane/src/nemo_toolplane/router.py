@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+import asyncpg
 from opentelemetry import metrics
 from pydantic import ValidationError
 
@@ -39,6 +40,7 @@ from nemo_toolplane.access_store import AgentRules
 from nemo_toolplane.approvals import (
     Approval,
     ApprovalBusy,
+    ApprovalCutShort,
     ApprovalGate,
     ApprovalRequestsLimited,
     CallBinding,
@@ -357,9 +359,13 @@ class ToolRouter:
             return await self._execute(record, tool, args, learner_id, reach, conn)
 
         try:
-            ran = await self._approvals.run_approved(binding, run, wait_seconds=_remaining())
+            ran = await self._approvals.run_approved(binding, run, deadline=_deadline())
         except ToolError as failed:
             return self._finish(record, Decision.REQUIRE_APPROVAL, CallStatus.ERROR, error=failed)
+        except ApprovalCutShort:
+            return self._finish(
+                record, Decision.REQUIRE_APPROVAL, CallStatus.ERROR, error=_out_of_time()
+            )
         except ApprovalBusy:
             busy = ToolError(
                 ErrorCode.CONFLICT,
@@ -412,6 +418,9 @@ class ToolRouter:
             )
         except ToolError:
             raise
+        except asyncpg.QueryCanceledError:
+            # The statement timeout of an approved call: its caller's deadline came first.
+            raise _out_of_time() from None
         except Exception:
             logger.exception("tool executor failed", extra={"tool_id": tool.tool_id})
             raise internal_error() from None
@@ -464,12 +473,21 @@ class ToolRouter:
         )
 
 
-def _remaining() -> float | None:
-    """What is left of the caller's deadline (gRPC), None without one (MCP)."""
+def _deadline() -> float | None:
+    """The caller's deadline (gRPC) as :func:`time.monotonic`; None without one (MCP)."""
     try:
-        return downstream_timeout()
+        remaining = downstream_timeout()
     except ServiceError:
-        return 0.0
+        remaining = 0.0
+    return None if remaining is None else time.monotonic() + remaining
+
+
+def _out_of_time() -> ToolError:
+    return ToolError(
+        ErrorCode.DEPENDENCY_ERROR,
+        "the call ran out of time; nothing was changed",
+        retryable=True,
+    )
 
 
 def _no_tool(name: str) -> ToolError:

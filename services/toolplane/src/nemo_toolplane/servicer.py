@@ -205,6 +205,7 @@ class ToolPlaneServicer(pb_grpc.ToolPlaneServiceServicer):
             request_id=principal.request_id,
             tool_id=outcome.tool.tool_id if outcome.tool is not None else "",
             decision=_DECISION[outcome.decision],
+            call_id=principal.call_id,
         )
         if outcome.output is not None:
             response.result.CopyFrom(_struct(outcome.output))
@@ -238,15 +239,16 @@ def approval_message(approval: Approval) -> approval_pb2.Approval:
         arguments_json=approval.arguments_json or "",
         resource=approval.resource or "",
         token_id=approval.token_id or "",
-        user_source=(
-            USER_SOURCES[UserSource(approval.user_source)]
-            if approval.user_source
-            else user_source_pb2.USER_SOURCE_UNSPECIFIED
-        ),
+        user_source=_user_source(approval.user_source),
     )
     if approval.decided_at is not None:
         message.decide_time.CopyFrom(_timestamp(approval.decided_at))
     return message
+
+
+def _user_source(value: str | None) -> user_source_pb2.UserSource.ValueType:
+    """A stored user source; unspecified on rows written before sources were kept."""
+    return USER_SOURCES[UserSource(value)] if value else user_source_pb2.USER_SOURCE_UNSPECIFIED
 
 
 def _page_size(value: int, default: int, maximum: int) -> int:
@@ -403,4 +405,8 @@ def _audit_message(entry: audit_query.StoredAuditEntry) -> audit_pb2.AuditEntry:
         duration_ms=round(entry.duration_ms or 0),
         environment=entry.environment,
         metadata=_struct(dict(entry.metadata)),
+        call_id=entry.call_id or "",
+        token_id=entry.token_id or "",
+        user_source=_user_source(entry.user_source),
+        input_ref=entry.input_ref or "",
     )
