@@ -24,6 +24,7 @@ from nemo_ops import (
     dev,
     migrate,
     operator_accounts,
+    policies,
     purge_snapshots,
     seed,
     settings_doc,
@@ -79,6 +80,7 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
     Subcommand(
         "approvals", approvals.HELP, approvals.configure_parser, approvals.run_command, True
     ),
+    Subcommand("policies", policies.HELP, policies.configure_parser, policies.run_command, True),
     Subcommand(
         "operators",
         operator_accounts.HELP,
