@@ -10,6 +10,12 @@ RUN := $(UV) run --frozen
 # One mypy run per package: each has its own tests/conftest.py, which one run would see as duplicates.
 MYPY_TARGETS := libs/nemo-core libs/nemo-testing services/context services/gateway services/toolplane \
 	ops "benchmarks libs/nemo-protos/generate.py conftest.py tests"
+# deptry per package: its sources against its own pyproject.toml; then the test and benchmark code
+# against the root's (configured there). The stubs package is installed editable, so deptry is told
+# that nemo-protos provides `nemo`.
+PACKAGES := libs/nemo-core libs/nemo-protos libs/nemo-testing services/context services/gateway \
+	services/toolplane ops
+DEPTRY := $(RUN) deptry --package-module-name-map nemo-protos=nemo
 
 .PHONY: help install generate lint test bench run soak clean
 
@@ -26,11 +32,15 @@ install: $(UV) ## Install the locked environment (.venv).
 generate: install ## Regenerate the Python stubs from protos/.
 	$(RUN) python libs/nemo-protos/generate.py
 
-lint: install ## buf lint and breaking (against main), ruff, mypy.
+lint: install ## buf lint and breaking (against main), ruff, import contracts, deptry, mypy.
 	$(RUN) buf lint
 	$(RUN) buf breaking --against '.git#branch=main'
 	$(RUN) ruff check .
 	$(RUN) ruff format --check .
+	$(RUN) lint-imports --no-cache
+	@for package in $(PACKAGES); do echo "deptry $$package"; \
+		$(DEPTRY) $$package/src --config $$package/pyproject.toml; done
+	$(DEPTRY) .
 	@for target in $(MYPY_TARGETS); do echo "mypy $$target"; $(RUN) mypy $$target; done
 
 test: install ## The whole suite against real PostgreSQL, S3 API, gRPC and HTTP peers.

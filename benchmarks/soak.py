@@ -27,7 +27,7 @@ from nemo_core.db import connect, dsn_with
 from nemo_ops.embedded_pg import start_embedded_postgres
 from nemo_ops.migrate import migrate
 from nemo_ops.seed import seed
-from nemo_testing.stack import Stack, start_stack
+from tests.stack import Stack, start_stack
 
 SERVICES = ("context", "gateway", "toolplane")
 MAX_GROWTH = 0.10

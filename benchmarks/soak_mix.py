@@ -22,7 +22,8 @@ from nemo.context.v1 import context_service_pb2_grpc as context_grpc
 from nemo.gateway.v1 import gateway_service_pb2 as gateway_pb
 from nemo.gateway.v1 import gateway_service_pb2_grpc as gateway_grpc
 from nemo.type.v1 import user_source_pb2
-from nemo_testing.stack import Stack
+from nemo_toolplane.mcp_edge import ERROR_META_KEY
+from tests.stack import Stack
 
 TIMEOUT_SECONDS = 30.0
 PROMPT_PURPOSES = ("item_generation", "tutor_hint", "plan_explanation", "portrait_summary")
@@ -90,7 +91,7 @@ class Clients:
             raise SoakFailure(f"{method}: JSON-RPC {body['error']['code']}")
         result: dict[str, Any] = body["result"]
         if result.get("isError"):
-            raise SoakFailure(f"{method}: {result['structuredContent']['error']['code']}")
+            raise SoakFailure(f"{method}: {result['_meta'][ERROR_META_KEY]['error']['code']}")
         return result
 
 

@@ -19,8 +19,8 @@ import pytest
 
 from nemo_testing.otlp import OtlpReceiver
 from nemo_testing.providers import ScriptedProvider
-from nemo_testing.stack import Stack, StackFactory
-from nemo_testing.stack import start_stack as launch_stack
+from tests.stack import Stack, StackFactory
+from tests.stack import start_stack as launch_stack
 
 
 @pytest.fixture(scope="session")

@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from nemo_testing.stack import Stack, start_stack
+from tests.stack import Stack, start_stack
 
 from .ledger import Ledger, row_counts
 

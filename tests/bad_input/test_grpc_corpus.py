@@ -22,7 +22,7 @@ from nemo.toolplane.v1 import tool_pb2
 from nemo.toolplane.v1 import toolplane_admin_service_pb2 as admin_pb
 from nemo.toolplane.v1 import toolplane_service_pb2 as toolplane_pb
 from nemo_core.errors import error_details
-from nemo_testing.stack import Stack
+from tests.stack import Stack
 
 from .ledger import Ledger
 from .wire import INVALID_UTF8, length_delimited, nested_struct

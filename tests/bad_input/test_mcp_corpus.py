@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 import httpx
 import pytest
 
-from nemo_testing.stack import Stack
+from nemo_toolplane.mcp_edge import ERROR_META_KEY
+from tests.stack import Stack
 
 from .ledger import Ledger
 
@@ -214,7 +215,8 @@ async def test_mcp_bad_input_gets_a_precise_error(
     if case.tool_error is not None:
         result = response.json()["result"]
         assert result["isError"] is True
-        assert result["structuredContent"]["error"]["code"] == case.tool_error
+        assert "structuredContent" not in result
+        assert result["_meta"][ERROR_META_KEY]["error"]["code"] == case.tool_error
 
 
 async def test_a_request_without_accept_is_answered_as_json(bad_input_stack: Stack) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from nemo_testing.stack import Stack
+from tests.stack import Stack
 
 from .ledger import Ledger, row_counts
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import filecmp
 import importlib.util
+import os
 import shutil
 import subprocess
 import sys
@@ -111,9 +112,17 @@ def test_buf_breaking_detects_a_removed_field(tmp_path: Path) -> None:
     assert "persist" in result.stdout + result.stderr
 
 
+def _uv() -> str:
+    """The uv running this suite (`uv run` exports its own path as UV), else the one the
+    Makefile installs under .tools/, else one on PATH."""
+    search = os.pathsep.join([str(REPO_ROOT / ".tools" / "bin"), os.environ.get("PATH", "")])
+    uv = os.environ.get("UV") or shutil.which("uv", path=search)
+    assert uv, "uv is required to build the stubs wheel: run the suite with `make test`"
+    return uv
+
+
 def test_stubs_build_as_an_installable_wheel(tmp_path: Path) -> None:
-    uv = shutil.which("uv")
-    assert uv, "uv is required to build the stubs wheel"
+    uv = _uv()
     subprocess.run(
         [uv, "build", "--wheel", "--quiet", "--out-dir", str(tmp_path), str(PROTOS_PACKAGE)],
         check=True,

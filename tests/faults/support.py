@@ -23,7 +23,7 @@ from nemo.toolplane.v1 import toolplane_service_pb2 as toolplane_pb
 from nemo_core.errors import error_details
 from nemo_ops.migrate import migrate, role_passwords_from_env
 from nemo_ops.seed import seed
-from nemo_testing.stack import Stack
+from tests.stack import Stack
 
 #: Tool plane limits high enough that a test's own load is never rate limited.
 UNLIMITED_TOOLPLANE = {

@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 
 from nemo_core.db import connect
 from nemo_testing.otlp import OtlpReceiver
-from nemo_testing.stack import StackFactory
+from tests.stack import StackFactory
 
 from .support import OK, UNLIMITED_TOOLPLANE, migrated_and_seeded, stack_clients
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 
-from nemo_testing.stack import Stack, StackFactory
+from tests.stack import Stack, StackFactory
 
 from .support import OK, UNLIMITED_TOOLPLANE, Load, only, stack_clients
 

@@ -21,7 +21,7 @@ from nemo.gateway.v1 import run_pb2
 from nemo_core.db import connect
 from nemo_core.errors import error_details
 from nemo_testing.providers import Answer, Hang, HttpError, ScriptedProvider, Stream
-from nemo_testing.stack import Stack
+from tests.stack import Stack
 
 from .support import stack_clients
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from nemo.context.v1 import context_service_pb2 as context_pb
 from nemo_testing.otlp import OtlpReceiver
 from nemo_testing.s3 import moto_s3_server
-from nemo_testing.stack import StackFactory
+from tests.stack import StackFactory
 
 from .support import stack_clients
 

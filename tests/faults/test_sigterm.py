@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 import pytest
 
 from nemo_core.db import connect
-from nemo_testing.stack import StackFactory
+from tests.stack import StackFactory
 
 from .support import OK, UNLIMITED_TOOLPLANE, Load, StackClients, only, stack_clients
 

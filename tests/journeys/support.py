@@ -22,7 +22,7 @@ from nemo_core.client import create_channel
 from nemo_core.db import connect
 from nemo_core.settings import ServiceSettings
 from nemo_testing.otlp import OtlpReceiver, ReceivedSpan
-from nemo_testing.stack import Stack
+from tests.stack import Stack
 
 #: Columns of the seed that identify a person; none of their values may reach a model or agent.
 IDENTIFIER_COLUMNS = {

@@ -15,7 +15,7 @@ from nemo.gateway.v1 import run_pb2
 from nemo_core.db import connect
 from nemo_testing.otlp import OtlpReceiver
 from nemo_testing.providers import Answer, ScriptedProvider
-from nemo_testing.stack import Stack
+from tests.stack import Stack
 
 from .support import clients, journey_span, services_in_trace
 

@@ -4,7 +4,8 @@ reaches nothing. Every attempt is audited, and the calls share the journey's tra
 from __future__ import annotations
 
 from nemo_testing.otlp import OtlpReceiver
-from nemo_testing.stack import Stack
+from nemo_toolplane.mcp_edge import ERROR_META_KEY
+from tests.stack import Stack
 
 from .support import audit_rows, journey_span, mcp_client, services_in_trace
 
@@ -28,9 +29,10 @@ async def test_mentors_reach_only_their_active_assignments(
                     result = await agent.call_tool(
                         "nemo12.get_learner_learning_state", {"learner_id": learner_id}
                     )
-                content = result.structured_content
                 outcomes[token_name, learner_id] = (
-                    content["error"]["code"] if result.is_error else content["view"]
+                    (result.meta or {})[ERROR_META_KEY]["error"]["code"]
+                    if result.is_error
+                    else result.structured_content["view"]
                 )
 
     assert outcomes == {

@@ -12,7 +12,7 @@ from nemo.gateway.v1 import gateway_service_pb2 as gateway_pb
 from nemo.gateway.v1 import run_pb2
 from nemo_testing.otlp import OtlpReceiver
 from nemo_testing.providers import Answer, ScriptedProvider
-from nemo_testing.stack import Stack
+from tests.stack import Stack
 
 from .support import (
     audit_rows,

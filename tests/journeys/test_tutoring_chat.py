@@ -15,7 +15,7 @@ from nemo_core.db import connect
 from nemo_core.errors import error_details
 from nemo_testing.otlp import OtlpReceiver
 from nemo_testing.providers import ScriptedProvider, Stream
-from nemo_testing.stack import Stack
+from tests.stack import Stack
 
 from .support import Clients, clients, journey_span, services_in_trace
 

@@ -99,7 +99,7 @@ def _unary(behavior: Any, response: type[Any] = StringValue) -> grpc.RpcMethodHa
     )
 
 
-def build_setup(settings: ServiceSettings, attempts: Counter[str] | None = None) -> ServiceSetup:
+def build_setup(settings: ServiceSettings, attempts: Counter[str] | None = None) -> ServiceSetup:  # noqa: C901  one small nested handler per echo method
     """The echo service; ``attempts`` counts calls of ``Attempts`` per request value."""
     counts = attempts if attempts is not None else Counter()
 

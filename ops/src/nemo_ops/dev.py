@@ -46,7 +46,7 @@ from nemo_toolplane.tools import build_registry
 HELP = "start the whole stack locally (embedded PostgreSQL unless DATABASE_URL is set)"
 
 DATABASE_NAME = "nemo"
-DEV_TOKEN_LABEL = "dev-stack"
+DEV_TOKEN_LABEL = "dev-stack"  # noqa: S105  the label of dev tokens, not a token
 STARTUP_TIMEOUT_SECONDS = 60.0
 STOP_TIMEOUT_SECONDS = 8.0
 

@@ -1,6 +1,6 @@
 """The three service processes on one machine: their environment, their start and readiness.
 
-Shared by `nemo dev up` and by the cross-service test launcher (``nemo_testing.stack``), so both
+Shared by `nemo dev up` and by the cross-service test launcher (``tests.stack``), so both
 start the services the same way: ``python -m nemo_<service>`` in its own session, with a hook that
 makes the kernel send it SIGTERM when its parent dies (PR_SET_PDEATHSIG), its output appended to
 a log file, ready once gRPC health reports SERVING (and, for the tool plane, the MCP edge's
@@ -26,6 +26,7 @@ import httpx
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from nemo_core.db import dsn_with
+from nemo_toolplane.origins import LOOPBACK_HOSTS, LOOPBACK_ORIGINS
 
 #: The services, in the order they start (context first: the others call it).
 SERVICES: tuple[str, ...] = ("context", "gateway", "toolplane")
@@ -134,6 +135,10 @@ def service_environments(
             "NEMO_TOOLPLANE_LISTEN_ADDRESS": f"127.0.0.1:{ports.toolplane}",
             "NEMO_TOOLPLANE_MCP_HOST": "127.0.0.1",
             "NEMO_TOOLPLANE_MCP_PORT": str(ports.mcp),
+            # A browser-based inspector on this machine may connect; other sites, and names
+            # rebound to 127.0.0.1, may not.
+            "NEMO_TOOLPLANE_ALLOWED_ORIGINS": json.dumps(LOOPBACK_ORIGINS),
+            "NEMO_TOOLPLANE_ALLOWED_HOSTS": json.dumps(LOOPBACK_HOSTS),
             "NEMO_TOOLPLANE_DATABASE_URL": toolplane_dsn,
             "NEMO_TOOLPLANE_CONTEXT_ADDRESS": context_address,
             "NEMO_TOOLPLANE_CALLER_TOKENS": callers_of("toolplane", tokens),

@@ -48,7 +48,7 @@ ALLOWED: dict[str, tuple[frozenset[str], str]] = {
         frozenset({"key", "base_url"}),
         "configures the gateway under test with a test key for the scripted provider",
     ),
-    "libs/nemo-testing/src/nemo_testing/stack.py": (
+    "tests/stack.py": (
         frozenset({"base_url"}),
         "points the gateway process under test at the scripted provider",
     ),

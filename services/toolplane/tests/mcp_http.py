@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
 import httpx
 import mcp_types
+
+from nemo_toolplane.mcp_edge import ERROR_META_KEY
 
 MODERN = "2026-07-28"
 
@@ -66,3 +69,14 @@ def result_text(result: mcp_types.CallToolResult) -> str:
     [block] = result.content
     assert isinstance(block, mcp_types.TextContent)
     return block.text
+
+
+def error_envelope(result: mcp_types.CallToolResult) -> dict[str, Any]:
+    """The error envelope of a failed call, checked to be where every client finds it: the text
+    is its JSON, ``_meta`` holds the same, and there is no ``structuredContent`` that a client
+    would validate against the tool's output schema."""
+    assert result.is_error, result
+    assert result.structured_content is None, result.structured_content
+    envelope: dict[str, Any] = (result.meta or {})[ERROR_META_KEY]
+    assert json.loads(result_text(result)) == envelope
+    return envelope

@@ -12,6 +12,7 @@ from nemo_toolplane.access_cache import MAX_AGE_SECONDS
 from nemo_toolplane.tokens import hash_token, issue_token
 
 from .conftest import AgentTokens, RunningToolPlane, StartToolPlane, access_change, eventually
+from .mcp_http import error_envelope
 
 
 def access_queries(spans: InMemorySpanExporter) -> int:
@@ -63,7 +64,7 @@ async def test_a_new_deny_policy_applies_to_the_next_call(
                     "DELETE FROM toolplane.policies WHERE name = 'deny-research-docs'"
                 )
         allowed = await client.call_tool("docs.search_docs", {"query": "audit"})
-    assert denied.structured_content["error"]["code"] == "POLICY_DENIED"
+    assert error_envelope(denied)["error"]["code"] == "POLICY_DENIED"
     assert not allowed.is_error
 
 

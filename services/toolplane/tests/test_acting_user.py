@@ -23,6 +23,7 @@ from nemo_toolplane.acl import ACL, USER_VOUCHING_CALLERS
 from nemo_toolplane.tokens import UserRequired, issue_token
 
 from .conftest import AgentTokens, RunningToolPlane
+from .mcp_http import error_envelope
 
 LEARNERS = ("L-1", "L-2", "L-3", "L-10", "L-404")
 #: Staff, an administrator, a parent of another family, and L-1's own parent.
@@ -36,7 +37,7 @@ def _outcome(result: Any) -> tuple[bool, str | None, str | None]:
     """What the agent learns from a call: success, or the envelope's code and message."""
     if not result.is_error:
         return True, None, None
-    error = result.structured_content["error"]
+    error = error_envelope(result)["error"]
     return False, error["code"], error["message"]
 
 

@@ -35,6 +35,7 @@ from .conftest import (
     access_change,
     as_operator,
 )
+from .mcp_http import error_envelope
 
 APP = "nemo12-foundry"
 ARGS = {"application_id": APP, "status": "maintenance", "reason": "database upgrade"}
@@ -63,7 +64,7 @@ async def _call(
 
 def _approval_id(result: Any) -> str:
     assert result.is_error, result.structured_content
-    error = result.structured_content["error"]
+    error = error_envelope(result)["error"]
     assert error["code"] == "APPROVAL_REQUIRED"
     assert error["details"]["policy"] == "approve-high-risk-writes@v1"
     return str(error["details"]["approval_id"])
@@ -442,7 +443,7 @@ async def test_approval_requests_are_rate_limited_per_agent_and_user(
     )
     flooded = await _call(limited, tokens.engineering, {**ARGS, "reason": "flood 3"})
     assert flooded.is_error
-    error = flooded.structured_content["error"]
+    error = error_envelope(flooded)["error"]
     assert (error["code"], error["retryable"]) == ("RATE_LIMITED", True)
     assert error["details"]["retry_after_seconds"] > 0
     count = await owner.fetchval(

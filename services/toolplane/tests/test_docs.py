@@ -19,6 +19,7 @@ from nemo_toolplane.docs_library import (
 from nemo_toolplane.text_fold import fold, fold_with_positions, tokenize
 
 from .conftest import REPOSITORY, AgentTokens, RunningToolPlane
+from .mcp_http import error_envelope
 
 PAGE = """---
 title: Đăng nhập và xác thực
@@ -164,7 +165,7 @@ async def test_search_docs_over_mcp(toolplane: RunningToolPlane, tokens: AgentTo
     assert hits[0]["score"] > 0
     assert "Bearer" in hits[0]["snippet"]
     assert len(default.structured_content["hits"]) == 5
-    assert too_many.structured_content["error"]["code"] == "VALIDATION_ERROR"
+    assert error_envelope(too_many)["error"]["code"] == "VALIDATION_ERROR"
 
 
 async def test_get_doc_over_mcp(toolplane: RunningToolPlane, tokens: AgentTokens) -> None:
@@ -188,7 +189,7 @@ async def test_get_doc_over_mcp(toolplane: RunningToolPlane, tokens: AgentTokens
     assert section.structured_content["section"] == "Graceful shutdown"
     assert section.structured_content["content"].startswith("## Graceful shutdown")
     assert by_url.structured_content["section"] == "Reading the log"
-    assert missing.structured_content["error"]["code"] == "RESOURCE_NOT_FOUND"
-    error = no_section.structured_content["error"]
+    assert error_envelope(missing)["error"]["code"] == "RESOURCE_NOT_FOUND"
+    error = error_envelope(no_section)["error"]
     assert error["code"] == "RESOURCE_NOT_FOUND"
     assert error["details"]["sections"] == page["sections"]

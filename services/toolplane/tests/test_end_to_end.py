@@ -12,12 +12,12 @@ import pytest
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from .conftest import AgentTokens, RunningToolPlane, access_change, counter
-from .mcp_http import result_text
+from .mcp_http import error_envelope, result_text
 
 
 def _envelope_code(result: Any) -> str:
     assert result.is_error, result
-    return str(result.structured_content["error"]["code"])
+    return str(error_envelope(result)["error"]["code"])
 
 
 async def test_a_parent_reads_their_childs_learning_state(
@@ -56,8 +56,7 @@ async def test_a_learner_out_of_reach_or_missing_is_the_same_authorization_error
         )
     assert _envelope_code(result) == "AUTHORIZATION_ERROR"
     assert (
-        result.structured_content["error"]["message"]
-        == "the learner is not within this call's reach"
+        error_envelope(result)["error"]["message"] == "the learner is not within this call's reach"
     )
     [row] = await audit_rows(request_id=request_id)
     assert (row["decision"], row["status"], row["error_code"], row["resource"]) == (
@@ -118,7 +117,7 @@ async def test_update_profile_is_denied_by_policy_and_never_executed(
         control = await client.call_tool("learner.get_profile", {"learner_id": "L-1"})
     assert "learner.update_profile" in listed  # the write grant lets the agent see it
     assert _envelope_code(result) == "POLICY_DENIED"
-    assert result.structured_content["error"]["details"] == {
+    assert error_envelope(result)["error"]["details"] == {
         "rule": 4,
         "policy": "deny-learner-writes",
     }

@@ -15,7 +15,7 @@ from nemo_core.errors import error_details
 from nemo_testing.ports import free_port
 
 from .conftest import AgentTokens, StartToolPlane
-from .mcp_http import modern_call, post
+from .mcp_http import error_envelope, modern_call, post
 
 
 async def test_an_agent_over_its_rate_gets_rate_limited(
@@ -28,7 +28,7 @@ async def test_an_agent_over_its_rate_gets_rate_limited(
     async with plane.mcp(tokens.engineering) as other_agent:
         unaffected = await other_agent.call_tool("docs.search_docs", {"query": "audit"})
     assert [r.is_error for r in results] == [False, False, True]
-    error = results[2].structured_content["error"]
+    error = error_envelope(results[2])["error"]
     assert (error["code"], error["retryable"]) == ("RATE_LIMITED", True)
     assert error["details"]["retry_after_seconds"] > 0
     assert not unaffected.is_error
@@ -49,7 +49,7 @@ async def test_unknown_tool_names_count_against_the_rate_too(
         assert not (await client.call_tool("docs.search_docs", {"query": "audit"})).is_error
         guesses = [await client.call_tool(f"nope.guess_{n}", {}) for n in range(3)]
     for guess in guesses:
-        error = guess.structured_content["error"]
+        error = error_envelope(guess)["error"]
         assert (error["code"], error["retryable"]) == ("RATE_LIMITED", True)
     over_grpc = await plane.tools_stub().CallTool(
         pb.CallToolRequest(tool="nope.over_grpc"),
@@ -103,7 +103,7 @@ async def test_an_unreachable_context_service_is_a_retryable_dependency_error(
     async with plane.mcp(tokens.learning_parent, headers) as client:
         result = await client.call_tool("learner.get_profile", {"learner_id": "L-1"})
         docs = await client.call_tool("docs.search_docs", {"query": "audit"})
-    error = result.structured_content["error"]
+    error = error_envelope(result)["error"]
     assert (error["code"], error["retryable"]) == ("DEPENDENCY_ERROR", True)
     assert not docs.is_error  # tools that need no context service keep working
     rows = await audit_rows(request_id="REQ-context-down", plane=plane)

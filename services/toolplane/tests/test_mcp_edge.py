@@ -3,7 +3,6 @@ official MCP client (2026-07-28 by discovery, and the 2025-11-25 handshake)."""
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from typing import Any
@@ -14,7 +13,7 @@ from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from .conftest import AgentTokens, RunningToolPlane, StartToolPlane, access_change
-from .mcp_http import MODERN, modern_call, post, result_text
+from .mcp_http import MODERN, error_envelope, modern_call, post
 
 
 async def test_health_is_open(toolplane: RunningToolPlane) -> None:
@@ -172,13 +171,11 @@ async def test_invalid_arguments_are_an_is_error_result_with_the_envelope(
 ) -> None:
     async with toolplane.mcp(tokens.research, {"X-Request-Id": "REQ-invalid-args"}) as client:
         result = await client.call_tool("docs.search_docs", {"query": "audit", "limit": 11})
-    assert result.is_error
-    envelope = result.structured_content
+    envelope = error_envelope(result)
     assert envelope["success"] is False
     assert envelope["error"]["code"] == "VALIDATION_ERROR"
     assert envelope["error"]["retryable"] is False
     assert [e["field"] for e in envelope["error"]["details"]["errors"]] == ["limit"]
-    assert json.loads(result_text(result)) == envelope
     [row] = await audit_rows(request_id="REQ-invalid-args")
     assert (row["tool_id"], row["decision"], row["status"], row["error_code"]) == (
         "docs.search_docs:v1",
@@ -428,6 +425,6 @@ async def test_a_user_header_no_user_key_can_be_is_an_authorization_error(
     async with toolplane.mcp(tokens.learning_unbound, headers) as client:
         result = await client.call_tool("learner.get_profile", {"learner_id": "L-1"})
     assert result.is_error
-    assert result.structured_content["error"]["code"] == "AUTHORIZATION_ERROR"
+    assert error_envelope(result)["error"]["code"] == "AUTHORIZATION_ERROR"
     [row] = await audit_rows(request_id=request_id)
     assert (row["decision"], row["status"]) == ("deny", "denied")

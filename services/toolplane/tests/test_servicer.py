@@ -18,7 +18,7 @@ from nemo_core.errors import error_details
 from nemo_toolplane.servicer import peer_host
 
 from .conftest import AgentTokens, RunningToolPlane
-from .mcp_http import post
+from .mcp_http import error_envelope, post
 from .test_mcp_edge import RESEARCH_TOOLS
 
 
@@ -148,7 +148,7 @@ async def test_the_grpc_and_mcp_envelopes_are_the_same(
     bad = {"query": "audit", "limit": 0}
     over_grpc = await call(toolplane, tokens.research, "docs.search_docs", bad)
     async with toolplane.mcp(tokens.research) as client:
-        over_mcp = (await client.call_tool("docs.search_docs", bad)).structured_content
+        over_mcp = error_envelope(await client.call_tool("docs.search_docs", bad))
     assert over_mcp["error"]["code"] == "VALIDATION_ERROR"
     assert tool_pb2.ErrorCode.Name(over_grpc.error.code) == "ERROR_CODE_VALIDATION_ERROR"
     assert over_grpc.error.message == over_mcp["error"]["message"]

@@ -11,6 +11,7 @@ import pytest
 from nemo.toolplane.v1 import toolplane_admin_service_pb2 as admin_pb
 
 from .conftest import AgentTokens, OperatorTokens, RunningToolPlane, as_operator
+from .mcp_http import error_envelope
 
 
 async def test_engineering_reads_the_application_registry(
@@ -48,8 +49,8 @@ async def test_engineering_reads_the_application_registry(
         "architecture_reference": "docs/architecture/tool-plane.md",
     }
     assert environment.structured_content["deployment_target"] == "cloudflare-workers"
-    assert missing.structured_content["error"]["code"] == "RESOURCE_NOT_FOUND"
-    assert invalid.structured_content["error"]["code"] == "VALIDATION_ERROR"
+    assert error_envelope(missing)["error"]["code"] == "RESOURCE_NOT_FOUND"
+    assert error_envelope(invalid)["error"]["code"] == "VALIDATION_ERROR"
 
 
 SET_WEB_STATUS = "UPDATE toolplane.applications SET status = $1 WHERE id = 'nemo12-web'"
@@ -80,7 +81,7 @@ async def test_an_approved_change_of_a_retired_application_is_a_conflict(
     args = {"application_id": "nemo12-web", "status": "active", "reason": "bring it back"}
     async with toolplane.mcp(tokens.engineering, {"X-Request-Id": "REQ-retired"}) as client:
         waiting = await client.call_tool("application.set_status", args)
-        approval_id = waiting.structured_content["error"]["details"]["approval_id"]
+        approval_id = error_envelope(waiting)["error"]["details"]["approval_id"]
         await toolplane.admin_stub().DecideApproval(
             admin_pb.DecideApprovalRequest(
                 approval_id=approval_id, decision=admin_pb.APPROVAL_DECISION_APPROVE
@@ -89,7 +90,7 @@ async def test_an_approved_change_of_a_retired_application_is_a_conflict(
             timeout=10,
         )
         conflict = await client.call_tool("application.set_status", args)
-    assert conflict.structured_content["error"]["code"] == "CONFLICT"
+    assert error_envelope(conflict)["error"]["code"] == "CONFLICT"
     # Nothing changed, so the approval was not used up.
     approval = await owner.fetchval(
         "SELECT status FROM toolplane.approvals WHERE id = $1", approval_id

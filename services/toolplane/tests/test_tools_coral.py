@@ -11,6 +11,7 @@ import pytest
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from .conftest import AgentTokens, RunningToolPlane, counter
+from .mcp_http import error_envelope
 
 SEARCH = "coral.search_knowledge:v1"
 
@@ -28,7 +29,7 @@ async def test_a_query_without_a_searchable_word_fails_the_schema(
     request_id = f"REQ-coral-query-{query.encode().hex()}"
     async with toolplane.mcp(tokens.research, {"X-Request-Id": request_id}) as client:
         result = await client.call_tool("coral.search_knowledge", {"query": query})
-    error = result.structured_content["error"]
+    error = error_envelope(result)["error"]
     assert (error["code"], error["retryable"]) == ("VALIDATION_ERROR", False)
     assert [e["field"] for e in error["details"]["errors"]] == ["query"]
     assert query not in json.dumps(error["details"])
@@ -63,7 +64,7 @@ async def test_arguments_the_context_service_refuses_are_a_validation_error(
     with caplog.at_level(logging.WARNING):
         async with toolplane.mcp(tokens.research, {"X-Request-Id": "REQ-coral-subject"}) as client:
             result = await client.call_tool("coral.search_knowledge", arguments)
-    assert result.structured_content["error"] == {
+    assert error_envelope(result)["error"] == {
         "code": "VALIDATION_ERROR",
         "message": "the context service refused the arguments",
         "retryable": False,

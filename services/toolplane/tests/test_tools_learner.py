@@ -19,6 +19,7 @@ from nemo_toolplane.tools import build_registry
 from nemo_toolplane.tools.views import view_result
 
 from .conftest import CONTEXT_AUDIT_TOKEN, AgentTokens, RunningToolPlane
+from .mcp_http import error_envelope
 
 VIEWS = {
     "learner.get_profile": ("profile", "profile"),
@@ -109,7 +110,7 @@ async def test_a_mentor_reaches_only_assigned_learners(
     if allowed:
         assert not result.is_error
     else:
-        assert result.structured_content["error"]["code"] == "AUTHORIZATION_ERROR"
+        assert error_envelope(result)["error"]["code"] == "AUTHORIZATION_ERROR"
 
 
 async def test_without_a_user_no_learner_is_within_reach(
@@ -117,7 +118,7 @@ async def test_without_a_user_no_learner_is_within_reach(
 ) -> None:
     async with toolplane.mcp(tokens.learning_unbound) as client:
         result = await client.call_tool("learner.get_profile", {"learner_id": "L-1"})
-    assert result.structured_content["error"]["code"] == "AUTHORIZATION_ERROR"
+    assert error_envelope(result)["error"]["code"] == "AUTHORIZATION_ERROR"
 
 
 async def test_knowledge_nodes_come_with_their_edges(
@@ -132,4 +133,4 @@ async def test_knowledge_nodes_come_with_their_edges(
     assert content["node"]["title"] == "Phương trình bậc hai"
     prerequisites = {e["from_node_id"] for e in content["edges"] if e["kind"] == "prerequisite"}
     assert "math-08-factorization" in prerequisites
-    assert missing.structured_content["error"]["code"] == "RESOURCE_NOT_FOUND"
+    assert error_envelope(missing)["error"]["code"] == "RESOURCE_NOT_FOUND"

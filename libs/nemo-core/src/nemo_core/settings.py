@@ -31,7 +31,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_CALLER_TOKEN_METADATA_KEY = "x-nemo-caller-token"
+DEFAULT_CALLER_TOKEN_METADATA_KEY = "x-nemo-caller-token"  # noqa: S105  a header name, not a token
 
 IDENTITY_PATTERN = re.compile(r"^[a-z][a-z0-9_-]{0,62}\Z")
 MIN_TOKEN_LENGTH = 16

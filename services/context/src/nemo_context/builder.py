@@ -185,7 +185,7 @@ def _refuse_identifier_columns(record: LearnerRecord) -> None:
         raise leak_blocked()
 
 
-def assemble(
+def assemble(  # noqa: C901  one independent guard per slice
     record: LearnerRecord,
     purpose: Purpose,
     *,

@@ -347,17 +347,17 @@ def json_key_name(match: re.Match[str]) -> str:
 
 
 def _struct_to_python(struct: Message) -> dict[str, object]:
-    assert isinstance(struct, Struct)
+    assert isinstance(struct, Struct)  # noqa: S101  narrows the type for mypy
     return {key: _value_to_python(value) for key, value in struct.fields.items()}
 
 
 def _list_value_to_python(list_value: Message) -> list[object]:
-    assert isinstance(list_value, ListValue)
+    assert isinstance(list_value, ListValue)  # noqa: S101  narrows the type for mypy
     return [_value_to_python(value) for value in list_value.values]
 
 
 def _value_to_python(value: Message) -> object:
-    assert isinstance(value, Value)
+    assert isinstance(value, Value)  # noqa: S101  narrows the type for mypy
     kind = value.WhichOneof("kind")
     if kind == "struct_value":
         return _struct_to_python(value.struct_value)
@@ -430,7 +430,7 @@ def _plainly_clean(
     return pattern is None or _certainly_absent(joined, lowered) or pattern.search(joined) is None
 
 
-def _gather_text(message: Message, texts: list[str]) -> bool:
+def _gather_text(message: Message, texts: list[str]) -> bool:  # noqa: C901  a branch per field kind
     """Append the strings of ``message`` to ``texts``; False at anything but plain text fields."""
     descriptor = message.DESCRIPTOR
     if descriptor.full_name in _STRUCT_TYPES:

@@ -24,6 +24,7 @@ from nemo_toolplane.context_client import ContextClient
 from nemo_toolplane.docs_library import DocsLibrary
 from nemo_toolplane.edge import Edge, create_app
 from nemo_toolplane.mcp_edge import McpEndpoint
+from nemo_toolplane.origins import OriginPolicy
 from nemo_toolplane.ratelimit import KeyedRateLimiter
 from nemo_toolplane.router import ToolRouter
 from nemo_toolplane.servicer import ToolPlaneAdminServicer, ToolPlaneServicer
@@ -86,15 +87,13 @@ async def assemble(settings: ToolPlaneSettings) -> ToolPlane:
     auth_failures = KeyedRateLimiter(
         settings.auth_failures_per_minute / 60, settings.auth_failures_per_minute
     )
-    mcp = McpEndpoint(
-        router,
-        registry,
-        access,
-        allowed_origins=settings.allowed_origins,
-        auth_failures=auth_failures,
-    )
+    mcp = McpEndpoint(router, registry, access, auth_failures=auth_failures)
+    browsers = OriginPolicy(settings.allowed_origins, settings.allowed_hosts)
     edge = Edge(
-        create_app(mcp), settings.mcp_host, settings.mcp_port, settings.grace_period_seconds
+        create_app(mcp, browsers),
+        settings.mcp_host,
+        settings.mcp_port,
+        settings.grace_period_seconds,
     )
     setup = ServiceSetup(
         services=[

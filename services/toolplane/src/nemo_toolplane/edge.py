@@ -1,7 +1,7 @@
 """The HTTP edge of the tool plane, served by uvicorn inside the gRPC server's process.
 
 ``/health`` is the only path without authentication; ``/mcp`` is the MCP endpoint
-(:mod:`nemo_toolplane.mcp_edge`).
+(:mod:`nemo_toolplane.mcp_edge`) behind the browser checks of :mod:`nemo_toolplane.origins`.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from nemo_toolplane.mcp_edge import McpEndpoint
+from nemo_toolplane.origins import BrowserGuard, OriginPolicy
 
 logger = logging.getLogger(__name__)
 
@@ -27,8 +28,9 @@ async def health(_: Request) -> JSONResponse:
     return JSONResponse({"status": "ok"})
 
 
-def create_app(mcp: McpEndpoint) -> Starlette:
-    """The edge's ASGI application."""
+def create_app(mcp: McpEndpoint, browsers: OriginPolicy) -> Starlette:
+    """The edge's ASGI application; ``browsers`` guards ``/mcp`` (probes of ``/health`` come
+    from the cluster, under any host name)."""
 
     @contextlib.asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
@@ -40,7 +42,9 @@ def create_app(mcp: McpEndpoint) -> Starlette:
             Route("/health", health, methods=["GET"]),
             # Every method reaches the endpoint, which answers 405 itself after authentication.
             Route(
-                "/mcp", mcp, methods=["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+                "/mcp",
+                BrowserGuard(mcp, browsers),
+                methods=["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"],
             ),
         ],
         lifespan=lifespan,

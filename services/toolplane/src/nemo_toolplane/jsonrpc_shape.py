@@ -5,13 +5,20 @@ answers 202 (the call is silently dropped), and reports a missing ``jsonrpc`` or
 ``params`` as -32602 with the whole pydantic report, input values included. Here each of those
 is an Invalid Request (-32600) naming the one member that is wrong. Bodies that are not JSON at
 all are left to the SDK, which answers -32700.
+
+It also reads which protocol revision a body names itself, so the edge can refuse a request whose
+``MCP-Protocol-Version`` header says otherwise.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
+
+from mcp_types import PROTOCOL_VERSION_META_KEY
 
 
 def _problem(message: Any) -> str | None:
@@ -30,6 +37,15 @@ def _problem(message: Any) -> str | None:
 
 
 @dataclass(frozen=True)
+class NamedVersion:
+    """A protocol revision as a body names it."""
+
+    value: object
+    #: Named by the 2026-07-28 per-request envelope (``params._meta``); else by ``initialize``.
+    in_envelope: bool
+
+
+@dataclass(frozen=True)
 class Message:
     """One JSON body, parsed once for every check the edge makes on it."""
 
@@ -39,6 +55,28 @@ class Message:
     def problem(self) -> str | None:
         """What is wrong with the envelope, or None when it is well formed."""
         return _problem(self.value)
+
+    @property
+    def request_id(self) -> str | int | None:
+        """The request's id when it is a valid one (to answer with), else None."""
+        request_id = self.value.get("id") if isinstance(self.value, dict) else None
+        if isinstance(request_id, bool) or not isinstance(request_id, str | int):
+            return None
+        return request_id
+
+    @property
+    def protocol_version(self) -> NamedVersion | None:
+        """The revision the body names (any JSON value): a 2026-07-28 request in ``params._meta``,
+        an ``initialize`` in ``params.protocolVersion``. Other handshake-era requests name none."""
+        params = self.value.get("params") if isinstance(self.value, dict) else None
+        if not isinstance(params, dict):
+            return None
+        meta = params.get("_meta")
+        if isinstance(meta, dict) and PROTOCOL_VERSION_META_KEY in meta:
+            return NamedVersion(meta[PROTOCOL_VERSION_META_KEY], in_envelope=True)
+        if self.value.get("method") == "initialize" and "protocolVersion" in params:
+            return NamedVersion(params["protocolVersion"], in_envelope=False)
+        return None
 
     @property
     def is_tool_call(self) -> bool:
@@ -59,3 +97,36 @@ def parse(body: bytes) -> Message | None:
         return Message(json.loads(body))
     except (ValueError, RecursionError):
         return None
+
+
+class VersionProblem(Enum):
+    """Why a request's protocol version cannot be served."""
+
+    #: The header and the body name different revisions, or an envelope comes without a header.
+    MISMATCH = "mismatch"
+    #: The header names a revision not served, and the body names none of its own.
+    UNSUPPORTED = "unsupported"
+
+
+def version_problem(
+    header: str | None, message: Message | None, supported: Collection[str]
+) -> VersionProblem | None:
+    """What is wrong with the protocol version of a request carrying ``header`` (the
+    ``MCP-Protocol-Version`` value, None when absent), or None.
+
+    A body that names its revision must agree with the header, and an envelope needs the header:
+    otherwise an intermediary routing on the header and the server reading the body act on two
+    different requests. A header naming no revision in ``supported`` is a problem only for bodies
+    without an envelope: for 2026-07-28 bodies the SDK refuses it itself, listing the revisions
+    ``server/discover`` lists.
+    """
+    named = message.protocol_version if message is not None else None
+    if named is not None and (named.value != header if header is not None else named.in_envelope):
+        return VersionProblem.MISMATCH
+    if (
+        header is not None
+        and header not in supported
+        and not (named is not None and named.in_envelope)
+    ):
+        return VersionProblem.UNSUPPORTED
+    return None

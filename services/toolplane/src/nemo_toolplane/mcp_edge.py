@@ -2,25 +2,29 @@
 
 The official SDK's low-level server speaks the protocol (revisions 2025-11-25 with ``initialize``
 and 2026-07-28 with per-request envelopes and ``server/discover``). In front of it, this module's
-ASGI endpoint does what belongs to the tool plane, in this order:
+ASGI endpoint does what belongs to the tool plane, in this order (after the browser checks of
+:mod:`nemo_toolplane.origins`: foreign ``Origin`` 403, foreign ``Host`` 421):
 
-1. ``Origin`` present and not in ``allowed_origins`` -> 403 (browsers on other sites);
-2. ``Authorization: Bearer <agent token>`` missing or unknown -> 401 with ``WWW-Authenticate``,
+1. ``Authorization: Bearer <agent token>`` missing or unknown -> 401 with ``WWW-Authenticate``,
    before any other table is read (logged, not audited: there is no agent to audit); 429
    instead when the client address has failed too often. A valid token is never refused for
    its address: agents behind one shared egress must not be locked out by one stale token;
-3. any method but POST -> 405 with ``Allow: POST`` (there is no stream to GET, no session to
+2. any method but POST -> 405 with ``Allow: POST`` (there is no stream to GET, no session to
    DELETE);
-4. an ``MCP-Protocol-Version`` the SDK does not speak -> 400;
-5. the principal {agent, session, user, request} is attached to the request and ``X-Request-Id``
-   is echoed on the response.
+3. the principal {agent, session, user, request} is attached to the request and ``X-Request-Id``
+   is echoed on the response;
+4. a body over 1 MiB -> 413, a batch or a malformed JSON-RPC envelope -> 400 (-32600);
+5. an ``MCP-Protocol-Version`` header that disagrees with the revision the body names -> 400
+   (-32020), one naming no revision served here -> 400 (-32022).
 
-``tools/list`` shows the tools the agent's grants let it see; ``tools/call`` goes through the
-router. An unknown tool is a JSON-RPC error (-32602); every tool-level failure, invalid arguments
-included, is a result with ``isError: true`` whose ``structuredContent`` is the error envelope and
-whose text is the same JSON. A ``tools/call`` refused as malformed before it reaches the router
-(by the envelope check here, or by the SDK: arguments that are not an object, a name that is not
-a string) keeps its protocol error and is audited as invalid input all the same.
+``tools/list`` shows the tools the agent's grants let it see, on one page (so any cursor is
+-32602); ``tools/call`` goes through the router. An unknown tool is a JSON-RPC error (-32602);
+every tool-level failure, invalid arguments included, is a result with ``isError: true`` whose
+text is the error envelope as JSON, with the same envelope under ``_meta["dev.nemo/error"]``
+and no ``structuredContent`` (which clients check against the tool's output schema). A
+``tools/call`` refused before it reaches the router (by the checks here, or by the SDK: arguments
+that are not an object, a name that is not a string) keeps its protocol error and is audited as
+invalid input all the same.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator, Collection
+from collections.abc import AsyncIterator
 from typing import Any
 
 import mcp_types as types
@@ -47,9 +51,9 @@ from nemo_toolplane.access_cache import AccessCache
 from nemo_toolplane.access_store import AgentRules
 from nemo_toolplane.audit import CallStatus
 from nemo_toolplane.envelope import ErrorCode, ToolError
-from nemo_toolplane.jsonrpc_shape import parse
+from nemo_toolplane.jsonrpc_shape import Message as JsonRpcMessage
+from nemo_toolplane.jsonrpc_shape import VersionProblem, parse, version_problem
 from nemo_toolplane.principal import (
-    AgentIdentity,
     InvalidIdentifier,
     Principal,
     build_principal,
@@ -67,6 +71,8 @@ _CALLER_KEY = "nemo.caller"
 #: Set on the request's state once a tools/call reached the router (which audits it).
 _ROUTED_KEY = "nemo.routed"
 _META_PREFIX = "dev.nemo/"
+#: Where a failed call's result carries the error envelope for code to read.
+ERROR_META_KEY = f"{_META_PREFIX}error"
 #: Largest request body accepted; tool arguments are small.
 MAX_BODY_BYTES = 1024 * 1024
 _AUTHENTICATION_REQUIRED = ToolError(
@@ -77,8 +83,9 @@ _AUTHENTICATION_REQUIRED = ToolError(
 INSTRUCTIONS = (
     "Nemo tool plane: capabilities on the Nemo learning platform. Learner data is pseudonymous "
     "(learner_ref); every call is authorized by your grants and policies and audited. Failures "
-    "come back as results with isError and an envelope {success, error: {code, message, "
-    "retryable, details}}; APPROVAL_REQUIRED means a person must approve, then repeat the call."
+    "come back as results with isError whose text is the JSON envelope {success, error: {code, "
+    f'message, retryable, details}}}} (also in _meta "{ERROR_META_KEY}"); APPROVAL_REQUIRED '
+    "means a person must approve, then repeat the call."
 )
 
 
@@ -104,6 +111,18 @@ def mcp_tool(listed: ListedTool) -> types.Tool:
             f"{_META_PREFIX}risk": tool.risk.value,
             f"{_META_PREFIX}mode": tool.mode.value,
         },
+    )
+
+
+def error_result(envelope: dict[str, Any]) -> types.CallToolResult:
+    """A tool-level failure as a result every client can read: the envelope as JSON text (what a
+    model sees) and under ``_meta`` (for code). ``structuredContent`` stays empty: a client
+    validates it against the tool's output schema, which describes success, and rejects the whole
+    result when it does not match."""
+    return types.CallToolResult(
+        content=[types.TextContent(text=json.dumps(envelope, ensure_ascii=False))],
+        is_error=True,
+        _meta={ERROR_META_KEY: envelope},
     )
 
 
@@ -140,6 +159,9 @@ def build_mcp_server(router: ToolRouter, registry: Registry) -> Server[Any]:
     async def list_tools(
         ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
+        if params is not None and params.cursor is not None:
+            # The first page is the whole list, so no cursor this server could have issued exists.
+            raise MCPError(types.INVALID_PARAMS, "Invalid cursor: every tool is on the first page")
         tools = router.list_tools(*_caller(ctx))
         for tool in tools:
             if tool.name not in listed:
@@ -156,12 +178,7 @@ def build_mcp_server(router: ToolRouter, registry: Registry) -> Server[Any]:
         if outcome.status is CallStatus.NOT_FOUND:
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name}")
         if outcome.error is not None:
-            envelope = outcome.error.envelope()
-            return types.CallToolResult(
-                content=[types.TextContent(text=json.dumps(envelope, ensure_ascii=False))],
-                structured_content=envelope,
-                is_error=True,
-            )
+            return error_result(outcome.error.envelope())
         return types.CallToolResult(
             content=[types.TextContent(text=json.dumps(outcome.output, ensure_ascii=False))],
             structured_content=outcome.output,
@@ -177,10 +194,12 @@ def build_mcp_server(router: ToolRouter, registry: Registry) -> Server[Any]:
     )
 
 
-def _jsonrpc_error(status: int, code: int, message: str, **extra: Any) -> Response:
+def _jsonrpc_error(
+    status: int, code: int, message: str, *, request_id: str | int | None = None, **extra: Any
+) -> Response:
     body: dict[str, Any] = {
         "jsonrpc": "2.0",
-        "id": None,
+        "id": request_id,
         "error": {"code": code, "message": message},
     }
     data = extra.pop("data", None)
@@ -189,6 +208,28 @@ def _jsonrpc_error(status: int, code: int, message: str, **extra: Any) -> Respon
     return Response(
         json.dumps(body), status_code=status, media_type="application/json", headers=extra or None
     )
+
+
+def _version_refusal(header: str | None, message: JsonRpcMessage | None) -> Response | None:
+    """The answer to a request whose protocol version cannot be served here, or None."""
+    problem = version_problem(header, message, SUPPORTED_PROTOCOL_VERSIONS)
+    request_id = message.request_id if message is not None else None
+    if problem is VersionProblem.MISMATCH:
+        return _jsonrpc_error(
+            400,
+            types.HEADER_MISMATCH,
+            "MCP-Protocol-Version header does not match the protocol version of the body",
+            request_id=request_id,
+        )
+    if problem is VersionProblem.UNSUPPORTED:
+        return _jsonrpc_error(
+            400,
+            types.UNSUPPORTED_PROTOCOL_VERSION,
+            "Unsupported protocol version",
+            request_id=request_id,
+            data={"supported": list(SUPPORTED_PROTOCOL_VERSIONS), "requested": (header or "")[:64]},
+        )
+    return None
 
 
 class _BodyTooLarge(Exception):
@@ -242,7 +283,6 @@ class McpEndpoint:
         registry: Registry,
         access: AccessCache,
         *,
-        allowed_origins: Collection[str],
         auth_failures: KeyedRateLimiter,
     ) -> None:
         self.server = build_mcp_server(router, registry)
@@ -251,7 +291,6 @@ class McpEndpoint:
         )
         self._router = router
         self._access = access
-        self._allowed_origins = frozenset(allowed_origins)
         self._auth_failures = auth_failures
 
     @contextlib.asynccontextmanager
@@ -263,7 +302,7 @@ class McpEndpoint:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         response, caller = await self._admit(scope)
         if response is not None or caller is None:
-            assert response is not None
+            assert response is not None  # noqa: S101  narrows the type: no caller means a response
             await response(scope, receive, send)
             return
         principal = caller[0]
@@ -277,6 +316,7 @@ class McpEndpoint:
                 message["headers"] = [*message.get("headers", ()), *ids]
             await send(message)
 
+        # Refused from here on, an authenticated request still leaves its audit row.
         try:
             body = await _read_body(receive)
         except _BodyTooLarge:
@@ -302,6 +342,12 @@ class McpEndpoint:
             invalid = _jsonrpc_error(400, types.INVALID_REQUEST, f"Invalid Request: {problem}")
             await invalid(scope, receive, send_with_request_id)
             return
+        version = _version_refusal(Headers(scope=scope).get("mcp-protocol-version"), message)
+        if version is not None:
+            name = tool_call.tool_name if tool_call is not None else None
+            self._router.refuse(principal, name, transport="mcp", problem="protocol version")
+            await version(scope, receive, send_with_request_id)
+            return
         # W3C trace context from the HTTP headers; the SDK prefers one carried in `_meta`.
         trace = otel_context.attach(propagate.extract(Headers(scope=scope)))
         try:
@@ -318,13 +364,6 @@ class McpEndpoint:
         self, scope: Scope
     ) -> tuple[Response | None, tuple[Principal, AgentRules] | None]:
         headers = Headers(scope=scope)
-        origin = headers.get("origin")
-        if origin is not None and origin not in self._allowed_origins:
-            logger.warning(
-                "mcp request refused: origin not allowed", extra={"origin": origin[:200]}
-            )
-            return _jsonrpc_error(403, types.INVALID_REQUEST, "Origin not allowed"), None
-
         token = _bearer(headers.get("authorization"))
         access = await self._access.load(token) if token else None
         if access is None:
@@ -369,39 +408,17 @@ class McpEndpoint:
                 405, types.INVALID_REQUEST, "Method not allowed", Allow="POST"
             ), None
 
-        ids = {
-            "session_id": headers.get("x-nemo12-session-id") or headers.get("mcp-session-id"),
-            "user_id": headers.get("x-nemo12-user-id"),
-            "request_id": headers.get("x-request-id"),
-        }
-        # Refused from here on, an authenticated request still leaves its audit row.
-        version = headers.get("mcp-protocol-version")
-        if version is not None and version not in SUPPORTED_PROTOCOL_VERSIONS:
-            self._refuse(access.identity, ids, "protocol version")
-            return _jsonrpc_error(
-                400,
-                types.UNSUPPORTED_PROTOCOL_VERSION,
-                "Unsupported protocol version",
-                data={"supported": list(SUPPORTED_PROTOCOL_VERSIONS), "requested": version[:64]},
-            ), None
-
+        session_id = headers.get("x-nemo12-session-id") or headers.get("mcp-session-id")
+        user_id, request_id = headers.get("x-nemo12-user-id"), headers.get("x-request-id")
         try:
             principal = build_principal(
-                access.identity,
-                session_id=ids["session_id"],
-                user_id=ids["user_id"],
-                request_id=ids["request_id"],
+                access.identity, session_id=session_id, user_id=user_id, request_id=request_id
             )
         except InvalidIdentifier as invalid:
-            self._refuse(access.identity, ids, "identifier")
+            # Audited under the ids that are usable: an unusable one is not kept.
+            refused = refusal_principal(
+                access.identity, session_id=session_id, user_id=user_id, request_id=request_id
+            )
+            self._router.refuse(refused, None, transport="mcp", problem="identifier")
             return _jsonrpc_error(400, types.INVALID_REQUEST, str(invalid)), None
         return None, (principal, access.rules)
-
-    def _refuse(self, identity: AgentIdentity, ids: dict[str, str | None], problem: str) -> None:
-        principal = refusal_principal(
-            identity,
-            session_id=ids["session_id"],
-            user_id=ids["user_id"],
-            request_id=ids["request_id"],
-        )
-        self._router.refuse(principal, None, transport="mcp", problem=problem)

@@ -495,7 +495,7 @@ def _no_tool(name: str) -> ToolError:
 
 
 def _denial(verdict: Verdict) -> ToolError:
-    assert verdict.code is not None
+    assert verdict.code is not None  # noqa: S101  narrows the type: a denial has a code
     details: dict[str, Any] = {"rule": verdict.rule}
     if verdict.policy is not None:
         details["policy"] = verdict.policy.name

@@ -5,10 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import SettingsConfigDict
 
 from nemo_core.settings import ServiceSettings
+from nemo_toolplane.origins import check_host_pattern, check_origin_pattern
 
 
 class ToolPlaneSettings(ServiceSettings):
@@ -38,9 +39,15 @@ class ToolPlaneSettings(ServiceSettings):
     )
     allowed_origins: list[str] = Field(
         default_factory=list,
-        description="Origins (scheme://host:port, JSON list) whose browser requests the MCP edge "
-        "accepts; a request carrying any other Origin header gets 403. Clients that send no "
-        "Origin (agents, SDKs) are unaffected.",
+        description="Origins (scheme://host[:port], JSON list; port * for any) whose browser "
+        "requests the MCP edge accepts, with CORS; a request carrying any other Origin header "
+        "gets 403. Clients that send no Origin (agents, SDKs) are unaffected.",
+    )
+    allowed_hosts: list[str] = Field(
+        default_factory=list,
+        description="Host header values (host[:port], JSON list; port * for any) the MCP edge "
+        "answers; any other gets 421, so a name rebound to the edge's address is refused. "
+        "Empty: any Host (behind an ingress that routes by name).",
     )
     context_timeout_seconds: float = Field(
         5.0,
@@ -113,3 +120,13 @@ class ToolPlaneSettings(ServiceSettings):
         "https://docs.nemo12.com",
         description="Public address of the docs site; search hits and pages link to it.",
     )
+
+    @field_validator("allowed_origins")
+    @classmethod
+    def _check_origins(cls, value: list[str]) -> list[str]:
+        return [check_origin_pattern(pattern) for pattern in value]
+
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _check_hosts(cls, value: list[str]) -> list[str]:
+        return [check_host_pattern(pattern) for pattern in value]

@@ -16,7 +16,7 @@ from datetime import datetime
 
 from nemo_core.db import Connection
 
-TOKEN_PREFIX = "nemo_at_"
+TOKEN_PREFIX = "nemo_at_"  # noqa: S105  the tokens' public prefix, not a token
 
 
 class TokenError(Exception):

@@ -64,7 +64,7 @@ class RetryPolicy:
         ceiling: float = min(self.backoff * 2.0**retry, self.backoff_max)
         # "Equal jitter": at least half the backoff, so callers that failed together spread out
         # without retrying at once.
-        return ceiling / 2 + random.uniform(0, ceiling / 2)
+        return ceiling / 2 + random.uniform(0, ceiling / 2)  # noqa: S311  jitter, not a secret
 
 
 @dataclass(frozen=True, slots=True)

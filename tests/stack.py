@@ -68,7 +68,7 @@ DEMO_AGENT_TOKENS: Mapping[str, tuple[str, str | None]] = {
 StackFactory = Callable[..., Awaitable["Stack"]]
 
 #: The repository's docs/ (the corpus of the tool plane's docs tools).
-_DOCS_DIR = Path(__file__).resolve().parents[4] / "docs"
+_DOCS_DIR = Path(__file__).resolve().parents[1] / "docs"
 
 _START_ATTEMPTS = 3
 
