@@ -13,7 +13,7 @@ from nemo_toolplane import operators
 from nemo_toolplane.approvals import Approval, ApprovalError, ApprovalStatus, ApprovalStore
 
 #: Where the deciding operator's own credential comes from, unless --operator-token-file says.
-OPERATOR_TOKEN_ENV = "NEMO_OPERATOR_TOKEN"
+OPERATOR_TOKEN_ENV = "NEMO_OPERATOR_TOKEN"  # noqa: S105  a variable name, not a token
 
 HELP = "list, approve or reject tool calls waiting for a person's approval"
 

@@ -87,7 +87,7 @@ _CONDITIONS = st.one_of(
     st.dictionaries(st.sampled_from(["risk_at_least", "mode", "owner", "Mode"]), _VALUES),
     st.lists(_VALUES, max_size=2),
     _VALUES,
-).map(json.dumps) | st.text(max_size=12)
+).map(json.dumps) | st.text(st.characters(exclude_characters="\x00"), max_size=12)
 
 
 @settings(

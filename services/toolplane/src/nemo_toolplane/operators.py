@@ -16,7 +16,7 @@ from nemo_core.db import Connection, Pool
 from nemo_toolplane.access_store import MAX_TOKEN_LENGTH
 from nemo_toolplane.tokens import TokenError, hash_token
 
-OPERATOR_TOKEN_PREFIX = "nemo_ot_"
+OPERATOR_TOKEN_PREFIX = "nemo_ot_"  # noqa: S105  the public prefix, not a token
 
 
 class UnknownOperator(TokenError):

@@ -30,7 +30,7 @@ class UserSource(StrEnum):
 
     NONE = "none"
     """Nobody: the token is bound to no user and the caller named none."""
-    TOKEN = "token"
+    TOKEN = "token"  # noqa: S105  a source of a user, not a token
     """The agent token is bound to the user."""
     CALLER = "caller"
     """An internal caller trusted to vouch for users (``acl.USER_VOUCHING_CALLERS``) named it."""
