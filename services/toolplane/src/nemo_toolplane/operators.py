@@ -14,7 +14,7 @@ from datetime import datetime
 
 from nemo_core.db import Connection, Pool
 from nemo_toolplane.access_store import MAX_TOKEN_LENGTH
-from nemo_toolplane.tokens import TokenError, hash_token
+from nemo_toolplane.tokens import TokenError, hash_token, revoke_in
 
 OPERATOR_TOKEN_PREFIX = "nemo_ot_"  # noqa: S105  the public prefix, not a token
 
@@ -98,11 +98,7 @@ async def issue_operator_token(
 
 async def revoke_operator_token(conn: Connection, token_id: str) -> datetime:
     """Revoke a credential; revoking it again keeps the first revocation time."""
-    revoked_at: datetime | None = await conn.fetchval(
-        "UPDATE toolplane.operator_tokens SET revoked_at = coalesce(revoked_at, now()) "
-        "WHERE id = $1 RETURNING revoked_at",
-        token_id,
-    )
+    revoked_at = await revoke_in(conn, "toolplane.operator_tokens", token_id)
     if revoked_at is None:
         raise UnknownOperator(f"no operator token {token_id!r}")
     return revoked_at

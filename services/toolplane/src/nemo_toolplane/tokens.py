@@ -123,13 +123,20 @@ def describe_reach(user_id: str | None, user_scoped: list[str]) -> str:
 
 async def revoke_token(conn: Connection, token_id: str) -> datetime:
     """Revoke a token; revoking it again keeps the first revocation time."""
+    revoked_at = await revoke_in(conn, "toolplane.agent_tokens", token_id)
+    if revoked_at is None:
+        raise UnknownToken(f"no token {token_id!r}")
+    return revoked_at
+
+
+async def revoke_in(conn: Connection, table: str, token_id: str) -> datetime | None:
+    """Revoke a credential of ``table`` (agent or operator tokens), keeping the first revocation
+    time; None when no credential has that id."""
     revoked_at: datetime | None = await conn.fetchval(
-        "UPDATE toolplane.agent_tokens SET revoked_at = coalesce(revoked_at, now()) "
+        f"UPDATE {table} SET revoked_at = coalesce(revoked_at, now()) "  # noqa: S608  a module constant
         "WHERE id = $1 RETURNING revoked_at",
         token_id,
     )
-    if revoked_at is None:
-        raise UnknownToken(f"no token {token_id!r}")
     return revoked_at
 
 
