@@ -111,5 +111,8 @@ CREATE TRIGGER policies_check
 
 REVOKE ALL ON FUNCTION toolplane.conditions_problem(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION toolplane.environment_scope_problem(text) FROM PUBLIC;
+-- The triggers run as whoever writes the row, and the tool plane's role writes grants too.
+GRANT EXECUTE ON FUNCTION toolplane.conditions_problem(text),
+    toolplane.environment_scope_problem(text) TO nemo_toolplane;
 REVOKE ALL ON FUNCTION toolplane.check_grant() FROM PUBLIC;
 REVOKE ALL ON FUNCTION toolplane.check_policy() FROM PUBLIC;
