@@ -1,6 +1,8 @@
 """`make bench`: every benchmark, as ratios against the empty gRPC handler measured in the same run.
 
-The context and gateway benchmarks also measure a floor (rows named "floor: ..."): a server
+The gateway's streamed reply is measured against a direct stream from the same provider, and its
+text checks by precision and recall on their labelled corpora. The context and gateway
+benchmarks also measure a floor (rows named "floor: ..."): a server
 through the same bootstrap that does only the work the service cannot avoid (the build's
 database read; the gateway's model call), so the output shows how far each service is from the
 least any implementation of it costs on this stack, not only from the empty handler.
@@ -15,7 +17,9 @@ import os
 import sys
 
 from benchmarks.context import measure_build_context
+from benchmarks.detectors import measure_detectors
 from benchmarks.gateway import measure_gateway
+from benchmarks.gateway_stream import measure_streaming
 from benchmarks.grpc_baseline import measure_empty_handler
 from benchmarks.load import report
 from benchmarks.toolplane import measure_toolplane
@@ -33,9 +37,12 @@ async def main() -> None:
     context = await measure_build_context(concurrency=concurrency, seconds=seconds)
     results += [context.floor, context.load]
     gateway_results, gateway_summary = await measure_gateway(seconds)
+    streaming = await measure_streaming(seconds)
     print(report([*results, *gateway_results], baseline))
     print(context.describe(baseline))
     print(gateway_summary)
+    print(streaming)
+    print(measure_detectors())
     print()
     print(await measure_toolplane(concurrency=concurrency, seconds=seconds))
 

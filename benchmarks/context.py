@@ -86,7 +86,7 @@ def _cpu_seconds(processes: list[psutil.Process]) -> float:
 
 
 @contextmanager
-def _seeded_database(scratch: Path) -> Iterator[tuple[str, Path]]:
+def seeded_database(scratch: Path) -> Iterator[tuple[str, Path]]:
     """(owner DSN, data directory) of a migrated, seeded database on an embedded server."""
     server = start_embedded_postgres(scratch / "pgdata", cleanup="delete")
     try:
@@ -95,7 +95,8 @@ def _seeded_database(scratch: Path) -> Iterator[tuple[str, Path]]:
         server.stop()
 
 
-async def _prepare(owner_dsn: str) -> str:
+async def prepare_database(owner_dsn: str) -> str:
+    """A migrated, seeded ``nemo_bench`` database; the context role's DSN for it."""
     conn = await connect(owner_dsn)
     try:
         await conn.execute("CREATE DATABASE nemo_bench")
@@ -107,24 +108,30 @@ async def _prepare(owner_dsn: str) -> str:
     return dsn_with(dsn, user="nemo_context")
 
 
+def context_environment(port: int, context_dsn: str, scratch: Path) -> dict[str, str]:
+    """The settings of a benchmark context service: on ``port``, the gateway as its caller
+    (token :data:`CALLER_TOKEN`), snapshots under ``scratch``."""
+    return {
+        "NEMO_CONTEXT_LISTEN_ADDRESS": f"127.0.0.1:{port}",
+        "NEMO_CONTEXT_DATABASE_URL": context_dsn,
+        "NEMO_CONTEXT_CALLER_TOKENS": f'{{"gateway": "{CALLER_TOKEN}"}}',
+        "NEMO_CONTEXT_PSEUDONYM_KEY": secrets.token_hex(32),
+        "NEMO_CONTEXT_SNAPSHOT_DIR": str(scratch / "snapshots"),
+        "NEMO_CONTEXT_LOG_LEVEL": "WARNING",
+    }
+
+
 async def measure_build_context(*, concurrency: int, seconds: float) -> ContextBenchmark:
     """Load BuildContext(tutor_hint, persist) from ``concurrency`` callers for ``seconds``, and
     the floor (the build's read alone) the same way, on the same database."""
     scratch_root = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
     with (
         tempfile.TemporaryDirectory(prefix="nemo-bench-", dir=scratch_root) as scratch,
-        _seeded_database(Path(scratch)) as (owner_dsn, data_dir),
+        seeded_database(Path(scratch)) as (owner_dsn, data_dir),
     ):
-        context_dsn = await _prepare(owner_dsn)
+        context_dsn = await prepare_database(owner_dsn)
         port = free_port()
-        environment = {
-            "NEMO_CONTEXT_LISTEN_ADDRESS": f"127.0.0.1:{port}",
-            "NEMO_CONTEXT_DATABASE_URL": context_dsn,
-            "NEMO_CONTEXT_CALLER_TOKENS": f'{{"gateway": "{CALLER_TOKEN}"}}',
-            "NEMO_CONTEXT_PSEUDONYM_KEY": secrets.token_hex(32),
-            "NEMO_CONTEXT_SNAPSHOT_DIR": str(Path(scratch) / "snapshots"),
-            "NEMO_CONTEXT_LOG_LEVEL": "WARNING",
-        }
+        environment = context_environment(port, context_dsn, Path(scratch))
         saved = {key: os.environ.get(key) for key in environment}
         os.environ.update(environment)
         try:

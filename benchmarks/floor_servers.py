@@ -15,6 +15,7 @@ benchmark's model call with the gateway's provider client.
 from __future__ import annotations
 
 import sys
+from datetime import UTC, datetime
 
 import grpc.aio
 from google.protobuf.empty_pb2 import Empty
@@ -46,7 +47,8 @@ async def _serve_learner_read(port: int) -> None:
     purpose = purpose_named(PURPOSE)
 
     async def read(request: Empty, context: grpc.aio.ServicerContext[Empty, Empty]) -> Empty:
-        if await repository.read(LEARNER, purpose) is None:  # an empty read measures nothing
+        # As the service reads it: as of the server's clock. An empty read measures nothing.
+        if await repository.read(LEARNER, purpose, datetime.now(UTC)) is None:
             raise RuntimeError(f"{LEARNER} is not visible to the context role")
         return Empty()
 

@@ -30,6 +30,7 @@ from typing import Any
 import grpc.aio
 from google.protobuf import struct_pb2
 
+from benchmarks.context import CALLER_TOKEN as CONTEXT_TOKEN
 from benchmarks.grpc_baseline import measure_empty_call, measure_empty_handler
 from benchmarks.load import LoadResult, run_load, server_process
 from nemo.gateway.v1 import gateway_service_pb2 as pb
@@ -61,11 +62,19 @@ ANSWER = json.dumps(
     ensure_ascii=False,
 )
 CONCURRENCIES = (1, 16)
-EVALUATED_AT = datetime(2026, 1, 15, tzinfo=UTC)
+EVALUATED_AT = datetime(2026, 11, 24, 8, tzinfo=UTC)
 
 
-def gateway_settings(port: int, provider_url: str) -> GatewaySettings:
-    """The benchmark gateway's settings: its own port, the given provider, cache off."""
+def gateway_settings(
+    port: int, provider_url: str, context_address: str | None = None
+) -> GatewaySettings:
+    """The benchmark gateway's settings: its own port, the given provider, cache off; the context
+    service at ``context_address`` when given."""
+    context: dict[str, Any] = (
+        {"context_address": context_address, "client_token": CONTEXT_TOKEN}
+        if context_address
+        else {}
+    )
     return GatewaySettings(
         listen_address=f"127.0.0.1:{port}",
         caller_tokens={"internal": CALLER_TOKEN},
@@ -73,11 +82,12 @@ def gateway_settings(port: int, provider_url: str) -> GatewaySettings:
         llm_base_url=provider_url,
         cache_max_entries=0,
         log_level="WARNING",
+        **context,
     )
 
 
-async def _serve_gateway(port: int, provider_url: str) -> None:
-    settings = gateway_settings(port, provider_url)
+async def _serve_gateway(port: int, provider_url: str, context_address: str | None) -> None:
+    settings = gateway_settings(port, provider_url, context_address)
     await serve(Server(SERVICE_NAME, settings, await build(settings)))
 
 
@@ -196,9 +206,10 @@ async def measure_gateway(seconds: float) -> tuple[list[LoadResult], str]:
 
 
 def main() -> None:
-    """``serve PORT PROVIDER_URL``: run the benchmark's gateway process."""
-    _, port, provider_url = sys.argv[1:4]
-    event_loop.run(_serve_gateway(int(port), provider_url))
+    """``serve PORT PROVIDER_URL [CONTEXT_ADDRESS]``: run the benchmark's gateway process."""
+    port, provider_url = sys.argv[2:4]
+    context_address = sys.argv[4] if len(sys.argv) > 4 else None
+    event_loop.run(_serve_gateway(int(port), provider_url, context_address))
 
 
 if __name__ == "__main__":

@@ -36,9 +36,12 @@ class LoadResult:
 
 
 @contextmanager
-def server_process(args: list[str], port: int) -> Iterator[psutil.Process]:
-    """Run a server in its own process (its own core, as far as two cores allow)."""
-    process = subprocess.Popen([sys.executable, *args], env=os.environ.copy())
+def server_process(
+    args: list[str], port: int, env: dict[str, str] | None = None
+) -> Iterator[psutil.Process]:
+    """Run a server in its own process (its own core, as far as two cores allow), with ``env``
+    or this process's environment."""
+    process = subprocess.Popen([sys.executable, *args], env=env or os.environ.copy())
     try:
         wait_for_port(port)
         yield psutil.Process(process.pid)

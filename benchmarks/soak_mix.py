@@ -144,7 +144,15 @@ def operations(clients: Clients) -> list[Operation]:
     async def content_prompt_run() -> object:
         request = gateway_pb.RunPromptRequest(
             prompt_id="coral.generate_items",
-            variables=_struct({"topic": query(), "subject": "math", "grade": 6, "count": 2}),
+            variables=_struct(
+                {
+                    "topic": query(),
+                    "subject": "math",
+                    "grade": 6,
+                    "count": 2,
+                    "node_id": "math-06-integers",
+                }
+            ),
         )
         return await clients.gateway.RunPrompt(
             request, metadata=as_internal, timeout=TIMEOUT_SECONDS

@@ -65,6 +65,7 @@ SERVICE_RPCS = {
             "GetKnowledgeNode",
             "GetSnapshot",
             "ListPurposes",
+            "StoreGeneratedItems",
         }
     },
     "NEMO_GATEWAY_ADDR": {

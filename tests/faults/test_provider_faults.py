@@ -144,9 +144,10 @@ async def test_a_stream_cut_after_deltas_errors_without_a_retry(
     stack: Stack, scripted_provider: ScriptedProvider, chat_session_id: str
 ) -> None:
     scripted_provider.reset()
-    scripted_provider.script_stream(Stream(("One ", "two ", "three."), cut_after=1))
+    # The first delta ends a sentence, so the learner has seen it when the stream is cut.
+    scripted_provider.script_stream(Stream(("One. ", "Two ", "three."), cut_after=1))
     events, error, elapsed = await _timed_stream(stack, chat_session_id)
-    assert [e.text_delta for e in events if e.HasField("text_delta")] == ["One "]
+    assert [e.text_delta for e in events if e.HasField("text_delta")] == ["One. "]
     assert error is not None
     assert error.code() is grpc.StatusCode.UNAVAILABLE
     assert error_details(error).reason == "PROVIDER_STREAM_BROKEN"

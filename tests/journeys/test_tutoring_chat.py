@@ -23,7 +23,10 @@ EARLIER_QUESTION = "What is (a + b) squared?"
 EARLIER_ANSWER = "It is a squared plus two a b plus b squared."
 FAILED_ANSWER = "FAILED-DRAFT: this reply broke before it was finished"
 FINISHED = ("For a difference, ", "the middle term is negative. ", "Try it with a = 2x.")
-CUT = ("Partial reply that ", "never finishes ", "properly.")
+CUT = ("Partial reply. ", "It never finishes ", "properly.")
+# What the learner receives: whole sentences, each checked by the chat guardrail first.
+FINISHED_SENTENCES = ["".join(FINISHED[:2]), FINISHED[2]]
+CUT_SHOWN = CUT[0]
 
 
 @pytest.fixture
@@ -107,26 +110,27 @@ async def test_chat_turns_record_finished_replies_and_keep_failed_and_cut_ones_o
             cut, cut_error = await _turn(grpc_clients, chat_session, "T4", "Q4")
             after_cut, after_cut_error = await _turn(grpc_clients, chat_session, "T5", "Q5")
 
-    # T3: the failed T2 draft is not in the bundle; the reply streams delta by delta.
+    # T3: the failed T2 draft is not in the bundle; the reply streams sentence by sentence.
     t3_history = _history(scripted_provider.requests[0].json())
     assert EARLIER_ANSWER in t3_history
     assert not any(FAILED_ANSWER in text for text in t3_history)
     assert finished_error is None
-    assert [e.text_delta for e in finished if e.HasField("text_delta")] == list(FINISHED)
+    assert [e.text_delta for e in finished if e.HasField("text_delta")] == FINISHED_SENTENCES
     assert finished[-1].completed.output.chat_reply.text == "".join(FINISHED)
 
-    # T4: the finished T3 reply is history now; its stream is cut after two deltas.
+    # T4: the finished T3 reply is history now; its stream is cut after two deltas, when the
+    # learner has seen its first sentence.
     assert "".join(FINISHED) in _history(scripted_provider.requests[1].json())
     assert cut_error is not None
     assert cut_error.code() is grpc.StatusCode.UNAVAILABLE
     assert error_details(cut_error).reason == "PROVIDER_STREAM_BROKEN"
-    assert [e.text_delta for e in cut if e.HasField("text_delta")] == list(CUT[:2])
+    assert [e.text_delta for e in cut if e.HasField("text_delta")] == [CUT_SHOWN]
 
     # T5: the partial T4 reply is not in the bundle.
     assert after_cut_error is None, after_cut_error
     assert after_cut[-1].completed.output.chat_reply.text == "".join(FINISHED)
     t5_history = _history(scripted_provider.requests[2].json())
-    assert not any("".join(CUT[:2]) in text for text in t5_history)
+    assert not any(CUT_SHOWN in text for text in t5_history)
     assert "".join(FINISHED) in t5_history
 
     stored = await _stored(stack.owner_dsn, chat_session)
@@ -134,7 +138,7 @@ async def test_chat_turns_record_finished_replies_and_keep_failed_and_cut_ones_o
         ("T3", "user", "completed", "Q3"),
         ("T3", "assistant", "completed", "".join(FINISHED)),
         ("T4", "user", "completed", "Q4"),
-        ("T4", "assistant", "partial", "".join(CUT[:2])),
+        ("T4", "assistant", "partial", CUT_SHOWN),
         ("T5", "user", "completed", "Q5"),
         ("T5", "assistant", "completed", "".join(FINISHED)),
     ]

@@ -4,6 +4,7 @@ weakest first, evidence without answers, isolation between learners, and the gat
 from __future__ import annotations
 
 import dataclasses
+from datetime import datetime
 from typing import Any
 
 import grpc
@@ -239,9 +240,9 @@ class _AlteredRepository:
         self._alter = alter
 
     async def read(
-        self, learner_id: str, purpose: Purpose, *, check: ReadCheck | None = None
+        self, learner_id: str, purpose: Purpose, as_of: datetime, *, check: ReadCheck | None = None
     ) -> LearnerRecord | None:
-        record = await self._real.read(learner_id, purpose, check=check)
+        record = await self._real.read(learner_id, purpose, as_of, check=check)
         assert record is not None
         altered: LearnerRecord = self._alter(record)
         return altered

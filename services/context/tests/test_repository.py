@@ -3,6 +3,8 @@ the database itself hides other learners and identifier columns."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import asyncpg
 import pytest
 from asyncpg.connection import LoggedQuery
@@ -22,6 +24,7 @@ LEARNER_TABLES = (
     "learning.mentor_assignments",
 )
 BUNDLE_PURPOSES = [name for name, purpose in PURPOSES.items() if purpose.kind != CONVERSATION]
+NOW = datetime.now(UTC)
 
 
 @pytest.mark.parametrize("learner_id", ["L-1", "L-2", "L-10"])
@@ -32,12 +35,12 @@ async def test_every_bundle_statement_binds_exactly_the_requested_learner(
     repository = PostgresLearnerRepository(pool)
     for name in BUNDLE_PURPOSES:
         statements.clear()
-        assert await repository.read(learner_id, PURPOSES[name]) is not None
+        assert await repository.read(learner_id, PURPOSES[name], NOW) is not None
         touching = [s for s in statements if any(t in s.query for t in LEARNER_TABLES)]
         # One statement per purpose, composites (learning_state) included.
         assert len(touching) == 1, f"{name}: {len(touching)} data statements"
         for statement in touching:
-            assert statement.args == (learner_id,), f"{name}: {statement.query[:80]}"
+            assert statement.args == (learner_id, NOW), f"{name}: {statement.query[:80]}"
         # Row-level security was bound to the same learner first, in the same transaction.
         queries = [s.query for s in statements]
         [bind] = [s for s in statements if LEARNER_IDS_SETTING in s.args]
@@ -53,7 +56,7 @@ async def test_statements_never_name_identifier_columns_or_verbatim_answers(
     pool, statements = recorded_pool
     repository = PostgresLearnerRepository(pool)
     for name in BUNDLE_PURPOSES:
-        await repository.read("L-1", PURPOSES[name])
+        await repository.read("L-1", PURPOSES[name], NOW)
     text = "\n".join(statement.query for statement in statements)
     for column in ("payload_json", "display_name", "birth_date", "email", "phone", "school"):
         assert column not in text
@@ -62,7 +65,7 @@ async def test_statements_never_name_identifier_columns_or_verbatim_answers(
 
 async def test_an_unknown_learner_reads_as_none(context_pool: Pool) -> None:
     repository = PostgresLearnerRepository(context_pool)
-    assert await repository.read("L-404", PURPOSES["learning_state"]) is None
+    assert await repository.read("L-404", PURPOSES["learning_state"], NOW) is None
 
 
 async def test_a_query_without_where_sees_only_the_bound_learner(context_pool: Pool) -> None:
@@ -145,9 +148,9 @@ async def test_each_statement_reads_only_its_learner_even_without_row_level_secu
             statement = statement_for(PURPOSES[name])
             # Bound too, for the age function that checks the binding itself.
             async with learner_transaction(owner, [learner_id], readonly=True):
-                unrestricted = await owner.fetchrow(statement, learner_id)
+                unrestricted = await owner.fetchrow(statement, learner_id, NOW)
             async with learner_transaction(context_pool, [learner_id], readonly=True) as conn:
-                bound = await conn.fetchrow(statement, learner_id)
+                bound = await conn.fetchrow(statement, learner_id, NOW)
             assert unrestricted is not None
             assert bound is not None
             assert _comparable(unrestricted) == _comparable(bound), name

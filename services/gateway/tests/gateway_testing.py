@@ -24,8 +24,9 @@ CONTEXT_CLIENT_TOKEN = "gateway-client-token-0123456789"
 LLM_KEY = "sk-test-llm-key-that-must-never-leak-4242"
 PSEUDONYM_KEY = "gateway-tests-pseudonym-key-0123456789abcdef"
 
-#: A fixed evaluation time: 2026-01-15T08:00:00Z.
-FIXED_TIME = timestamp_pb2.Timestamp(seconds=1_768_464_000)
+#: A fixed evaluation time, a day after the seeded demo data: 2026-11-24T08:00:00Z. Learner
+#: bundles are built as of it, so evidence and models recorded later are left out.
+FIXED_TIME = timestamp_pb2.Timestamp(seconds=1_795_507_200)
 
 
 @dataclass

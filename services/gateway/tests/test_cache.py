@@ -194,14 +194,14 @@ async def test_fallbacks_are_not_cached(
 
 
 def _key(**changes: str) -> CacheKey:
-    base = CacheKey("p@1", "model", "params", "schema", "context", "caller:internal")
+    base = CacheKey("p@1", "model", "params", "schema", "context", "input", "caller:internal")
     return dataclasses.replace(base, **changes)
 
 
 def test_every_key_part_separates_entries() -> None:
     cache = ResultCache(max_entries=16, ttl_seconds=60)
     cache.put(_key(), CachedRun("output", "MODEL", "", "sha", "m"))
-    for part in ("prompt_ref", "model", "parameters", "schema_sha256", "context_sha256", "scope"):
+    for part in (f.name for f in dataclasses.fields(CacheKey)):
         assert cache.get(_key(**{part: "other"})) is None, part
     assert cache.get(_key()) is not None
 

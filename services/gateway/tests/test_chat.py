@@ -17,6 +17,7 @@ from nemo.gateway.v1 import gateway_service_pb2 as pb
 from nemo.gateway.v1 import run_pb2
 from nemo_core.db import connect
 from nemo_core.errors import error_details
+from nemo_testing import corpora
 from nemo_testing.providers import Answer, HttpError, ScriptedProvider, Stream
 
 from .gateway_testing import (
@@ -31,6 +32,8 @@ from .gateway_testing import (
 
 QUESTION = "Còn (2x - 1)² thì sao ạ?"
 DELTAS = ("Với bình phương một hiệu, ", "(a - b)² = a² - 2ab + b². ", "Em thử với a = 2x nhé.")
+# What the learner receives: whole sentences, each checked by the chat guardrail first.
+SENTENCES = ("".join(DELTAS[:2]), DELTAS[2])
 
 WIRES = pytest.mark.parametrize("wire", ["openai", "anthropic"])
 
@@ -79,7 +82,7 @@ async def test_a_finished_stream_is_relayed_and_recorded_completed(
     provider.script_stream(Stream(DELTAS))
     deltas, events, error = await _collect(gateway, _request(session))
     assert error is None
-    assert deltas == list(DELTAS)
+    assert deltas == list(SENTENCES)
     completed = events[-1].completed
     assert completed.output.chat_reply.text == "".join(DELTAS)
     assert completed.output.chat_reply.disclaimer
@@ -109,7 +112,7 @@ async def test_a_stream_cut_after_two_deltas_ends_with_an_error_and_a_partial_tu
     gateway = await start_gateway(provider=wire, context_address=context_address)
     provider.script_stream(Stream(DELTAS, cut_after=2), Stream(DELTAS))
     deltas, events, error = await _collect(gateway, _request(session))
-    assert deltas == list(DELTAS[:2])
+    assert deltas == [SENTENCES[0]]
     assert not any(e.HasField("completed") for e in events), "a broken stream never ends cleanly"
     assert error is not None
     assert error.code() is grpc.StatusCode.UNAVAILABLE
@@ -133,7 +136,7 @@ async def test_a_stream_that_breaks_before_its_first_delta_is_started_again(
     provider.script_stream(Stream(DELTAS, cut_after=0), Stream(DELTAS))
     deltas, events, error = await _collect(gateway, _request(session))
     assert error is None
-    assert deltas == list(DELTAS)
+    assert deltas == list(SENTENCES)
     assert events[-1].completed.run.attempts == 2
     assert len(provider.requests) == 2
 
@@ -233,7 +236,7 @@ async def test_a_summary_answer_that_cannot_be_parsed_still_completes_the_turn(
         provider.script(Answer('{"summary": ' + "[" * 5000 + "]" * 5000 + "}"))
         deltas, events, error = await _collect(gateway, _request(session_id, turn_id="T3"))
         assert error is None
-        assert deltas == list(DELTAS)
+        assert deltas == list(SENTENCES)
         assert events[-1].completed.run.path == run_pb2.RUN_PATH_MODEL
         assert [row[1] for row in await stored_messages(owner_dsn, session_id, "T3")] == [
             "completed",
@@ -274,14 +277,14 @@ async def test_a_reply_the_caller_cancels_is_stored_cancelled(
     call = gateway.stub.StreamPrompt(_request(session), metadata=gateway.metadata, timeout=10)
     first = await call.read()
     assert isinstance(first, pb.StreamPromptResponse)
-    assert first.text_delta == DELTAS[0]
+    assert first.text_delta == SENTENCES[0]
     call.cancel()
     # The record is written after the cancellation reached the server: poll for it.
     for _ in range(100):
         if stored := await stored_messages(owner_dsn, session, "T2"):
             break
         await asyncio.sleep(0.05)
-    assert stored == [("user", "completed", QUESTION), ("assistant", "cancelled", DELTAS[0])]
+    assert stored == [("user", "completed", QUESTION), ("assistant", "cancelled", SENTENCES[0])]
 
 
 async def test_a_reply_cut_by_the_callers_deadline_is_still_stored_partial(
@@ -309,3 +312,56 @@ async def test_a_reply_cut_by_the_callers_deadline_is_still_stored_partial(
     assert stored[0] == ("user", "completed", QUESTION)
     assert stored[1][:2] in {("assistant", "partial"), ("assistant", "cancelled")}
     assert stored[1][2] == "".join(seen)
+
+
+CLAIMS = [row.text for row in corpora.load("score_claims") if row.label == "claim"][::20]
+
+
+@pytest.mark.parametrize("claim", CLAIMS)
+async def test_a_reply_that_opens_with_a_score_claim_is_replaced_by_the_baseline(
+    claim: str,
+    start_gateway: StartGateway,
+    provider: ScriptedProvider,
+    context_address: str,
+    session: str,
+    owner_dsn: str,
+) -> None:
+    gateway = await start_gateway(context_address=context_address)
+    words = tuple(f"{word} " for word in f"{claim} {DELTAS[2]}".split())
+    provider.script_stream(Stream(words))
+    deltas, events, error = await _collect(gateway, _request(session))
+    assert error is None
+    completed = events[-1].completed
+    assert (completed.run.path, completed.run.reason, completed.run.attempts) == (
+        run_pb2.RUN_PATH_FALLBACK,
+        "GUARDRAIL_REJECTED",
+        1,
+    )
+    assert deltas == [completed.output.chat_reply.text]
+    assert claim not in "".join(deltas)
+    stored = await stored_messages(owner_dsn, session, "T2")
+    assert stored[1] == ("assistant", "completed", completed.output.chat_reply.text)
+
+
+@pytest.mark.parametrize("claim", CLAIMS)
+async def test_a_score_claim_after_the_first_sentence_stops_the_reply_before_it(
+    claim: str,
+    start_gateway: StartGateway,
+    provider: ScriptedProvider,
+    context_address: str,
+    session: str,
+    owner_dsn: str,
+) -> None:
+    gateway = await start_gateway(context_address=context_address)
+    provider.script_stream(Stream((*DELTAS[:2], *(f"{w} " for w in claim.split()), DELTAS[2])))
+    deltas, events, error = await _collect(gateway, _request(session))
+    assert deltas == [SENTENCES[0]]
+    assert not any(e.HasField("completed") for e in events)
+    assert error is not None
+    assert error.code() is grpc.StatusCode.ABORTED
+    assert error_details(error).reason == "REPLY_REJECTED"
+    assert len(provider.requests) == 1
+    assert await stored_messages(owner_dsn, session, "T2") == [
+        ("user", "completed", QUESTION),
+        ("assistant", "partial", SENTENCES[0]),
+    ]

@@ -10,6 +10,7 @@ import pytest
 
 from nemo.gateway.v1 import gateway_service_pb2 as pb
 from nemo.gateway.v1 import outputs_pb2, run_pb2
+from nemo_core.db import connect
 from nemo_core.errors import error_details
 from nemo_gateway.prompts.registry import REGISTRY
 from nemo_testing.providers import Answer, ScriptedProvider
@@ -20,7 +21,10 @@ from .gateway_testing import StartGateway, variables
 CONTENT_FIELDS = frozenset(
     {"topic", "subject", "grade", "node_id", "kind", "count", "stem", "choices", "answer_key"}
 )
-ITEMS_REQUEST = {"topic": "Hằng đẳng thức", "subject": "math", "grade": 8, "count": 2}
+NODE = "math-08-algebraic-identities"
+ITEMS_REQUEST = {
+    "topic": "Hằng đẳng thức", "subject": "math", "grade": 8, "count": 2, "node_id": NODE,
+}  # fmt: skip
 DRAFT = {
     "items": [
         {
@@ -83,9 +87,9 @@ async def test_learner_data_smuggled_in_variables_is_refused(
 
 
 async def test_generated_items_reach_the_client_without_answer_key_or_rubric(
-    start_gateway: StartGateway, provider: ScriptedProvider
+    start_gateway: StartGateway, provider: ScriptedProvider, context_address: str
 ) -> None:
-    gateway = await start_gateway()
+    gateway = await start_gateway(context_address=context_address)
     provider.script(Answer(json.dumps(DRAFT, ensure_ascii=False)))
     response = await gateway.stub.RunPrompt(
         pb.RunPromptRequest(prompt_id="coral.generate_items", variables=variables(**ITEMS_REQUEST)),
@@ -113,9 +117,9 @@ async def test_generated_items_reach_the_client_without_answer_key_or_rubric(
 
 
 async def test_a_model_cannot_set_server_authoritative_item_fields(
-    start_gateway: StartGateway, provider: ScriptedProvider
+    start_gateway: StartGateway, provider: ScriptedProvider, context_address: str
 ) -> None:
-    gateway = await start_gateway()
+    gateway = await start_gateway(context_address=context_address)
     with_positions = {"items": [{**item, "position": 9} for item in DRAFT["items"]]}
     provider.script(Answer(json.dumps(with_positions)), Answer(json.dumps(DRAFT)))
     response = await gateway.stub.RunPrompt(
@@ -128,9 +132,9 @@ async def test_a_model_cannot_set_server_authoritative_item_fields(
 
 
 async def test_a_key_outside_the_choices_is_rejected_by_the_guardrail(
-    start_gateway: StartGateway, provider: ScriptedProvider
+    start_gateway: StartGateway, provider: ScriptedProvider, context_address: str
 ) -> None:
-    gateway = await start_gateway()
+    gateway = await start_gateway(context_address=context_address)
     broken = json.loads(json.dumps(DRAFT))
     broken["items"][0]["answer"] = "x² + 2"
     provider.script(Answer(json.dumps(broken)))
@@ -144,3 +148,92 @@ async def test_a_key_outside_the_choices_is_rejected_by_the_guardrail(
         "GUARDRAIL_REJECTED",
     )
     assert len(provider.requests) == 1
+
+
+async def _bank(owner_dsn: str, item_ids: list[str]) -> dict[str, tuple[object, ...]]:
+    conn = await connect(owner_dsn)
+    try:
+        rows = await conn.fetch(
+            "SELECT id, node_id, kind, stem, choices, answer_key, rubric, origin, generated_by,"
+            " difficulty FROM knowledge.items WHERE id = ANY($1::text[])",
+            item_ids,
+        )
+    finally:
+        await conn.close()
+    return {row["id"]: tuple(row.values())[1:] for row in rows}
+
+
+async def test_generated_items_are_kept_in_the_item_bank_with_key_and_rubric(
+    start_gateway: StartGateway, provider: ScriptedProvider, context_address: str, owner_dsn: str
+) -> None:
+    gateway = await start_gateway(context_address=context_address)
+    provider.script(Answer(json.dumps(DRAFT, ensure_ascii=False)))
+    request = pb.RunPromptRequest(
+        prompt_id="coral.generate_items", variables=variables(**ITEMS_REQUEST)
+    )
+    response = await gateway.stub.RunPrompt(request, metadata=gateway.metadata, timeout=5)
+    ids = [item.item_id for item in response.output.generated_items.items]
+    bank = await _bank(owner_dsn, ids)
+    assert [bank[item_id] for item_id in ids] == [
+        (NODE, d["kind"], d["stem"], d["choices"], d["answer"], d["rubric"], "generated",
+         "coral.generate_items@2", None)
+        for d in DRAFT["items"]
+    ]  # fmt: skip
+    # The same request again is answered from the cache, and the bank is unchanged.
+    again = await gateway.stub.RunPrompt(request, metadata=gateway.metadata, timeout=5)
+    assert (again.run.cache_hit, [i.item_id for i in again.output.generated_items.items]) == (
+        True,
+        ids,
+    )
+
+
+async def test_the_baseline_items_are_kept_too_marked_by_their_rubric(
+    start_gateway: StartGateway, context_address: str, owner_dsn: str
+) -> None:
+    gateway = await start_gateway(context_address=context_address, ai_enrichment_enabled=False)
+    request = pb.RunPromptRequest(
+        prompt_id="coral.generate_items", variables=variables(**ITEMS_REQUEST)
+    )
+    response = await gateway.stub.RunPrompt(request, metadata=gateway.metadata, timeout=5)
+    ids = [item.item_id for item in response.output.generated_items.items]
+    bank = await _bank(owner_dsn, ids)
+    assert len(bank) == 2
+    assert all(row[4] is None and row[5] for row in bank.values())
+
+
+async def test_items_for_an_unknown_node_are_refused_and_never_returned(
+    start_gateway: StartGateway, provider: ScriptedProvider, context_address: str
+) -> None:
+    gateway = await start_gateway(context_address=context_address)
+    provider.script(Answer(json.dumps(DRAFT, ensure_ascii=False)))
+    unknown = variables(**{**ITEMS_REQUEST, "node_id": "math-99-no-such-node"})
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await gateway.stub.RunPrompt(
+            pb.RunPromptRequest(prompt_id="coral.generate_items", variables=unknown),
+            metadata=gateway.metadata,
+            timeout=5,
+        )
+    assert refused.value.code() is grpc.StatusCode.NOT_FOUND
+    details = error_details(refused.value)
+    assert (details.reason, details.metadata["context_reason"]) == (
+        "CONTEXT_REJECTED",
+        "KNOWLEDGE_NODE_NOT_FOUND",
+    )
+
+
+async def test_another_node_with_the_same_prompt_text_gets_its_own_items(
+    start_gateway: StartGateway, provider: ScriptedProvider, context_address: str
+) -> None:
+    gateway = await start_gateway(context_address=context_address)
+    provider.script(*[Answer(json.dumps(DRAFT, ensure_ascii=False))] * 2)
+    ids = []
+    for node in (NODE, "math-08-factorization"):
+        request = pb.RunPromptRequest(
+            prompt_id="coral.generate_items",
+            variables=variables(**{**ITEMS_REQUEST, "node_id": node}),
+        )
+        response = await gateway.stub.RunPrompt(request, metadata=gateway.metadata, timeout=5)
+        assert not response.run.cache_hit
+        ids.append([item.item_id for item in response.output.generated_items.items])
+    assert len(provider.requests) == 2
+    assert set(ids[0]).isdisjoint(ids[1])

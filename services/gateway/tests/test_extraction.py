@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from nemo_gateway.structured.extraction import ParseFailure, Step, extract_json, repair_backslashes
 
@@ -48,3 +50,17 @@ def test_valid_json_escapes_in_latex_parse_into_control_characters() -> None:
     parsed = extract_json(r'{"t": "\frac{1}{2} và \theta"}', "object")
     assert parsed.value == {"t": "\x0crac{1}{2} và \theta"}
     assert parsed.step is Step.STRICT
+
+
+_PROSE = st.text(alphabet=st.sampled_from("{}[] abcđê:\n\"'\\"), max_size=40).map(
+    lambda text: text.replace("```", "")
+)
+
+
+@given(before=_PROSE, after=_PROSE)
+def test_the_slice_and_the_repair_work_on_the_fenced_body(before: str, after: str) -> None:
+    # Prose around the fence, braces and backslashes included, is never part of the JSON.
+    sliced = extract_json(f'{before}\n```json\nĐây: {{"a": [1]}} hết\n```\n{after}', "object")
+    assert (sliced.value, sliced.step) == ({"a": [1]}, Step.BRACE_SLICE)
+    repaired = extract_json(f'{before}\n```\n{{"t": "\\Theta"}}\n```\n{after}', "object")
+    assert (repaired.value, repaired.step) == ({"t": "\\Theta"}, Step.BACKSLASH_REPAIR)

@@ -6,6 +6,7 @@ import json
 
 import grpc
 import pytest
+from google.protobuf import timestamp_pb2
 
 from nemo.gateway.v1 import gateway_service_pb2 as pb
 from nemo.gateway.v1 import run_pb2
@@ -137,3 +138,24 @@ async def test_the_pseudonym_in_any_learner_facing_list_entry_is_rejected(
     )
     assert REF not in str(leaking.output)
     assert len(provider.requests) == 2
+
+
+async def test_the_evaluation_time_reaches_the_context_service(
+    start_gateway: StartGateway, provider: ScriptedProvider, context_address: str
+) -> None:
+    gateway = await start_gateway(context_address=context_address, cache_max_entries=0)
+    # Before the seeded evidence and models, at the fixed time after them, then the first again.
+    early = timestamp_pb2.Timestamp(seconds=FIXED_TIME.seconds - 86_400 * 200)
+    provider.script(*[Answer(json.dumps({"hint": "Gợi ý."}, ensure_ascii=False))] * 3)
+    for when in (early, FIXED_TIME, early):
+        await gateway.stub.RunPrompt(
+            pb.RunPromptRequest(
+                prompt_id="learner.tutor_hint", learner_id="L-1", evaluated_at=when
+            ),
+            metadata=gateway.metadata,
+            timeout=10,
+        )
+    prompts = [request.json()["messages"][1]["content"] for request in provider.requests]
+    # The same request and time build the same bundle; another time, another one.
+    assert prompts[0] == prompts[2]
+    assert prompts[0] != prompts[1]

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import time
 from typing import Any
 
+import grpc
 import pytest
 
+from nemo.gateway.v1 import answer_pb2, run_pb2
 from nemo.gateway.v1 import gateway_service_pb2 as pb
-from nemo.gateway.v1 import run_pb2
+from nemo_core.errors import error_details
 from nemo_gateway.prompts import coral
 from nemo_gateway.prompts.registry import REGISTRY
 from nemo_gateway.prompts.spec import Lang, PromptInput
@@ -20,6 +23,7 @@ from nemo_gateway.settings import GatewaySettings
 from nemo_gateway.structured.pipeline import Path, run_model
 from nemo_testing.providers import Answer, Hang, HttpError, ScriptedProvider
 
+from . import test_latex as latex_corpus
 from .gateway_testing import FIXED_TIME, LLM_KEY, Gateway, StartGateway, variables
 
 ITEM: dict[str, Any] = {
@@ -320,7 +324,8 @@ async def test_json_nested_past_the_parsers_limit_is_a_parse_failure_and_reasked
     start_gateway: StartGateway, provider: ScriptedProvider
 ) -> None:
     gateway = await start_gateway()
-    nested = '{"verdict": "accept", "issues": ' + "[" * 5000 + "]" * 5000 + ', "summary": "x"}'
+    # Deep enough to pass the parser's recursion limit, short enough for the re-ask to fit.
+    nested = '{"verdict": "accept", "issues": ' + "[" * 1500 + "]" * 1500 + ', "summary": "x"}'
     provider.script(Answer(nested), Answer(json.dumps(VALID)))
     response = await _run(gateway)
     _assert_run(response, provider, path=run_pb2.RUN_PATH_REPAIRED, reason="REASKED", requests=2)
@@ -372,3 +377,92 @@ async def test_a_guardrail_that_raises_falls_back_with_its_own_reason(
         "GUARDRAIL_ERROR",
     )
     assert len(provider.requests) == 1
+
+
+async def test_every_latex_command_with_one_backslash_is_reasked_never_served_corrupted(
+    start_gateway: StartGateway, provider: ScriptedProvider
+) -> None:
+    # Every run asks the same question: the cache would answer all but the first.
+    gateway = await start_gateway(cache_max_entries=0)
+    for name in latex_corpus.CORPUS:
+        provider.reset()
+        issue = f"Viết lại \\{name}{{a}} + \\{name} x cho rõ"
+        doubled = json.dumps({"verdict": "revise", "issues": [issue], "summary": "Cần sửa."})
+        # One backslash each, as a model that forgets JSON escaping writes it.
+        single = doubled.replace("\\\\", "\\")
+        provider.script(Answer(single), Answer(doubled))
+        response = await _run(gateway)
+        _assert_run(
+            response, provider, path=run_pb2.RUN_PATH_REPAIRED, reason="REASKED", requests=2
+        )
+        assert list(response.output.item_evaluation.issues) == [issue], name
+
+
+async def test_multi_line_text_keeps_every_line_break(
+    start_gateway: StartGateway, provider: ScriptedProvider
+) -> None:
+    gateway = await start_gateway(cache_max_entries=0)
+    prose, starts = latex_corpus.PROSE, [w for w in latex_corpus.WORDS if w[0] in "bfnrt"]
+    for index, start in enumerate(starts):
+        provider.reset()
+        lines = [prose[(index + k) % len(prose)] for k in range(3)]
+        summary = f"{lines[0]}\n{start} {lines[1]}\n{start.capitalize()} {lines[2]}"[:600]
+        provider.script(Answer(json.dumps({**VALID, "summary": summary}, ensure_ascii=False)))
+        response = await _run(gateway)
+        _assert_run(response, provider, path=run_pb2.RUN_PATH_MODEL, reason="", requests=1)
+        assert response.output.item_evaluation.summary == summary
+
+
+# Values of another JSON type that lax validation would coerce: "yes" for true, 8 for "8"...
+_CONFUSED: dict[str, list[Any]] = {
+    "verdict": [1, True, ["accept"]],
+    "issues": ["mơ hồ", {"0": "x"}],
+    "summary": [8, 8.5, True, ["Ổn."]],
+}
+
+
+@pytest.mark.parametrize(
+    ("field", "value"), [(f, v) for f, values in _CONFUSED.items() for v in values]
+)
+async def test_a_value_of_the_wrong_json_type_is_reasked_never_coerced(
+    field: str, value: Any, start_gateway: StartGateway, provider: ScriptedProvider
+) -> None:
+    gateway = await start_gateway()
+    provider.script(Answer(json.dumps({**VALID, field: value})), Answer(json.dumps(VALID)))
+    response = await _run(gateway)
+    _assert_run(response, provider, path=run_pb2.RUN_PATH_REPAIRED, reason="REASKED", requests=2)
+
+
+@pytest.mark.parametrize("covered", ["yes", "true", 1, 0, "false", None])
+async def test_covered_must_be_a_json_boolean(
+    covered: Any, start_gateway: StartGateway, provider: ScriptedProvider
+) -> None:
+    gateway = await start_gateway(max_answer_attempts=1)
+    provider.script(Answer(json.dumps({"covered": covered, "answer": "Có [1]."})))
+    passage = answer_pb2.Passage(document_id="d", title="Hằng đẳng thức", text="(a + b)².")
+    response = await gateway.stub.Answer(
+        pb.AnswerRequest(question="Hằng đẳng thức?", passages=[passage]),
+        metadata=gateway.metadata,
+        timeout=10,
+    )
+    assert (response.run.path, response.run.reason) == (
+        run_pb2.RUN_PATH_FALLBACK,
+        "ATTEMPTS_EXHAUSTED",
+    )
+
+
+@pytest.mark.parametrize("score", [math.nan, math.inf, -math.inf])
+async def test_a_passage_score_that_is_not_finite_is_refused(
+    score: float, start_gateway: StartGateway, provider: ScriptedProvider
+) -> None:
+    gateway = await start_gateway()
+    passage = answer_pb2.Passage(document_id="d", title="T", text="Nội dung.", score=score)
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await gateway.stub.Answer(
+            pb.AnswerRequest(question="Q?", passages=[passage]),
+            metadata=gateway.metadata,
+            timeout=10,
+        )
+    assert refused.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    assert error_details(refused.value).reason == "INVALID_VARIABLES"
+    assert provider.requests == []

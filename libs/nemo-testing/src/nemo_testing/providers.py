@@ -12,8 +12,9 @@ takes the next scripted reply (or the default one):
 - :class:`Stream` — text deltas, then a clean end, or a cut connection after ``cut_after``.
 
 In tests: ``async with ScriptedProvider() as provider: provider.script(Answer('{"a": 1}'))``.
-As a process (benchmarks): ``python -m nemo_testing.providers PORT TEXT`` answers every request
-at once with TEXT and keeps no log.
+As a process (benchmarks): ``python -m nemo_testing.providers PORT TEXT [DELTAS]`` answers every
+request at once with TEXT (a stream request: TEXT cut into DELTAS deltas, default 1) and keeps no
+log.
 """
 
 from __future__ import annotations
@@ -226,6 +227,8 @@ class ScriptedProvider:
 
     default: Reply | None = None
     """The reply when the script is empty; None answers 500."""
+    default_stream: Reply | None = None
+    """The reply to a stream request when both scripts are empty; None: ``default``."""
     record: bool = True
     requests: list[RecordedRequest] = field(default_factory=list)
     _script: deque[Reply] = field(default_factory=deque)
@@ -347,10 +350,13 @@ class ScriptedProvider:
             payload = json.loads(body)
         except ValueError:
             payload = {}
-        if payload.get("stream") is True and self._stream_script:
+        streamed = payload.get("stream") is True
+        if streamed and self._stream_script:
             reply: Reply | None = self._stream_script.popleft()
+        elif self._script:
+            reply = self._script.popleft()
         else:
-            reply = self._script.popleft() if self._script else self.default
+            reply = (self.default_stream if streamed else None) or self.default
         model = str(payload.get("model", ""))
         anthropic = path == ANTHROPIC_PATH
         if path not in (OPENAI_PATH, ANTHROPIC_PATH):
@@ -430,8 +436,16 @@ async def _cut_after_delivery() -> NoReturn:
     raise _Cut
 
 
-async def _serve_forever(port: int, text: str) -> None:
-    provider = ScriptedProvider(default=Answer(text), record=False)
+def _cut(text: str, pieces: int) -> tuple[str, ...]:
+    """``text`` in ``pieces`` deltas of about equal size (at least one character each)."""
+    size = max(1, -(-len(text) // max(1, pieces)))
+    return tuple(text[start : start + size] for start in range(0, len(text), size))
+
+
+async def _serve_forever(port: int, text: str, deltas: int) -> None:
+    provider = ScriptedProvider(
+        default=Answer(text), default_stream=Stream(_cut(text, deltas)), record=False
+    )
     await provider.start(port)
     try:
         await asyncio.Event().wait()
@@ -440,10 +454,12 @@ async def _serve_forever(port: int, text: str) -> None:
 
 
 def main() -> None:
-    """``python -m nemo_testing.providers PORT TEXT``: answer every request with TEXT."""
+    """``python -m nemo_testing.providers PORT TEXT [DELTAS]``: answer every request with TEXT,
+    streams in DELTAS deltas."""
     port, text = int(sys.argv[1]), sys.argv[2]
+    deltas = int(sys.argv[3]) if len(sys.argv) > 3 else 1
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(_serve_forever(port, text))
+        asyncio.run(_serve_forever(port, text, deltas))
 
 
 if __name__ == "__main__":

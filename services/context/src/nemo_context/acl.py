@@ -1,6 +1,7 @@
 """Which caller may use which RPC of the context service.
 
-The gateway builds prompt and conversation context and records turns; the tool plane reads agent
+The gateway builds prompt and conversation context, records turns and stores generated items in
+the item bank; the tool plane reads agent
 views, checks learner access and searches knowledge; only the audit caller reads snapshots.
 The second table says which kinds of purpose each caller may build: prompt and conversation
 purposes for the gateway, agent views for the tool plane.
@@ -30,6 +31,7 @@ ACL = CallerAcl(
             "SearchKnowledge",
             "GetKnowledgeNode",
             "ListPurposes",
+            "StoreGeneratedItems",
         },
         "toolplane": {
             "BuildContext",

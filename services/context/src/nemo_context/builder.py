@@ -51,6 +51,7 @@ BUILD_VERSION: Final = "context-builder-1"
 LEARNER_NOT_FOUND: Final = "LEARNER_NOT_FOUND"
 INVALID_LOCALE: Final = "INVALID_LOCALE"
 WRONG_PURPOSE_KIND: Final = "WRONG_PURPOSE_KIND"
+INVALID_EVALUATED_AT: Final = "INVALID_EVALUATED_AT"
 AGENT_ACCESS_NOT_APPLICABLE: Final = "AGENT_ACCESS_NOT_APPLICABLE"
 
 # Unreachable in practice (access is decided in the read's transaction), but a learner gone
@@ -85,9 +86,11 @@ class ContextBuilder:
         purpose: Purpose,
         locale: locale_pb2.Locale.ValueType,
         *,
+        as_of: datetime | None = None,
         reach: Reach | None = None,
     ) -> Gated[pb.ContextBundle]:
-        """The gated bundle of ``learner_id`` for ``purpose``, rendered in ``locale``.
+        """The gated bundle of ``learner_id`` for ``purpose``, rendered in ``locale``, as of
+        ``as_of`` (the server's clock when None).
 
         With ``reach`` (agent views), access is decided in the transaction that reads the
         learner, before its data is read: a learner out of reach and one that does not exist
@@ -109,7 +112,8 @@ class ContextBuilder:
                 if not decision.allowed:
                     raise out_of_reach(decision)
 
-        record = await self._repository.read(learner_id, purpose, check=check)
+        built_at = as_of or self._clock()
+        record = await self._repository.read(learner_id, purpose, built_at, check=check)
         if record is None:
             raise learner_not_found() if reach is None else out_of_reach(_NO_LEARNER)
         _refuse_identifier_columns(record)
@@ -117,7 +121,7 @@ class ContextBuilder:
             record,
             purpose,
             learner_ref=self._pseudonymizer.learner_ref(learner_id),
-            built_at=self._clock(),
+            built_at=built_at,
             locale=locale if locale != locale_pb2.LOCALE_UNSPECIFIED else locale_pb2.LOCALE_VI,
         )
         bundle.rendered_text = render_bundle(bundle)
@@ -156,7 +160,10 @@ async def build_context(
             AGENT_ACCESS_NOT_APPLICABLE,
             "agent_access applies to agent views only",
         )
-    bundle = await builder.build(request.learner_id, purpose, request.locale, reach=reach)
+    as_of = evaluated_at(request)
+    bundle = await builder.build(
+        request.learner_id, purpose, request.locale, as_of=as_of, reach=reach
+    )
     if not request.persist:
         return bundle
     returned = bundle.message
@@ -164,6 +171,20 @@ async def build_context(
     if stored is None:
         return bundle
     return bundle.with_text(input_ref=stored.input_ref, snapshot_sha256=stored.sha256)
+
+
+def evaluated_at(request: context_service_pb2.BuildContextRequest) -> datetime | None:
+    """The request's evaluation time; INVALID_ARGUMENT outside the Timestamp range."""
+    if not request.HasField("evaluated_at"):
+        return None
+    try:
+        return request.evaluated_at.ToDatetime(tzinfo=UTC)
+    except ValueError:
+        raise ServiceError(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            INVALID_EVALUATED_AT,
+            "evaluated_at must fall in years 1 to 9999 with nanos in 0 to 999999999",
+        ) from None
 
 
 def _refuse_identifier_columns(record: LearnerRecord) -> None:

@@ -11,7 +11,11 @@ Rules every statement here keeps (tests record each statement and its parameters
   ``nemo_context`` role has no privilege on them anyway); age comes from the definer function
   ``learning.learner_age_years``, in whole years;
 - computed learner models are read as the engines stored them (latest version per kind), never
-  recomputed; a missing value stays ``NULL``/absent, never 0.
+  recomputed; a missing value stays ``NULL``/absent, never 0;
+- it reads the learner as of the build's reference time ``$2`` (the request's ``evaluated_at``,
+  or the server's clock): evidence, goals and computed models recorded after it are left out,
+  the last-7-days window and the age end at it. Mastery and retention are kept as current state
+  only (the engines overwrite them), so they are read as they are.
 
 One purpose is read in one statement: the base row of the learner plus one scalar subquery per
 declared slice, each returning JSON. A build therefore costs one round trip for the data, however
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from functools import lru_cache
 from typing import Any, Final, Protocol
 
@@ -77,7 +82,7 @@ def _model_sql(kind: str) -> str:
             'node_titles', {_MODEL_NODE_TITLES}
         )
         FROM learning.learner_model_versions AS v
-        WHERE v.learner_id = $1 AND v.kind = '{kind}'
+        WHERE v.learner_id = $1 AND v.kind = '{kind}' AND v.computed_at <= $2
         ORDER BY v.version DESC
         LIMIT 1
     )"""
@@ -112,7 +117,7 @@ def _evidence_sql(limit: int) -> str:
         FROM (
             SELECT id, node_id, correct, reliability, created_at
             FROM learning.evidence
-            WHERE learner_id = $1
+            WHERE learner_id = $1 AND created_at <= $2
             ORDER BY created_at DESC, id
             LIMIT {int(limit)}
         ) AS e
@@ -141,11 +146,11 @@ def _retention_sql(limit: int) -> str:
 _GOAL_SQL: Final = """(
         SELECT json_build_object('title', g.title, 'target', g.target, 'due_on', g.due_on)
         FROM learning.goals AS g
-        WHERE g.learner_id = $1 AND g.status = 'active'
+        WHERE g.learner_id = $1 AND g.status = 'active' AND g.created_at <= $2
         ORDER BY g.id = (
                 SELECT v.model_json ->> 'active_goal_id'
                 FROM learning.learner_model_versions AS v
-                WHERE v.learner_id = $1 AND v.kind = 'context'
+                WHERE v.learner_id = $1 AND v.kind = 'context' AND v.computed_at <= $2
                 ORDER BY v.version DESC
                 LIMIT 1
             ) DESC NULLS LAST,
@@ -164,11 +169,12 @@ _NODE_MEASURES_SQL: Final = """(
 
 _EVIDENCE_ACTIVITY_SQL: Final = """(
         SELECT json_build_object(
-            'last_7_days', count(*) FILTER (WHERE e.created_at > now() - interval '7 days'),
+            'last_7_days',
+                count(*) FILTER (WHERE e.created_at > $2::timestamptz - interval '7 days'),
             'last_activity_at', max(e.created_at)
         )
         FROM learning.evidence AS e
-        WHERE e.learner_id = $1
+        WHERE e.learner_id = $1 AND e.created_at <= $2
     )"""
 
 
@@ -202,18 +208,19 @@ class LearnerRepository(Protocol):
     """Reads what one purpose may see of one learner (the seam tests inject other sources at)."""
 
     async def read(
-        self, learner_id: str, purpose: Purpose, *, check: ReadCheck | None = None
+        self, learner_id: str, purpose: Purpose, as_of: datetime, *, check: ReadCheck | None = None
     ) -> LearnerRecord | None:
-        """The learner's data for ``purpose``; None when the learner does not exist. ``check``
-        runs first, in the same transaction."""
+        """The learner's data for ``purpose`` as of ``as_of``; None when the learner does not
+        exist. ``check`` runs first, in the same transaction."""
 
 
 @lru_cache(maxsize=64)
 def statement_for(purpose: Purpose) -> str:
-    """The one statement that reads ``purpose``'s slices, with the learner as ``$1``."""
+    """The one statement that reads ``purpose``'s slices, with the learner as ``$1`` and the
+    reference time (timestamptz) as ``$2``."""
     columns = ["l.grade", f"{LINKED_IDS_SQL} AS linked_ids"]
     if purpose.declares(Slice.AGE):
-        columns.append("learning.learner_age_years($1) AS age_years")
+        columns.append("learning.learner_age_years_on($1, $2::timestamptz::date) AS age_years")
     if purpose.declares(Slice.MASTERY):
         columns.append(f"{_mastery_sql(purpose.mastery_limit)} AS mastery")
     if purpose.declares(Slice.RECENT_EVIDENCE):
@@ -229,7 +236,11 @@ def statement_for(purpose: Purpose) -> str:
         if purpose.declares(slice_):
             columns.append(f"{_model_sql(kind)} AS model_{kind}")
     select = ",\n    ".join(columns)
-    return f"SELECT\n    {select}\nFROM learning.learners AS l\nWHERE l.id = $1"
+    # Every statement takes the reference time, whether or not its slices read it.
+    return (
+        f"SELECT\n    {select}\nFROM learning.learners AS l\n"
+        "WHERE l.id = $1 AND $2::timestamptz IS NOT NULL"
+    )
 
 
 def _record(row: asyncpg.Record) -> LearnerRecord:
@@ -259,12 +270,12 @@ class PostgresLearnerRepository:
         self._pool = pool
 
     async def read(
-        self, learner_id: str, purpose: Purpose, *, check: ReadCheck | None = None
+        self, learner_id: str, purpose: Purpose, as_of: datetime, *, check: ReadCheck | None = None
     ) -> LearnerRecord | None:
         async with learner_transaction(self._pool, [learner_id], readonly=True) as conn:
             if check is not None:
                 await check(conn)
-            row = await conn.fetchrow(statement_for(purpose), learner_id)
+            row = await conn.fetchrow(statement_for(purpose), learner_id, as_of)
         return None if row is None else _record(row)
 
 

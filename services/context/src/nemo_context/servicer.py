@@ -8,11 +8,13 @@ import grpc.aio
 
 from nemo.context.v1 import context_service_pb2 as pb
 from nemo.context.v1 import context_service_pb2_grpc as pb_grpc
+from nemo.context.v1 import item_bank_pb2
 from nemo_context import knowledge
 from nemo_context.access import check_learner_access
 from nemo_context.builder import ContextBuilder, build_context
 from nemo_context.conversation.builder import ConversationBuilder
 from nemo_context.conversation.record import record_turn
+from nemo_context.item_bank import store_generated_items
 from nemo_context.purposes import purpose_table
 from nemo_context.settings import ContextSettings
 from nemo_context.snapshot_reads import read_snapshot
@@ -94,3 +96,8 @@ class ContextServicer(pb_grpc.ContextServiceServicer):
         self, request: pb.ListPurposesRequest, context: Context
     ) -> pb.ListPurposesResponse:
         return purpose_table()
+
+    async def StoreGeneratedItems(
+        self, request: item_bank_pb2.StoreGeneratedItemsRequest, context: Context
+    ) -> item_bank_pb2.StoreGeneratedItemsResponse:
+        return await store_generated_items(self._pool, request)

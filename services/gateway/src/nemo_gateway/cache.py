@@ -1,8 +1,12 @@
 """The exact result cache.
 
 A key is every input that can change a result: the prompt's id and version, the model, the
-request parameters, the output schema, a digest of the exact rendered prompt (the learner
-context, sources and variables it holds) and the caller's permission scope. The scope is part of
+request parameters, the output schema, a digest of the exact rendered prompt, a digest of the
+whole prompt input (:func:`input_digest`: every variable, the language, the learner bundle's
+typed fields, every field of the numbered sources) and the caller's permission scope. The
+rendered prompt alone is not enough: the server-authoritative fields a result gets after the
+model answers come from inputs the prompt does not print (the node id of generated items, the
+focus node of a hint whose title another node shares). The scope is part of
 the key, not a filter applied afterwards, so two scopes can never read each other's entry even
 when everything else matches. Only model results are cached (a fallback is cheap to rebuild and
 may be transient), never streamed chat.
@@ -10,6 +14,7 @@ may be transient), never streamed chat.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import time
@@ -17,7 +22,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from cachetools import TTLCache
+from google.protobuf.message import Message as ProtoMessage
 
+from nemo_gateway.prompts.spec import PromptInput
 from nemo_gateway.providers.base import Message
 
 
@@ -30,6 +37,7 @@ class CacheKey:
     parameters: str
     schema_sha256: str
     context_sha256: str
+    input_sha256: str
     scope: str
 
 
@@ -52,6 +60,36 @@ def digest(value: Any) -> str:
 
 def messages_digest(messages: tuple[Message, ...]) -> str:
     return digest([[m.role, m.content] for m in messages])
+
+
+# What a build or a snapshot adds to a bundle and no result may depend on.
+_PER_BUILD = ("built_at", "input_ref", "snapshot_sha256")
+
+
+def _bundle_digest(bundle: ProtoMessage | None) -> str:
+    if bundle is None:
+        return ""
+    copy = type(bundle)()
+    copy.CopyFrom(bundle)
+    for name in _PER_BUILD:
+        if name in copy.DESCRIPTOR.fields_by_name:
+            copy.ClearField(name)
+    return hashlib.sha256(copy.SerializeToString(deterministic=True)).hexdigest()
+
+
+def input_digest(prompt: PromptInput[Any]) -> str:
+    """SHA-256 of everything in ``prompt`` a result may depend on. The evaluation time is left
+    out: no renderer, finisher or baseline reads it (a test holds them to that), so requests that
+    differ only in it share an entry."""
+    return digest(
+        {
+            "variables": prompt.variables.model_dump(mode="json"),
+            "lang": prompt.lang.value,
+            "context": _bundle_digest(prompt.context),
+            "conversation": _bundle_digest(prompt.conversation),
+            "sources": [dataclasses.asdict(source) for source in prompt.sources],
+        }
+    )
 
 
 class ResultCache:

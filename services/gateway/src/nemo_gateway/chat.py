@@ -1,10 +1,13 @@
 """StreamPrompt for tutor.chat_reply: deltas as the model sends them, the turn recorded after.
 
 - The conversation bundle comes first; without it no prompt is sent.
+- The reply goes out sentence by sentence, each checked by the chat guardrail first
+  (:mod:`nemo_gateway.screen`): a sentence that states a score, holds a link or repeats the
+  learner's pseudonym never reaches the learner.
 - Retry and fallback happen only before the first delta. Once the learner has seen text, a
-  provider stream that breaks ends the RPC with an error status (never a clean end) and the turn
-  is stored as PARTIAL, so the cut reply is never reused as context. A reply stopped by the token
-  limit is stored as PARTIAL too.
+  provider stream that breaks, a sentence the guardrail stops and the token limit all end the
+  RPC with an error status (never a clean end) and the turn is stored as PARTIAL with what the
+  learner saw, so the cut reply is never reused as context.
 - A reply the caller cancels after its first delta is stored as CANCELLED.
 - A broken or cancelled turn is recorded even when the caller's deadline is what broke it: that
   write gets its own :data:`BROKEN_TURN_RECORD_SECONDS` and outlives the RPC, since a reply the
@@ -18,14 +21,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import aclosing
+from dataclasses import dataclass, field
 
 from nemo.context.v1 import conversation_pb2 as conv
 from nemo.gateway.v1 import gateway_service_pb2 as gw_pb
 from nemo.gateway.v1 import run_pb2
 from nemo_core.errors import ServiceError
-from nemo_gateway.errors import reply_truncated, stream_broken
+from nemo_gateway.budget import prompt_tokens
+from nemo_gateway.errors import reply_rejected, reply_truncated, stream_broken
 from nemo_gateway.limits import InFlightLimit
 from nemo_gateway.prompts.registry import REGISTRY, AnySpec
 from nemo_gateway.prompts.spec import Lang, PromptInput
@@ -34,9 +39,12 @@ from nemo_gateway.prompts.tutor import (
     ChatVariables,
     ConversationSummaryResult,
     SummaryVariables,
+    conversation_budget,
     covered_turn,
+    reply_problem,
 )
 from nemo_gateway.providers.base import (
+    Message,
     ModelProvider,
     ModelRequest,
     ProviderFailure,
@@ -53,6 +61,7 @@ from nemo_gateway.runner import (
     record_tally,
     run_record,
 )
+from nemo_gateway.screen import ReplyRejected, SentenceScreen
 from nemo_gateway.settings import GatewaySettings
 from nemo_gateway.structured.pipeline import Reason, Tally
 
@@ -60,20 +69,43 @@ logger = logging.getLogger(__name__)
 
 SUMMARY_PROMPT = "tutor.summarize_conversation"
 BROKEN_TURN_RECORD_SECONDS = 2.0
+TURN_RECORD_RESERVE_SECONDS = 0.25
+"""Kept back from the model's share of the caller's deadline, besides the fallback reserve: a
+baseline reply is recorded (a context service write) before the stream ends."""
 EMPTY_REPLY = "EMPTY_REPLY"
 
 
 @dataclass
 class _Reply:
-    """What the model has streamed so far."""
+    """What the model has streamed so far, what the learner has seen of it, and how it ended."""
 
-    parts: list[str]
-    tally: Tally
+    screen: SentenceScreen
+    parts: list[str] = field(default_factory=list)
+    tally: Tally = field(default_factory=Tally)
     end: StreamEnd | None = None
+    failure: ProviderFailure | None = None
+    rejected: ReplyRejected | None = None
 
-    @property
-    def text(self) -> str:
-        return "".join(self.parts)
+    def settle(self) -> tuple[str, str]:
+        """Add what the clean end reported to the tally; (path, reason): MODEL for a whole
+        accepted reply; otherwise FALLBACK when the learner saw nothing (the baseline replaces
+        it), or PARTIAL with the reason it broke off."""
+        end = self.end
+        if end is not None:
+            self.tally.finish_reasons.append(end.finish_reason)
+            self.tally.response_model = end.response_model
+            self.tally.add_usage(end.usage)
+        if self.rejected is not None:
+            reason: str = Reason.GUARDRAIL_REJECTED
+        elif self.failure is not None:
+            reason = self.failure.code
+        elif end is not None and end.truncated:
+            reason = Reason.TRUNCATED
+        elif not self.screen.shown:
+            reason = EMPTY_REPLY
+        else:
+            return "MODEL", ""
+        return ("PARTIAL" if self.screen.shown else "FALLBACK"), reason
 
 
 class ChatStreamer:
@@ -101,7 +133,10 @@ class ChatStreamer:
         self, spec: AnySpec, variables: ChatVariables, lang: Lang, clock: Clock
     ) -> AsyncIterator[gw_pb.StreamPromptResponse]:
         bundle = await self._runner.context.build_conversation(
-            variables.session_id, variables.turn_id, variables.user_message, variables.token_budget
+            variables.session_id,
+            variables.turn_id,
+            variables.user_message,
+            conversation_budget(variables.token_budget, lang),
         )
         prompt: PromptInput[ChatVariables] = PromptInput(
             variables, lang, clock.evaluated_at, conversation=bundle
@@ -126,71 +161,114 @@ class ChatStreamer:
         summary: asyncio.Task[conv.SummaryUpdate | None] | None,
     ) -> AsyncIterator[gw_pb.StreamPromptResponse]:
         provider = self._provider
-        if not self._settings.ai_enrichment_enabled or provider is None:
-            enabled = self._settings.ai_enrichment_enabled
-            reason: str = Reason.BASELINE_PROVIDER if enabled else Reason.KILL_SWITCH
+        messages = spec.render(prompt)
+        skip = self._skip_reason(spec, messages)
+        if provider is None or skip is not None:
+            names = (provider.name, self._settings.model_for(spec.tier)) if provider else ("", "")
+            name, model = names if skip is Reason.INPUT_TOO_LONG else (BASELINE_PROVIDER, "")
             async for response in self._fallback(
-                spec, prompt, clock, summary, reason, Tally(), BASELINE_PROVIDER, ""
+                spec, prompt, clock, summary, skip or Reason.BASELINE_PROVIDER, Tally(), name, model
             ):
                 yield response
             return
         model = self._settings.model_for(spec.tier)
         request = ModelRequest(
             model=model,
-            messages=spec.render(prompt),
+            messages=messages,
             max_output_tokens=spec.max_output_tokens,
             temperature=spec.temperature,
             output_schema=None,
         )
-        reply = _Reply([], Tally())
+        reply = _Reply(SentenceScreen(lambda text: reply_problem(text, prompt)))
         with prompt_span(spec, provider.name, model, "text") as span:
-            failure: ProviderFailure | None = None
-            try:
-                with self._provider_limit.hold():
-                    async for delta in self._model_deltas(provider, request, reply):
-                        yield gw_pb.StreamPromptResponse(text_delta=delta)
-            except ProviderFailure as exc:
-                failure = exc
-            except asyncio.CancelledError:
-                # The caller went away mid-reply: what it saw is stored as cancelled, so the
-                # next turn neither reuses nor repeats it. Shielded: this task is being cancelled.
-                if reply.parts:
-                    await self._record_broken(prompt, reply.text, conv.MESSAGE_STATUS_CANCELLED)
-                raise
-            tally = reply.tally
-            end = reply.end
-            if end is not None:
-                tally.finish_reasons.append(end.finish_reason)
-                tally.response_model = end.response_model
-                tally.add_usage(end.usage)
-            record_tally(
-                span, tally, path="FALLBACK" if failure and not reply.parts else "MODEL",
-                reason=failure.code if failure else "",
-            )  # fmt: skip
-        if reply.parts and (failure is not None or (end is not None and end.truncated)):
-            await self._record_broken(prompt, reply.text, conv.MESSAGE_STATUS_PARTIAL)
-            raise stream_broken() if failure is not None else reply_truncated()
-        if failure is not None or not reply.parts:
-            if failure is not None:
-                reason = failure.code
-            else:
-                reason = Reason.TRUNCATED if end is not None and end.truncated else EMPTY_REPLY
+            async for response in self._relay(provider, request, reply, prompt):
+                yield response
+            path, reason = reply.settle()
+            record_tally(span, reply.tally, path=path, reason=reason)
+        async for response in self._conclude(
+            spec, prompt, clock, summary, reply, (path, reason), (provider.name, model)
+        ):
+            yield response
+
+    def _skip_reason(self, spec: AnySpec, messages: tuple[Message, ...]) -> Reason | None:
+        """Why no model is asked: the kill switch, no provider, or a prompt over its limit."""
+        if not self._settings.ai_enrichment_enabled:
+            return Reason.KILL_SWITCH
+        if self._provider is None:
+            return Reason.BASELINE_PROVIDER
+        if prompt_tokens(messages) > spec.max_input_tokens:
+            return Reason.INPUT_TOO_LONG
+        return None
+
+    async def _relay(
+        self,
+        provider: ModelProvider,
+        request: ModelRequest,
+        reply: _Reply,
+        prompt: PromptInput[ChatVariables],
+    ) -> AsyncIterator[gw_pb.StreamPromptResponse]:
+        """The screened deltas; how the stream ended is left on ``reply``."""
+        screen = reply.screen
+        try:
+            with self._provider_limit.hold():
+                async with aclosing(self._model_deltas(provider, request, reply)) as deltas:
+                    async for delta in deltas:
+                        if released := screen.feed(delta):
+                            yield gw_pb.StreamPromptResponse(text_delta=released)
+            if reply.end is not None and (tail := screen.flush()):
+                yield gw_pb.StreamPromptResponse(text_delta=tail)
+        except ProviderFailure as exc:
+            reply.failure = exc
+        except ReplyRejected as exc:
+            reply.rejected = exc
+        except asyncio.CancelledError:
+            # The caller went away mid-reply: what it saw is stored as cancelled, so the next
+            # turn neither reuses nor repeats it. Shielded: this task is being cancelled.
+            if screen.shown:
+                await self._record_broken(prompt, screen.shown_text, conv.MESSAGE_STATUS_CANCELLED)
+            raise
+
+    async def _conclude(
+        self,
+        spec: AnySpec,
+        prompt: PromptInput[ChatVariables],
+        clock: Clock,
+        summary: asyncio.Task[conv.SummaryUpdate | None] | None,
+        reply: _Reply,
+        outcome: tuple[str, str],
+        model: tuple[str, str],
+    ) -> AsyncIterator[gw_pb.StreamPromptResponse]:
+        """Record the turn and end the stream as the reply ended."""
+        (path, reason), (provider, model_name) = outcome, model
+        shown = reply.screen.shown_text
+        if path == "PARTIAL":
+            # The learner saw part of the reply: it is stored partial, never reused as context.
+            await self._record_broken(prompt, shown, conv.MESSAGE_STATUS_PARTIAL)
+            if reply.rejected is not None:
+                logger.warning("chat reply stopped by its guardrail", extra={"why": reply.rejected})
+                raise reply_rejected()
+            raise stream_broken() if reply.failure is not None else reply_truncated()
+        if path == "FALLBACK":
             async for response in self._fallback(
-                spec, prompt, clock, summary, reason, tally, provider.name, model
+                spec, prompt, clock, summary, reason, reply.tally, provider, model_name
             ):
                 yield response
             return
-        output = spec.finish(ChatReplyDraft(text=reply.text), prompt)
-        await self._record(prompt, reply.text, conv.MESSAGE_STATUS_COMPLETED, summary)
-        record = run_record(spec, clock, run_pb2.RUN_PATH_MODEL, "", tally, provider.name, model)
+        output = spec.finish(ChatReplyDraft(text=shown), prompt)
+        await self._record(prompt, shown, conv.MESSAGE_STATUS_COMPLETED, summary)
+        record = run_record(
+            spec, clock, run_pb2.RUN_PATH_MODEL, "", reply.tally, provider, model_name
+        )
         yield _completed(spec, output, record)
 
     async def _model_deltas(
         self, provider: ModelProvider, request: ModelRequest, reply: _Reply
-    ) -> AsyncIterator[str]:
+    ) -> AsyncGenerator[str, None]:
         """Text deltas; a stream that breaks before its first delta is started again while
         retries and time are left."""
-        deadline = model_deadline(self._settings.fallback_reserve_seconds)
+        deadline = model_deadline(
+            self._settings.fallback_reserve_seconds + TURN_RECORD_RESERVE_SECONDS
+        )
         restarts = 0
         while True:
             opened = False

@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from datetime import datetime
 
 import grpc
 import grpc.aio
 
 from nemo.context.v1 import context_service_pb2 as ctx_pb
 from nemo.context.v1 import context_service_pb2_grpc as ctx_grpc
-from nemo.context.v1 import conversation_pb2, knowledge_pb2, learner_context_pb2
+from nemo.context.v1 import conversation_pb2, item_bank_pb2, knowledge_pb2, learner_context_pb2
 from nemo.type.v1 import locale_pb2
 from nemo_core.deadlines import downstream_timeout
 from nemo_core.errors import Reason, ServiceError, error_details
@@ -89,12 +90,18 @@ class ContextClient:
         self._stub = ctx_grpc.ContextServiceStub(channel)
 
     async def build_context(
-        self, learner_id: str, purpose: str, locale: locale_pb2.Locale.ValueType
+        self,
+        learner_id: str,
+        purpose: str,
+        locale: locale_pb2.Locale.ValueType,
+        evaluated_at: datetime,
     ) -> learner_context_pb2.ContextBundle:
-        """The learner's bundle for ``purpose``, persisted so the run can name its snapshot."""
+        """The learner's bundle for ``purpose`` as of the run's evaluation time, persisted so
+        the run can name its snapshot: the same request and time build the same bundle."""
         request = ctx_pb.BuildContextRequest(
             learner_id=learner_id, purpose=purpose, persist=True, locale=locale
         )
+        request.evaluated_at.FromDatetime(evaluated_at)
         try:
             response = await self._stub.BuildContext(request, timeout=downstream_timeout())
         except grpc.aio.AioRpcError as exc:
@@ -146,3 +153,13 @@ class ContextClient:
         except grpc.aio.AioRpcError as exc:
             raise _translate(exc) from None
         return list(response.hits)
+
+    async def store_generated_items(
+        self, items: Sequence[item_bank_pb2.GeneratedItem], generated_by: str
+    ) -> None:
+        """Put generated items, with their keys and rubrics, in the knowledge item bank."""
+        request = item_bank_pb2.StoreGeneratedItemsRequest(items=items, generated_by=generated_by)
+        try:
+            await self._stub.StoreGeneratedItems(request, timeout=downstream_timeout())
+        except grpc.aio.AioRpcError as exc:
+            raise _translate(exc) from None

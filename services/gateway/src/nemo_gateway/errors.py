@@ -26,6 +26,7 @@ class GatewayReason(StrEnum):
     CALLER_BUSY = "CALLER_BUSY"
     PROVIDER_STREAM_BROKEN = "PROVIDER_STREAM_BROKEN"
     REPLY_TRUNCATED = "REPLY_TRUNCATED"
+    REPLY_REJECTED = "REPLY_REJECTED"
 
 
 def unknown_prompt(prompt_id: str) -> ServiceError:
@@ -150,4 +151,12 @@ def reply_truncated() -> ServiceError:
         grpc.StatusCode.RESOURCE_EXHAUSTED,
         GatewayReason.REPLY_TRUNCATED,
         "the reply reached the output token limit; the turn was stored as partial",
+    )
+
+
+def reply_rejected() -> ServiceError:
+    return ServiceError(
+        grpc.StatusCode.ABORTED,
+        GatewayReason.REPLY_REJECTED,
+        "the reply's guardrail stopped it after it had started; the turn was stored as partial",
     )

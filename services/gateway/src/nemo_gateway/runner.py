@@ -18,11 +18,20 @@ from opentelemetry.trace import Span
 from nemo.gateway.v1 import run_pb2
 from nemo_core.deadlines import downstream_timeout
 from nemo_core.errors import ServiceError
-from nemo_gateway.cache import CachedRun, CacheKey, ResultCache, digest, messages_digest
+from nemo_gateway.budget import prompt_tokens
+from nemo_gateway.cache import (
+    CachedRun,
+    CacheKey,
+    ResultCache,
+    digest,
+    input_digest,
+    messages_digest,
+)
 from nemo_gateway.context_client import ContextClient
+from nemo_gateway.grounding.relevance import relevant_hits
 from nemo_gateway.grounding.sources import Passage, number_sources
 from nemo_gateway.limits import InFlightLimit
-from nemo_gateway.prompts.knowledge import AnswerVariables
+from nemo_gateway.prompts.knowledge import AnswerVariables, source_tokens
 from nemo_gateway.prompts.registry import AnySpec
 from nemo_gateway.prompts.spec import Lang, PromptInput, Strict
 from nemo_gateway.providers.base import Message, ModelProvider
@@ -112,7 +121,7 @@ def record_tally(span: Span, tally: Tally, *, path: str, reason: str, input_ref:
         span, path=path, reason=reason, attempts=tally.requests,
         input_tokens=tally.input_tokens, output_tokens=tally.output_tokens,
         response_model=tally.response_model, finish_reasons=tally.finish_reasons,
-        input_ref=input_ref, cache_hit=False,
+        input_ref=input_ref,
     )  # fmt: skip
 
 
@@ -182,18 +191,29 @@ class PromptRunner:
     ) -> Prepared:
         """Gather the prompt's input: the learner bundle or the numbered sources."""
         if spec.purpose is not None:
-            bundle = await self._context.build_context(learner_id, spec.purpose, lang.to_proto())
+            bundle = await self._context.build_context(
+                learner_id, spec.purpose, lang.to_proto(), clock.evaluated_at
+            )
             prompt = PromptInput(variables, lang, clock.evaluated_at, context=bundle)
             scope = f"learner:{spec.purpose}:{bundle.learner_ref}"
             return Prepared(spec, prompt, scope, input_ref=bundle.input_ref)
         scope = f"caller:{caller}"
         if isinstance(variables, AnswerVariables):
+            question = PromptInput(variables, lang, clock.evaluated_at)
             sources = number_sources(
-                await self._passages(variables), self._settings.answer_context_token_budget
+                await self._passages(variables), self._sources_budget(spec, question), source_tokens
             )
             prompt = PromptInput(variables, lang, clock.evaluated_at, sources=sources)
             return Prepared(spec, prompt, scope, skip_model=None if sources else Reason.NO_SOURCES)
         return Prepared(spec, PromptInput(variables, lang, clock.evaluated_at), scope)
+
+    def _sources_budget(self, spec: AnySpec, question: PromptInput[Any]) -> int:
+        """Tokens the sources may take: the configured budget, within what the prompt's
+        ``max_input_tokens`` leaves once its rules, question and schema are counted."""
+        fixed = prompt_tokens(spec.render(question), spec.request_schema)
+        return max(
+            0, min(self._settings.answer_context_token_budget, spec.max_input_tokens - fixed)
+        )
 
     async def _passages(self, variables: AnswerVariables) -> list[Passage]:
         if variables.passages:
@@ -206,7 +226,7 @@ class PromptRunner:
         )
         return [
             Passage(hit.node.node_id, 0, hit.node.title, hit.node.description, hit.score)
-            for hit in hits
+            for hit in relevant_hits(hits)
             if hit.node.description.strip()
         ]
 
@@ -217,24 +237,23 @@ class PromptRunner:
         provider = self._provider
         if skip is not None or provider is None:
             reason = skip or Reason.BASELINE_PROVIDER
-            return self._baseline(prepared, clock, reason, Tally(), provider=BASELINE_PROVIDER)
+            return await self._baseline(
+                prepared, clock, reason, Tally(), provider=BASELINE_PROVIDER
+            )
         model = self._settings.model_for(spec.tier)
         rendered = spec.render(prompt)
         key = self._cache_key(prepared, provider.name, model, rendered)
+        cached = self._cache.get(key) if key is not None else None
+        if cached is not None:
+            # No model is asked: the run record says where the output came from, and no GenAI
+            # span claims a model call that did not happen.
+            record = self._record(
+                prepared, clock, Path(cached.path), cached.reason, Tally(), provider.name,
+                model, cache_hit=True,
+            )  # fmt: skip
+            record.request_sha256 = cached.request_sha256
+            return RunResult(cached.output, record)
         with prompt_span(spec, provider.name, model, "json") as span:
-            cached = self._cache.get(key) if key is not None else None
-            if cached is not None:
-                record = self._record(
-                    prepared, clock, Path(cached.path), cached.reason, Tally(), provider.name,
-                    model, cache_hit=True,
-                )  # fmt: skip
-                record.request_sha256 = cached.request_sha256
-                record_result(
-                    span, path=cached.path, reason=cached.reason, attempts=0, input_tokens=0,
-                    output_tokens=0, response_model=cached.response_model, finish_reasons=(),
-                    input_ref=prepared.input_ref, cache_hit=True,
-                )  # fmt: skip
-                return RunResult(cached.output, record)
             with self._provider_limit.hold():
                 outcome = await run_model(
                     spec,
@@ -249,7 +268,7 @@ class PromptRunner:
                 span, outcome.tally, path=outcome.path, reason=outcome.reason,
                 input_ref=prepared.input_ref,
             )  # fmt: skip
-        return self._finish(prepared, clock, outcome, provider.name, model, key)
+        return await self._finish(prepared, clock, outcome, provider.name, model, key)
 
     def _cache_key(
         self, prepared: Prepared, provider: str, model: str, rendered: tuple[Message, ...]
@@ -277,6 +296,7 @@ class PromptRunner:
             parameters=fixed[0],
             schema_sha256=fixed[1],
             context_sha256=messages_digest(rendered),
+            input_sha256=input_digest(prepared.prompt),
             scope=prepared.scope,
         )
 
@@ -287,7 +307,13 @@ class PromptRunner:
             return Reason.BASELINE_PROVIDER
         return prepared.skip_model
 
-    def _finish(
+    async def _keep(self, spec: AnySpec, output: Any) -> None:
+        """Store what the result puts in the item bank before anyone receives its ids; a cached
+        result was stored when it was made."""
+        if spec.bank_items is not None and (items := spec.bank_items(output)):
+            await self._context.store_generated_items(items, spec.ref)
+
+    async def _finish(
         self,
         prepared: Prepared,
         clock: Clock,
@@ -306,8 +332,11 @@ class PromptRunner:
                     "attempts": outcome.tally.requests,
                 },
             )
-            return self._baseline(prepared, clock, outcome.reason, outcome.tally, provider, model)
+            return await self._baseline(
+                prepared, clock, outcome.reason, outcome.tally, provider, model
+            )
         output = prepared.spec.finish(outcome.accepted, prepared.prompt)
+        await self._keep(prepared.spec, output)
         if key is not None:
             self._cache.put(
                 key,
@@ -324,7 +353,7 @@ class PromptRunner:
         )
         return RunResult(output, record)
 
-    def _baseline(
+    async def _baseline(
         self,
         prepared: Prepared,
         clock: Clock,
@@ -334,6 +363,7 @@ class PromptRunner:
         model: str = "",
     ) -> RunResult:
         output = prepared.spec.baseline(prepared.prompt)
+        await self._keep(prepared.spec, output)
         record = self._record(prepared, clock, Path.FALLBACK, reason, tally, provider, model)
         return RunResult(output, record)
 

@@ -11,6 +11,7 @@ never turned into an integer.
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
 
 MAX_CITATION_DIGITS = 6
@@ -28,18 +29,23 @@ class CitationReport:
     sentences: int
 
 
+def uncited_sentences(answer: str) -> list[str]:
+    """The sentences of ``answer`` that cite nothing, in order."""
+    return [sentence for sentence in split_sentences(answer) if not _CITATION.search(sentence)]
+
+
 def split_sentences(answer: str) -> list[str]:
     """Sentences of ``answer``, split after ``.``, ``!`` or ``?`` followed by whitespace."""
     return [sentence for sentence in _SENTENCE_END.split(answer.strip()) if sentence]
 
 
-def check_citations(answer: str, source_count: int) -> CitationReport:
-    """Which citations of ``answer`` name one of the ``source_count`` sources, and how many
-    sentences cite nothing."""
+def check_citations(answer: str, citable: Collection[int]) -> CitationReport:
+    """Which citations of ``answer`` name one of the ``citable`` source numbers (a withheld
+    source is not citable), and how many sentences cite nothing."""
     used = {int(number) for number in _CITATION.findall(answer)}
-    valid = {number for number in used if 1 <= number <= source_count}
+    valid = {number for number in used if number in citable}
     sentences = split_sentences(answer)
-    uncited = sum(1 for sentence in sentences if not _CITATION.search(sentence))
+    uncited = len(uncited_sentences(answer))
     return CitationReport(
         valid=tuple(sorted(valid)),
         invalid=tuple(sorted(used - valid)),

@@ -1,28 +1,28 @@
 """From retrieved passages to the numbered sources of a grounded-answer prompt.
 
-1. Adjacent passages of one document (chunk k and k+1) are merged, so the model reads them as
-   the author wrote them; the merged passage keeps the stronger score.
-2. The strongest passages go first: models overlook what sits in the middle of a long context.
-3. Passages are added in that order while they fit the token budget; one that does not fit is
-   left out rather than cut mid-sentence, and the weaker ones after it still get their turn, so
-   one long passage cannot crowd out every other.
-4. Each source is numbered from 1 in that order and flagged when it reads like instructions or
-   carries one of the prompts' data tags (which could end the data block it is put in).
+1. A passage repeated (same document and chunk) is kept once, its stronger copy.
+2. Passages are chosen strongest first while they fit the token budget, each at the cost of the
+   whole block it becomes in the prompt (header, title and id included); one that does not fit
+   is left out rather than cut mid-sentence, and the weaker ones after it still get their turn.
+   The budget is applied before merging, so a strong passage never vanishes with a long weak
+   neighbour it would have been merged with.
+3. Adjacent chosen passages of one document (chunk k and k+1) are merged, so the model reads
+   them as the author wrote them; the merged passage keeps the stronger score and costs no more
+   than its parts did.
+4. The strongest go first (models overlook what sits in the middle of a long context), numbered
+   from 1, each flagged when it reads like instructions or carries one of the prompts' data tags
+   (which could end the data block it is put in).
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from itertools import groupby
 
 from nemo_gateway.grounding.instructions import looks_like_instructions
 from nemo_gateway.prompts.spec import NumberedSource
 from nemo_gateway.prompts.tags import has_data_tag
-
-# Vietnamese runs at roughly three characters per token; erring high keeps the budget honest.
-CHARS_PER_TOKEN = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,11 +34,6 @@ class Passage:
     title: str
     text: str
     score: float
-
-
-def estimate_tokens(text: str) -> int:
-    """A conservative token estimate."""
-    return math.ceil(len(text) / CHARS_PER_TOKEN)
 
 
 def merge_adjacent(passages: Iterable[Passage]) -> list[Passage]:
@@ -71,31 +66,42 @@ def _join(run: list[Passage]) -> Passage:
 
 def _suspicious(passage: Passage) -> bool:
     """Whether the passage gives orders or tries to step out of its data block."""
-    return looks_like_instructions(passage.text) or any(
+    return looks_like_instructions(f"{passage.title}\n{passage.text}") or any(
         has_data_tag(field) for field in (passage.text, passage.title, passage.document_id)
     )
 
 
-def number_sources(passages: Iterable[Passage], token_budget: int) -> tuple[NumberedSource, ...]:
-    """Merge, order strongest first, fit into ``token_budget`` and number from 1."""
-    ordered = sorted(
-        merge_adjacent(passages), key=lambda p: (-p.score, p.document_id, p.chunk_index)
-    )
-    sources: list[NumberedSource] = []
+def _distinct(passages: Iterable[Passage]) -> list[Passage]:
+    """Each (document, chunk) once, its stronger copy, strongest first."""
+    strongest: dict[tuple[str, int], Passage] = {}
+    for passage in passages:
+        key = (passage.document_id, passage.chunk_index)
+        if key not in strongest or passage.score > strongest[key].score:
+            strongest[key] = passage
+    return sorted(strongest.values(), key=lambda p: (-p.score, p.document_id, p.chunk_index))
+
+
+def number_sources(
+    passages: Iterable[Passage], token_budget: int, cost: Callable[[Passage], int]
+) -> tuple[NumberedSource, ...]:
+    """Choose strongest first within ``token_budget`` (each passage at ``cost``), merge the
+    adjacent chosen ones, order strongest first and number from 1."""
+    chosen: list[Passage] = []
     used = 0
-    for passage in ordered:
-        cost = estimate_tokens(passage.title) + estimate_tokens(passage.text)
-        if used + cost > token_budget:
-            continue
-        used += cost
-        sources.append(
-            NumberedSource(
-                number=len(sources) + 1,
-                document_id=passage.document_id,
-                title=passage.title,
-                text=passage.text,
-                score=passage.score,
-                flagged_as_instruction=_suspicious(passage),
-            )
+    for passage in _distinct(passages):
+        price = cost(passage)
+        if used + price <= token_budget:
+            used += price
+            chosen.append(passage)
+    ordered = sorted(merge_adjacent(chosen), key=lambda p: (-p.score, p.document_id, p.chunk_index))
+    return tuple(
+        NumberedSource(
+            number=number,
+            document_id=passage.document_id,
+            title=passage.title,
+            text=passage.text,
+            score=passage.score,
+            flagged_as_instruction=_suspicious(passage),
         )
-    return tuple(sources)
+        for number, passage in enumerate(ordered, start=1)
+    )

@@ -5,8 +5,9 @@ subject, grade, item text) and refuse anything else; they have no purpose, so th
 builds a learner context for them and refuses a request that names a learner.
 
 A generated item's answer key and rubric are kept in the typed result on the server, where the
-guardrail checks them (a multiple-choice key must be one of the choices); what a client receives
-has neither.
+guardrail checks them (a multiple-choice key must be one of the choices), and stored with the
+item in the knowledge item bank (through the context service) so answers to it can be graded;
+what a client receives has neither, only the item ids.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from nemo.context.v1 import item_bank_pb2
 from nemo.gateway.v1 import outputs_pb2
 from nemo_gateway.prompts.common import ANSWER_LANGUAGE, JSON_ONLY
 from nemo_gateway.prompts.spec import Lang, PromptInput, Strict
@@ -34,7 +36,11 @@ class GenerateItemsVariables(Strict):
     topic: str = Field(min_length=1, max_length=200, description="Knowledge node title.")
     subject: str = Field(min_length=1, max_length=50, description='For example "math".')
     grade: int = Field(ge=1, le=12)
-    node_id: str = Field("", max_length=100, description="Knowledge node id, when known.")
+    node_id: str = Field(
+        min_length=1,
+        max_length=100,
+        description="Knowledge node the items practise; they are stored in its item bank.",
+    )
     kind: ItemKind = "multiple_choice"
     count: int = Field(3, ge=1, le=10)
 
@@ -75,12 +81,14 @@ class GeneratedItemsResult(Strict):
     items: tuple[ServerItem, ...]
 
 
-def _item_id(node_id: str, stem: str, choices: tuple[str, ...]) -> str:
-    """A server-assigned id that is the same whenever the same item is generated again."""
-    digest = hashlib.sha256(
-        json.dumps([node_id, stem, list(choices)], ensure_ascii=False).encode()
-    ).hexdigest()
-    return f"gi_{digest[:16]}"
+def _item_id(
+    node_id: str, kind: str, stem: str, choices: tuple[str, ...], key: str | None, rubric: str
+) -> str:
+    """A server-assigned id derived from everything the item bank stores for the item: the same
+    item generated again gets the same id, and an id never stands for two answer keys."""
+    content = [node_id, kind, stem, list(choices), key, rubric]
+    digest = hashlib.sha256(json.dumps(content, ensure_ascii=False).encode()).hexdigest()
+    return f"gi_{digest[:24]}"
 
 
 _GENERATE_SYSTEM: dict[Lang, str] = {
@@ -146,7 +154,9 @@ def finish_generate(
         node_id=node_id,
         items=tuple(
             ServerItem(
-                item_id=_item_id(node_id, item.stem, item.choices),
+                item_id=_item_id(
+                    node_id, item.kind, item.stem, item.choices, item.answer, item.rubric
+                ),
                 position=position,
                 kind=item.kind,
                 stem=item.stem,
@@ -200,18 +210,35 @@ def baseline_generate(prompt: PromptInput[GenerateItemsVariables]) -> GeneratedI
     items = []
     for position, (stem_template, rubric_template) in enumerate(templates[:count], start=1):
         stem = stem_template.format(topic=v.topic)
+        rubric = rubric_template.format(topic=v.topic)
         items.append(
             ServerItem(
-                item_id=_item_id(v.node_id, stem, ()),
+                item_id=_item_id(v.node_id, "short_answer", stem, (), None, rubric),
                 position=position,
                 kind="short_answer",
                 stem=stem,
                 choices=(),
                 answer_key=None,
-                rubric=rubric_template.format(topic=v.topic),
+                rubric=rubric,
             )
         )
     return GeneratedItemsResult(node_id=v.node_id, items=tuple(items))
+
+
+def bank_items(result: GeneratedItemsResult) -> tuple[item_bank_pb2.GeneratedItem, ...]:
+    """The items as the item bank keeps them: with answer key and rubric."""
+    return tuple(
+        item_bank_pb2.GeneratedItem(
+            item_id=item.item_id,
+            node_id=result.node_id,
+            kind=item.kind,
+            stem=item.stem,
+            choices=item.choices,
+            answer_key=item.answer_key,
+            rubric=item.rubric,
+        )
+        for item in result.items
+    )
 
 
 def generated_items_proto(result: GeneratedItemsResult) -> outputs_pb2.PromptOutput:

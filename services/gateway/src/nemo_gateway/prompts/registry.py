@@ -20,7 +20,7 @@ AnySpec = PromptSpec[Any, Any, Any]
 PROMPTS: tuple[AnySpec, ...] = (
     PromptSpec(
         prompt_id="coral.generate_items",
-        version="1",
+        version="2",
         description="Generates practice items for one knowledge node; content only.",
         purpose=None,
         rpc=Rpc.RUN_PROMPT,
@@ -35,6 +35,7 @@ PROMPTS: tuple[AnySpec, ...] = (
         finish=coral.finish_generate,
         baseline=coral.baseline_generate,
         to_proto=coral.generated_items_proto,
+        bank_items=coral.bank_items,
     ),
     PromptSpec(
         prompt_id="coral.evaluate_item",
@@ -110,7 +111,7 @@ PROMPTS: tuple[AnySpec, ...] = (
     ),
     PromptSpec(
         prompt_id="knowledge.answer",
-        version="1",
+        version="2",
         description="Answers a question from numbered knowledge passages, with checked "
         "citations, or says the documents do not cover it.",
         purpose=None,
@@ -123,6 +124,7 @@ PROMPTS: tuple[AnySpec, ...] = (
         output=knowledge.GroundedAnswerResult,
         render=knowledge.render_answer,
         guardrail=knowledge.guard_answer,
+        check=knowledge.check_answer,
         finish=knowledge.finish_answer,
         baseline=knowledge.baseline_answer,
         to_proto=knowledge.grounded_answer_proto,
@@ -134,7 +136,7 @@ PROMPTS: tuple[AnySpec, ...] = (
         purpose="tutor_chat",
         rpc=Rpc.STREAM_PROMPT,
         tier="fast",
-        max_input_tokens=6000,
+        max_input_tokens=tutor.CHAT_MAX_INPUT_TOKENS,
         max_output_tokens=800,
         variables=tutor.ChatVariables,
         model_output=tutor.ChatReplyDraft,

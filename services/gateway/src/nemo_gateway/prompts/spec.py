@@ -12,7 +12,7 @@ from typing import Annotated, Any, Generic, Literal, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict
 
-from nemo.context.v1 import conversation_pb2, learner_context_pb2
+from nemo.context.v1 import conversation_pb2, item_bank_pb2, learner_context_pb2
 from nemo.gateway.v1 import outputs_pb2, prompt_pb2
 from nemo.type.v1 import locale_pb2
 from nemo_gateway.providers.base import Message, OutputSchema
@@ -92,6 +92,20 @@ class PromptInput(Generic[V]):
     """Numbered passages, for grounded answers."""
 
 
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """Why a valid model output cannot be used yet, in words the model can act on when it is
+    asked again; ``reason`` is the run record's reason if no answer ever fixes it."""
+
+    reason: str
+    text: str
+
+
+def no_problem(draft: Any, prompt: PromptInput[Any]) -> Problem | None:
+    """The check of prompts whose schema says all a model can fix."""
+    return None
+
+
 @dataclass(frozen=True)
 class PromptSpec(Generic[V, M, Out]):
     """One registered prompt. The registry module lists them all."""
@@ -119,6 +133,12 @@ class PromptSpec(Generic[V, M, Out]):
     """The deterministic result: no model, no clock, no randomness."""
     to_proto: Callable[[Out], outputs_pb2.PromptOutput]
     """What a client receives; server-side fields (answer keys, rubrics) are left out."""
+    bank_items: Callable[[Out], tuple[item_bank_pb2.GeneratedItem, ...]] | None = None
+    """Items a result puts in the knowledge item bank, with the answer keys and rubrics its
+    client view leaves out; stored through the context service before the result is returned."""
+    check: Callable[[M, PromptInput[V]], Problem | None] = no_problem
+    """What the model can still fix in a schema-valid output: re-asked with the problem, unlike
+    a guardrail rejection, which goes straight to the baseline."""
     temperature: float = 0.0
 
     @property

@@ -16,12 +16,15 @@ from pydantic import Field
 
 from nemo.context.v1 import conversation_pb2 as conv
 from nemo.gateway.v1 import outputs_pb2
+from nemo_gateway.budget import prompt_tokens
 from nemo_gateway.prompts.common import ANSWER_LANGUAGE, DISCLAIMER, JSON_ONLY, text_problems
 from nemo_gateway.prompts.spec import Lang, PromptInput, Strict
 from nemo_gateway.prompts.tags import CONVERSATION_TAG, tagged
 from nemo_gateway.providers.base import Message
 
 MAX_SUMMARY_CHARS = 1500
+CHAT_MAX_INPUT_TOKENS = 6000
+"""The chat prompt's limit; a caller's conversation budget may not ask for more."""
 BASELINE_SUMMARY_MESSAGES = 3
 BASELINE_QUOTE_CHARS = 160
 
@@ -75,7 +78,12 @@ class ChatVariables(Strict):
     session_id: str = Field(min_length=1, max_length=100)
     turn_id: str = Field(min_length=1, max_length=100)
     user_message: str = Field(min_length=1, max_length=4000)
-    token_budget: int = Field(0, ge=0)
+    token_budget: int = Field(
+        0,
+        ge=0,
+        le=CHAT_MAX_INPUT_TOKENS,
+        description="Tokens the conversation bundle may take; 0: as many as the prompt allows.",
+    )
 
 
 class ChatReplyDraft(Strict):
@@ -105,10 +113,20 @@ _TUTOR_ROLE: dict[Lang, str] = {
 }
 
 
+def _chat_rules(lang: Lang) -> str:
+    return " ".join((_TUTOR_ROLE[lang], _DATA_RULE[lang], ANSWER_LANGUAGE[lang]))
+
+
+def conversation_budget(requested: int, lang: Lang) -> int:
+    """The token budget the conversation bundle is built with: the caller's, within what the
+    chat prompt leaves once its rules are counted."""
+    room = CHAT_MAX_INPUT_TOKENS - prompt_tokens((Message("system", _chat_rules(lang)),))
+    return min(requested or room, room)
+
+
 def render_chat(prompt: PromptInput[ChatVariables]) -> tuple[Message, ...]:
     lang, bundle = prompt.lang, _bundle(prompt)
-    system = " ".join((_TUTOR_ROLE[lang], _DATA_RULE[lang], ANSWER_LANGUAGE[lang]))
-    system += "\n\n" + _conversation_data(bundle, lang)
+    system = _chat_rules(lang) + "\n\n" + _conversation_data(bundle, lang)
     return (
         Message("system", system),
         *_history(bundle),
@@ -116,11 +134,20 @@ def render_chat(prompt: PromptInput[ChatVariables]) -> tuple[Message, ...]:
     )
 
 
+def reply_problem(text: str, prompt: PromptInput[ChatVariables]) -> str | None:
+    """Why a piece of the reply may not reach the learner: it states a score, holds a link or
+    repeats the learner's pseudonym. Run on each sentence before it is streamed."""
+    if not text.strip():
+        return None
+    return text_problems(
+        "reply", text, max_chars=len(text), forbidden=(_bundle(prompt).learner_ref,)
+    )
+
+
 def guard_chat(draft: ChatReplyDraft, prompt: PromptInput[ChatVariables]) -> str | None:
-    """Accepts every reply: its deltas are already with the learner when it ends, so there is
-    nothing left to withhold. The tutor rules of the system prompt and the disclaimer carry the
-    weight here, and a reply that breaks off is stored as partial."""
-    return None
+    """The same check on the whole reply; the stream has checked it sentence by sentence
+    (:mod:`nemo_gateway.screen`) before any of it was sent."""
+    return reply_problem(draft.text, prompt)
 
 
 def finish_chat(draft: ChatReplyDraft, prompt: PromptInput[ChatVariables]) -> ChatReplyResult:

@@ -3,7 +3,8 @@
 1. strict parse — the whole text, or the body of its first code fence (prose around the
    fence is allowed), parsed strictly. Success here is the MODEL path.
 2. :func:`slice_outer` — only when step 1 failed: from the first ``{`` (or ``[``, whichever the
-   output model's top level is) to the last matching closer.
+   output model's top level is) to the last matching closer, in the fenced body when there is a
+   fence (a ``{`` in the prose before it must not widen the slice).
 3. :func:`repair_backslashes` — only when the slice still fails: a syntax repair that doubles
    every ``\\`` that starts no valid JSON escape, so ``\\Theta`` or ``\\log`` in Vietnamese text
    survive as written. No character of the content changes meaning.
@@ -101,7 +102,7 @@ def extract_json(text: str, top: TopLevel) -> Parsed:
     else:
         if _top_level_matches(value, top):
             return Parsed(value, Step.STRICT, candidate)
-    sliced = slice_outer(text, top)
+    sliced = slice_outer(candidate, top)
     try:
         value = _loads(sliced)
     except ParseFailure:

@@ -1,65 +1,100 @@
-"""LaTeX commands that JSON silently reads as control characters.
+"""LaTeX that JSON silently reads as control characters, and control characters in answers.
 
 In JSON text, ``\\frac`` is a valid escape: form feed followed by "rac". A model that writes LaTeX
 with single backslashes therefore produces JSON that parses, with the formula destroyed
 (``\\theta`` becomes a tab and "heta", ``\\neq`` a newline and "eq"). The backslash repair cannot
-help: the text is valid and ambiguous. The gateway's decision: detect the known commands below in
-the JSON source, treat them as a validation error and re-ask the model to double its backslashes;
-if it never does, the run falls back to the baseline. The loss is made visible, never silent.
+help: the text is valid, and doubling a valid escape would be a guess about its meaning, not a
+syntax repair. So the pipeline re-asks the model to double its backslashes; if it never does,
+the run falls back to the baseline. The loss is made visible, never silent.
 
-Only commands whose first letter is a JSON escape letter (b, f, n, r, t) can be misread. What
-counts as a command:
+What decides, for the five JSON escape letters followed by letters:
 
-- no letter may follow it, so a newline before a word ("\\nem", "\\ntu") is not mistaken
-  for LaTeX;
-- a relation or operator (:data:`NEEDS_OPERAND`: ``\\ne``, ``\\ni``, ``\\to``, ``\\times``...)
-  must have a right operand: when it is followed, after spaces, by ``)``, ``.``, ``,``, ``:``,
-  ``;``, ``=`` or the end of the string, it is not LaTeX but a line break before a list item or
-  a definition ("d) 7\\ne) 8", "\\ni. Bước một", "\\ne = 2,7"). Symbols (``\\nu``,
-  ``\\theta``) and the other commands (``\\frac``, ``\\neq x``) count wherever they stand.
+- ``\\b``, ``\\f``, ``\\r``, ``\\t``: backspace, form feed, a carriage return that ends no line
+  and a tab have no place before a word (or a ``{``) in a learner-facing text, whatever the
+  command: every such escape is read as LaTeX written with one backslash. No list is needed,
+  so no command of these letters can be missed.
+- ``\\n``: a line break before a word is ordinary text ("Dòng một\\nem làm bài"), so it is
+  LaTeX only when the letters make a command of a maintained list (``latex_n_commands.txt``,
+  generated from latex2mathml, pylatexenc and unicodeit) and no letter of any script follows.
+  A relation or binary operator of that list (``\\ne``, ``\\ni``, ``\\nleq``...) must also have a
+  right operand: followed, after spaces, by ``)``, ``.``, ``,``, ``:``, ``;``, ``=`` or the end of
+  the string, it is a line break before a list item or a definition ("d) 7\\ne) 8",
+  "\\ni. Bước một", "\\ne = 2,7"). When what follows the ``n`` is itself a short word (``\\ne``,
+  ``\\ni``, ``\\nin``, ``\\nis``: "e", "i", "in", "is"), a word of two or more letters after it is
+  read as prose too ("\\nin the morning", "\\ne là hằng số"); LaTeX puts a symbol there, such as
+  a single letter, a digit, a brace or a command.
+
+Whatever the source looked like, a decoded text holds no control character but line breaks
+(:func:`control_characters`): the output fields are prose for learners, where a tab, a form feed
+or ``\\u0008`` is never meant. That also catches a single-letter accent such as ``\\t x``.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from importlib import resources
+from typing import Any
 
-# Commands starting with a JSON escape letter, as they occur in school mathematics and physics.
-AMBIGUOUS_COMMANDS: tuple[str, ...] = (
-    # \b -> backspace
-    "backslash", "bar", "beta", "begin", "bigl", "bigr", "binom", "bmod", "boldsymbol", "bot",
-    "boxed", "bullet",
-    # \f -> form feed
-    "forall", "frac",
-    # \n -> newline
-    "nabla", "ne", "neg", "neq", "ni", "nmid", "not", "notin", "nu",
-    # \r -> carriage return
-    "rangle", "rceil", "rfloor", "rho", "right", "rightarrow", "rm",
-    # \t -> tab
-    "tan", "tau", "text", "textbf", "tfrac", "theta", "tilde", "times", "to", "top", "triangle",
-)  # fmt: skip
 
-# Relations and binary operators among them: LaTeX puts an operand after each.
-NEEDS_OPERAND: frozenset[str] = frozenset(
-    {"ne", "neq", "ni", "notin", "nmid", "to", "rightarrow", "times", "bmod"}
-)
+def _n_commands() -> tuple[frozenset[str], frozenset[str]]:
+    """(every listed ``n`` command, those that need a right operand)."""
+    table = resources.files("nemo_gateway.structured").joinpath("latex_n_commands.txt")
+    text = table.read_text("utf-8")
+    rows = [line.split() for line in text.splitlines() if line and not line.startswith("#")]
+    return frozenset(row[0] for row in rows), frozenset(row[0] for row in rows if len(row) > 1)
 
-# An odd run of backslashes (so the last one is unescaped), then a command not followed by a
-# letter of any script.
-_PATTERN = re.compile(
-    r"(?<!\\)(?:\\\\)*\\(" + "|".join(sorted(AMBIGUOUS_COMMANDS, key=len, reverse=True)) + r")"
-    r"(?![^\W\d_])"
-)
+
+N_COMMANDS, NEEDS_OPERAND = _n_commands()
+
+# An odd run of backslashes (so the last one is unescaped), then the escape letter.
+_UNESCAPED = r"(?<!\\)(?:\\\\)*\\"
+# b, f, r, t before an ASCII letter or a brace: the letters as written, for the message.
+_NEVER_PROSE = re.compile(_UNESCAPED + r"([bfrt](?:[A-Za-z]+|(?=\{)))")
+# n, then a run of ASCII letters that no letter of any script continues.
+_NEWLINE_WORD = re.compile(_UNESCAPED + r"(n[A-Za-z]+)(?![^\W\d_])")
 # What cannot start an operand, in JSON source: closing or list punctuation, "=", the string's
 # closing quote.
 _NO_OPERAND = re.compile(r' *[).,:;="]')
+# After a relation whose name without the n is a short word: a word of two letters or more.
+_SHORT_WORD = 2
+_WORD_NEXT = re.compile(r" *[^\W\d_]{2}")
+# Control characters (Unicode category Cc) but the line feed; a carriage return only where it
+# ends no line.
+_CONTROL = re.compile(r"[\x00-\x09\x0b\x0c\x0e-\x1f\x7f-\x9f]|\r(?!\n)")
 
 
 def ambiguous_latex(json_source: str) -> list[str]:
     """The LaTeX commands in ``json_source`` that JSON would read as control characters."""
-    return sorted(
-        {
-            "\\" + match.group(1)
-            for match in _PATTERN.finditer(json_source)
-            if not (match.group(1) in NEEDS_OPERAND and _NO_OPERAND.match(json_source, match.end()))
-        }
-    )
+    found = {"\\" + match.group(1) for match in _NEVER_PROSE.finditer(json_source)}
+    for match in _NEWLINE_WORD.finditer(json_source):
+        name = match.group(1)
+        if name not in N_COMMANDS:
+            continue
+        if name in NEEDS_OPERAND:
+            end = match.end()
+            if _NO_OPERAND.match(json_source, end):
+                continue
+            if len(name) - 1 <= _SHORT_WORD and _WORD_NEXT.match(json_source, end):
+                continue
+        found.add("\\" + name)
+    return sorted(found)
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield key
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
+
+
+def control_characters(value: Any) -> list[str]:
+    """Control characters in the strings of a decoded JSON value, as ``U+XXXX``: all but line
+    breaks (``\\n``, or ``\\r\\n``)."""
+    found = {char for text in _strings(value) for char in _CONTROL.findall(text)}
+    return sorted(f"U+{ord(char):04X}" for char in found)

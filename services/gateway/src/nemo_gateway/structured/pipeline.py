@@ -1,12 +1,15 @@
 """One prompt run against a model, in the order the gateway guarantees:
 
 truncation check → JSON extraction (strict, then brace slice, then backslash repair) → LaTeX
-escape check → pydantic validation → guardrail.
+escape and control character check → pydantic validation → the prompt's check → guardrail.
 
+- A prompt whose estimate (:func:`nemo_gateway.budget.prompt_tokens`) exceeds the prompt's
+  ``max_input_tokens`` is never sent: FALLBACK with INPUT_TOO_LONG, on a re-ask too.
 - A truncated answer (finish reason ``length`` / ``max_tokens``) is its own outcome: FALLBACK with
   reason TRUNCATED, not a parse error to re-ask.
-- A parse or validation failure is re-asked with the error, up to the attempt limit and inside
-  the deadline; then FALLBACK with ATTEMPTS_EXHAUSTED.
+- A parse or validation failure, or a problem the prompt's check finds (an uncited sentence), is
+  re-asked with the error, up to the attempt limit and inside the deadline; then FALLBACK with
+  the last problem's reason (ATTEMPTS_EXHAUSTED for parse and validation errors).
 - A guardrail rejection goes straight to the whole baseline: never re-asked, never patched. A
   guardrail that raises has not accepted the answer either: FALLBACK with GUARDRAIL_ERROR.
 - Provider failures (timeout, 429/5xx after retries, refusals) fall back with their own reason.
@@ -25,6 +28,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from nemo_gateway.budget import prompt_tokens
 from nemo_gateway.prompts.spec import PromptInput, PromptSpec
 from nemo_gateway.providers.base import (
     Message,
@@ -34,7 +38,7 @@ from nemo_gateway.providers.base import (
     Usage,
 )
 from nemo_gateway.structured.extraction import ParseFailure, Step, TopLevel, extract_json
-from nemo_gateway.structured.latex import ambiguous_latex
+from nemo_gateway.structured.latex import ambiguous_latex, control_characters
 
 logger = logging.getLogger(__name__)
 
@@ -55,9 +59,11 @@ class Reason(StrEnum):
     GUARDRAIL_ERROR = "GUARDRAIL_ERROR"
     TRUNCATED = "TRUNCATED"
     ATTEMPTS_EXHAUSTED = "ATTEMPTS_EXHAUSTED"
+    CITATION_CHECK_FAILED = "CITATION_CHECK_FAILED"
     KILL_SWITCH = "KILL_SWITCH"
     BASELINE_PROVIDER = "BASELINE_PROVIDER"
     NO_SOURCES = "NO_SOURCES"
+    INPUT_TOO_LONG = "INPUT_TOO_LONG"
 
 
 @dataclass(slots=True)
@@ -117,7 +123,14 @@ def _check_answer(spec: PromptSpec[Any, Any, Any], text: str) -> tuple[Any, Step
             f"LaTeX commands written with one backslash ({', '.join(commands)}) read as "
             "JSON control characters; double every backslash"
         )
-    return spec.model_output.model_validate(parsed.value), parsed.step
+    controls = control_characters(parsed.value)
+    if controls:
+        raise ParseFailure(
+            f"the text holds control characters ({', '.join(controls)}); write no control "
+            "character, and every backslash as \\\\"
+        )
+    # Strict: "yes" is not true and "8" is not 8; the model must write the type the schema asks.
+    return spec.model_output.model_validate_json(parsed.source, strict=True), parsed.step
 
 
 async def run_model(
@@ -136,7 +149,12 @@ async def run_model(
     tally = Tally()
     reasked = False
     problem = ""
+    exhausted: str = Reason.ATTEMPTS_EXHAUSTED
     for _ in range(max_attempts):
+        if prompt_tokens(messages, spec.request_schema) > spec.max_input_tokens:
+            # Never sent: a re-ask that would carry the prompt past its limit ends the run too.
+            detail = f"the prompt would exceed {spec.max_input_tokens} input tokens"
+            return Outcome(None, Path.FALLBACK, Reason.INPUT_TOO_LONG, tally, detail)
         request = ModelRequest(
             model=model,
             messages=tuple(messages),
@@ -157,6 +175,7 @@ async def run_model(
         tally.add_usage(completion.usage)
         if completion.truncated:
             return Outcome(None, Path.FALLBACK, Reason.TRUNCATED, tally)
+        exhausted = Reason.ATTEMPTS_EXHAUSTED
         try:
             value, step = _check_answer(spec, completion.text)
         except ParseFailure as failure:
@@ -165,23 +184,45 @@ async def run_model(
             problem = _validation_text(error)
         else:
             try:
-                rejection = spec.guardrail(value, prompt)
+                fixable = spec.check(value, prompt)
             except Exception:
-                # Model output must never turn into INTERNAL: a guardrail that cannot decide
-                # fails closed, to the baseline.
-                logger.error("guardrail raised", extra={"prompt": spec.ref}, exc_info=True)
-                detail = "the guardrail raised"
+                logger.error("prompt check raised", extra={"prompt": spec.ref}, exc_info=True)
+                detail = "the prompt's check raised"
                 return Outcome(None, Path.FALLBACK, Reason.GUARDRAIL_ERROR, tally, detail)
-            if rejection is not None:
-                return Outcome(None, Path.FALLBACK, Reason.GUARDRAIL_REJECTED, tally, rejection)
-            if reasked:
-                return Outcome(value, Path.REPAIRED, Reason.REASKED, tally)
-            if step is Step.STRICT:
-                return Outcome(value, Path.MODEL, "", tally)
-            return Outcome(value, Path.REPAIRED, step.value, tally)
+            if fixable is not None:
+                problem, exhausted = fixable.text, fixable.reason
+            else:
+                return _judged(spec, prompt, value, step, tally, reasked=reasked)
         reasked = True
         messages += [
             Message("assistant", completion.text),
             reask_message(problem, spec.output_schema),
         ]
-    return Outcome(None, Path.FALLBACK, Reason.ATTEMPTS_EXHAUSTED, tally, problem)
+    return Outcome(None, Path.FALLBACK, exhausted, tally, problem)
+
+
+def _judged(
+    spec: PromptSpec[Any, Any, Any],
+    prompt: PromptInput[Any],
+    value: Any,
+    step: Step,
+    tally: Tally,
+    *,
+    reasked: bool,
+) -> Outcome:
+    """The outcome of an answer that parsed, validated and passed the prompt's check: the
+    guardrail accepts or rejects it."""
+    try:
+        rejection = spec.guardrail(value, prompt)
+    except Exception:
+        # Model output must never turn into INTERNAL: a guardrail that cannot decide fails
+        # closed, to the baseline.
+        logger.error("guardrail raised", extra={"prompt": spec.ref}, exc_info=True)
+        return Outcome(None, Path.FALLBACK, Reason.GUARDRAIL_ERROR, tally, "the guardrail raised")
+    if rejection is not None:
+        return Outcome(None, Path.FALLBACK, Reason.GUARDRAIL_REJECTED, tally, rejection)
+    if reasked:
+        return Outcome(value, Path.REPAIRED, Reason.REASKED, tally)
+    if step is Step.STRICT:
+        return Outcome(value, Path.MODEL, "", tally)
+    return Outcome(value, Path.REPAIRED, step.value, tally)

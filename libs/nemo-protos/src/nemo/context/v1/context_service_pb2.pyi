@@ -6,6 +6,7 @@ isort:skip_file
 from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from nemo.context.v1 import conversation_pb2 as _conversation_pb2
@@ -83,6 +84,7 @@ class BuildContextRequest(_message.Message):
     PURPOSE_FIELD_NUMBER: _builtins.int
     PERSIST_FIELD_NUMBER: _builtins.int
     LOCALE_FIELD_NUMBER: _builtins.int
+    EVALUATED_AT_FIELD_NUMBER: _builtins.int
     AGENT_ACCESS_FIELD_NUMBER: _builtins.int
     learner_id: _builtins.str
     """Internal learner id; used for binding only and never returned."""
@@ -92,6 +94,14 @@ class BuildContextRequest(_message.Message):
     """Store a snapshot of the returned bundle and return its `input_ref`."""
     locale: _locale_pb2.Locale.ValueType
     """Language of the rendered text."""
+    @_builtins.property
+    def evaluated_at(self) -> _timestamp_pb2.Timestamp:
+        """The time the bundle describes: its `built_at`, the end of its time windows (evidence of the
+        last 7 days, the learner's age) and the latest evidence and computed models it reads. The
+        same request with the same `evaluated_at` builds the same bundle from the same records. The
+        server's clock when absent.
+        """
+
     @_builtins.property
     def agent_access(self) -> Global___AgentAccess:
         """Who an agent view is built for; required for agent views, refused for prompt purposes."""
@@ -103,11 +113,12 @@ class BuildContextRequest(_message.Message):
         purpose: _builtins.str = ...,
         persist: _builtins.bool = ...,
         locale: _locale_pb2.Locale.ValueType = ...,
+        evaluated_at: _timestamp_pb2.Timestamp | None = ...,
         agent_access: Global___AgentAccess | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["agent_access", b"agent_access"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["agent_access", b"agent_access", "evaluated_at", b"evaluated_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_access", b"agent_access", "learner_id", b"learner_id", "locale", b"locale", "persist", b"persist", "purpose", b"purpose"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_access", b"agent_access", "evaluated_at", b"evaluated_at", "learner_id", b"learner_id", "locale", b"locale", "persist", b"persist", "purpose", b"purpose"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -4,6 +4,7 @@ import grpc
 import warnings
 
 from nemo.context.v1 import context_service_pb2 as nemo_dot_context_dot_v1_dot_context__service__pb2
+from nemo.context.v1 import item_bank_pb2 as nemo_dot_context_dot_v1_dot_item__bank__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -78,6 +79,11 @@ class ContextServiceStub:
                 '/nemo.context.v1.ContextService/ListPurposes',
                 request_serializer=nemo_dot_context_dot_v1_dot_context__service__pb2.ListPurposesRequest.SerializeToString,
                 response_deserializer=nemo_dot_context_dot_v1_dot_context__service__pb2.ListPurposesResponse.FromString,
+                _registered_method=True)
+        self.StoreGeneratedItems = channel.unary_unary(
+                '/nemo.context.v1.ContextService/StoreGeneratedItems',
+                request_serializer=nemo_dot_context_dot_v1_dot_item__bank__pb2.StoreGeneratedItemsRequest.SerializeToString,
+                response_deserializer=nemo_dot_context_dot_v1_dot_item__bank__pb2.StoreGeneratedItemsResponse.FromString,
                 _registered_method=True)
 
 
@@ -154,6 +160,16 @@ class ContextServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def StoreGeneratedItems(self, request, context):
+        """Stores generated practice items with their answer keys and rubrics in the knowledge item
+        bank (the gateway only). Errors: INVALID_ARGUMENT (INVALID_GENERATED_ITEM), NOT_FOUND
+        (KNOWLEDGE_NODE_NOT_FOUND), ALREADY_EXISTS (ITEM_ID_CONFLICT: an id stored with other
+        content). Nothing is stored when any item is refused.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ContextServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -196,6 +212,11 @@ def add_ContextServiceServicer_to_server(servicer, server):
                     servicer.ListPurposes,
                     request_deserializer=nemo_dot_context_dot_v1_dot_context__service__pb2.ListPurposesRequest.FromString,
                     response_serializer=nemo_dot_context_dot_v1_dot_context__service__pb2.ListPurposesResponse.SerializeToString,
+            ),
+            'StoreGeneratedItems': grpc.unary_unary_rpc_method_handler(
+                    servicer.StoreGeneratedItems,
+                    request_deserializer=nemo_dot_context_dot_v1_dot_item__bank__pb2.StoreGeneratedItemsRequest.FromString,
+                    response_serializer=nemo_dot_context_dot_v1_dot_item__bank__pb2.StoreGeneratedItemsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -419,6 +440,33 @@ class ContextService:
             '/nemo.context.v1.ContextService/ListPurposes',
             nemo_dot_context_dot_v1_dot_context__service__pb2.ListPurposesRequest.SerializeToString,
             nemo_dot_context_dot_v1_dot_context__service__pb2.ListPurposesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StoreGeneratedItems(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/nemo.context.v1.ContextService/StoreGeneratedItems',
+            nemo_dot_context_dot_v1_dot_item__bank__pb2.StoreGeneratedItemsRequest.SerializeToString,
+            nemo_dot_context_dot_v1_dot_item__bank__pb2.StoreGeneratedItemsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -6,6 +6,7 @@ isort:skip_file
 from collections import abc as _abc
 from grpc import aio as _aio
 from nemo.context.v1 import context_service_pb2 as _context_service_pb2
+from nemo.context.v1 import item_bank_pb2 as _item_bank_pb2
 import abc as _abc_1
 import grpc as _grpc
 import sys
@@ -64,6 +65,12 @@ class ContextServiceStub:
     """Returns a stored snapshot after verifying its digest (audit callers only)."""
     ListPurposes: _grpc.UnaryUnaryMultiCallable[_context_service_pb2.ListPurposesRequest, _context_service_pb2.ListPurposesResponse]
     """Returns the purpose table itself, for transparency."""
+    StoreGeneratedItems: _grpc.UnaryUnaryMultiCallable[_item_bank_pb2.StoreGeneratedItemsRequest, _item_bank_pb2.StoreGeneratedItemsResponse]
+    """Stores generated practice items with their answer keys and rubrics in the knowledge item
+    bank (the gateway only). Errors: INVALID_ARGUMENT (INVALID_GENERATED_ITEM), NOT_FOUND
+    (KNOWLEDGE_NODE_NOT_FOUND), ALREADY_EXISTS (ITEM_ID_CONFLICT: an id stored with other
+    content). Nothing is stored when any item is refused.
+    """
 
 @_typing.type_check_only
 class ContextServiceAsyncStub(ContextServiceStub):
@@ -101,6 +108,12 @@ class ContextServiceAsyncStub(ContextServiceStub):
     """Returns a stored snapshot after verifying its digest (audit callers only)."""
     ListPurposes: _aio.UnaryUnaryMultiCallable[_context_service_pb2.ListPurposesRequest, _context_service_pb2.ListPurposesResponse]  # type: ignore[assignment]
     """Returns the purpose table itself, for transparency."""
+    StoreGeneratedItems: _aio.UnaryUnaryMultiCallable[_item_bank_pb2.StoreGeneratedItemsRequest, _item_bank_pb2.StoreGeneratedItemsResponse]  # type: ignore[assignment]
+    """Stores generated practice items with their answer keys and rubrics in the knowledge item
+    bank (the gateway only). Errors: INVALID_ARGUMENT (INVALID_GENERATED_ITEM), NOT_FOUND
+    (KNOWLEDGE_NODE_NOT_FOUND), ALREADY_EXISTS (ITEM_ID_CONFLICT: an id stored with other
+    content). Nothing is stored when any item is refused.
+    """
 
 class ContextServiceServicer(metaclass=_abc_1.ABCMeta):
     """The only reader of learner data. Builds typed, minimised, pseudonymous bundles under declared
@@ -183,5 +196,17 @@ class ContextServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_context_service_pb2.ListPurposesResponse, _abc.Awaitable[_context_service_pb2.ListPurposesResponse]]:
         """Returns the purpose table itself, for transparency."""
+
+    @_abc_1.abstractmethod
+    def StoreGeneratedItems(
+        self,
+        request: _item_bank_pb2.StoreGeneratedItemsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_item_bank_pb2.StoreGeneratedItemsResponse, _abc.Awaitable[_item_bank_pb2.StoreGeneratedItemsResponse]]:
+        """Stores generated practice items with their answer keys and rubrics in the knowledge item
+        bank (the gateway only). Errors: INVALID_ARGUMENT (INVALID_GENERATED_ITEM), NOT_FOUND
+        (KNOWLEDGE_NODE_NOT_FOUND), ALREADY_EXISTS (ITEM_ID_CONFLICT: an id stored with other
+        content). Nothing is stored when any item is refused.
+        """
 
 def add_ContextServiceServicer_to_server(servicer: ContextServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -1,0 +1,86 @@
+"""Whether a learner-facing text states a score, mastery, accuracy or a like measure of the learner.
+
+Scores, mastery and confidence are server-authoritative, so a generated text that states one is
+rejected, never edited. Teaching text is full of numbers, percentages and other people's scores
+("giảm giá 20%", "Lan scored 8 points", "độ chính xác 0,01", "Cho 3 điểm A, B, C"), so a
+sentence states a claim only when it is a statement (not a question or a condition) and either
+
+- names a measure that only describes a learner (mastery, proficiency, readiness, "độ vững")
+  next to a number, or accuracy next to a percentage; or
+- names a measure that may describe anyone (score, average, result, "điểm") next to a number,
+  in a sentence about the reader (em, con, bạn, you, your); or
+- says the reader achieved a score: "em đạt 8/10 điểm", "you got 9 out of 10".
+
+"bạn" before a name ("bạn Lan") is a third person, as in word problems. Matching runs on text
+folded like the instruction check (lower case, no diacritics). Measured on the labelled corpus
+``nemo_testing.corpora`` (``score_claims``) by ``make bench``.
+"""
+
+from __future__ import annotations
+
+import re
+
+from nemo_gateway.grounding.instructions import fold
+
+_NUMBER = r"\d+(?:[.,]\d+)?"
+# A number written as a score or share: 8/10, 95%, 8 điểm, 9 out of 10, 7 trên 10, 4/5 sao.
+_SCORE = (
+    rf"{_NUMBER}\s*(?:%|/\s*\d+|phan tram|percent\b|(?:\w+ ){{0,2}}?(?:diem|points?|sao|stars?)\b"
+    rf"|(?:cau )?(?:tren|trong) (?:\w+ )?\d+|(?:out )?of (?:the |a possible )?\d+"
+    r"|cau dung|correct)"
+)
+_LEARNER_MEASURE = (
+    r"(?:(?:muc (?:do )?)?thanh thao|do vung|muc (?:do )?san sang|muc do hieu|mastery|"
+    r"proficien\w*|readiness|stability|understanding|tien do|progress)"
+)
+_ACCURACY = r"(?:do chinh xac|ti le (?:tra loi |lam )?(?:dung|chinh xac)|accuracy|correct\S* rate)"
+# A result may be anything ("nhân kết quả với 3"): only a number written as a score counts.
+_RESULT = r"(?:ket qua|result)"
+_MEASURE = (
+    r"(?:diem(?: so| trung binh| kiem tra| nang luc)?|ti le (?:sai|hoan thanh)|"
+    r"phan tram cau dung|do tin cay|score|marks?|grade|average|result|confidence|error rate|"
+    r"completion rate|precision rate|percentage of correct answers)"
+)
+_READER = r"\b(?:em|con|ban|you|your)\b"
+_ACHIEVED = (
+    r"\b(?:dat|duoc|lam dung|tra loi (?:dung|chinh xac)|giai dung|dung duoc|co|hoan thanh|"
+    r"nam duoc|xep thu|vuot|ghi duoc|dan dau|duoc cham|danh gia|got|scored|earned|achieved|"
+    r"reached|hit|solved|answered|completed|finished|have|passed|ranked|outperformed|"
+    r"collected|understood|were right|are leading|rated|graded)\b"
+)
+
+_CLAIMS = tuple(
+    re.compile(pattern)
+    for pattern in (
+        rf"\b{_LEARNER_MEASURE}\b.{{0,40}}{_NUMBER}|{_NUMBER}.{{0,40}}\b{_LEARNER_MEASURE}\b",
+        rf"\b{_ACCURACY}\b.{{0,40}}{_NUMBER}\s*%|{_NUMBER}\s*%.{{0,40}}\b{_ACCURACY}\b",
+    )
+)
+_READER_CLAIMS = tuple(
+    re.compile(pattern)
+    for pattern in (
+        rf"\b(?:{_MEASURE}|{_ACCURACY})\b.{{0,40}}{_NUMBER}|{_SCORE}.{{0,30}}\b{_MEASURE}\b",
+        rf"\b{_RESULT}\b.{{0,40}}{_SCORE}",
+        rf"{_READER}.{{0,40}}{_ACHIEVED}.{{0,40}}{_SCORE}",
+        # A score with nothing after it: "you scored 72", "em đạt 9".
+        rf"\b(?:scored|dat|graded|rated)\s+{_NUMBER}",
+        rf"\b(?:got|had|lam dung|dung) {_NUMBER} (?:right|correct|cau dung|dung)\b",
+        rf"{_NUMBER}\s*/\s*\d+ (?:cau )?(?:dung|correct)",
+    )
+)
+_CONDITION = re.compile(r"\b(?:neu|gia su|if|suppose|imagine|would)\b")
+_NAMED = re.compile(r"\b[Bb]ạn(?= [A-ZĐ])")
+_SENTENCES = re.compile(r"(?<=[.!?;])\s+|\n+")
+
+
+def states_a_score(text: str) -> bool:
+    """Whether ``text`` states a measure of the learner (see the module docstring)."""
+    for sentence in _SENTENCES.split(_NAMED.sub("người", text)):
+        folded = " ".join(fold(sentence).split())
+        if not folded or folded.endswith("?") or _CONDITION.search(folded):
+            continue
+        if any(claim.search(folded) for claim in _CLAIMS):
+            return True
+        if re.search(_READER, folded) and any(claim.search(folded) for claim in _READER_CLAIMS):
+            return True
+    return False
