@@ -16,7 +16,8 @@ from asyncpg.connection import LoggedQuery
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader, NumberDataPoint
 from pydantic import SecretStr
 
-from nemo.context.v1 import context_service_pb2_grpc
+from nemo.context.v1 import context_service_pb2, context_service_pb2_grpc
+from nemo.type.v1 import user_source_pb2
 from nemo_context.app import SERVICE_NAME, build
 from nemo_context.settings import ContextSettings
 from nemo_core.client import create_channel
@@ -51,6 +52,12 @@ async def context_pool(context_dsn: str) -> AsyncIterator[Pool]:
     finally:
         await pool.close()
 
+
+#: Who the tool plane's agent views are built for in tests: a parent of L-1 whose agent token is
+#: bound to them, through a user-scoped grant.
+PARENT = context_service_pb2.AgentAccess(
+    user_id="U-P1", user_source=user_source_pb2.USER_SOURCE_TOKEN, resource_scopes=["user"]
+)
 
 CounterTotal = Callable[[str, Mapping[str, str]], int]
 """``counter_total(name, attributes)``: the current sum of a counter over matching points."""

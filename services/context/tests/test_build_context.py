@@ -11,20 +11,16 @@ import pytest
 
 from nemo.context.v1 import context_service_pb2 as pb
 from nemo.context.v1 import learner_context_pb2
-from nemo.type.v1 import locale_pb2, user_source_pb2
+from nemo.type.v1 import locale_pb2
 from nemo_context.purposes import POLICY_VERSION, PURPOSES
 from nemo_context.snapshots import canonical_json
 from nemo_core.errors import error_details
 from nemo_testing.ports import free_port
 from nemo_testing.s3 import S3Endpoint
 
-from .conftest import CounterTotal, RunningContextServer, StartContextServer
+from .conftest import PARENT, CounterTotal, RunningContextServer, StartContextServer
 
 TIMEOUT = 10.0
-#: A parent of L-1 whose agent token is bound to them, through a user-scoped grant.
-PARENT = pb.AgentAccess(
-    user_id="U-P1", user_source=user_source_pb2.USER_SOURCE_TOKEN, resource_scopes=["user"]
-)
 
 
 async def _build(
