@@ -5,7 +5,7 @@ handler first does what the real service must do and nothing else, then answers 
 message. Measured next to the service, a floor tells the service's own cost apart from what any
 implementation of it costs on this stack (grpc.aio, asyncpg, aiohttp, one event loop).
 
-``python -m benchmarks.floor_servers learner-read PORT`` reads L-1's tutor_hint record the way
+``python -m benchmarks.floor_servers learner-read PORT`` reads L-2041-1's tutor_hint record the way
 BuildContext does (the context service's repository and pool size, on the database of the
 NEMO_CONTEXT_ settings in the environment).
 ``python -m benchmarks.floor_servers model-call PORT PROVIDER_URL`` makes the gateway
@@ -30,7 +30,7 @@ from nemo_core.db import create_pool
 from nemo_core.telemetry import configure_telemetry
 from nemo_gateway.providers.factory import build_provider
 
-LEARNER = "L-1"
+LEARNER = "L-2041-1"
 PURPOSE = "tutor_hint"
 
 

@@ -138,12 +138,12 @@ async def _through_gateway(
 
 
 async def _sessions(owner_dsn: str, count: int) -> list[str]:
-    """A chat session of L-1 for each caller."""
+    """A chat session of L-2041-1 for each caller."""
     sessions = [f"CS-BENCH-{index}-{secrets.token_hex(3)}" for index in range(count)]
     conn = await connect(dsn_with(owner_dsn, database="nemo_bench"))
     try:
         await conn.executemany(
-            "INSERT INTO learning.chat_sessions (id, learner_id) VALUES ($1, 'L-1')",
+            "INSERT INTO learning.chat_sessions (id, learner_id) VALUES ($1, 'L-2041-1')",
             [(session,) for session in sessions],
         )
     finally:

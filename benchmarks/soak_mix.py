@@ -1,8 +1,8 @@
 """The soak's request mix: what each worker calls, and on which service it counts.
 
 Every operation is one realistic call a platform service or an agent makes, with the demo data's
-learners (L-1, L-3), chat session and agents. A call that returns an error status, a JSON-RPC
-error or a tool result with ``isError`` raises, so the driver counts it as an error.
+learners (L-2041-1, L-2041-3), chat session and agents. A call that returns an error status, a
+JSON-RPC error or a tool result with ``isError`` raises, so the driver counts it as an error.
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ PROMPT_PURPOSES = ("item_generation", "tutor_hint", "plan_explanation", "portrai
 AGENT_VIEWS = ("profile", "learning_state", "learning_progress", "competency_profile")
 LEARNER_PROMPTS = ("learner.tutor_hint", "learner.plan_explanation", "learner.portrait_summary")
 CHAT_SESSION = "CS-L1-TUTOR"
-#: Agent views are built for a parent of L-1 whose agent token is bound to them.
+#: Agent views are built for a parent of L-2041-1 whose agent token is bound to them.
 PARENT_AGENT = context_pb.AgentAccess(
-    user_id="U-P1", user_source=user_source_pb2.USER_SOURCE_TOKEN, resource_scopes=["user"]
+    user_id="U-2041-P1", user_source=user_source_pb2.USER_SOURCE_TOKEN, resource_scopes=["user"]
 )
 
 
@@ -103,7 +103,7 @@ def operations(clients: Clients) -> list[Operation]:
     as_internal = stack.metadata("internal")
     purpose = _cycle(*PROMPT_PURPOSES)
     view = _cycle(*AGENT_VIEWS)
-    learner = _cycle("L-1", "L-3")
+    learner = _cycle("L-2041-1", "L-2041-3")
     learner_prompt = _cycle(*LEARNER_PROMPTS)
     query = _cycle("phân số", "phương trình bậc nhất", "hình học", "tỉ lệ")
 
@@ -115,7 +115,7 @@ def operations(clients: Clients) -> list[Operation]:
 
     async def agent_view() -> object:
         request = context_pb.BuildContextRequest(
-            learner_id="L-1", purpose=view(), agent_access=PARENT_AGENT
+            learner_id="L-2041-1", purpose=view(), agent_access=PARENT_AGENT
         )
         return await clients.context.BuildContext(
             request, metadata=as_toolplane, timeout=TIMEOUT_SECONDS
@@ -129,14 +129,14 @@ def operations(clients: Clients) -> list[Operation]:
 
     async def check_access() -> object:
         request = context_pb.CheckLearnerAccessRequest(
-            user_id="U-P1", learner_id=learner(), resource_scope="*"
+            user_id="U-2041-P1", learner_id=learner(), resource_scope="*"
         )
         return await clients.context.CheckLearnerAccess(
             request, metadata=as_toolplane, timeout=TIMEOUT_SECONDS
         )
 
     async def learner_prompt_run() -> object:
-        request = gateway_pb.RunPromptRequest(prompt_id=learner_prompt(), learner_id="L-1")
+        request = gateway_pb.RunPromptRequest(prompt_id=learner_prompt(), learner_id="L-2041-1")
         return await clients.gateway.RunPrompt(
             request, metadata=as_internal, timeout=TIMEOUT_SECONDS
         )
@@ -200,12 +200,12 @@ def operations(clients: Clients) -> list[Operation]:
         Operation(
             "tools/call learner state",
             "toolplane",
-            tool("learning-agent", "nemo12.get_learner_learning_state", {"learner_id": "L-1"}),
+            tool("learning-agent", "nemo12.get_learner_learning_state", {"learner_id": "L-2041-1"}),
         ),
         Operation(
             "tools/call learner profile",
             "toolplane",
-            tool("learning-agent", "learner.get_profile", {"learner_id": "L-3"}),
+            tool("learning-agent", "learner.get_profile", {"learner_id": "L-2041-3"}),
         ),
         Operation(
             "tools/call knowledge search",

@@ -195,7 +195,7 @@ async def _prepare_database(owner_dsn: str) -> tuple[str, str]:
     conn = await connect(owner_dsn)
     try:
         research = await issue_token(conn, "research-agent", label="bench")
-        parent = await issue_token(conn, "learning-agent", user_id="U-P1", label="bench")
+        parent = await issue_token(conn, "learning-agent", user_id="U-2041-P1", label="bench")
     finally:
         await conn.close()
     return research.token, parent.token
@@ -346,11 +346,11 @@ async def measure_toolplane(*, concurrency: int, seconds: float) -> str:
                     Run("tool plane docs.search_docs", stack.toolplane, stack.toolplane_port,
                         stack.research_token, "docs.search_docs", DOCS_QUERY),
                     Run("tool plane learner.get_profile", stack.toolplane, stack.toolplane_port,
-                        stack.parent_token, "learner.get_profile", {"learner_id": "L-1"},
+                        stack.parent_token, "learner.get_profile", {"learner_id": "L-2041-1"},
                         behind=(stack.context,)),
                     Run(f"learner.get_profile at {PACED_RATE:.0f} calls/s", stack.toolplane,
                         stack.toolplane_port, stack.parent_token, "learner.get_profile",
-                        {"learner_id": "L-1"}, behind=(stack.context,), rate=PACED_RATE),
+                        {"learner_id": "L-2041-1"}, behind=(stack.context,), rate=PACED_RATE),
                 ]  # fmt: skip
                 measured = [
                     await measure(run, concurrency=concurrency, seconds=seconds) for run in runs

@@ -56,11 +56,11 @@ STOP_TIMEOUT_SECONDS = 10.0
 
 #: Demo agent tokens issued for every stack: name -> (agent id, user the token is bound to).
 DEMO_AGENT_TOKENS: Mapping[str, tuple[str, str | None]] = {
-    "learning-agent": ("learning-agent", "U-P1"),
+    "learning-agent": ("learning-agent", "U-2041-P1"),
     "research-agent": ("research-agent", None),
     "engineering-agent": ("engineering-agent", None),
-    "mentor-active": ("learning-agent", "U-M1"),
-    "mentor-inactive": ("learning-agent", "U-M2"),
+    "mentor-active": ("learning-agent", "U-2041-M1"),
+    "mentor-inactive": ("learning-agent", "U-2041-M2"),
 }
 
 #: The ``start_stack`` test fixture: ``await start_stack(dsn=None, **options)`` starts a fresh

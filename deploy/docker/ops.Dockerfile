@@ -49,6 +49,6 @@ ENV PATH=/opt/nemo/venv/bin:$PATH \
     PYTHONUNBUFFERED=1
 USER 10001:10001
 # `nemo migrate` reads DATABASE_URL (the owner role) and NEMO_DB_*_PASSWORD(_FILE); any other
-# subcommand can be given instead, for example `issue-token learning-agent --user U-P1`.
+# subcommand can be given instead, for example `issue-token learning-agent --user U-2041-P1`.
 ENTRYPOINT ["nemo"]
 CMD ["migrate"]

@@ -52,6 +52,10 @@ async def rolled_back(conn: asyncpg.Connection) -> AsyncIterator[None]:
         await transaction.rollback()
 
 
+class _RolledBackError(Exception):
+    """Raised inside a transaction to roll it back once its writes succeeded."""
+
+
 @pytest.fixture
 async def owner(owner_dsn: str) -> AsyncIterator[asyncpg.Connection]:
     conn = await connect(owner_dsn)
@@ -136,7 +140,7 @@ async def test_toolplane_role_works_on_its_own_schema(
         audit_id = await toolplane.fetchval(
             "INSERT INTO toolplane.audit_logs (request_id, agent_id, tool_id, resource,"
             " decision, status, error_code, duration_ms, environment)"
-            " VALUES ('REQ-test', 'learning-agent', 'learner.get_profile:v1', 'learner:L-1',"
+            " VALUES ('REQ-test', 'learning-agent', 'learner.get_profile:v1', 'learner:L-2041-1',"
             " 'deny', 'denied', 'AUTHORIZATION_ERROR', 1.5, 'development') RETURNING id"
         )
         await toolplane.execute(
@@ -208,11 +212,16 @@ async def test_no_readable_column_of_the_context_role_is_an_identifier(
 
 
 async def test_context_role_reads_keys_of_a_bound_learner(context: asyncpg.Connection) -> None:
-    async with learner_transaction(context, ["L-1"], readonly=True):
+    async with learner_transaction(context, ["L-2041-1"], readonly=True):
         row = await context.fetchrow("SELECT id, family_id, user_id, grade FROM learning.learners")
         evidence = await context.fetch("SELECT correct, reliability FROM learning.evidence")
     assert row is not None
-    assert dict(row) == {"id": "L-1", "family_id": "F-1", "user_id": "U-L1", "grade": 8}
+    assert dict(row) == {
+        "id": "L-2041-1",
+        "family_id": "F-2041-1",
+        "user_id": "U-2041-L1",
+        "grade": 8,
+    }
     assert len(evidence) >= 12
 
 
@@ -242,40 +251,40 @@ async def test_a_query_without_where_sees_only_the_bound_learner(
     owner: asyncpg.Connection, context: asyncpg.Connection, table: str, key: str
 ) -> None:
     everyone = {row[0] for row in await owner.fetch(f"SELECT DISTINCT {key} FROM {table}")}
-    async with learner_transaction(context, ["L-1"], readonly=True):
+    async with learner_transaction(context, ["L-2041-1"], readonly=True):
         bound = [row[0] for row in await context.fetch(f"SELECT {key} FROM {table}")]
     async with learner_transaction(context, [], readonly=True):
         empty_binding = await context.fetch(f"SELECT {key} FROM {table}")
     unbound = await context.fetch(f"SELECT {key} FROM {table}")
 
-    assert bound, f"{table} has no L-1 rows in the demo data"
-    assert set(bound) == {"L-1"}
-    assert everyone - {"L-1"}, f"{table} has no other learner's rows to hide"
+    assert bound, f"{table} has no L-2041-1 rows in the demo data"
+    assert set(bound) == {"L-2041-1"}
+    assert everyone - {"L-2041-1"}, f"{table} has no other learner's rows to hide"
     assert empty_binding == []
     assert unbound == []
 
 
 async def test_mastery_without_where(context: asyncpg.Connection) -> None:
-    async with learner_transaction(context, ["L-1"], readonly=True):
+    async with learner_transaction(context, ["L-2041-1"], readonly=True):
         l1 = [
             row["learner_id"]
             for row in await context.fetch("SELECT learner_id FROM learning.mastery")
         ]
-    async with learner_transaction(context, ["L-10"], readonly=True):
+    async with learner_transaction(context, ["L-2041-10"], readonly=True):
         l10 = await context.fetch("SELECT learner_id FROM learning.mastery")
-    async with learner_transaction(context, ["L-1", "L-3"], readonly=True):
+    async with learner_transaction(context, ["L-2041-1", "L-2041-3"], readonly=True):
         both = {
             row["learner_id"]
             for row in await context.fetch("SELECT learner_id FROM learning.mastery")
         }
     assert len(l1) >= 13
-    assert set(l1) == {"L-1"}
-    assert l10 == []  # an id that merely starts like L-1 binds nothing of L-1
-    assert both == {"L-1", "L-3"}
+    assert set(l1) == {"L-2041-1"}
+    assert l10 == []  # an id that merely starts like L-2041-1 binds nothing of L-2041-1
+    assert both == {"L-2041-1", "L-2041-3"}
 
 
 async def test_binding_ends_with_the_transaction(context: asyncpg.Connection) -> None:
-    async with learner_transaction(context, ["L-1"]):
+    async with learner_transaction(context, ["L-2041-1"]):
         assert await context.fetchval("SELECT count(*) FROM learning.goals") > 0
     assert await context.fetchval("SELECT count(*) FROM learning.goals") == 0
 
@@ -284,54 +293,63 @@ async def test_writes_must_carry_a_bound_learner(context: asyncpg.Connection) ->
     insert = (
         "INSERT INTO learning.chat_messages"
         " (session_id, learner_id, turn_id, seq, role, type, status, content)"
-        " VALUES ('CS-L1-TUTOR', 'L-1', 'T6', 100, 'user', 'text', 'completed', 'test')"
+        " VALUES ('CS-L1-TUTOR', 'L-2041-1', 'T6', 100, 'user', 'text', 'completed', 'test')"
     )
     with pytest.raises(asyncpg.InsufficientPrivilegeError, match="row-level security"):
-        async with learner_transaction(context, ["L-2"]):
+        async with learner_transaction(context, ["L-2041-2"]):
             await context.execute(insert)
     with pytest.raises(asyncpg.InsufficientPrivilegeError, match="row-level security"):
         async with context.transaction():
             await context.execute(insert)
 
-    async with rolled_back(context), learner_transaction(context, ["L-1"]):
+    # Bound to the row's learner, both writes succeed (then roll back, leaving the demo data).
+    with pytest.raises(_RolledBackError):
+        await _write_then_roll_back(context, insert)
+
+
+async def _write_then_roll_back(context: asyncpg.Connection, insert: str) -> None:
+    async with learner_transaction(context, ["L-2041-1"]):
         await context.execute(insert)
         await context.execute(
             "INSERT INTO learning.conversation_state (session_id, learner_id, agent_state)"
-            " VALUES ('CS-L1-TUTOR', 'L-1', '{}')"
+            " VALUES ('CS-L1-TUTOR', 'L-2041-1', '{}')"
             " ON CONFLICT (session_id) DO UPDATE SET agent_state = EXCLUDED.agent_state"
         )
+        raise _RolledBackError
 
 
 async def test_context_role_writes_only_conversation_tables(context: asyncpg.Connection) -> None:
     with pytest.raises(asyncpg.InsufficientPrivilegeError):
-        async with learner_transaction(context, ["L-1"]):
+        async with learner_transaction(context, ["L-2041-1"]):
             await context.execute("UPDATE learning.mastery SET mastery = 1")
     with pytest.raises(asyncpg.InsufficientPrivilegeError):
-        async with learner_transaction(context, ["L-1"]):
+        async with learner_transaction(context, ["L-2041-1"]):
             await context.execute("DELETE FROM learning.chat_messages")
 
 
 async def test_access_check_relations_are_readable(context: asyncpg.Connection) -> None:
     # Family membership and roles are keyed by family and user: readable without a binding.
     members = await context.fetch(
-        "SELECT user_id, relation FROM learning.family_members WHERE family_id = 'F-1'"
+        "SELECT user_id, relation FROM learning.family_members WHERE family_id = 'F-2041-1'"
     )
-    assert ("U-P1", "owner") in {(row["user_id"], row["relation"]) for row in members}
-    assert await context.fetchval("SELECT role FROM learning.users WHERE id = 'U-S1'") == "staff"
+    assert ("U-2041-P1", "owner") in {(row["user_id"], row["relation"]) for row in members}
+    assert (
+        await context.fetchval("SELECT role FROM learning.users WHERE id = 'U-2041-S1'") == "staff"
+    )
     # Learner-keyed relations are read in a transaction bound to the learner being checked.
-    async with learner_transaction(context, ["L-1"], readonly=True):
-        assert await context.fetchval("SELECT family_id FROM learning.learners") == "F-1"
+    async with learner_transaction(context, ["L-2041-1"], readonly=True):
+        assert await context.fetchval("SELECT family_id FROM learning.learners") == "F-2041-1"
         mentors = await context.fetch(
             "SELECT mentor_user_id, status FROM learning.mentor_assignments"
         )
-    assert [tuple(row) for row in mentors] == [("U-M1", "active")]
-    async with learner_transaction(context, ["L-2"], readonly=True):
+    assert [tuple(row) for row in mentors] == [("U-2041-M1", "active")]
+    async with learner_transaction(context, ["L-2041-2"], readonly=True):
         guardians = await context.fetch("SELECT user_id FROM learning.guardians")
         inactive = await context.fetch(
             "SELECT mentor_user_id, status FROM learning.mentor_assignments"
         )
-    assert [row["user_id"] for row in guardians] == ["U-G2"]
-    assert [tuple(row) for row in inactive] == [("U-M2", "inactive")]
+    assert [row["user_id"] for row in guardians] == ["U-2041-G2"]
+    assert [tuple(row) for row in inactive] == [("U-2041-M2", "inactive")]
 
 
 # Definer functions --------------------------------------------------------------------------
@@ -342,16 +360,16 @@ async def test_age_is_whole_years_for_a_bound_learner_only(
 ) -> None:
     expected = await owner.fetchval(
         "SELECT date_part('year', age(current_date, birth_date))::int"
-        " FROM learning.learners WHERE id = 'L-1'"
+        " FROM learning.learners WHERE id = 'L-2041-1'"
     )
-    async with learner_transaction(context, ["L-1"], readonly=True):
-        age = await context.fetchval("SELECT learning.learner_age_years('L-1')")
-        other = await context.fetchval("SELECT learning.learner_age_years('L-2')")
+    async with learner_transaction(context, ["L-2041-1"], readonly=True):
+        age = await context.fetchval("SELECT learning.learner_age_years('L-2041-1')")
+        other = await context.fetchval("SELECT learning.learner_age_years('L-2041-2')")
     assert isinstance(age, int)
     assert age == expected
     assert 12 <= age <= 16
     assert other is None  # not bound: the function does not widen the binding
-    assert await context.fetchval("SELECT learning.learner_age_years('L-1')") is None
+    assert await context.fetchval("SELECT learning.learner_age_years('L-2041-1')") is None
     result_type = await owner.fetchval(
         "SELECT pg_get_function_result('learning.learner_age_years(text)'::regprocedure)"
     )
@@ -362,7 +380,7 @@ async def test_toolplane_role_cannot_execute_the_age_function(
     owner: asyncpg.Connection, toolplane: asyncpg.Connection
 ) -> None:
     with pytest.raises(asyncpg.InsufficientPrivilegeError):
-        await toolplane.fetchval("SELECT learning.learner_age_years('L-1')")
+        await toolplane.fetchval("SELECT learning.learner_age_years('L-2041-1')")
     for function in ("learning.learner_age_years(text)", "learning.chat_session_learner(text)"):
         assert not await owner.fetchval(
             "SELECT has_function_privilege('nemo_toolplane', $1, 'EXECUTE')", function
@@ -380,7 +398,9 @@ async def test_toolplane_role_cannot_execute_the_age_function(
 
 
 async def test_chat_session_learner_resolves_a_session(context: asyncpg.Connection) -> None:
-    assert await context.fetchval("SELECT learning.chat_session_learner('CS-L1-TUTOR')") == "L-1"
+    assert (
+        await context.fetchval("SELECT learning.chat_session_learner('CS-L1-TUTOR')") == "L-2041-1"
+    )
     assert await context.fetchval("SELECT learning.chat_session_learner('CS-missing')") is None
 
 

@@ -5,31 +5,89 @@ from __future__ import annotations
 import asyncpg
 import pytest
 
-from nemo_core.db import connect, create_pool, dsn_with, learner_transaction
+from nemo_core.db import (
+    LEARNER_IDS_SETTING,
+    NestedLearnerTransactionError,
+    connect,
+    create_pool,
+    dsn_with,
+    learner_transaction,
+)
+
+_MASTERY_OWNERS = "SELECT DISTINCT learner_id FROM learning.mastery"
 
 
 async def test_pooled_binding_does_not_outlive_its_transaction(context_dsn: str) -> None:
     # One connection, so the second block necessarily reuses the connection the first bound.
     pool = await create_pool(context_dsn, min_size=1, max_size=1)
     try:
-        async with learner_transaction(pool, ["L-1"], readonly=True) as conn:
+        async with learner_transaction(pool, ["L-2041-1"], readonly=True) as conn:
             bound = await conn.fetchval("SELECT count(*) FROM learning.mastery")
         async with pool.acquire() as conn:
             after = await conn.fetchval("SELECT count(*) FROM learning.mastery")
-        async with learner_transaction(pool, ["L-3"]) as conn:
+        async with learner_transaction(pool, ["L-2041-3"]) as conn:
             other = {row[0] for row in await conn.fetch("SELECT learner_id FROM learning.goals")}
     finally:
         await pool.close()
     assert bound >= 13
     assert after == 0
-    assert other == {"L-3"}
+    assert other == {"L-2041-3"}
+
+
+@pytest.mark.parametrize(
+    "session_binding",
+    [
+        f"SELECT set_config('{LEARNER_IDS_SETTING}', 'L-2041-1', false)",
+        f"SET {LEARNER_IDS_SETTING} = 'L-2041-1'",
+    ],
+)
+async def test_a_session_level_binding_never_reaches_the_next_user(
+    context_dsn: str, session_binding: str
+) -> None:
+    # One connection: whoever comes next reuses the one L-2041-1's code bound for the session,
+    # once inside a learner transaction and once outside any.
+    pool = await create_pool(context_dsn, min_size=1, max_size=1)
+    try:
+        async with learner_transaction(pool, ["L-2041-1"]) as conn:
+            await conn.execute(session_binding)
+        async with pool.acquire() as conn:
+            unbound = await conn.fetch(_MASTERY_OWNERS)
+            await conn.execute(session_binding)
+        async with learner_transaction(pool, ["L-2041-2"], readonly=True) as conn:
+            other = {row[0] for row in await conn.fetch(_MASTERY_OWNERS)}
+        async with pool.acquire() as conn:
+            after = await conn.fetch(_MASTERY_OWNERS)
+    finally:
+        await pool.close()
+    assert unbound == []
+    assert other == {"L-2041-2"}
+    assert after == []
+
+
+async def test_a_nested_learner_transaction_is_refused_and_the_outer_binding_kept(
+    context_dsn: str,
+) -> None:
+    pool = await create_pool(context_dsn, min_size=1, max_size=1)
+    try:
+        async with learner_transaction(pool, ["L-2041-1"], readonly=True) as conn:
+            with pytest.raises(NestedLearnerTransactionError):
+                async with learner_transaction(conn, ["L-2041-2"], readonly=True):
+                    pytest.fail("a nested learner transaction ran")
+            owners = {row[0] for row in await conn.fetch(_MASTERY_OWNERS)}
+        # The refused nesting left the connection usable for the next learner.
+        async with learner_transaction(pool, ["L-2041-2"], readonly=True) as conn:
+            next_owners = {row[0] for row in await conn.fetch(_MASTERY_OWNERS)}
+    finally:
+        await pool.close()
+    assert owners == {"L-2041-1"}
+    assert next_owners == {"L-2041-2"}
 
 
 async def test_readonly_transaction_refuses_writes(context_dsn: str) -> None:
     conn = await connect(context_dsn)
     try:
         with pytest.raises(asyncpg.ReadOnlySQLTransactionError):
-            async with learner_transaction(conn, ["L-1"], readonly=True):
+            async with learner_transaction(conn, ["L-2041-1"], readonly=True):
                 await conn.execute(
                     "UPDATE learning.chat_sessions SET status = 'closed' WHERE id = 'CS-L1-TUTOR'"
                 )
@@ -37,7 +95,7 @@ async def test_readonly_transaction_refuses_writes(context_dsn: str) -> None:
         await conn.close()
 
 
-@pytest.mark.parametrize("learner_ids", [["L-1,L-2"], [""], "L-1"])
+@pytest.mark.parametrize("learner_ids", [["L-2041-1,L-2041-2"], [""], "L-2041-1"])
 async def test_bindings_that_could_widen_are_rejected(
     context_dsn: str, learner_ids: list[str] | str
 ) -> None:
@@ -56,7 +114,7 @@ async def test_json_columns_decode_to_python_values(owner_dsn: str) -> None:
     try:
         model = await conn.fetchval(
             "SELECT model_json FROM learning.learner_model_versions"
-            " WHERE learner_id = 'L-1' AND kind = 'readiness' ORDER BY version DESC LIMIT 1"
+            " WHERE learner_id = 'L-2041-1' AND kind = 'readiness' ORDER BY version DESC LIMIT 1"
         )
         echoed = await conn.fetchval("SELECT $1::jsonb", {"tên": "Hằng đẳng thức", "n": [1, 2]})
     finally:

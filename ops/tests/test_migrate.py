@@ -188,3 +188,44 @@ async def test_role_password_is_stored_as_a_verifier_of_that_password(owner_dsn:
     client_key = hmac.digest(salted, b"Client Key", "sha256")
     assert base64.b64decode(stored_key) == hashlib.sha256(client_key).digest()
     assert base64.b64decode(server_key) == hmac.digest(salted, b"Server Key", "sha256")
+
+
+async def test_keys_too_plain_for_the_identifier_gate_stop_the_migration(
+    make_empty_database: DatabaseFactory,
+) -> None:
+    dsn = await make_empty_database()
+    known = load_migrations()
+    [check] = [m for m in known if m.name == "unambiguous_keys"]
+    before = [m for m in known if m.version < check.version]
+    await migrate(dsn, migrations=before)
+    conn = await connect(dsn)
+    try:
+        await conn.execute("INSERT INTO learning.families (id, name) VALUES ('35', 'x')")
+        await conn.execute(
+            "INSERT INTO learning.learners (id, family_id, grade) VALUES ('8', '35', 8)"
+        )
+    finally:
+        await conn.close()
+    with pytest.raises(asyncpg.RaiseError, match="2 user, family or learner keys are too short"):
+        await migrate(dsn, migrations=known)
+
+
+@pytest.mark.parametrize(
+    ("table", "row"),
+    [
+        ("learning.families", "('F-1', 'x')"),
+        ("learning.families", "('35', 'x')"),
+        ("learning.users", "('student', 'learner')"),
+        ("learning.users", "('12345678', 'parent')"),
+    ],
+)
+async def test_the_database_refuses_keys_too_plain_for_the_identifier_gate(
+    owner_dsn: str, table: str, row: str
+) -> None:
+    columns = "(id, name)" if table == "learning.families" else "(id, role)"
+    conn = await connect(owner_dsn)
+    try:
+        with pytest.raises(asyncpg.CheckViolationError):
+            await conn.execute(f"INSERT INTO {table} {columns} VALUES {row}")
+    finally:
+        await conn.close()

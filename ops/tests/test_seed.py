@@ -57,10 +57,10 @@ async def test_families_learners_and_relations(owner: asyncpg.Connection) -> Non
         row["id"]: (row["family_id"], row["grade"])
         for row in await owner.fetch("SELECT id, family_id, grade FROM learning.learners")
     }
-    assert learners["L-1"] == ("F-1", 8)
-    assert learners["L-2"][0] == "F-2"
-    assert learners["L-3"] == ("F-1", 5)
-    assert "L-10" in learners
+    assert learners["L-2041-1"] == ("F-2041-1", 8)
+    assert learners["L-2041-2"][0] == "F-2041-2"
+    assert learners["L-2041-3"] == ("F-2041-1", 5)
+    assert "L-2041-10" in learners
 
     owners = {
         row["family_id"]: row["user_id"]
@@ -68,17 +68,21 @@ async def test_families_learners_and_relations(owner: asyncpg.Connection) -> Non
             "SELECT family_id, user_id FROM learning.family_members WHERE relation = 'owner'"
         )
     }
-    assert owners["F-1"] == "U-P1"
-    assert owners["F-2"] == "U-P2"
-    assert await owner.fetchval("SELECT role FROM learning.users WHERE id = 'U-P1'") == "parent"
-    assert await _column(owner, "SELECT id FROM learning.users WHERE role = 'staff'") == ["U-S1"]
+    assert owners["F-2041-1"] == "U-2041-P1"
+    assert owners["F-2041-2"] == "U-2041-P2"
+    assert (
+        await owner.fetchval("SELECT role FROM learning.users WHERE id = 'U-2041-P1'") == "parent"
+    )
+    assert await _column(owner, "SELECT id FROM learning.users WHERE role = 'staff'") == [
+        "U-2041-S1"
+    ]
 
     assignments = await owner.fetch(
         "SELECT mentor_user_id, learner_id, status FROM learning.mentor_assignments ORDER BY 1"
     )
     assert [tuple(row) for row in assignments] == [
-        ("U-M1", "L-1", "active"),
-        ("U-M2", "L-2", "inactive"),
+        ("U-2041-M1", "L-2041-1", "active"),
+        ("U-2041-M2", "L-2041-2", "inactive"),
     ]
     # A mentor without any assignment, to prove that the role alone reaches no learner.
     assert await owner.fetchval(
@@ -88,7 +92,7 @@ async def test_families_learners_and_relations(owner: asyncpg.Connection) -> Non
 
 
 async def test_identifier_columns_hold_realistic_values(owner: asyncpg.Connection) -> None:
-    row = await owner.fetchrow("SELECT * FROM learning.learners WHERE id = 'L-1'")
+    row = await owner.fetchrow("SELECT * FROM learning.learners WHERE id = 'L-2041-1'")
     assert row is not None
     for column in ("display_name", "first_name", "last_name", "birth_date", "email", "phone",
                    "address", "school_name", "avatar_url", "facebook_url", "links_json",
@@ -144,7 +148,7 @@ async def test_folded_titles_match_the_application_folding(owner: asyncpg.Connec
 
 async def test_measures_span_every_state(owner: asyncpg.Connection) -> None:
     rows = await owner.fetch(
-        "SELECT mastery, confidence, coverage FROM learning.mastery WHERE learner_id = 'L-1'"
+        "SELECT mastery, confidence, coverage FROM learning.mastery WHERE learner_id = 'L-2041-1'"
     )
     assert len(rows) >= 13  # so mastery limits of 5, 8 and 12 all cut
 
@@ -164,7 +168,7 @@ async def test_measures_span_every_state(owner: asyncpg.Connection) -> None:
 
 async def test_evidence_holds_distinct_verbatim_answers(owner: asyncpg.Connection) -> None:
     rows = await owner.fetch(
-        "SELECT correct, payload_json FROM learning.evidence WHERE learner_id = 'L-1'"
+        "SELECT correct, payload_json FROM learning.evidence WHERE learner_id = 'L-2041-1'"
         " ORDER BY created_at DESC"
     )
     assert len(rows) >= 12
@@ -176,10 +180,12 @@ async def test_evidence_holds_distinct_verbatim_answers(owner: asyncpg.Connectio
 
 
 async def test_goals_retention_and_learner_models(owner: asyncpg.Connection) -> None:
-    assert await owner.fetchval("SELECT count(*) FROM learning.goals WHERE learner_id = 'L-1'")
-    assert await owner.fetchval("SELECT count(*) FROM learning.retention WHERE learner_id = 'L-1'")
+    assert await owner.fetchval("SELECT count(*) FROM learning.goals WHERE learner_id = 'L-2041-1'")
+    assert await owner.fetchval(
+        "SELECT count(*) FROM learning.retention WHERE learner_id = 'L-2041-1'"
+    )
     kinds = {"readiness", "current_plan", "next_experience", "competency", "progress"}
-    for learner in ("L-1", "L-3"):
+    for learner in ("L-2041-1", "L-2041-3"):
         found = await _column(
             owner,
             "SELECT DISTINCT kind FROM learning.learner_model_versions WHERE learner_id = $1",
@@ -188,11 +194,11 @@ async def test_goals_retention_and_learner_models(owner: asyncpg.Connection) -> 
         assert kinds <= set(found), learner
     reason = await owner.fetchval(
         "SELECT model_json ->> 'reason' FROM learning.learner_model_versions"
-        " WHERE learner_id = 'L-1' AND kind = 'next_experience'"
+        " WHERE learner_id = 'L-2041-1' AND kind = 'next_experience'"
     )
     assert reason
     assert not await owner.fetchval(
-        "SELECT count(*) FROM learning.learner_model_versions WHERE learner_id = 'L-2'"
+        "SELECT count(*) FROM learning.learner_model_versions WHERE learner_id = 'L-2041-2'"
     )
 
 
@@ -297,7 +303,7 @@ async def test_seed_is_idempotent_and_restores_demo_rows(
     try:
         await conn.execute(
             "UPDATE learning.mastery SET mastery = 0.99"
-            " WHERE learner_id = 'L-1' AND node_id = 'math-08-slope'"
+            " WHERE learner_id = 'L-2041-1' AND node_id = 'math-08-slope'"
         )
         await conn.execute("DELETE FROM toolplane.grants WHERE agent_id = 'research-agent'")
         await conn.execute(

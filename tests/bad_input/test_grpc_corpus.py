@@ -29,7 +29,7 @@ from .wire import INVALID_UTF8, length_delimited, nested_struct
 
 INT32_MAX = 2**31 - 1
 OVERSIZED = "x" * (5 * 1024 * 1024)  # past the servers' 4 MiB receive limit
-SQL_LIKE = ("' OR 1=1 --", "L-1'; DROP TABLE learning.learners; --")
+SQL_LIKE = ("' OR 1=1 --", "L-2041-1'; DROP TABLE learning.learners; --")
 CONFUSABLES = {
     "cyrillic-a": "le\u0430rner.get_profile",
     "fullwidth-dot": "learner\uff0eget_profile",
@@ -306,7 +306,7 @@ for n, sql in enumerate(SQL_LIKE, start=1):
             "context",
             CONTEXT + "CheckLearnerAccess",
             context_pb.CheckLearnerAccessRequest(
-                user_id="U-P1", learner_id=sql, resource_scope="*"
+                user_id="U-2041-P1", learner_id=sql, resource_scope="*"
             ).SerializeToString(),
             "toolplane",
             INVALID,
@@ -389,7 +389,9 @@ for n, sql in enumerate(SQL_LIKE, start=1):
     ]
 
 CASES += [
-    _tool_call(f"confusable-{name}", tool, {"learner_id": "L-1"}, "ERROR_CODE_RESOURCE_NOT_FOUND")
+    _tool_call(
+        f"confusable-{name}", tool, {"learner_id": "L-2041-1"}, "ERROR_CODE_RESOURCE_NOT_FOUND"
+    )
     for name, tool in CONFUSABLES.items()
 ]
 

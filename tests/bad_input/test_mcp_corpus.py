@@ -108,7 +108,7 @@ CASES = [
     _tool_case(
         "sql-learner-id",
         "learner.get_profile",
-        {"learner_id": "L-1'; DROP TABLE learning.learners; --"},
+        {"learner_id": "L-2041-1'; DROP TABLE learning.learners; --"},
         "VALIDATION_ERROR",
         agent="learning-agent",
     ),
@@ -129,7 +129,7 @@ CASES = [
     *(
         McpCase(
             f"confusable-{name}",
-            _call(tool, {"learner_id": "L-1"}),
+            _call(tool, {"learner_id": "L-2041-1"}),
             200,
             INVALID_PARAMS,
             audit_rows=1,

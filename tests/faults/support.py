@@ -110,10 +110,10 @@ class StackClients:
     internal_metadata: tuple[tuple[str, str], ...]
 
     async def hint(self, _: int) -> str:
-        """A learner.tutor_hint for L-1 (gateway -> context)."""
+        """A learner.tutor_hint for L-2041-1 (gateway -> context)."""
         try:
             await self.gateway.RunPrompt(
-                gateway_pb.RunPromptRequest(prompt_id="learner.tutor_hint", learner_id="L-1"),
+                gateway_pb.RunPromptRequest(prompt_id="learner.tutor_hint", learner_id="L-2041-1"),
                 metadata=self.internal_metadata,
                 timeout=10,
             )
@@ -122,10 +122,12 @@ class StackClients:
         return OK
 
     async def bundle(self, _: int) -> str:
-        """A tutor_hint bundle of L-1, asked of the context service as the gateway."""
+        """A tutor_hint bundle of L-2041-1, asked of the context service as the gateway."""
         try:
             await self.context.BuildContext(
-                context_service_pb2.BuildContextRequest(learner_id="L-1", purpose="tutor_hint"),
+                context_service_pb2.BuildContextRequest(
+                    learner_id="L-2041-1", purpose="tutor_hint"
+                ),
                 metadata=self.context_metadata,
                 timeout=10,
             )
@@ -134,9 +136,9 @@ class StackClients:
         return OK
 
     async def learning_state(self, sequence: int, request_prefix: str = "REQ-fault") -> str:
-        """nemo12.get_learner_learning_state of L-1 (tool plane -> context)."""
+        """nemo12.get_learner_learning_state of L-2041-1 (tool plane -> context)."""
         arguments = struct_pb2.Struct()
-        arguments.update({"learner_id": "L-1"})
+        arguments.update({"learner_id": "L-2041-1"})
         try:
             response = await self.toolplane.CallTool(
                 toolplane_pb.CallToolRequest(

@@ -74,7 +74,7 @@ async def test_tool_calls_answer_while_the_audit_store_fails_and_the_loss_is_log
     ]
     assert sorted(row["request_id"] for row in logged) == [f"{prefix}-{n}" for n in range(3)]
     assert {(row["agent_id"], row["resource"], row["status"]) for row in logged} == {
-        ("learning-agent", "learner:L-1", "success")
+        ("learning-agent", "learner:L-2041-1", "success")
     }
     # Once the store accepts rows again, they are stored; the refused ones are only in the log.
     await stack.toolplane.stop()

@@ -44,7 +44,7 @@ async def postgres(fast_scratch_dir: Path) -> AsyncIterator[tuple[Path, str]]:
         conn = await connect(owner_dsn)
         try:
             await conn.execute(
-                "INSERT INTO learning.chat_sessions (id, learner_id) VALUES ($1, 'L-1')",
+                "INSERT INTO learning.chat_sessions (id, learner_id) VALUES ($1, 'L-2041-1')",
                 SESSION_ID,
             )
         finally:

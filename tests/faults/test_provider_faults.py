@@ -34,7 +34,7 @@ def _hint_request() -> gateway_pb.RunPromptRequest:
     variables = struct_pb2.Struct()
     variables.update({"question": f"fault {secrets.token_hex(4)}"})
     return gateway_pb.RunPromptRequest(
-        prompt_id="learner.tutor_hint", learner_id="L-1", variables=variables
+        prompt_id="learner.tutor_hint", learner_id="L-2041-1", variables=variables
     )
 
 
@@ -91,12 +91,13 @@ async def test_a_hanging_provider_falls_back_before_the_deadline(
 
 @pytest.fixture
 async def chat_session_id(stack: Stack) -> AsyncIterator[str]:
-    """A new, empty chat session of L-1, deleted with its messages afterwards."""
+    """A new, empty chat session of L-2041-1, deleted with its messages afterwards."""
     session_id = f"CS-FAULT-{secrets.token_hex(6)}"
     conn = await connect(stack.owner_dsn)
     try:
         await conn.execute(
-            "INSERT INTO learning.chat_sessions (id, learner_id) VALUES ($1, 'L-1')", session_id
+            "INSERT INTO learning.chat_sessions (id, learner_id) VALUES ($1, 'L-2041-1')",
+            session_id,
         )
         yield session_id
     finally:

@@ -12,7 +12,7 @@ from .support import stack_clients
 
 SNAPSHOT_FAILURES = "nemo.context.snapshot.failures"
 PERSISTED_BUNDLE = context_pb.BuildContextRequest(
-    learner_id="L-1", purpose="tutor_hint", persist=True
+    learner_id="L-2041-1", purpose="tutor_hint", persist=True
 )
 
 

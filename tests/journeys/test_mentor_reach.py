@@ -9,10 +9,11 @@ from tests.stack import Stack
 
 from .support import audit_rows, journey_span, mcp_client, services_in_trace
 
-LEARNERS = ("L-1", "L-2", "L-3")
-#: token name -> the learners it may read (U-M1 is active on L-1; U-M2's L-2 assignment ended).
-REACH = {"mentor-active": {"L-1"}, "mentor-inactive": set[str]()}
-MENTOR_OF = {"mentor-active": "U-M1", "mentor-inactive": "U-M2"}
+LEARNERS = ("L-2041-1", "L-2041-2", "L-2041-3")
+#: token name -> the learners it may read (U-2041-M1 is active on L-2041-1; U-2041-M2's
+#: L-2041-2 assignment ended).
+REACH = {"mentor-active": {"L-2041-1"}, "mentor-inactive": set[str]()}
+MENTOR_OF = {"mentor-active": "U-2041-M1", "mentor-inactive": "U-2041-M2"}
 
 
 async def test_mentors_reach_only_their_active_assignments(

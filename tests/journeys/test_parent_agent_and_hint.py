@@ -32,8 +32,8 @@ async def test_parent_agent_state_then_tutor_hint_stay_pseudonymous_in_one_trace
     stack: Stack, scripted_provider: ScriptedProvider, otlp_receiver: OtlpReceiver
 ) -> None:
     forbidden = await identifier_values(
-        stack.owner_dsn, {"learning.learners": "L-1", "learning.users": "U-P1"}
-    ) | {"L-1", "U-P1", "F-1"}
+        stack.owner_dsn, {"learning.learners": "L-2041-1", "learning.users": "U-2041-P1"}
+    ) | {"L-2041-1", "U-2041-P1", "F-2041-1"}
     scripted_provider.reset()
     scripted_provider.script(Answer(json.dumps({"hint": HINT})))
     request_id = "REQ-journey-parent-hint"
@@ -45,12 +45,12 @@ async def test_parent_agent_state_then_tutor_hint_stay_pseudonymous_in_one_trace
             stack, stack.agent_tokens["learning-agent"], {"X-Request-Id": request_id}
         ) as agent:
             state = await agent.call_tool(
-                "nemo12.get_learner_learning_state", {"learner_id": "L-1"}
+                "nemo12.get_learner_learning_state", {"learner_id": "L-2041-1"}
             )
         async with clients(stack) as grpc_clients:
             hint = await grpc_clients.gateway.RunPrompt(
                 gateway_pb.RunPromptRequest(
-                    prompt_id="learner.tutor_hint", learner_id="L-1", variables=variables
+                    prompt_id="learner.tutor_hint", learner_id="L-2041-1", variables=variables
                 ),
                 timeout=20,
             )
@@ -60,7 +60,7 @@ async def test_parent_agent_state_then_tutor_hint_stay_pseudonymous_in_one_trace
     assert not state.is_error, state.structured_content
     learning_state = state.structured_content
     assert learning_state["learner_ref"].startswith("nemo_")
-    state_text = json.dumps(learning_state, ensure_ascii=False).replace("L-10", "")
+    state_text = json.dumps(learning_state, ensure_ascii=False).replace("L-2041-10", "")
     assert leaked(state_text, forbidden) == set()
 
     # The hint: the model's answer, taken from a prompt built on the pseudonymous bundle.
@@ -68,8 +68,8 @@ async def test_parent_agent_state_then_tutor_hint_stay_pseudonymous_in_one_trace
     assert hint.output.tutor_hint.hint == HINT
     [model_request] = scripted_provider.requests
     prompt_text = "\n".join(str(message["content"]) for message in model_request.json()["messages"])
-    assert leaked(prompt_text.replace("L-10", ""), forbidden) == set()
-    assert leaked(str(hint.output).replace("L-10", ""), forbidden) == set()
+    assert leaked(prompt_text.replace("L-2041-10", ""), forbidden) == set()
+    assert leaked(str(hint.output).replace("L-2041-10", ""), forbidden) == set()
 
     # The snapshot behind input_ref is the bundle the model saw, under the same pseudonym the
     # agent got.
@@ -78,14 +78,14 @@ async def test_parent_agent_state_then_tutor_hint_stay_pseudonymous_in_one_trace
     assert bundle.rendered_text
     assert bundle.rendered_text in prompt_text
     assert bundle.learner_ref == learning_state["learner_ref"]
-    assert leaked(stored.canonical_json.decode().replace("L-10", ""), forbidden) == set()
+    assert leaked(stored.canonical_json.decode().replace("L-2041-10", ""), forbidden) == set()
 
     # The tool call is audited against the real learner, for the parent, as allowed.
     [row] = await audit_rows(stack.owner_dsn, request_id=request_id)
     assert (row["agent_id"], row["user_id"], row["resource"]) == (
         "learning-agent",
-        "U-P1",
-        "learner:L-1",
+        "U-2041-P1",
+        "learner:L-2041-1",
     )
     assert (row["decision"], row["status"]) == ("allow", "success")
 

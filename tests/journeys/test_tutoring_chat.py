@@ -17,7 +17,7 @@ from nemo_testing.otlp import OtlpReceiver
 from nemo_testing.providers import ScriptedProvider, Stream
 from tests.stack import Stack
 
-from .support import Clients, clients, journey_span, services_in_trace
+from .support import Clients, clients, journey_span, services_in_trace, snapshot
 
 EARLIER_QUESTION = "What is (a + b) squared?"
 EARLIER_ANSWER = "It is a squared plus two a b plus b squared."
@@ -31,7 +31,7 @@ CUT_SHOWN = CUT[0]
 
 @pytest.fixture
 async def chat_session(stack: Stack) -> AsyncIterator[str]:
-    """A new session of L-1: one finished turn T1, then T2 whose assistant message failed."""
+    """A new session of L-2041-1: one finished turn T1, then T2 whose assistant message failed."""
     session_id = f"CS-JOURNEY-{secrets.token_hex(6)}"
     messages = (
         ("T1", "user", "completed", EARLIER_QUESTION),
@@ -42,12 +42,14 @@ async def chat_session(stack: Stack) -> AsyncIterator[str]:
     conn = await connect(stack.owner_dsn)
     try:
         await conn.execute(
-            "INSERT INTO learning.chat_sessions (id, learner_id) VALUES ($1, 'L-1')", session_id
+            "INSERT INTO learning.chat_sessions (id, learner_id) VALUES ($1, 'L-2041-1')",
+            session_id,
         )
         for seq, (turn_id, role, status, content) in enumerate(messages, start=1):
             await conn.execute(
                 "INSERT INTO learning.chat_messages (id, session_id, learner_id, turn_id, seq,"
-                " role, type, status, content) VALUES ($1, $2, 'L-1', $3, $4, $5, 'text', $6, $7)",
+                " role, type, status, content)"
+                " VALUES ($1, $2, 'L-2041-1', $3, $4, $5, 'text', $6, $7)",
                 f"{session_id}-M{seq}",
                 session_id,
                 turn_id,
@@ -109,6 +111,8 @@ async def test_chat_turns_record_finished_replies_and_keep_failed_and_cut_ones_o
             finished, finished_error = await _turn(grpc_clients, chat_session, "T3", "Q3")
             cut, cut_error = await _turn(grpc_clients, chat_session, "T4", "Q4")
             after_cut, after_cut_error = await _turn(grpc_clients, chat_session, "T5", "Q5")
+            # The run record names the snapshot of exactly the bundle the model was given.
+            seen = await snapshot(grpc_clients, finished[-1].completed.run.input_ref)
 
     # T3: the failed T2 draft is not in the bundle; the reply streams sentence by sentence.
     t3_history = _history(scripted_provider.requests[0].json())
@@ -117,6 +121,13 @@ async def test_chat_turns_record_finished_replies_and_keep_failed_and_cut_ones_o
     assert finished_error is None
     assert [e.text_delta for e in finished if e.HasField("text_delta")] == FINISHED_SENTENCES
     assert finished[-1].completed.output.chat_reply.text == "".join(FINISHED)
+    assert seen.conversation_bundle.turn_id == "T3"
+    assert seen.conversation_bundle.current_user_message == "Q3"
+    assert [m.content for m in seen.conversation_bundle.recent_messages] == [
+        EARLIER_QUESTION,
+        EARLIER_ANSWER,
+        "And (a - b) squared?",
+    ]
 
     # T4: the finished T3 reply is history now; its stream is cut after two deltas, when the
     # learner has seen its first sentence.

@@ -60,7 +60,7 @@ async def test_the_inspector_calls_a_tool(node_tools: NodeTools, stack: Stack) -
 @pytest.mark.parametrize(
     ("tool", "arguments", "code"),
     [
-        ("learner.get_profile", ["learner_id=L-2"], "AUTHORIZATION_ERROR"),
+        ("learner.get_profile", ["learner_id=L-2041-2"], "AUTHORIZATION_ERROR"),
         ("docs.search_docs", ["query=audit", "limit=0"], "VALIDATION_ERROR"),
         ("coral.get_knowledge_node", ["node_id=NO-SUCH-NODE"], "RESOURCE_NOT_FOUND"),
     ],

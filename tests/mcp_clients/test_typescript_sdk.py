@@ -22,8 +22,8 @@ CLIENTS = [
     ("v2", "auto", "2026-07-28"),
 ]
 FAILURES = [
-    # A foreign learner (U-P1's children are L-1 and L-3).
-    ("learner.get_profile", {"learner_id": "L-2"}, "AUTHORIZATION_ERROR"),
+    # A foreign learner (U-2041-P1's children are L-2041-1 and L-2041-3).
+    ("learner.get_profile", {"learner_id": "L-2041-2"}, "AUTHORIZATION_ERROR"),
     ("docs.search_docs", {"query": "audit", "limit": 0}, "VALIDATION_ERROR"),
     ("coral.get_knowledge_node", {"node_id": "NO-SUCH-NODE"}, "RESOURCE_NOT_FOUND"),
 ]
@@ -38,7 +38,7 @@ async def _drive(tools: NodeTools, stack: Stack, sdk: str, negotiation: str) -> 
         "steps": [
             {"op": "list"},
             {"op": "call", "name": "docs.search_docs", "arguments": {"query": "audit"}},
-            {"op": "call", "name": "learner.get_profile", "arguments": {"learner_id": "L-1"}},
+            {"op": "call", "name": "learner.get_profile", "arguments": {"learner_id": "L-2041-1"}},
             *({"op": "call", "name": n, "arguments": a} for n, a, _ in FAILURES),
             {"op": "call", "name": "nope.missing", "arguments": {}},
             {"op": "list", "params": {"cursor": "page-2"}},

@@ -158,9 +158,9 @@ async def test_a_learner_transaction_traces_its_statements_not_its_control(
     conn = await connect(owner_dsn)
     try:
         spans.clear()
-        async with learner_transaction(conn, ["L-1"], readonly=True):
+        async with learner_transaction(conn, ["L-2041-1"], readonly=True):
             setting = await conn.fetchval("SELECT current_setting('nemo.learner_ids')")
-        assert setting == "L-1"
+        assert setting == "L-2041-1"
         # After the transaction, statements are traced again.
         assert await conn.fetchval("SELECT 2") == 2
     finally:

@@ -52,7 +52,7 @@ STOP_TIMEOUT_SECONDS = 8.0
 
 #: Demo agents and the user a token is bound to (None: unbound).
 DEMO_AGENTS: Mapping[str, str | None] = {
-    "learning-agent": "U-P1",
+    "learning-agent": "U-2041-P1",
     "research-agent": None,
     "engineering-agent": None,
 }

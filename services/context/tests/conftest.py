@@ -53,10 +53,10 @@ async def context_pool(context_dsn: str) -> AsyncIterator[Pool]:
         await pool.close()
 
 
-#: Who the tool plane's agent views are built for in tests: a parent of L-1 whose agent token is
-#: bound to them, through a user-scoped grant.
+#: Who the tool plane's agent views are built for in tests: a parent of L-2041-1 whose agent
+#: token is bound to them, through a user-scoped grant.
 PARENT = context_service_pb2.AgentAccess(
-    user_id="U-P1", user_source=user_source_pb2.USER_SOURCE_TOKEN, resource_scopes=["user"]
+    user_id="U-2041-P1", user_source=user_source_pb2.USER_SOURCE_TOKEN, resource_scopes=["user"]
 )
 
 CounterTotal = Callable[[str, Mapping[str, str]], int]
@@ -204,7 +204,7 @@ async def make_session(owner_dsn: str) -> AsyncIterator[MakeSession]:
     created: list[str] = []
     conn = await connect(owner_dsn)
 
-    async def make(learner_id: str = "L-1") -> str:
+    async def make(learner_id: str = "L-2041-1") -> str:
         session_id = f"CS-TEST-{secrets.token_hex(6)}"
         await conn.execute(
             "INSERT INTO learning.chat_sessions (id, learner_id) VALUES ($1, $2)",

@@ -26,49 +26,56 @@ from nemo_context.ids import INVALID_LEARNER_ID
 from nemo_core.db import Pool
 from nemo_core.errors import ServiceError
 
-LEARNERS = ("L-1", "L-2", "L-3", "L-10", "L-404")
+LEARNERS = ("L-2041-1", "L-2041-2", "L-2041-3", "L-2041-10", "L-2041-404")
 Basis: TypeAlias = pb.AccessBasis.ValueType
 
 # (user, learner) -> basis under the "user" scope; every pair not listed is denied.
 USER_SCOPE_EXPECTED: dict[tuple[str, str], Basis] = {
-    # Parent U-P1 owns family F-1: L-1 and L-3, nothing of F-2 or F-3.
-    ("U-P1", "L-1"): pb.ACCESS_BASIS_FAMILY_MEMBER,
-    ("U-P1", "L-3"): pb.ACCESS_BASIS_FAMILY_MEMBER,
-    # U-P4 is a guardian member of F-1, U-G1 a supporter.
-    ("U-P4", "L-1"): pb.ACCESS_BASIS_FAMILY_MEMBER,
-    ("U-P4", "L-3"): pb.ACCESS_BASIS_FAMILY_MEMBER,
-    ("U-G1", "L-1"): pb.ACCESS_BASIS_FAMILY_MEMBER,
-    ("U-G1", "L-3"): pb.ACCESS_BASIS_FAMILY_MEMBER,
-    ("U-P2", "L-2"): pb.ACCESS_BASIS_FAMILY_MEMBER,
-    ("U-P3", "L-10"): pb.ACCESS_BASIS_FAMILY_MEMBER,
+    # Parent U-2041-P1 owns family F-2041-1: L-2041-1 and L-2041-3, nothing of F-2041-2 or F-2041-3.
+    ("U-2041-P1", "L-2041-1"): pb.ACCESS_BASIS_FAMILY_MEMBER,
+    ("U-2041-P1", "L-2041-3"): pb.ACCESS_BASIS_FAMILY_MEMBER,
+    # U-2041-P4 is a guardian member of F-2041-1, U-2041-G1 a supporter.
+    ("U-2041-P4", "L-2041-1"): pb.ACCESS_BASIS_FAMILY_MEMBER,
+    ("U-2041-P4", "L-2041-3"): pb.ACCESS_BASIS_FAMILY_MEMBER,
+    ("U-2041-G1", "L-2041-1"): pb.ACCESS_BASIS_FAMILY_MEMBER,
+    ("U-2041-G1", "L-2041-3"): pb.ACCESS_BASIS_FAMILY_MEMBER,
+    ("U-2041-P2", "L-2041-2"): pb.ACCESS_BASIS_FAMILY_MEMBER,
+    ("U-2041-P3", "L-2041-10"): pb.ACCESS_BASIS_FAMILY_MEMBER,
     # Guardians outside the family record reach only their own learner.
-    ("U-G3", "L-1"): pb.ACCESS_BASIS_GUARDIAN,
-    ("U-G2", "L-2"): pb.ACCESS_BASIS_GUARDIAN,
+    ("U-2041-G3", "L-2041-1"): pb.ACCESS_BASIS_GUARDIAN,
+    ("U-2041-G2", "L-2041-2"): pb.ACCESS_BASIS_GUARDIAN,
     # The learners' own accounts.
-    ("U-L1", "L-1"): pb.ACCESS_BASIS_SELF,
-    ("U-L10", "L-10"): pb.ACCESS_BASIS_SELF,
-    # Mentor U-M1 is active on L-1 only; U-M2's assignment to L-2 ended; U-M3 has none.
-    ("U-M1", "L-1"): pb.ACCESS_BASIS_MENTOR,
+    ("U-2041-L1", "L-2041-1"): pb.ACCESS_BASIS_SELF,
+    ("U-2041-L10", "L-2041-10"): pb.ACCESS_BASIS_SELF,
+    # Mentor U-2041-M1 is active on L-2041-1 only; U-2041-M2's assignment to L-2041-2 ended;
+    # U-2041-M3 has none.
+    ("U-2041-M1", "L-2041-1"): pb.ACCESS_BASIS_MENTOR,
     # Staff and administrators reach every existing learner.
-    **{("U-S1", learner): pb.ACCESS_BASIS_STAFF for learner in ("L-1", "L-2", "L-3", "L-10")},
-    **{("U-A1", learner): pb.ACCESS_BASIS_STAFF for learner in ("L-1", "L-2", "L-3", "L-10")},
+    **{
+        ("U-2041-S1", learner): pb.ACCESS_BASIS_STAFF
+        for learner in ("L-2041-1", "L-2041-2", "L-2041-3", "L-2041-10")
+    },
+    **{
+        ("U-2041-A1", learner): pb.ACCESS_BASIS_STAFF
+        for learner in ("L-2041-1", "L-2041-2", "L-2041-3", "L-2041-10")
+    },
 }
 USERS = (
-    "U-P1",
-    "U-P2",
-    "U-P3",
-    "U-P4",
-    "U-G1",
-    "U-G2",
-    "U-G3",
-    "U-M1",
-    "U-M2",
-    "U-M3",
-    "U-S1",
-    "U-A1",
-    "U-L1",
-    "U-L10",
-    "U-NOBODY",
+    "U-2041-P1",
+    "U-2041-P2",
+    "U-2041-P3",
+    "U-2041-P4",
+    "U-2041-G1",
+    "U-2041-G2",
+    "U-2041-G3",
+    "U-2041-M1",
+    "U-2041-M2",
+    "U-2041-M3",
+    "U-2041-S1",
+    "U-2041-A1",
+    "U-2041-L1",
+    "U-2041-L10",
+    "U-2041-NOBODY",
 )
 
 
@@ -125,13 +132,14 @@ async def test_fixed_scopes_do_not_depend_on_where_the_user_came_from(
     context_pool: Pool, source: us.UserSource.ValueType
 ) -> None:
     # An asserted user is worth nothing, not less than nothing: scopes that need no user stand.
-    assert (await check(context_pool, "U-P2", "L-1", "family:F-1", source)).allowed
-    assert (await check(context_pool, "U-S1", "L-2", "learner:L-2", source)).allowed
+    assert (await check(context_pool, "U-2041-P2", "L-2041-1", "family:F-2041-1", source)).allowed
+    assert (await check(context_pool, "U-2041-S1", "L-2041-2", "learner:L-2041-2", source)).allowed
 
 
 async def test_user_scope_without_a_user_reaches_nobody(context_pool: Pool) -> None:
     for learner in LEARNERS:
-        # L-2 and L-3 have no account of their own: an empty user must not count as "self".
+        # L-2041-2 and L-2041-3 have no account of their own: an empty user must not count as
+        # "self".
         response = await check(context_pool, "", learner, "user")
         assert not response.allowed
         assert response.basis == pb.ACCESS_BASIS_UNSPECIFIED
@@ -140,17 +148,29 @@ async def test_user_scope_without_a_user_reaches_nobody(context_pool: Pool) -> N
 @pytest.mark.parametrize(
     ("scope", "allowed_learners", "basis"),
     [
-        ("*", {"L-1", "L-2", "L-3", "L-10"}, pb.ACCESS_BASIS_SCOPE_ALL),
-        ("learner:L-1,learner:L-2", {"L-1", "L-2"}, pb.ACCESS_BASIS_SCOPE_LEARNER_LIST),
-        (" learner:L-10 , learner:L-404 ", {"L-10"}, pb.ACCESS_BASIS_SCOPE_LEARNER_LIST),
-        ("family:F-1", {"L-1", "L-3"}, pb.ACCESS_BASIS_SCOPE_FAMILY),
-        ("family:F-2,family:F-3", {"L-2", "L-10"}, pb.ACCESS_BASIS_SCOPE_FAMILY),
+        ("*", {"L-2041-1", "L-2041-2", "L-2041-3", "L-2041-10"}, pb.ACCESS_BASIS_SCOPE_ALL),
+        (
+            "learner:L-2041-1,learner:L-2041-2",
+            {"L-2041-1", "L-2041-2"},
+            pb.ACCESS_BASIS_SCOPE_LEARNER_LIST,
+        ),
+        (
+            " learner:L-2041-10 , learner:L-2041-404 ",
+            {"L-2041-10"},
+            pb.ACCESS_BASIS_SCOPE_LEARNER_LIST,
+        ),
+        ("family:F-2041-1", {"L-2041-1", "L-2041-3"}, pb.ACCESS_BASIS_SCOPE_FAMILY),
+        (
+            "family:F-2041-2,family:F-2041-3",
+            {"L-2041-2", "L-2041-10"},
+            pb.ACCESS_BASIS_SCOPE_FAMILY,
+        ),
     ],
 )
 async def test_fixed_scopes_ignore_the_user(
     context_pool: Pool, scope: str, allowed_learners: set[str], basis: Basis
 ) -> None:
-    for user in ("", "U-M3", "U-P1"):
+    for user in ("", "U-2041-M3", "U-2041-P1"):
         for learner in LEARNERS:
             response = await check(context_pool, user, learner, scope)
             assert response.allowed is (learner in allowed_learners), (scope, user, learner)
@@ -159,16 +179,16 @@ async def test_fixed_scopes_ignore_the_user(
 
 
 async def test_a_missing_learner_looks_exactly_like_a_forbidden_one(context_pool: Pool) -> None:
-    for scope in ("user", "family:F-1", "learner:L-1"):
-        forbidden = await check(context_pool, "U-P1", "L-2", scope)
-        missing = await check(context_pool, "U-P1", "L-404", scope)
+    for scope in ("user", "family:F-2041-1", "learner:L-2041-1"):
+        forbidden = await check(context_pool, "U-2041-P1", "L-2041-2", scope)
+        missing = await check(context_pool, "U-2041-P1", "L-2041-404", scope)
         assert not forbidden.allowed
         assert missing == forbidden
         assert missing.SerializeToString() == forbidden.SerializeToString()
     # Even scopes that name the missing id, or every learner, do not confirm it exists.
-    assert not (await check(context_pool, "U-S1", "L-404", "learner:L-404")).allowed
-    assert not (await check(context_pool, "U-S1", "L-404", "*")).allowed
-    assert not (await check(context_pool, "U-S1", "L-404", "user")).allowed
+    assert not (await check(context_pool, "U-2041-S1", "L-2041-404", "learner:L-2041-404")).allowed
+    assert not (await check(context_pool, "U-2041-S1", "L-2041-404", "*")).allowed
+    assert not (await check(context_pool, "U-2041-S1", "L-2041-404", "user")).allowed
 
 
 @pytest.mark.parametrize(
@@ -178,62 +198,64 @@ async def test_a_missing_learner_looks_exactly_like_a_forbidden_one(context_pool
         "users",
         "learner",
         "learner:",
-        "learner:L-1,",
+        "learner:L-2041-1,",
         "class:C-1",
         "learner:L 1",
-        "*,learner:L-1",
-        "user,family:F-1",
+        "*,learner:L-2041-1",
+        "user,family:F-2041-1",
     ],
 )
 async def test_malformed_scopes_are_invalid_arguments(context_pool: Pool, scope: str) -> None:
     with pytest.raises(ServiceError) as caught:
-        await check(context_pool, "U-P1", "L-1", scope)
+        await check(context_pool, "U-2041-P1", "L-2041-1", scope)
     assert caught.value.code is grpc.StatusCode.INVALID_ARGUMENT
     assert caught.value.reason == INVALID_RESOURCE_SCOPE
 
 
-@pytest.mark.parametrize("learner", ["", "L-1,L-2", "L-1\x00", "L 1", "L-1\n"])
+@pytest.mark.parametrize("learner", ["", "L-2041-1,L-2041-2", "L-2041-1\x00", "L 1", "L-2041-1\n"])
 async def test_learner_id_must_be_one_id(context_pool: Pool, learner: str) -> None:
     with pytest.raises(ServiceError) as caught:
-        await check(context_pool, "U-P1", learner, "user")
+        await check(context_pool, "U-2041-P1", learner, "user")
     assert caught.value.code is grpc.StatusCode.INVALID_ARGUMENT
     assert caught.value.reason == INVALID_LEARNER_ID
 
 
-@pytest.mark.parametrize("user", ["U-P1\x00", "U P1", "U-P1,U-P2", "parent@school.vn"])
-@pytest.mark.parametrize("scope", ["user", "*", "family:F-1"])
+@pytest.mark.parametrize(
+    "user", ["U-2041-P1\x00", "U P1", "U-2041-P1,U-2041-P2", "parent@school.vn"]
+)
+@pytest.mark.parametrize("scope", ["user", "*", "family:F-2041-1"])
 async def test_a_user_id_no_user_key_can_be_relates_to_no_learner(
     context_pool: Pool, user: str, scope: str
 ) -> None:
-    # Denied for the user scope (as for any user who may not reach L-1), never an error: the
+    # Denied for the user scope (as for any user who may not reach L-2041-1), never an error: the
     # tool plane passes on whatever user id an agent sends. Other scopes do not need a user.
-    allowed = (await check(context_pool, user, "L-1", scope)).allowed
+    allowed = (await check(context_pool, user, "L-2041-1", scope)).allowed
     assert allowed is (scope != "user")
 
 
 def _user_reach(source: us.UserSource.ValueType = us.USER_SOURCE_TOKEN) -> Reach:
-    return Reach("U-1", source, (parse_scope("user"),))
+    return Reach("U-2041-1", source, (parse_scope("user"),))
 
 
 def test_the_user_chain_reports_the_first_relation_that_holds() -> None:
     everything = LearnerFacts(
-        family_id="F-1",
+        family_id="F-2041-1",
         is_self=True,
         is_family_member=True,
         is_guardian=True,
         is_staff=True,
         is_active_mentor=True,
     )
-    assert decide(_user_reach(), "L-1", everything).basis == pb.ACCESS_BASIS_SELF
-    only_mentor = LearnerFacts("F-1", False, False, False, False, True)
-    assert decide(_user_reach(), "L-1", only_mentor).basis == pb.ACCESS_BASIS_MENTOR
-    staff_and_guardian = LearnerFacts("F-1", False, False, True, True, False)
-    assert decide(_user_reach(), "L-1", staff_and_guardian).basis == pb.ACCESS_BASIS_GUARDIAN
-    assert not decide(_user_reach(), "L-1", None).allowed
-    assert not decide(_user_reach(us.USER_SOURCE_ASSERTED), "L-1", everything).allowed
+    assert decide(_user_reach(), "L-2041-1", everything).basis == pb.ACCESS_BASIS_SELF
+    only_mentor = LearnerFacts("F-2041-1", False, False, False, False, True)
+    assert decide(_user_reach(), "L-2041-1", only_mentor).basis == pb.ACCESS_BASIS_MENTOR
+    staff_and_guardian = LearnerFacts("F-2041-1", False, False, True, True, False)
+    assert decide(_user_reach(), "L-2041-1", staff_and_guardian).basis == pb.ACCESS_BASIS_GUARDIAN
+    assert not decide(_user_reach(), "L-2041-1", None).allowed
+    assert not decide(_user_reach(us.USER_SOURCE_ASSERTED), "L-2041-1", everything).allowed
 
 
-_KEYS = st.sampled_from(["L-1", "L-2", "F-1", "F-2", "X"])
+_KEYS = st.sampled_from(["L-2041-1", "L-2041-2", "F-2041-1", "F-2041-2", "X"])
 _SCOPES = st.one_of(
     st.just(ResourceScope(everything=True)),
     st.just(ResourceScope(user=True)),
@@ -256,7 +278,7 @@ _ALL_SOURCES = st.sampled_from(list(us.UserSource.values()))
     scopes=st.lists(_SCOPES, min_size=1, max_size=3),
     facts=st.none() | _FACTS,
     learner=_KEYS,
-    user=st.sampled_from(["U-1", "U-S1", ""]),
+    user=st.sampled_from(["U-2041-1", "U-2041-S1", ""]),
     source=st.sampled_from(UNVOUCHED_SOURCES),
 )
 def test_an_unvouched_user_is_worth_exactly_no_user(
@@ -275,7 +297,7 @@ def test_an_unvouched_user_is_worth_exactly_no_user(
     scopes=st.lists(_SCOPES, min_size=1, max_size=3),
     facts=_FACTS,
     learner=_KEYS,
-    user=st.sampled_from(["U-1", ""]),
+    user=st.sampled_from(["U-2041-1", ""]),
     source=_ALL_SOURCES,
 )
 def test_no_decision_tells_a_missing_learner_from_one_out_of_reach(
@@ -294,7 +316,7 @@ def test_no_decision_tells_a_missing_learner_from_one_out_of_reach(
 
 
 def test_mixed_lists_parse_into_both_kinds() -> None:
-    scope = parse_scope("learner:L-1, family:F-2,learner:L-3")
+    scope = parse_scope("learner:L-2041-1, family:F-2041-2,learner:L-2041-3")
     assert scope == ResourceScope(
-        learner_ids=frozenset({"L-1", "L-3"}), family_ids=frozenset({"F-2"})
+        learner_ids=frozenset({"L-2041-1", "L-2041-3"}), family_ids=frozenset({"F-2041-2"})
     )

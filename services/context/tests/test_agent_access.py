@@ -50,10 +50,10 @@ async def _refusal(
 @pytest.mark.parametrize(
     ("user", "source", "learner"),
     [
-        ("U-P1", us.USER_SOURCE_TOKEN, "L-1"),  # a parent of L-1
-        ("U-P1", us.USER_SOURCE_CALLER, "L-3"),  # vouched for by a trusted caller
-        ("U-S1", us.USER_SOURCE_TOKEN, "L-2"),  # staff, bound to the token
-        ("U-M1", us.USER_SOURCE_TOKEN, "L-1"),  # mentor with an active assignment
+        ("U-2041-P1", us.USER_SOURCE_TOKEN, "L-2041-1"),  # a parent of L-2041-1
+        ("U-2041-P1", us.USER_SOURCE_CALLER, "L-2041-3"),  # vouched for by a trusted caller
+        ("U-2041-S1", us.USER_SOURCE_TOKEN, "L-2041-2"),  # staff, bound to the token
+        ("U-2041-M1", us.USER_SOURCE_TOKEN, "L-2041-1"),  # mentor with an active assignment
     ],
 )
 async def test_a_user_the_agent_cannot_choose_reaches_their_learners(
@@ -71,12 +71,12 @@ async def test_a_user_the_agent_cannot_choose_reaches_their_learners(
 @pytest.mark.parametrize(
     "source", [us.USER_SOURCE_ASSERTED, us.USER_SOURCE_UNSPECIFIED, us.USER_SOURCE_NONE]
 )
-@pytest.mark.parametrize("user", ["U-S1", "U-A1", "U-P2", "U-P1"])
+@pytest.mark.parametrize("user", ["U-2041-S1", "U-2041-A1", "U-2041-P2", "U-2041-P1"])
 async def test_a_user_the_agent_named_itself_reads_nobody(
     context_server: RunningContextServer, user: str, source: us.UserSource.ValueType
 ) -> None:
     # Staff, administrators, another family's parent, even the learner's own parent.
-    code, reason, _, metadata = await _refusal(context_server, _request("L-1", user, source))
+    code, reason, _, metadata = await _refusal(context_server, _request("L-2041-1", user, source))
     assert (code, reason, metadata) == (
         grpc.StatusCode.PERMISSION_DENIED,
         LEARNER_OUT_OF_REACH,
@@ -87,11 +87,11 @@ async def test_a_user_the_agent_named_itself_reads_nobody(
 @pytest.mark.parametrize(
     ("user", "source", "scopes"),
     [
-        ("U-P1", us.USER_SOURCE_TOKEN, ("user",)),
-        ("U-P1", us.USER_SOURCE_ASSERTED, ("user",)),
+        ("U-2041-P1", us.USER_SOURCE_TOKEN, ("user",)),
+        ("U-2041-P1", us.USER_SOURCE_ASSERTED, ("user",)),
         ("", us.USER_SOURCE_NONE, ("user",)),
-        ("U-P1", us.USER_SOURCE_TOKEN, ("family:F-1", "learner:L-1")),
-        ("U-P1", us.USER_SOURCE_TOKEN, ("user", "family:F-1")),
+        ("U-2041-P1", us.USER_SOURCE_TOKEN, ("family:F-2041-1", "learner:L-2041-1")),
+        ("U-2041-P1", us.USER_SOURCE_TOKEN, ("user", "family:F-2041-1")),
     ],
 )
 async def test_a_foreign_learner_and_a_missing_one_get_the_same_refusal(
@@ -100,8 +100,8 @@ async def test_a_foreign_learner_and_a_missing_one_get_the_same_refusal(
     source: us.UserSource.ValueType,
     scopes: tuple[str, ...],
 ) -> None:
-    foreign = await _refusal(context_server, _request("L-2", user, source, *scopes))
-    missing = await _refusal(context_server, _request("L-404", user, source, *scopes))
+    foreign = await _refusal(context_server, _request("L-2041-2", user, source, *scopes))
+    missing = await _refusal(context_server, _request("L-2041-404", user, source, *scopes))
     assert foreign[:2] == (grpc.StatusCode.PERMISSION_DENIED, LEARNER_OUT_OF_REACH)
     assert missing == foreign
 
@@ -111,10 +111,10 @@ async def test_the_same_statements_run_for_a_foreign_and_a_missing_learner(
 ) -> None:
     pool, statements = recorded_pool
     builder = ContextBuilder(PostgresLearnerRepository(pool), Pseudonymizer(b"k" * 32))
-    reach = reach_of("U-P1", us.USER_SOURCE_TOKEN, ["user"])
+    reach = reach_of("U-2041-P1", us.USER_SOURCE_TOKEN, ["user"])
     ran: dict[str, list[str]] = {}
     refused: dict[str, ServiceError] = {}
-    for learner in ("L-2", "L-404"):
+    for learner in ("L-2041-2", "L-2041-404"):
         statements.clear()
         with pytest.raises(ServiceError) as caught:
             await builder.build(learner, PURPOSES[VIEW], locale_pb2.LOCALE_VI, reach=reach)
@@ -122,9 +122,9 @@ async def test_the_same_statements_run_for_a_foreign_and_a_missing_learner(
         ran[learner] = [statement.query for statement in statements]
         # Access is decided before the view's data is read: nothing of it is read.
         assert not [q for q in ran[learner] if "learner_age_years" in q]
-    assert ran["L-2"] == ran["L-404"]
-    assert repr(refused["L-2"]) == repr(refused["L-404"])
-    assert refused["L-2"].metadata == refused["L-404"].metadata
+    assert ran["L-2041-2"] == ran["L-2041-404"]
+    assert repr(refused["L-2041-2"]) == repr(refused["L-2041-404"])
+    assert refused["L-2041-2"].metadata == refused["L-2041-404"].metadata
 
 
 async def test_access_and_data_are_read_in_one_transaction(
@@ -132,33 +132,33 @@ async def test_access_and_data_are_read_in_one_transaction(
 ) -> None:
     pool, statements = recorded_pool
     builder = ContextBuilder(PostgresLearnerRepository(pool), Pseudonymizer(b"k" * 32))
-    reach = reach_of("U-P1", us.USER_SOURCE_TOKEN, ["user"])
+    reach = reach_of("U-2041-P1", us.USER_SOURCE_TOKEN, ["user"])
     statements.clear()
-    await builder.build("L-1", PURPOSES[VIEW], locale_pb2.LOCALE_VI, reach=reach)
+    await builder.build("L-2041-1", PURPOSES[VIEW], locale_pb2.LOCALE_VI, reach=reach)
     queries = [statement.query for statement in statements]
     assert queries[0].startswith("BEGIN")
     facts = next(i for i, q in enumerate(queries) if "mentor_assignments AS a" in q)
     data = next(i for i, q in enumerate(queries) if "learner_age_years" in q)
     assert 0 < facts < data
     assert not any(q.startswith(("BEGIN", "COMMIT")) for q in queries[1:data])
-    assert statements[facts].args == ("L-1", "U-P1")
+    assert statements[facts].args == ("L-2041-1", "U-2041-P1")
 
 
 @pytest.mark.parametrize(
     ("caller", "purpose", "access", "reason"),
     [
         ("toolplane", VIEW, None, "AGENT_ACCESS_REQUIRED"),
-        ("toolplane", VIEW, pb.AgentAccess(user_id="U-P1"), "AGENT_ACCESS_REQUIRED"),
+        ("toolplane", VIEW, pb.AgentAccess(user_id="U-2041-P1"), "AGENT_ACCESS_REQUIRED"),
         (
             "toolplane",
             VIEW,
-            pb.AgentAccess(user_id="U-P1", resource_scopes=["users"]),
+            pb.AgentAccess(user_id="U-2041-P1", resource_scopes=["users"]),
             "INVALID_RESOURCE_SCOPE",
         ),
         (
             "gateway",
             "tutor_hint",
-            pb.AgentAccess(user_id="U-P1", resource_scopes=["*"]),
+            pb.AgentAccess(user_id="U-2041-P1", resource_scopes=["*"]),
             "AGENT_ACCESS_NOT_APPLICABLE",
         ),
     ],
@@ -170,7 +170,7 @@ async def test_agent_access_is_required_exactly_for_agent_views(
     access: pb.AgentAccess | None,
     reason: str,
 ) -> None:
-    request = pb.BuildContextRequest(learner_id="L-1", purpose=purpose)
+    request = pb.BuildContextRequest(learner_id="L-2041-1", purpose=purpose)
     if access is not None:
         request.agent_access.CopyFrom(access)
     with pytest.raises(grpc.aio.AioRpcError) as refused:

@@ -29,16 +29,16 @@ LATER = AS_OF + timedelta(hours=1)
 
 @asynccontextmanager
 async def _later_records(owner_dsn: str) -> AsyncIterator[None]:
-    """An answer of L-1 and a new version of each of its computed models, recorded after
+    """An answer of L-2041-1 and a new version of each of its computed models, recorded after
     AS_OF; removed afterwards."""
     conn = await connect(owner_dsn)
     try:
         node = await conn.fetchval(
-            "SELECT node_id FROM learning.mastery WHERE learner_id = 'L-1' ORDER BY node_id"
+            "SELECT node_id FROM learning.mastery WHERE learner_id = 'L-2041-1' ORDER BY node_id"
         )
         await conn.execute(
             "INSERT INTO learning.evidence (id, learner_id, node_id, correct, reliability,"
-            " created_at) VALUES ('E-AS-OF', 'L-1', $1, false, 0.9, $2)",
+            " created_at) VALUES ('E-AS-OF', 'L-2041-1', $1, false, 0.9, $2)",
             node,
             LATER,
         )
@@ -46,7 +46,7 @@ async def _later_records(owner_dsn: str) -> AsyncIterator[None]:
             "INSERT INTO learning.learner_model_versions"
             " (learner_id, kind, version, model_json, engine_version, computed_at)"
             " SELECT DISTINCT ON (kind) learner_id, kind, version + 1, model_json, 'later', $1"
-            " FROM learning.learner_model_versions WHERE learner_id = 'L-1'"
+            " FROM learning.learner_model_versions WHERE learner_id = 'L-2041-1'"
             " ORDER BY kind, version DESC",
             LATER,
         )
@@ -62,7 +62,7 @@ async def _later_records(owner_dsn: str) -> AsyncIterator[None]:
 async def _build(
     server: RunningContextServer, caller: str, purpose: str, when: datetime | None
 ) -> learner_context_pb2.ContextBundle:
-    request = pb.BuildContextRequest(learner_id="L-1", purpose=purpose)
+    request = pb.BuildContextRequest(learner_id="L-2041-1", purpose=purpose)
     if caller == "toolplane":
         request.agent_access.CopyFrom(PARENT)
     if when is not None:
@@ -98,7 +98,7 @@ async def test_the_same_time_builds_the_same_bundle_whatever_came_after(
 async def test_an_evaluation_time_outside_the_timestamp_range_is_invalid(
     context_server: RunningContextServer,
 ) -> None:
-    request = pb.BuildContextRequest(learner_id="L-1", purpose="tutor_hint")
+    request = pb.BuildContextRequest(learner_id="L-2041-1", purpose="tutor_hint")
     request.evaluated_at.CopyFrom(timestamp_pb2.Timestamp(seconds=-62_135_596_801))
     with pytest.raises(grpc.aio.AioRpcError) as raised:
         await context_server.stub("gateway").BuildContext(request, timeout=TIMEOUT)

@@ -26,7 +26,7 @@ TIMEOUT = 10.0
 async def _build(
     server: RunningContextServer, caller: str, purpose: str, *, persist: bool = False
 ) -> pb.BuildContextResponse:
-    request = pb.BuildContextRequest(learner_id="L-1", purpose=purpose, persist=persist)
+    request = pb.BuildContextRequest(learner_id="L-2041-1", purpose=purpose, persist=persist)
     if caller == "toolplane":
         request.agent_access.CopyFrom(PARENT)
     response: pb.BuildContextResponse = await server.stub(caller).BuildContext(
@@ -100,16 +100,16 @@ async def test_purposes_and_callers_are_checked_before_anything_is_read(
     code: grpc.StatusCode,
     reason: str,
 ) -> None:
-    request = pb.BuildContextRequest(learner_id="L-1", purpose=purpose)
+    request = pb.BuildContextRequest(learner_id="L-2041-1", purpose=purpose)
     assert await _error(context_server, caller, request) == (code, reason)
 
 
 @pytest.mark.parametrize(
     ("learner_id", "code", "reason"),
     [
-        ("L-404", grpc.StatusCode.NOT_FOUND, "LEARNER_NOT_FOUND"),
+        ("L-2041-404", grpc.StatusCode.NOT_FOUND, "LEARNER_NOT_FOUND"),
         ("", grpc.StatusCode.INVALID_ARGUMENT, "INVALID_LEARNER_ID"),
-        ("L-1,L-2", grpc.StatusCode.INVALID_ARGUMENT, "INVALID_LEARNER_ID"),
+        ("L-2041-1,L-2041-2", grpc.StatusCode.INVALID_ARGUMENT, "INVALID_LEARNER_ID"),
     ],
 )
 async def test_bad_learner_ids_are_precise_errors(
@@ -123,7 +123,10 @@ async def test_an_undefined_locale_is_an_invalid_argument(
     context_server: RunningContextServer,
 ) -> None:
     request = pb.BuildContextRequest(
-        learner_id="L-1", purpose="tutor_hint", persist=True, locale=locale_pb2.Locale.ValueType(99)
+        learner_id="L-2041-1",
+        purpose="tutor_hint",
+        persist=True,
+        locale=locale_pb2.Locale.ValueType(99),
     )
     assert await _error(context_server, "gateway", request) == (
         grpc.StatusCode.INVALID_ARGUMENT,
@@ -175,7 +178,7 @@ async def test_a_persisted_bundle_is_stored_in_the_local_directory_exactly_as_re
     stored = await _assert_snapshot_is_what_was_returned(context_server, bundle)
     on_disk = (context_server.settings.snapshot_dir / bundle.input_ref).read_bytes()
     assert on_disk == stored
-    assert b"L-1" not in on_disk
+    assert b"L-2041-1" not in on_disk
 
 
 async def test_a_persisted_bundle_is_stored_on_the_s3_api_exactly_as_returned(
@@ -193,7 +196,7 @@ async def test_a_persisted_bundle_is_stored_on_the_s3_api_exactly_as_returned(
         snapshot_s3_region=s3_endpoint.region,
     )
     request = pb.BuildContextRequest(
-        learner_id="L-1",
+        learner_id="L-2041-1",
         purpose="learning_state",
         persist=True,
         locale=locale_pb2.LOCALE_EN,

@@ -4,7 +4,7 @@ weakest first, evidence without answers, isolation between learners, and the gat
 from __future__ import annotations
 
 import dataclasses
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import grpc
@@ -22,7 +22,12 @@ from nemo_context.gate import CONTEXT_LEAK_BLOCKED
 from nemo_context.ids import INVALID_LEARNER_ID
 from nemo_context.pseudonym import Pseudonymizer
 from nemo_context.purposes import CONVERSATION, POLICY_VERSION, PURPOSES, Purpose, Slice
-from nemo_context.repository import LearnerRecord, PostgresLearnerRepository, ReadCheck
+from nemo_context.repository import (
+    LearnerRecord,
+    PostgresLearnerRepository,
+    ReadCheck,
+    statement_for,
+)
 from nemo_core.db import Pool, connect
 from nemo_core.errors import ServiceError
 from nemo_ops.seed_data.progress import EVIDENCE
@@ -74,10 +79,10 @@ def _set_fields(message: pb.ContextBundle) -> set[str]:
 async def test_each_purpose_takes_only_its_declared_slices(
     builder: ContextBuilder, purpose: str
 ) -> None:
-    bundle = await _build(builder, "L-1", purpose)
+    bundle = await _build(builder, "L-2041-1", purpose)
     declared = PURPOSES[purpose].slices
     expected = ALWAYS_SET | {FIELD_OF_SLICE[s] for s in declared if s in FIELD_OF_SLICE}
-    # L-1 has data for every slice, so each declared slice is present and nothing else is.
+    # L-2041-1 has data for every slice, so each declared slice is present and nothing else is.
     assert _set_fields(bundle) == expected
     assert list(bundle.slices) == [str(s) for s in declared]
     assert bundle.profile.HasField("age_years") == (Slice.AGE in declared)
@@ -92,10 +97,10 @@ async def test_each_purpose_takes_only_its_declared_slices(
 async def test_mastery_is_weakest_first_and_never_exceeds_the_limit(
     builder: ContextBuilder, purpose: str
 ) -> None:
-    bundle = await _build(builder, "L-1", purpose)
+    bundle = await _build(builder, "L-2041-1", purpose)
     limit = PURPOSES[purpose].mastery_limit
     values = [entry.mastery for entry in bundle.mastery]
-    assert len(values) == min(limit, 15)  # L-1 has 15 mastery rows
+    assert len(values) == min(limit, 15)  # L-2041-1 has 15 mastery rows
     assert values == sorted(values)
     assert values[0] == 0.12  # the weakest node always survives the cut
 
@@ -103,7 +108,7 @@ async def test_mastery_is_weakest_first_and_never_exceeds_the_limit(
 async def test_tutor_hint_holds_the_five_weakest_nodes_with_separate_measures(
     builder: ContextBuilder,
 ) -> None:
-    bundle = await _build(builder, "L-1", "tutor_hint")
+    bundle = await _build(builder, "L-2041-1", "tutor_hint")
     assert [(e.node_id, e.state) for e in bundle.mastery] == [
         ("math-09-quadratic-equations", pb.KNOWLEDGE_STATE_UNKNOWN),
         ("math-08-thales-theorem", pb.KNOWLEDGE_STATE_UNKNOWN),
@@ -120,7 +125,7 @@ async def test_tutor_hint_holds_the_five_weakest_nodes_with_separate_measures(
 async def test_evidence_is_only_correct_and_reliability_never_the_answer(
     builder: ContextBuilder,
 ) -> None:
-    bundle = await _build(builder, "L-1", "tutor_hint")
+    bundle = await _build(builder, "L-2041-1", "tutor_hint")
     evidence = bundle.recent_evidence
     assert len(evidence.items) == 10
     assert (evidence.correct_count, evidence.incorrect_count) == (6, 4)
@@ -137,7 +142,7 @@ async def test_evidence_is_only_correct_and_reliability_never_the_answer(
     assert not evidence.items[0].correct
 
 
-@pytest.mark.parametrize("learner_id", ["L-1", "L-2", "L-3"])
+@pytest.mark.parametrize("learner_id", ["L-2041-1", "L-2041-2", "L-2041-3"])
 async def test_no_verbatim_answer_reaches_any_bundle(
     builder: ContextBuilder, learner_id: str
 ) -> None:
@@ -170,9 +175,11 @@ async def _fingerprints(builder: ContextBuilder, learner_id: str) -> set[str]:
     return found - {""}
 
 
-@pytest.mark.parametrize(("a", "b"), [("L-1", "L-3"), ("L-1", "L-2"), ("L-3", "L-1")])
+@pytest.mark.parametrize(
+    ("a", "b"), [("L-2041-1", "L-2041-3"), ("L-2041-1", "L-2041-2"), ("L-2041-3", "L-2041-1")]
+)
 async def test_the_bundle_of_b_holds_nothing_of_a(builder: ContextBuilder, a: str, b: str) -> None:
-    # L-1 and L-3 are siblings (one family): the strongest case for a widening join.
+    # L-2041-1 and L-2041-3 are siblings (one family): the strongest case for a widening join.
     of_a = await _fingerprints(builder, a)
     assert len(of_a) > 5
     for purpose in BUNDLE_PURPOSES:
@@ -181,14 +188,14 @@ async def test_the_bundle_of_b_holds_nothing_of_a(builder: ContextBuilder, a: st
 
 
 async def test_learner_ref_is_the_keyed_pseudonym_never_the_id(builder: ContextBuilder) -> None:
-    bundle = await _build(builder, "L-1", "profile")
-    assert bundle.learner_ref == PSEUDONYMS.learner_ref("L-1")
-    assert "L-1" not in bundle.learner_ref
+    bundle = await _build(builder, "L-2041-1", "profile")
+    assert bundle.learner_ref == PSEUDONYMS.learner_ref("L-2041-1")
+    assert "L-2041-1" not in bundle.learner_ref
 
 
 async def test_missing_values_stay_missing_never_zero(builder: ContextBuilder) -> None:
-    # L-2 has measures but no computed models; L-10 has nothing measured at all.
-    state = await _build(builder, "L-2", "learning_state")
+    # L-2041-2 has measures but no computed models; L-2041-10 has nothing measured at all.
+    state = await _build(builder, "L-2041-2", "learning_state")
     assert _set_fields(state) == ALWAYS_SET | {"profile", "learning_progress"}
     progress = state.learning_progress
     assert (progress.solid_count, progress.shaky_count, progress.gap_count) == (1, 1, 1)
@@ -196,37 +203,39 @@ async def test_missing_values_stay_missing_never_zero(builder: ContextBuilder) -
         assert not progress.HasField(optional)
     assert not progress.HasField("provenance")
 
-    empty = await _build(builder, "L-10", "learning_state")
+    empty = await _build(builder, "L-2041-10", "learning_state")
     assert not empty.learning_progress.HasField("last_activity_at")
     assert empty.learning_progress.unknown_count == 0
-    assert len((await _build(builder, "L-10", "mastery")).mastery) == 0
+    assert len((await _build(builder, "L-2041-10", "mastery")).mastery) == 0
 
-    mastery = await _build(builder, "L-1", "mastery")
+    mastery = await _build(builder, "L-2041-1", "mastery")
     [probability] = [e for e in mastery.mastery if e.node_id == "math-08-experimental-probability"]
     assert not probability.HasField("coverage")  # NULL in the database, not 0
 
 
 async def test_models_are_the_latest_computed_version(builder: ContextBuilder) -> None:
-    readiness = (await _build(builder, "L-1", "readiness")).readiness
+    readiness = (await _build(builder, "L-2041-1", "readiness")).readiness
     assert readiness.provenance.version == 2
     assert readiness.readiness == 0.58
     assert readiness.confidence == 0.62
     assert [node.node_title for node in readiness.blocking_nodes] == ["Hằng đẳng thức", "Hệ số góc"]
-    plan = (await _build(builder, "L-1", "current_plan")).current_plan
+    plan = (await _build(builder, "L-2041-1", "current_plan")).current_plan
     assert [step.position for step in plan.steps] == [1, 2, 3, 4]
     assert plan.steps[1].node_title == "Hằng đẳng thức"
-    next_experience = (await _build(builder, "L-1", "next_learning_experience")).next_experience
+    next_experience = (
+        await _build(builder, "L-2041-1", "next_learning_experience")
+    ).next_experience
     assert next_experience.reason.startswith("Hai lần sai gần nhất")
 
 
 async def test_unknown_and_malformed_learners_are_precise_errors(builder: ContextBuilder) -> None:
     with pytest.raises(ServiceError) as missing:
-        await _build(builder, "L-404", "tutor_hint")
+        await _build(builder, "L-2041-404", "tutor_hint")
     assert (missing.value.code, missing.value.reason) == (
         grpc.StatusCode.NOT_FOUND,
         LEARNER_NOT_FOUND,
     )
-    for bad in ("", "L-1,L-2", "L 1", "x" * 200):
+    for bad in ("", "L-2041-1,L-2041-2", "L 1", "x" * 200):
         with pytest.raises(ServiceError) as invalid:
             await _build(builder, bad, "tutor_hint")
         assert invalid.value.reason == INVALID_LEARNER_ID
@@ -249,7 +258,7 @@ class _AlteredRepository:
 
 
 def _with_learner_id_column(record: LearnerRecord) -> LearnerRecord:
-    rows = [{**row, "learner_id": "L-1"} for row in record.mastery]
+    rows = [{**row, "learner_id": "L-2041-1"} for row in record.mastery]
     return dataclasses.replace(record, mastery=rows)
 
 
@@ -261,12 +270,12 @@ def _with_name_deep_in_a_model(record: LearnerRecord) -> LearnerRecord:
 
 def _with_raw_id_in_goal_text(record: LearnerRecord) -> LearnerRecord:
     assert record.goal is not None
-    return dataclasses.replace(record, goal={**record.goal, "title": "Mục tiêu của L-1."})
+    return dataclasses.replace(record, goal={**record.goal, "title": "Mục tiêu của L-2041-1."})
 
 
 def _with_parent_id_in_a_reason(record: LearnerRecord) -> LearnerRecord:
     model_row = dict(record.models["next_experience"])
-    model_row["model"] = {**model_row["model"], "reason": "phụ huynh u-p1 yêu cầu"}
+    model_row["model"] = {**model_row["model"], "reason": "phụ huynh u-2041-p1 yêu cầu"}
     return dataclasses.replace(record, models={**record.models, "next_experience": model_row})
 
 
@@ -284,9 +293,35 @@ async def test_a_repository_that_leaks_makes_the_build_fail(
 ) -> None:
     builder = ContextBuilder(_AlteredRepository(context_pool, alter), PSEUDONYMS)
     with pytest.raises(ServiceError) as raised:
-        await builder.build("L-1", PURPOSES[purpose], locale_pb2.LOCALE_VI)
+        await builder.build("L-2041-1", PURPOSES[purpose], locale_pb2.LOCALE_VI)
     assert raised.value.code is grpc.StatusCode.INTERNAL
     assert raised.value.reason == CONTEXT_LEAK_BLOCKED
+
+
+@pytest.mark.parametrize(
+    "column", ["l.id AS learner_id", 'l.user_id AS "userId"', "l.family_id AS familyid"]
+)
+async def test_a_statement_that_selects_a_key_column_fails_the_build(
+    context_pool: Pool, column: str
+) -> None:
+    # The seed's case: a top-level column the builder would never copy must not pass unseen.
+    def with_key_column(purpose: Purpose) -> str:
+        return statement_for(purpose).replace(
+            "SELECT\n    l.grade,", f"SELECT\n    {column},\n    l.grade,"
+        )
+
+    repository = PostgresLearnerRepository(context_pool, statements=with_key_column)
+    record = await repository.read("L-2041-1", PURPOSES["tutor_hint"], datetime.now(UTC))
+    assert record is not None
+    assert column.rsplit(" AS ", 1)[1].strip('"') in record.columns  # the key was read
+    with pytest.raises(ServiceError) as raised:
+        await ContextBuilder(repository, PSEUDONYMS).build(
+            "L-2041-1", PURPOSES["tutor_hint"], locale_pb2.LOCALE_VI
+        )
+    assert (raised.value.code, raised.value.reason) == (
+        grpc.StatusCode.INTERNAL,
+        CONTEXT_LEAK_BLOCKED,
+    )
 
 
 async def test_a_node_id_with_a_photo_word_is_data_not_a_photo_field(
@@ -303,11 +338,11 @@ async def test_a_node_id_with_a_photo_word_is_data_not_a_photo_field(
         await conn.execute(
             "INSERT INTO learning.learner_model_versions"
             " (learner_id, kind, version, model_json, engine_version)"
-            " VALUES ('L-3', 'next_experience', 99, $1, 'test')",
+            " VALUES ('L-2041-3', 'next_experience', 99, $1, 'test')",
             {"node_id": node, "experience_type": "lesson", "reason": "Đã sẵn sàng"},
         )
         for purpose in ("next_learning_experience", "learning_state"):
-            bundle = await _build(builder, "L-3", purpose)
+            bundle = await _build(builder, "L-2041-3", purpose)
             assert bundle.next_experience.node_title == "Hiệu ứng quang điện", purpose
     finally:
         await conn.execute("DELETE FROM learning.learner_model_versions WHERE version = 99")
@@ -323,10 +358,10 @@ async def test_a_recommendation_without_a_reason_is_left_out(
         await conn.execute(
             "INSERT INTO learning.learner_model_versions"
             " (learner_id, kind, version, model_json, engine_version)"
-            " VALUES ('L-3', 'next_experience', 99, $1, 'test')",
+            " VALUES ('L-2041-3', 'next_experience', 99, $1, 'test')",
             {"node_id": "math-05-decimals", "experience_type": "lesson"},
         )
-        bundle = await _build(builder, "L-3", "next_learning_experience")
+        bundle = await _build(builder, "L-2041-3", "next_learning_experience")
     finally:
         await conn.execute("DELETE FROM learning.learner_model_versions WHERE version = 99")
         await conn.close()

@@ -37,7 +37,7 @@ async def test_a_chat_turn_round_trip(
     context_server: RunningContextServer, make_session: MakeSession
 ) -> None:
     stub = context_server.stub("gateway")
-    session = await make_session("L-1")
+    session = await make_session("L-2041-1")
     first = await stub.BuildConversationContext(
         pb.BuildConversationContextRequest(
             session_id=session, turn_id="T1", current_user_message="Hệ số góc là gì ạ?"

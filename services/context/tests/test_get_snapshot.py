@@ -24,7 +24,7 @@ TIMEOUT = 10.0
 
 
 async def persisted(server: RunningContextServer) -> pb.BuildContextResponse:
-    request = pb.BuildContextRequest(learner_id="L-3", purpose="tutor_hint", persist=True)
+    request = pb.BuildContextRequest(learner_id="L-2041-3", purpose="tutor_hint", persist=True)
     response: pb.BuildContextResponse = await server.stub("gateway").BuildContext(
         request, timeout=TIMEOUT
     )
@@ -114,7 +114,7 @@ async def test_unknown_and_malformed_refs(context_server: RunningContextServer) 
         grpc.StatusCode.NOT_FOUND,
         SNAPSHOT_NOT_FOUND,
     )
-    malformed_refs = ("", "ai-context/../../etc/passwd", "L-1", bundle.input_ref + "x")
+    malformed_refs = ("", "ai-context/../../etc/passwd", "L-2041-1", bundle.input_ref + "x")
     for malformed in (*malformed_refs, bundle.input_ref + "\n"):
         assert await get_error(context_server, malformed) == (
             grpc.StatusCode.INVALID_ARGUMENT,

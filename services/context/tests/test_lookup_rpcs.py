@@ -22,14 +22,14 @@ async def test_the_tool_plane_checks_access(context_server: RunningContextServer
     token = user_source_pb2.USER_SOURCE_TOKEN
     allowed = await stub.CheckLearnerAccess(
         pb.CheckLearnerAccessRequest(
-            user_id="U-M1", learner_id="L-1", resource_scope="user", user_source=token
+            user_id="U-2041-M1", learner_id="L-2041-1", resource_scope="user", user_source=token
         ),
         timeout=TIMEOUT,
     )
     assert (allowed.allowed, allowed.basis) == (True, pb.ACCESS_BASIS_MENTOR)
     denied = await stub.CheckLearnerAccess(
         pb.CheckLearnerAccessRequest(
-            user_id="U-M2", learner_id="L-2", resource_scope="user", user_source=token
+            user_id="U-2041-M2", learner_id="L-2041-2", resource_scope="user", user_source=token
         ),
         timeout=TIMEOUT,
     )
@@ -40,13 +40,17 @@ async def test_the_tool_plane_checks_access(context_server: RunningContextServer
     )
     # The same mentor named by the caller instead of a token reaches nothing.
     asserted = await stub.CheckLearnerAccess(
-        pb.CheckLearnerAccessRequest(user_id="U-M1", learner_id="L-1", resource_scope="user"),
+        pb.CheckLearnerAccessRequest(
+            user_id="U-2041-M1", learner_id="L-2041-1", resource_scope="user"
+        ),
         timeout=TIMEOUT,
     )
     assert (asserted.allowed, asserted.refusal_rule) == (False, "user_not_vouched")
     with pytest.raises(grpc.aio.AioRpcError) as raised:
         await stub.CheckLearnerAccess(
-            pb.CheckLearnerAccessRequest(user_id="U-M1", learner_id="L-1", resource_scope="all"),
+            pb.CheckLearnerAccessRequest(
+                user_id="U-2041-M1", learner_id="L-2041-1", resource_scope="all"
+            ),
             timeout=TIMEOUT,
         )
     details = error_details(raised.value)
@@ -58,7 +62,9 @@ async def test_the_tool_plane_checks_access(context_server: RunningContextServer
 
 
 async def test_only_the_tool_plane_checks_access(context_server: RunningContextServer) -> None:
-    request = pb.CheckLearnerAccessRequest(user_id="U-S1", learner_id="L-1", resource_scope="*")
+    request = pb.CheckLearnerAccessRequest(
+        user_id="U-2041-S1", learner_id="L-2041-1", resource_scope="*"
+    )
     for caller in ("gateway", "audit"):
         with pytest.raises(grpc.aio.AioRpcError) as raised:
             await context_server.stub(caller).CheckLearnerAccess(request, timeout=TIMEOUT)

@@ -28,7 +28,7 @@ def reference(message: Message) -> Any:
     return json_format.MessageToDict(message, preserving_proto_field_name=True)
 
 
-@pytest.mark.parametrize("learner_id", ["L-1", "L-2", "L-3", "L-10"])
+@pytest.mark.parametrize("learner_id", ["L-2041-1", "L-2041-2", "L-2041-3", "L-2041-10"])
 async def test_every_purpose_bundle_converts_exactly_as_json_format(
     context_pool: Pool, learner_id: str
 ) -> None:

@@ -22,32 +22,32 @@ def _settings(**values: Any) -> ContextSettings:
     return ContextSettings(database_url="postgresql://nemo_context@localhost/nemo", **values)
 
 
-def test_ref_is_nemo_and_12_hex_of_the_keyed_hmac() -> None:
-    ref = Pseudonymizer(KEY.encode()).learner_ref("L-1")
-    expected = hmac.new(KEY.encode(), b"L-1", hashlib.sha256).hexdigest()[:12]
+def test_ref_is_nemo_and_24_hex_of_the_keyed_hmac() -> None:
+    ref = Pseudonymizer(KEY.encode()).learner_ref("L-2041-1")
+    expected = hmac.new(KEY.encode(), b"L-2041-1", hashlib.sha256).hexdigest()[:24]
     assert ref == f"nemo_{expected}"
-    assert re.fullmatch(r"nemo_[0-9a-f]{12}", ref)
-    assert "L-1" not in ref
+    assert re.fullmatch(r"nemo_[0-9a-f]{24}", ref)
+    assert "L-2041-1" not in ref
 
 
 def test_same_key_gives_the_same_ref_in_every_instance() -> None:
     first = pseudonymizer_from_settings(_settings(pseudonym_key=KEY))
     second = pseudonymizer_from_settings(_settings(pseudonym_key=KEY))
-    assert first.learner_ref("L-1") == second.learner_ref("L-1")
+    assert first.learner_ref("L-2041-1") == second.learner_ref("L-2041-1")
 
 
 def test_another_key_or_another_learner_gives_another_ref() -> None:
     refs = {
-        Pseudonymizer(KEY.encode()).learner_ref("L-1"),
-        Pseudonymizer(("x" * 40).encode()).learner_ref("L-1"),
-        Pseudonymizer(KEY.encode()).learner_ref("L-10"),
+        Pseudonymizer(KEY.encode()).learner_ref("L-2041-1"),
+        Pseudonymizer(("x" * 40).encode()).learner_ref("L-2041-1"),
+        Pseudonymizer(KEY.encode()).learner_ref("L-2041-10"),
     }
     assert len(refs) == 3
 
 
 def test_unkeyed_hashes_of_the_id_do_not_give_the_ref() -> None:
-    ref = Pseudonymizer(KEY.encode()).learner_ref("L-1")
-    for candidate in ("L-1", "nemo12:learner-context:L-1"):
+    ref = Pseudonymizer(KEY.encode()).learner_ref("L-2041-1")
+    for candidate in ("L-2041-1", "nemo12:learner-context:L-2041-1"):
         assert hashlib.sha256(candidate.encode()).hexdigest()[:12] != ref.removeprefix("nemo_")
 
 
@@ -55,7 +55,7 @@ def test_key_file_is_read_and_stripped(tmp_path: Path) -> None:
     key_file = tmp_path / "pseudonym.key"
     key_file.write_text(KEY + "\n")
     from_file = pseudonymizer_from_settings(_settings(pseudonym_key_file=key_file))
-    assert from_file.learner_ref("L-1") == Pseudonymizer(KEY.encode()).learner_ref("L-1")
+    assert from_file.learner_ref("L-2041-1") == Pseudonymizer(KEY.encode()).learner_ref("L-2041-1")
 
 
 @pytest.mark.parametrize("environment", ["staging", "production"])
@@ -84,5 +84,5 @@ def test_development_without_a_key_uses_a_random_key_and_warns(
     with caplog.at_level(logging.WARNING, logger="nemo_context.pseudonym"):
         first = pseudonymizer_from_settings(_settings())
         second = pseudonymizer_from_settings(_settings())
-    assert first.learner_ref("L-1") != second.learner_ref("L-1")
+    assert first.learner_ref("L-2041-1") != second.learner_ref("L-2041-1")
     assert any("random key" in record.getMessage() for record in caplog.records)

@@ -18,7 +18,16 @@ from nemo_core.db import Pool
 from .conftest import TEST_PSEUDONYM_KEY
 
 BUNDLE_PURPOSES = [name for name, purpose in PURPOSES.items() if purpose.kind != CONVERSATION]
-LINKED_TO_L1 = ("L-1", "F-1", "U-L1", "U-P1", "U-P4", "U-G1", "U-G3", "U-M1")
+LINKED_TO_L1 = (
+    "L-2041-1",
+    "F-2041-1",
+    "U-2041-L1",
+    "U-2041-P1",
+    "U-2041-P4",
+    "U-2041-G1",
+    "U-2041-G3",
+    "U-2041-M1",
+)
 LOCALES = [locale_pb2.LOCALE_UNSPECIFIED, locale_pb2.LOCALE_VI, locale_pb2.LOCALE_EN]
 
 
@@ -34,7 +43,7 @@ def builder(context_pool: Pool) -> ContextBuilder:
 async def test_rendered_text_never_prints_a_raw_id_or_a_node_id(
     builder: ContextBuilder, purpose: str, locale: locale_pb2.Locale.ValueType
 ) -> None:
-    bundle = (await builder.build("L-1", PURPOSES[purpose], locale)).message
+    bundle = (await builder.build("L-2041-1", PURPOSES[purpose], locale)).message
     assert bundle.rendered_text
     for raw in LINKED_TO_L1:
         assert not re.search(rf"(?<![^\W_]){re.escape(raw)}(?![^\W_])", bundle.rendered_text, re.I)
@@ -46,7 +55,7 @@ async def test_vietnamese_is_the_default_and_reads_like_the_reference(
     builder: ContextBuilder,
 ) -> None:
     bundle = (
-        await builder.build("L-1", PURPOSES["tutor_hint"], locale_pb2.LOCALE_UNSPECIFIED)
+        await builder.build("L-2041-1", PURPOSES["tutor_hint"], locale_pb2.LOCALE_UNSPECIFIED)
     ).message
     assert bundle.locale == locale_pb2.LOCALE_VI
     lines = bundle.rendered_text.splitlines()
@@ -58,7 +67,7 @@ async def test_vietnamese_is_the_default_and_reads_like_the_reference(
 
 async def test_english_on_request(builder: ContextBuilder) -> None:
     bundle = (
-        await builder.build("L-1", PURPOSES["portrait_summary"], locale_pb2.LOCALE_EN)
+        await builder.build("L-2041-1", PURPOSES["portrait_summary"], locale_pb2.LOCALE_EN)
     ).message
     assert bundle.locale == locale_pb2.LOCALE_EN
     text = bundle.rendered_text

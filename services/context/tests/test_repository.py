@@ -27,7 +27,7 @@ BUNDLE_PURPOSES = [name for name, purpose in PURPOSES.items() if purpose.kind !=
 NOW = datetime.now(UTC)
 
 
-@pytest.mark.parametrize("learner_id", ["L-1", "L-2", "L-10"])
+@pytest.mark.parametrize("learner_id", ["L-2041-1", "L-2041-2", "L-2041-10"])
 async def test_every_bundle_statement_binds_exactly_the_requested_learner(
     recorded_pool: tuple[Pool, list[LoggedQuery]], learner_id: str
 ) -> None:
@@ -56,7 +56,7 @@ async def test_statements_never_name_identifier_columns_or_verbatim_answers(
     pool, statements = recorded_pool
     repository = PostgresLearnerRepository(pool)
     for name in BUNDLE_PURPOSES:
-        await repository.read("L-1", PURPOSES[name], NOW)
+        await repository.read("L-2041-1", PURPOSES[name], NOW)
     text = "\n".join(statement.query for statement in statements)
     for column in ("payload_json", "display_name", "birth_date", "email", "phone", "school"):
         assert column not in text
@@ -65,20 +65,20 @@ async def test_statements_never_name_identifier_columns_or_verbatim_answers(
 
 async def test_an_unknown_learner_reads_as_none(context_pool: Pool) -> None:
     repository = PostgresLearnerRepository(context_pool)
-    assert await repository.read("L-404", PURPOSES["learning_state"], NOW) is None
+    assert await repository.read("L-2041-404", PURPOSES["learning_state"], NOW) is None
 
 
 async def test_a_query_without_where_sees_only_the_bound_learner(context_pool: Pool) -> None:
-    async with learner_transaction(context_pool, ["L-1"], readonly=True) as conn:
+    async with learner_transaction(context_pool, ["L-2041-1"], readonly=True) as conn:
         mastery = await conn.fetch("SELECT learner_id FROM learning.mastery")
         evidence = await conn.fetch("SELECT learner_id FROM learning.evidence")
         learners = await conn.fetch("SELECT id FROM learning.learners")
         models = await conn.fetch("SELECT learner_id FROM learning.learner_model_versions")
-    assert {row["learner_id"] for row in mastery} == {"L-1"}
+    assert {row["learner_id"] for row in mastery} == {"L-2041-1"}
     assert len(mastery) == 15
-    assert {row["learner_id"] for row in evidence} == {"L-1"}
-    assert [row["id"] for row in learners] == ["L-1"]
-    assert {row["learner_id"] for row in models} == {"L-1"}
+    assert {row["learner_id"] for row in evidence} == {"L-2041-1"}
+    assert [row["id"] for row in learners] == ["L-2041-1"]
+    assert {row["learner_id"] for row in models} == {"L-2041-1"}
 
 
 async def test_nothing_bound_sees_no_learner_rows(context_pool: Pool) -> None:
@@ -100,7 +100,7 @@ async def test_nothing_bound_sees_no_learner_rows(context_pool: Pool) -> None:
 async def test_identifier_columns_and_answers_are_refused_to_the_role(
     context_pool: Pool, query: str
 ) -> None:
-    async with learner_transaction(context_pool, ["L-1"], readonly=True) as conn:
+    async with learner_transaction(context_pool, ["L-2041-1"], readonly=True) as conn:
         with pytest.raises(asyncpg.InsufficientPrivilegeError):
             await conn.fetch(query)
 
@@ -108,31 +108,41 @@ async def test_identifier_columns_and_answers_are_refused_to_the_role(
 async def test_linked_identifiers_cover_the_learner_family_and_linked_users(
     context_pool: Pool,
 ) -> None:
-    async with learner_transaction(context_pool, ["L-1"], readonly=True) as conn:
-        linked = await linked_identifiers(conn, "L-1")
-        assert await linked_identifiers(conn, "L-2") == frozenset()
+    async with learner_transaction(context_pool, ["L-2041-1"], readonly=True) as conn:
+        linked = await linked_identifiers(conn, "L-2041-1")
+        assert await linked_identifiers(conn, "L-2041-2") == frozenset()
     # Own account, family owner/guardian/supporter, guardian outside the family, mentor, sibling.
-    assert linked == {"L-1", "F-1", "U-L1", "U-P1", "U-P4", "U-G1", "U-G3", "U-M1", "L-3"}
+    assert linked == {
+        "L-2041-1",
+        "F-2041-1",
+        "U-2041-L1",
+        "U-2041-P1",
+        "U-2041-P4",
+        "U-2041-G1",
+        "U-2041-G3",
+        "U-2041-M1",
+        "L-2041-3",
+    }
 
 
 async def test_a_siblings_learner_and_user_ids_are_linked_too(context_pool: Pool) -> None:
-    async with learner_transaction(context_pool, ["L-3"], readonly=True) as conn:
-        linked = await linked_identifiers(conn, "L-3")
+    async with learner_transaction(context_pool, ["L-2041-3"], readonly=True) as conn:
+        linked = await linked_identifiers(conn, "L-2041-3")
         # Only for the bound learner: the view shows nothing about others.
         siblings_of_unbound = await conn.fetchval(
-            "SELECT count(*) FROM learning.family_learner_keys WHERE learner_id <> 'L-3'"
+            "SELECT count(*) FROM learning.family_learner_keys WHERE learner_id <> 'L-2041-3'"
         )
-    assert {"L-1", "U-L1"} <= linked
+    assert {"L-2041-1", "U-2041-L1"} <= linked
     assert siblings_of_unbound == 0
 
 
 async def test_linked_identifiers_include_inactive_mentors(context_pool: Pool) -> None:
-    async with learner_transaction(context_pool, ["L-2"], readonly=True) as conn:
-        linked = await linked_identifiers(conn, "L-2")
-    assert linked == {"L-2", "F-2", "U-P2", "U-G2", "U-M2"}
+    async with learner_transaction(context_pool, ["L-2041-2"], readonly=True) as conn:
+        linked = await linked_identifiers(conn, "L-2041-2")
+    assert linked == {"L-2041-2", "F-2041-2", "U-2041-P2", "U-2041-G2", "U-2041-M2"}
 
 
-@pytest.mark.parametrize("learner_id", ["L-1", "L-2"])
+@pytest.mark.parametrize("learner_id", ["L-2041-1", "L-2041-2"])
 async def test_each_statement_reads_only_its_learner_even_without_row_level_security(
     owner_dsn: str, context_pool: Pool, learner_id: str
 ) -> None:

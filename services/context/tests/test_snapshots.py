@@ -8,6 +8,7 @@ import json
 import logging
 import re
 import secrets
+import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -24,6 +25,7 @@ from nemo_context.snapshot_objects import (
     LocalDirectoryObjects,
     S3Objects,
     SnapshotObjects,
+    check_key,
 )
 from nemo_context.snapshot_reads import SNAPSHOT_STORE_UNAVAILABLE, read_snapshot
 from nemo_context.snapshots import (
@@ -40,11 +42,11 @@ from nemo_core.errors import ServiceError
 from nemo_testing.ports import free_port
 from nemo_testing.s3 import S3Endpoint
 
-KEY = re.compile(r"^ai-context/(\d{4}-\d{2}-\d{2})/(nemo_[0-9a-f]{12})/[0-9a-f-]{36}\.json$")
+KEY = re.compile(r"^ai-context/(\d{4}-\d{2}-\d{2})/(nemo_[0-9a-f]{24})/[0-9a-f-]{36}\.json$")
 
 
 def new_learner_ref() -> str:
-    return f"nemo_{secrets.token_hex(6)}"
+    return f"nemo_{secrets.token_hex(12)}"
 
 
 def sample_bundle(learner_ref: str) -> lc.ContextBundle:
@@ -191,7 +193,7 @@ async def test_unknown_and_expired_snapshots_are_not_found(store: DigestedSnapsh
 
 
 async def test_keys_of_another_shape_never_reach_the_backend(store: DigestedSnapshotStore) -> None:
-    for key in ("../../etc/passwd", "ai-context/2026-01-02/L-1/x.json", ""):
+    for key in ("../../etc/passwd", "ai-context/2026-01-02/L-2041-1/x.json", ""):
         with pytest.raises(ValueError, match="not a snapshot key"):
             await store.get(key)
         with pytest.raises(ValueError, match="not a snapshot key"):
@@ -389,3 +391,17 @@ async def test_a_hanging_write_gives_up_at_the_callers_deadline(
     async with asyncio.timeout(5):
         result = await asyncio.create_task(within_an_rpc())
     assert result is None
+
+
+@pytest.mark.parametrize("digits", [24, 12])
+def test_keys_of_wide_refs_and_of_refs_written_before_they_widened_are_snapshot_keys(
+    digits: int,
+) -> None:
+    key = f"ai-context/2026-12-01/nemo_{'a' * digits}/{uuid.uuid4()}.json"
+    assert check_key(key) == key
+
+
+@pytest.mark.parametrize("digits", [11, 13, 23, 25])
+def test_refs_of_other_widths_are_not(digits: int) -> None:
+    with pytest.raises(ValueError, match="not a snapshot key"):
+        check_key(f"ai-context/2026-12-01/nemo_{'a' * digits}/{uuid.uuid4()}.json")

@@ -81,7 +81,7 @@ EARLIER_TURNS = (
 
 @asynccontextmanager
 async def chat_session(
-    owner_dsn: str, learner_id: str = "L-1", turns: int = 1
+    owner_dsn: str, learner_id: str = "L-2041-1", turns: int = 1
 ) -> AsyncIterator[str]:
     """A new chat session of ``learner_id`` with ``turns`` finished earlier turns (T1, T2);
     deleted afterwards with everything stored for it, so the seeded sessions stay as they are."""

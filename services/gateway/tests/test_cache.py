@@ -112,7 +112,7 @@ async def test_each_learner_gets_their_own_entry_and_snapshot(
         )
         return response
 
-    l1, l3, l1_again = await hint("L-1"), await hint("L-3"), await hint("L-1")
+    l1, l3, l1_again = await hint("L-2041-1"), await hint("L-2041-3"), await hint("L-2041-1")
     assert [r.output.tutor_hint.hint for r in (l1, l3, l1_again)] == [
         "Gợi ý thứ nhất.",
         "Gợi ý thứ hai.",
@@ -155,8 +155,9 @@ async def test_two_learners_never_share_an_entry_even_for_identical_prompt_text(
         )  # fmt: skip
 
     try:
-        l1, l3 = await prepare("L-1"), await prepare("L-3")
-        # L-3's scope with L-1's context: the prompt text is the same, only the scope differs.
+        l1, l3 = await prepare("L-2041-1"), await prepare("L-2041-3")
+        # L-2041-3's scope with L-2041-1's context: the prompt text is the same, only the scope
+        # differs.
         l3_same_text = dataclasses.replace(l3, prompt=l1.prompt)
         assert spec.render(l3_same_text.prompt) == spec.render(l1.prompt)
         assert l3_same_text.scope != l1.scope

@@ -12,13 +12,14 @@ from pathlib import Path
 
 import grpc
 import pytest
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from nemo.gateway.v1 import gateway_service_pb2 as pb
 from nemo.gateway.v1 import run_pb2
 from nemo_core.db import connect
 from nemo_core.errors import error_details
 from nemo_testing import corpora
-from nemo_testing.providers import Answer, HttpError, ScriptedProvider, Stream
+from nemo_testing.providers import Answer, HttpError, Reply, ScriptedProvider, Stream
 
 from .gateway_testing import (
     EARLIER_TURNS,
@@ -365,3 +366,66 @@ async def test_a_score_claim_after_the_first_sentence_stops_the_reply_before_it(
         ("user", "completed", QUESTION),
         ("assistant", "partial", SENTENCES[0]),
     ]
+
+
+async def _snapshot_kind(owner_dsn: str, input_ref: str) -> str | None:
+    conn = await connect(owner_dsn)
+    try:
+        kind: str | None = await conn.fetchval(
+            "SELECT kind FROM learning.context_snapshots WHERE input_ref = $1", input_ref
+        )
+    finally:
+        await conn.close()
+    return kind
+
+
+@pytest.mark.parametrize(
+    ("script", "path", "reason"),
+    [
+        ((Stream(DELTAS),), run_pb2.RUN_PATH_MODEL, ""),
+        ((HttpError(503), HttpError(503)), run_pb2.RUN_PATH_FALLBACK, "PROVIDER_UNAVAILABLE"),
+        ((Stream((f"{CLAIMS[0]} ", DELTAS[2])),), run_pb2.RUN_PATH_FALLBACK, "GUARDRAIL_REJECTED"),
+    ],
+    ids=["model", "provider-unavailable", "guardrail"],
+)
+async def test_the_run_record_and_the_chat_span_name_the_conversation_snapshot(
+    script: tuple[Reply, ...],
+    path: run_pb2.RunPath.ValueType,
+    reason: str,
+    start_gateway: StartGateway,
+    provider: ScriptedProvider,
+    context_address: str,
+    session: str,
+    owner_dsn: str,
+    spans: InMemorySpanExporter,
+) -> None:
+    gateway = await start_gateway(context_address=context_address, max_retries=1)
+    provider.script_stream(*script)
+    spans.clear()
+    _, events, error = await _collect(gateway, _request(session))
+    assert error is None
+    run = events[-1].completed.run
+    assert (run.path, run.reason) == (path, reason)
+    assert await _snapshot_kind(owner_dsn, run.input_ref) == "conversation"
+    [chat] = [
+        span
+        for span in spans.get_finished_spans()
+        if (span.attributes or {}).get("gen_ai.prompt.name") == "tutor.chat_reply"
+    ]
+    assert (chat.attributes or {})["nemo.input_ref"] == run.input_ref
+
+
+async def test_a_chat_turn_that_asks_no_model_still_names_its_conversation_snapshot(
+    start_gateway: StartGateway,
+    provider: ScriptedProvider,
+    context_address: str,
+    session: str,
+    owner_dsn: str,
+) -> None:
+    gateway = await start_gateway(context_address=context_address, ai_enrichment_enabled=False)
+    _, events, error = await _collect(gateway, _request(session))
+    assert error is None
+    run = events[-1].completed.run
+    assert (run.path, run.reason) == (run_pb2.RUN_PATH_FALLBACK, "KILL_SWITCH")
+    assert await _snapshot_kind(owner_dsn, run.input_ref) == "conversation"
+    assert provider.requests == []

@@ -38,11 +38,11 @@ AUDIT_TOKEN = "audit-client-token-0123456789"
 async def leaking_learner(owner_dsn: str) -> AsyncIterator[str]:
     """A new learner whose goal title names the learner's raw id, which the context service's
     identifier gate refuses to let out; deleted afterwards with everything stored for it."""
-    learner_id = f"L-GW-{secrets.token_hex(4)}"
+    learner_id = f"L-GW1-{secrets.token_hex(4)}"
     conn = await connect(owner_dsn)
     try:
         await conn.execute(
-            "INSERT INTO learning.learners (id, family_id, grade) VALUES ($1, 'F-3', 8)",
+            "INSERT INTO learning.learners (id, family_id, grade) VALUES ($1, 'F-2041-3', 8)",
             learner_id,
         )
         await conn.execute(
@@ -99,7 +99,7 @@ async def test_a_context_service_that_fails_otherwise_is_not_reported_unavailabl
     gateway = await start_gateway(context_address=f"127.0.0.1:{not_a_context_service.server.port}")
     with pytest.raises(grpc.aio.AioRpcError) as failed:
         await gateway.stub.RunPrompt(
-            pb.RunPromptRequest(prompt_id="learner.tutor_hint", learner_id="L-1"),
+            pb.RunPromptRequest(prompt_id="learner.tutor_hint", learner_id="L-2041-1"),
             metadata=gateway.metadata,
             timeout=10,
         )
@@ -127,7 +127,7 @@ async def _refused_gateway_reaches_caller_as(
         await gateway.stub.RunPrompt(
             pb.RunPromptRequest(
                 prompt_id="learner.tutor_hint",
-                learner_id="L-1",
+                learner_id="L-2041-1",
                 variables=variables(node_id="math-08-algebraic-identities"),
             ),
             metadata=gateway.metadata,

@@ -61,7 +61,7 @@ async def test_a_content_prompt_refuses_a_learner(
     gateway = await start_gateway()
     with pytest.raises(grpc.aio.AioRpcError) as refused:
         await gateway.stub.RunPrompt(
-            pb.RunPromptRequest(prompt_id=prompt_id, learner_id="L-1"),
+            pb.RunPromptRequest(prompt_id=prompt_id, learner_id="L-2041-1"),
             metadata=gateway.metadata,
             timeout=5,
         )
@@ -73,7 +73,11 @@ async def test_learner_data_smuggled_in_variables_is_refused(
     start_gateway: StartGateway, provider: ScriptedProvider
 ) -> None:
     gateway = await start_gateway()
-    for extra in ({"learner_id": "L-1"}, {"mastery": 0.4}, {"learner_ref": "nemo_0123456789ab"}):
+    for extra in (
+        {"learner_id": "L-2041-1"},
+        {"mastery": 0.4},
+        {"learner_ref": "nemo_0123456789ab"},
+    ):
         with pytest.raises(grpc.aio.AioRpcError) as refused:
             await gateway.stub.RunPrompt(
                 pb.RunPromptRequest(
@@ -113,7 +117,7 @@ async def test_generated_items_reach_the_client_without_answer_key_or_rubric(
     # The prompt itself carried no learner data: no pseudonym, no learner id.
     sent = provider.requests[0].body.decode()
     assert "nemo_" not in sent
-    assert "L-1" not in sent
+    assert "L-2041-1" not in sent
 
 
 async def test_a_model_cannot_set_server_authoritative_item_fields(

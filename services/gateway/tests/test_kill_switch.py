@@ -80,17 +80,17 @@ RUN_CASES: dict[str, pb.RunPromptRequest] = {
     ),
     "learner.tutor_hint": pb.RunPromptRequest(
         prompt_id="learner.tutor_hint",
-        learner_id="L-1",
+        learner_id="L-2041-1",
         variables=variables(node_id="math-08-algebraic-identities"),
     ),
     "learner.tutor_hint.weakest": pb.RunPromptRequest(
-        prompt_id="learner.tutor_hint", learner_id="L-3", locale=locale_pb2.LOCALE_EN
+        prompt_id="learner.tutor_hint", learner_id="L-2041-3", locale=locale_pb2.LOCALE_EN
     ),
     "learner.plan_explanation": pb.RunPromptRequest(
-        prompt_id="learner.plan_explanation", learner_id="L-1"
+        prompt_id="learner.plan_explanation", learner_id="L-2041-1"
     ),
     "learner.portrait_summary": pb.RunPromptRequest(
-        prompt_id="learner.portrait_summary", learner_id="L-1"
+        prompt_id="learner.portrait_summary", learner_id="L-2041-1"
     ),
     "knowledge.answer": pb.RunPromptRequest(
         prompt_id="knowledge.answer",

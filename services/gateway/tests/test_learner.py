@@ -27,7 +27,7 @@ async def test_a_hint_carries_the_learner_context_and_names_its_snapshot(
     response = await gateway.stub.RunPrompt(
         pb.RunPromptRequest(
             prompt_id="learner.tutor_hint",
-            learner_id="L-1",
+            learner_id="L-2041-1",
             variables=variables(node_id="math-08-algebraic-identities"),
             evaluated_at=FIXED_TIME,
         ),
@@ -42,7 +42,7 @@ async def test_a_hint_carries_the_learner_context_and_names_its_snapshot(
     sent = json.dumps(provider.requests[0].json(), ensure_ascii=False)
     # The pseudonymous rendered context went into the prompt; the internal id did not.
     assert "nemo_" in sent
-    assert "L-1" not in sent
+    assert "L-2041-1" not in sent
 
 
 async def test_a_learner_prompt_without_a_learner_is_refused(start_gateway: StartGateway) -> None:
@@ -64,7 +64,7 @@ async def test_no_prompt_is_sent_when_the_context_service_is_unavailable(
     provider.script(Answer(json.dumps({"hint": "x"})))
     with pytest.raises(grpc.aio.AioRpcError) as unavailable:
         await gateway.stub.RunPrompt(
-            pb.RunPromptRequest(prompt_id="learner.tutor_hint", learner_id="L-1"),
+            pb.RunPromptRequest(prompt_id="learner.tutor_hint", learner_id="L-2041-1"),
             metadata=gateway.metadata,
             timeout=10,
         )
@@ -80,7 +80,7 @@ async def test_an_unknown_learner_is_reported_as_the_context_service_refused_it(
     gateway = await start_gateway(context_address=context_address)
     with pytest.raises(grpc.aio.AioRpcError) as refused:
         await gateway.stub.RunPrompt(
-            pb.RunPromptRequest(prompt_id="learner.portrait_summary", learner_id="L-404"),
+            pb.RunPromptRequest(prompt_id="learner.portrait_summary", learner_id="L-2041-404"),
             metadata=gateway.metadata,
             timeout=10,
         )
@@ -90,7 +90,7 @@ async def test_an_unknown_learner_is_reported_as_the_context_service_refused_it(
     assert provider.requests == []
 
 
-REF = Pseudonymizer(PSEUDONYM_KEY.encode()).learner_ref("L-1")
+REF = Pseudonymizer(PSEUDONYM_KEY.encode()).learner_ref("L-2041-1")
 
 
 @pytest.mark.parametrize(
@@ -123,7 +123,9 @@ async def test_the_pseudonym_in_any_learner_facing_list_entry_is_rejected(
         answer = json.dumps(draft, ensure_ascii=False).replace("{point}", point)
         provider.script(Answer(answer))
         response: pb.RunPromptResponse = await gateway.stub.RunPrompt(
-            pb.RunPromptRequest(prompt_id=prompt_id, learner_id="L-1", evaluated_at=FIXED_TIME),
+            pb.RunPromptRequest(
+                prompt_id=prompt_id, learner_id="L-2041-1", evaluated_at=FIXED_TIME
+            ),
             metadata=gateway.metadata,
             timeout=10,
         )
@@ -150,7 +152,7 @@ async def test_the_evaluation_time_reaches_the_context_service(
     for when in (early, FIXED_TIME, early):
         await gateway.stub.RunPrompt(
             pb.RunPromptRequest(
-                prompt_id="learner.tutor_hint", learner_id="L-1", evaluated_at=when
+                prompt_id="learner.tutor_hint", learner_id="L-2041-1", evaluated_at=when
             ),
             metadata=gateway.metadata,
             timeout=10,

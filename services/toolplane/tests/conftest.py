@@ -222,7 +222,7 @@ async def toolplane(start_toolplane: StartToolPlane) -> RunningToolPlane:
 class AgentTokens:
     """Tokens issued for the tests (revoked at the end)."""
 
-    learning_parent: str  # learning-agent bound to U-P1, parent of L-1 and L-3
+    learning_parent: str  # learning-agent bound to U-2041-P1, parent of L-2041-1 and L-2041-3
     learning_unbound: str
     research: str
     engineering: str
@@ -233,10 +233,10 @@ class AgentTokens:
 async def tokens(owner: asyncpg.Connection) -> AsyncIterator[AgentTokens]:
     """Tokens for the module's tests; deleted after it, since the demo data has none."""
     issued = [
-        await issue_token(owner, "learning-agent", user_id="U-P1", label="tests"),
+        await issue_token(owner, "learning-agent", user_id="U-2041-P1", label="tests"),
         await issue_token(owner, "learning-agent", label="tests", unbound=True),
         await issue_token(owner, "research-agent", label="tests"),
-        await issue_token(owner, "engineering-agent", user_id="U-S1", label="tests"),
+        await issue_token(owner, "engineering-agent", user_id="U-2041-S1", label="tests"),
     ]
     yield AgentTokens(
         learning_parent=issued[0].token,
@@ -252,7 +252,7 @@ async def tokens(owner: asyncpg.Connection) -> AsyncIterator[AgentTokens]:
 
 @dataclass(frozen=True)
 class OperatorTokens:
-    """Operators' own credentials: alice and bob, and sara, whose platform account is U-S1 (the
+    """Operators' own credentials: alice and bob, and sara, whose platform account is U-2041-S1 (the
     user the engineering agent's token acts for)."""
 
     alice: str
@@ -264,7 +264,7 @@ class OperatorTokens:
 @pytest.fixture(scope="module")
 async def operators(owner: asyncpg.Connection) -> AsyncIterator[OperatorTokens]:
     issued = {}
-    for operator_id, user_id in (("alice", None), ("bob", "U-S9"), ("sara", "U-S1")):
+    for operator_id, user_id in (("alice", None), ("bob", "U-2041-S9"), ("sara", "U-2041-S1")):
         await add_operator(owner, operator_id, name=operator_id.title(), user_id=user_id)
         issued[operator_id] = await issue_operator_token(owner, operator_id, label="tests")
     yield OperatorTokens(

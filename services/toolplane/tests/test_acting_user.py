@@ -25,11 +25,11 @@ from nemo_toolplane.tokens import UserRequired, issue_token
 from .conftest import AgentTokens, RunningToolPlane
 from .mcp_http import error_envelope
 
-LEARNERS = ("L-1", "L-2", "L-3", "L-10", "L-404")
-#: Staff, an administrator, a parent of another family, and L-1's own parent.
-ASSERTED_USERS = ("U-S1", "U-A1", "U-P2", "U-P1")
-#: What U-P1 (parent of family F-1) reaches.
-PARENT_REACH = {"L-1", "L-3"}
+LEARNERS = ("L-2041-1", "L-2041-2", "L-2041-3", "L-2041-10", "L-2041-404")
+#: Staff, an administrator, a parent of another family, and L-2041-1's own parent.
+ASSERTED_USERS = ("U-2041-S1", "U-2041-A1", "U-2041-P2", "U-2041-P1")
+#: What U-2041-P1 (parent of family F-2041-1) reaches.
+PARENT_REACH = {"L-2041-1", "L-2041-3"}
 TOOL = "learner.get_profile"
 
 
@@ -104,17 +104,18 @@ async def test_a_bound_token_over_mcp_acts_for_its_user_whatever_the_header_says
     without = await _mcp_reads(toolplane, tokens.learning_parent, {})
     assert _reached(without) == PARENT_REACH
     session = "S-bound-mcp-staff-header"
-    headers = {"X-Nemo12-User-Id": "U-S1", "X-Nemo12-Session-Id": session}
+    headers = {"X-Nemo12-User-Id": "U-2041-S1", "X-Nemo12-Session-Id": session}
     assert await _mcp_reads(toolplane, tokens.learning_parent, headers) == without
     rows = await audit_rows(session_id=session)
     assert {(row["user_id"], row["user_source"], row["token_id"]) for row in rows} == {
-        ("U-P1", "token", tokens.ids[0])
+        ("U-2041-P1", "token", tokens.ids[0])
     }
     refused = {
         row["resource"]: row["metadata"]["rule"] for row in rows if row["status"] == "denied"
     }
     assert refused == {
-        f"learner:{learner}": "access:no_relation" for learner in ("L-2", "L-10", "L-404")
+        f"learner:{learner}": "access:no_relation"
+        for learner in ("L-2041-2", "L-2041-10", "L-2041-404")
     }
 
 
@@ -132,7 +133,9 @@ async def test_a_bound_token_over_grpc_ignores_the_user_field(
     toolplane: RunningToolPlane, tokens: AgentTokens
 ) -> None:
     for caller in ("internal", "platform"):
-        reads = await _grpc_reads(toolplane, tokens.learning_parent, caller=caller, user_id="U-S1")
+        reads = await _grpc_reads(
+            toolplane, tokens.learning_parent, caller=caller, user_id="U-2041-S1"
+        )
         assert _reached(reads) == PARENT_REACH, caller
 
 
@@ -141,18 +144,22 @@ async def test_a_user_vouched_for_by_the_platform_counts(
 ) -> None:
     session = "S-vouched-grpc"
     parent = await _grpc_reads(
-        toolplane, tokens.learning_unbound, caller="platform", user_id="U-P1", session_id=session
+        toolplane,
+        tokens.learning_unbound,
+        caller="platform",
+        user_id="U-2041-P1",
+        session_id=session,
     )
     assert _reached(parent) == PARENT_REACH
     # Nonexistent and foreign learners still look alike.
-    assert parent["L-2"] == parent["L-404"]
-    assert parent["L-2"][1] == "AUTHORIZATION_ERROR"
+    assert parent["L-2041-2"] == parent["L-2041-404"]
+    assert parent["L-2041-2"][1] == "AUTHORIZATION_ERROR"
     rows = await audit_rows(session_id=session)
-    assert {(row["user_id"], row["user_source"]) for row in rows} == {("U-P1", "caller")}
+    assert {(row["user_id"], row["user_source"]) for row in rows} == {("U-2041-P1", "caller")}
     mentor = await _grpc_reads(
-        toolplane, tokens.learning_unbound, caller="platform", user_id="U-M1"
+        toolplane, tokens.learning_unbound, caller="platform", user_id="U-2041-M1"
     )
-    assert _reached(mentor) == {"L-1"}
+    assert _reached(mentor) == {"L-2041-1"}
 
 
 def test_only_the_platform_vouches_for_users_and_it_may_call_tools() -> None:
@@ -190,11 +197,11 @@ async def test_an_unbound_token_for_user_scoped_grants_is_issued_only_when_asked
     assert "reach no learner" in unbound.reach
     bound = await admin.IssueAgentToken(
         admin_pb.IssueAgentTokenRequest(
-            agent_id="learning-agent", user_id="U-P1", label="tests: issue"
+            agent_id="learning-agent", user_id="U-2041-P1", label="tests: issue"
         ),
         timeout=10,
     )
-    assert bound.reach.startswith("acts for U-P1 only")
+    assert bound.reach.startswith("acts for U-2041-P1 only")
     # An agent without user-scoped grants loses nothing by being unbound.
     research = await admin.IssueAgentToken(
         admin_pb.IssueAgentTokenRequest(agent_id="research-agent", label="tests: issue"),
@@ -221,7 +228,7 @@ async def test_the_issue_token_command_refuses_an_unbound_token_unless_asked(
     assert out[2].startswith("nemo_at_")
     with pytest.raises(SystemExit) as both:
         await asyncio.to_thread(
-            nemo, ["issue-token", "learning-agent", "--unbound", "--user", "U-P1", *database]
+            nemo, ["issue-token", "learning-agent", "--unbound", "--user", "U-2041-P1", *database]
         )
     assert both.value.code == 2
 

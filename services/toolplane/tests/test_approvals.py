@@ -103,7 +103,7 @@ async def test_approval_round_trip(
     assert row is not None
     assert (row["agent_id"], row["user_id"], row["tool_id"], row["status"]) == (
         "engineering-agent",
-        "U-S1",
+        "U-2041-S1",
         "application.set_status:v1",
         "pending",
     )
@@ -121,7 +121,7 @@ async def test_approval_round_trip(
     changed = {**ARGS, "reason": "something else"}
     assert _approval_id(await _call(toolplane, tokens.engineering, changed)) != first
     unbound = await issue_token(owner, "engineering-agent", label="tests")
-    other_user = await _call(toolplane, unbound.token, ARGS, **{"X-Nemo12-User-Id": "U-A1"})
+    other_user = await _call(toolplane, unbound.token, ARGS, **{"X-Nemo12-User-Id": "U-2041-A1"})
     assert _approval_id(other_user) != first
     async with access_change(toolplane):
         grant_id = await owner.fetchval(
@@ -245,7 +245,7 @@ async def test_only_an_authenticated_operator_decides_and_never_for_themselves(
             )
         assert refused.value.code() is grpc.StatusCode.UNAUTHENTICATED
         assert error_details(refused.value).reason == "OPERATOR_UNAUTHENTICATED"
-    # Sara's platform account is U-S1, the user the engineering token acts for.
+    # Sara's platform account is U-2041-S1, the user the engineering token acts for.
     with pytest.raises(grpc.aio.AioRpcError) as own:
         await toolplane.admin_stub().DecideApproval(
             approve, metadata=as_operator(operators.sara), timeout=10
@@ -381,7 +381,7 @@ async def test_the_operators_command_issues_and_revokes_credentials(
 ) -> None:
     database = ["--database-url", owner_dsn]
     try:
-        added = ["operators", "add", "tests-olga", "--user", "U-S7", *database]
+        added = ["operators", "add", "tests-olga", "--user", "U-2041-S7", *database]
         assert await asyncio.to_thread(nemo, added) == 0
         issued = ["operators", "issue-token", "tests-olga", *database]
         assert await asyncio.to_thread(nemo, issued) == 0
@@ -409,7 +409,7 @@ async def test_an_approval_is_bound_to_the_token_that_asked(
     approval_id = _approval_id(await _call(toolplane, tokens.engineering, ARGS))
     await _decide(toolplane, approval_id, approve=True, operator=operators.alice)
     # Another token of the same agent, bound to the same user: not the call that was approved.
-    sibling = await issue_token(owner, "engineering-agent", user_id="U-S1", label="tests")
+    sibling = await issue_token(owner, "engineering-agent", user_id="U-2041-S1", label="tests")
     try:
         other = _approval_id(await _call(toolplane, sibling.token, ARGS))
         assert other != approval_id

@@ -84,7 +84,7 @@ async def test_rows_wait_off_the_request_path_and_close_writes_them_all(
     for n in range(7):
         audit.record(
             entry(session, n, status=CallStatus.DENIED, error_code=ErrorCode.POLICY_DENIED,
-                  decision=Decision.DENY, resource="learner:L-1", metadata={"rule": 4})
+                  decision=Decision.DENY, resource="learner:L-2041-1", metadata={"rule": 4})
         )  # fmt: skip
     await asyncio.sleep(0.1)
     count = "SELECT count(*) FROM toolplane.audit_logs WHERE session_id = $1"
@@ -99,7 +99,7 @@ async def test_rows_wait_off_the_request_path_and_close_writes_them_all(
         "deny",
         "denied",
         "POLICY_DENIED",
-        "learner:L-1",
+        "learner:L-2041-1",
     )
     assert row["metadata"] == {"rule": 4}
 
@@ -238,7 +238,7 @@ async def test_rows_hold_identifiers_never_input_or_output(
     headers = {"X-Request-Id": "REQ-audit-no-input"}
     async with toolplane.mcp(tokens.learning_parent, headers) as client:
         result = await client.call_tool("docs.search_docs", {"query": canary})
-        profile = await client.call_tool("learner.get_profile", {"learner_id": "L-1"})
+        profile = await client.call_tool("learner.get_profile", {"learner_id": "L-2041-1"})
     assert not result.is_error
     assert not profile.is_error
     rows = await audit_rows(request_id="REQ-audit-no-input")
@@ -253,7 +253,7 @@ async def test_rows_hold_identifiers_never_input_or_output(
     )
     assert "zebra" not in stored
     assert profile.structured_content["learner_ref"] not in stored
-    assert "learner:L-1" in stored
+    assert "learner:L-2041-1" in stored
 
 
 class _Nothing(BaseModel):

@@ -63,7 +63,7 @@ async def test_an_authenticated_request_refused_before_routing_is_audited(
     assert row["metadata"]["malformed"] == problem
     assert (row["agent_id"], row["user_id"], row["user_source"]) == (
         "learning-agent",
-        "U-P1",
+        "U-2041-P1",
         "token",
     )
     assert row["token_id"] == tokens.ids[0]
@@ -99,7 +99,7 @@ async def test_operators_read_token_source_call_and_snapshot_on_each_entry(
     toolplane: RunningToolPlane, tokens: AgentTokens
 ) -> None:
     async with toolplane.mcp(tokens.learning_parent, {"X-Request-Id": "REQ-listed"}) as client:
-        result = await client.call_tool("learner.get_profile", {"learner_id": "L-1"})
+        result = await client.call_tool("learner.get_profile", {"learner_id": "L-2041-1"})
     assert not result.is_error
     await toolplane.plane.audit.flush()
     listed = await toolplane.admin_stub().ListAuditEntries(

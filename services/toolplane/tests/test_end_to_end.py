@@ -24,28 +24,36 @@ async def test_a_parent_reads_their_childs_learning_state(
     toolplane: RunningToolPlane, tokens: AgentTokens, audit_rows: Any
 ) -> None:
     async with toolplane.mcp(tokens.learning_parent, {"X-Request-Id": "REQ-e2e-state"}) as client:
-        result = await client.call_tool("nemo12.get_learner_learning_state", {"learner_id": "L-1"})
+        result = await client.call_tool(
+            "nemo12.get_learner_learning_state", {"learner_id": "L-2041-1"}
+        )
     assert not result.is_error, result.structured_content
     state = result.structured_content
     assert state["view"] == "learning_state"
     assert state["learner_ref"].startswith("nemo_")
     assert state["profile"]["grade"] == 8
     text = json.dumps(state, ensure_ascii=False)
-    assert "L-1" not in text.replace("L-10", "")
+    assert "L-2041-1" not in text.replace("L-2041-10", "")
     assert "birth" not in text
     assert "Nguyễn" not in text
     assert json.loads(result_text(result)) == state
     [row] = await audit_rows(request_id="REQ-e2e-state")
-    assert (row["decision"], row["status"], row["resource"]) == ("allow", "success", "learner:L-1")
+    assert (row["decision"], row["status"], row["resource"]) == (
+        "allow",
+        "success",
+        "learner:L-2041-1",
+    )
     assert (row["agent_id"], row["user_id"], row["tool_id"]) == (
         "learning-agent",
-        "U-P1",
+        "U-2041-P1",
         "nemo12.get_learner_learning_state:v1",
     )
     assert row["error_code"] is None
 
 
-@pytest.mark.parametrize("learner_id", ["L-2", "L-404"], ids=["other family", "nonexistent"])
+@pytest.mark.parametrize(
+    "learner_id", ["L-2041-2", "L-2041-404"], ids=["other family", "nonexistent"]
+)
 async def test_a_learner_out_of_reach_or_missing_is_the_same_authorization_error(
     toolplane: RunningToolPlane, tokens: AgentTokens, audit_rows: Any, learner_id: str
 ) -> None:
@@ -111,12 +119,14 @@ async def test_update_profile_is_denied_by_policy_and_never_executed(
     executions = "nemo.toolplane.tool.executions"
     updates_before = counter(metric_reader, executions, **{"nemo.tool.id": UPDATE})
     reads_before = counter(metric_reader, executions, **{"nemo.tool.id": "learner.get_profile:v1"})
-    grade_before = await owner.fetchval("SELECT grade FROM learning.learners WHERE id = 'L-1'")
+    grade_before = await owner.fetchval("SELECT grade FROM learning.learners WHERE id = 'L-2041-1'")
     headers = {"X-Request-Id": "REQ-e2e-update"}
     async with toolplane.mcp(tokens.learning_parent, headers) as client:
         listed = [tool.name for tool in (await client.list_tools()).tools]
-        result = await client.call_tool("learner.update_profile", {"learner_id": "L-1", "grade": 9})
-        control = await client.call_tool("learner.get_profile", {"learner_id": "L-1"})
+        result = await client.call_tool(
+            "learner.update_profile", {"learner_id": "L-2041-1", "grade": 9}
+        )
+        control = await client.call_tool("learner.get_profile", {"learner_id": "L-2041-1"})
     assert "learner.update_profile" in listed  # the write grant lets the agent see it
     assert _envelope_code(result) == "POLICY_DENIED"
     assert error_envelope(result)["error"]["details"] == {
@@ -128,7 +138,8 @@ async def test_update_profile_is_denied_by_policy_and_never_executed(
     reads = counter(metric_reader, executions, **{"nemo.tool.id": "learner.get_profile:v1"})
     assert reads == reads_before + 1
     assert (
-        await owner.fetchval("SELECT grade FROM learning.learners WHERE id = 'L-1'") == grade_before
+        await owner.fetchval("SELECT grade FROM learning.learners WHERE id = 'L-2041-1'")
+        == grade_before
     )
     rows = {row["tool_id"]: row for row in await audit_rows(request_id="REQ-e2e-update")}
     assert set(rows) == {"learner.update_profile:v1", "learner.get_profile:v1"}

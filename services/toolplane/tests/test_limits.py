@@ -101,7 +101,7 @@ async def test_an_unreachable_context_service_is_a_retryable_dependency_error(
     )
     headers = {"X-Request-Id": "REQ-context-down"}
     async with plane.mcp(tokens.learning_parent, headers) as client:
-        result = await client.call_tool("learner.get_profile", {"learner_id": "L-1"})
+        result = await client.call_tool("learner.get_profile", {"learner_id": "L-2041-1"})
         docs = await client.call_tool("docs.search_docs", {"query": "audit"})
     error = error_envelope(result)["error"]
     assert (error["code"], error["retryable"]) == ("DEPENDENCY_ERROR", True)

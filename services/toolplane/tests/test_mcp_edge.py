@@ -335,13 +335,13 @@ async def test_listed_tools_carry_schemas_annotations_and_the_versioned_id(
 async def test_the_user_header_is_ignored_for_a_bound_token_and_used_for_an_unbound_one(
     toolplane: RunningToolPlane, tokens: AgentTokens, audit_rows: Any
 ) -> None:
-    headers = {"X-Nemo12-User-Id": "U-P2", "X-Nemo12-Session-Id": "S-user-header-test"}
+    headers = {"X-Nemo12-User-Id": "U-2041-P2", "X-Nemo12-Session-Id": "S-user-header-test"}
     async with toolplane.mcp(tokens.learning_parent, headers) as client:
         await client.call_tool("docs.search_docs", {"query": "audit"})
     async with toolplane.mcp(tokens.learning_unbound, headers) as client:
         await client.call_tool("docs.search_docs", {"query": "audit"})
     rows = await audit_rows(session_id="S-user-header-test")
-    assert [row["user_id"] for row in rows] == ["U-P1", "U-P2"]
+    assert [row["user_id"] for row in rows] == ["U-2041-P1", "U-2041-P2"]
 
 
 async def test_session_ids_come_from_headers_or_are_assigned(
@@ -423,7 +423,7 @@ async def test_a_user_header_no_user_key_can_be_is_an_authorization_error(
     request_id = f"REQ-odd-user-{user_id.encode().hex()}"
     headers = {"X-Nemo12-User-Id": user_id, "X-Request-Id": request_id}
     async with toolplane.mcp(tokens.learning_unbound, headers) as client:
-        result = await client.call_tool("learner.get_profile", {"learner_id": "L-1"})
+        result = await client.call_tool("learner.get_profile", {"learner_id": "L-2041-1"})
     assert result.is_error
     assert error_envelope(result)["error"]["code"] == "AUTHORIZATION_ERROR"
     [row] = await audit_rows(request_id=request_id)

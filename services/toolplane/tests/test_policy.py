@@ -119,10 +119,11 @@ CASES = [
     Case("deny policy listing the agent", READ, (grant("learner.*"),), denied_by("deny-two"),
          (Policy("deny-two", Effect.DENY, agent_scope="research-agent, learning-agent"),)),
     Case("deny by resource scope, matching learner", READ, (grant("learner.*"),),
-         denied_by("deny-l2"), (Policy("deny-l2", Effect.DENY, resource_scope="learner:L-2"),),
-         resource="learner:L-2"),
+         denied_by("deny-l2"), (Policy("deny-l2", Effect.DENY, resource_scope="learner:L-2041-2"),),
+         resource="learner:L-2041-2"),
     Case("deny by resource scope, other learner", READ, (grant("learner.*"),), ALLOW,
-         (Policy("deny-l2", Effect.DENY, resource_scope="learner:L-2"),), resource="learner:L-1"),
+         (Policy("deny-l2", Effect.DENY, resource_scope="learner:L-2041-2"),),
+         resource="learner:L-2041-1"),
     Case("a resource glob does not match a call about no resource", READ, (grant("learner.*"),),
          ALLOW, (Policy("deny-learners", Effect.DENY, resource_scope="learner:*"),)),
     Case("deny by versioned tool id", READ, (grant("learner.*"),), denied_by("deny-v1"),
@@ -212,7 +213,7 @@ def test_a_broken_policy_is_reported_in_the_log(caplog: pytest.LogCaptureFixture
 
 
 def test_the_verdict_keeps_the_grants_that_passed_for_resource_authorization() -> None:
-    family = grant("learner.get_profile", scope="family:F-1")
+    family = grant("learner.get_profile", scope="family:F-2041-1")
     other_env = grant("learner.*", env="production", scope="*")
     verdict = evaluate(
         Request("learning-agent", READ, (family, other_env, grant("coral.*")), (), "development")

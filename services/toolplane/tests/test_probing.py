@@ -26,7 +26,7 @@ UNGRANTED = sorted(
     - {"coral.search_knowledge", "coral.get_knowledge_node", "docs.search_docs", "docs.get_doc"}
 )
 #: Arguments of every shape: none, valid-looking, invalid, not even an object's worth of sense.
-ARGUMENTS: list[dict[str, Any]] = [{}, {"learner_id": "L-1"}, {"zz": 1}, {"query": "x" * 5000}]
+ARGUMENTS: list[dict[str, Any]] = [{}, {"learner_id": "L-2041-1"}, {"zz": 1}, {"query": "x" * 5000}]
 
 
 def _unknown_name(name: str) -> str:
@@ -85,10 +85,14 @@ async def personal_metadata(owner: asyncpg.Connection) -> AsyncIterator[str]:
     """An application whose metadata an operator filled with people's keys and contacts."""
     metadata = {
         "url": "https://status.example",
-        "owner_user_id": "U-S1",
-        "on_call": {"users": ["U-A1", "U-S1"], "rotation": "weekly", "Email": "oncall@x.vn"},
-        "history": [{"changed_by_user": "U-P1", "status": "active"}],
-        "last_status_change": {"status": "active", "user_id": "U-S1", "reason": "back"},
+        "owner_user_id": "U-2041-S1",
+        "on_call": {
+            "users": ["U-2041-A1", "U-2041-S1"],
+            "rotation": "weekly",
+            "Email": "oncall@x.vn",
+        },
+        "history": [{"changed_by_user": "U-2041-P1", "status": "active"}],
+        "last_status_change": {"status": "active", "user_id": "U-2041-S1", "reason": "back"},
     }
     await owner.execute(
         "INSERT INTO toolplane.applications (id, name, domain, repository, repository_path, "

@@ -122,7 +122,9 @@ RULES = AgentRules(grants=(Grant("test.*", "user", "*", Mode.READ),), policies=(
 
 
 def principal(request_id: str) -> Principal:
-    return Principal("learning-agent", "S-router", "U-P1", request_id, user_source=UserSource.TOKEN)
+    return Principal(
+        "learning-agent", "S-router", "U-2041-P1", request_id, user_source=UserSource.TOKEN
+    )
 
 
 async def test_a_result_naming_the_learner_is_blocked(
@@ -132,12 +134,16 @@ async def test_a_result_naming_the_learner_is_blocked(
 ) -> None:
     router, audit = router_parts
     outcome = await router.call(
-        principal("REQ-router-leak"), RULES, "test.leaky", {"learner_id": "L-1"}, transport="mcp"
+        principal("REQ-router-leak"),
+        RULES,
+        "test.leaky",
+        {"learner_id": "L-2041-1"},
+        transport="mcp",
     )
     assert outcome.output is None
     assert outcome.error is not None
     assert outcome.error.code == "INTERNAL_ERROR"
-    assert "L-1" not in str(outcome.error.envelope())
+    assert "L-2041-1" not in str(outcome.error.envelope())
     assert any("naming the learner" in r.getMessage() for r in caplog.records)
     await audit.flush()
     row = await owner.fetchrow(
@@ -155,7 +161,7 @@ async def test_an_unexpected_failure_keeps_its_detail_in_the_log(
         principal("REQ-router-broken"),
         RULES,
         "test.broken",
-        {"learner_id": "L-1"},
+        {"learner_id": "L-2041-1"},
         transport="grpc",
     )
     assert outcome.error is not None
@@ -171,10 +177,10 @@ async def test_an_unexpected_failure_keeps_its_detail_in_the_log(
 
 
 def test_the_learner_id_is_matched_as_a_whole_token() -> None:
-    assert _mentions('{"note": "about L-1"}', "L-1")
-    assert not _mentions('{"note": "about L-10"}', "L-1")
-    assert not _mentions('{"ref": "XL-1"}', "L-1")
-    assert _mentions("(L-1)", "L-1")
+    assert _mentions('{"note": "about L-2041-1"}', "L-2041-1")
+    assert not _mentions('{"note": "about L-2041-10"}', "L-2041-1")
+    assert not _mentions('{"ref": "XL-1"}', "L-2041-1")
+    assert _mentions("(L-2041-1)", "L-2041-1")
 
 
 async def test_a_cancelled_call_still_leaves_its_audit_row(
@@ -186,7 +192,7 @@ async def test_a_cancelled_call_still_leaves_its_audit_row(
             principal("REQ-router-cancelled"),
             RULES,
             "test.stuck",
-            {"learner_id": "L-1"},
+            {"learner_id": "L-2041-1"},
             transport="grpc",
         )
     )
@@ -206,7 +212,7 @@ async def test_a_cancelled_call_still_leaves_its_audit_row(
 def test_unknown_tool_names_are_audited_only_when_they_look_like_names() -> None:
     assert audit_name("learner.get_profil") == "learner.get_profil"
     assert audit_name("learner.get_profile:v9") == "learner.get_profile:v9"
-    for odd in ("x" * 129, "le\u0430rner.get_profile", "L-1 is Nguyễn", "a b"):
+    for odd in ("x" * 129, "le\u0430rner.get_profile", "L-2041-1 is Nguyễn", "a b"):
         audited = audit_name(odd)
         assert audited.startswith("invalid:")
         assert len(audited) == len("invalid:") + 16
@@ -243,7 +249,7 @@ async def test_listings_show_exactly_the_versions_the_grants_reach(
             principal(f"REQ-router-list-{tool.name}"),
             rules,
             tool.name,
-            {"learner_id": "L-1"},
+            {"learner_id": "L-2041-1"},
             transport="grpc",
         )
         assert outcome.tool is tool.tool
@@ -262,7 +268,7 @@ async def test_an_approval_request_shows_the_learner_the_call_is_about(
         principal("REQ-router-approval"),
         rules,
         "test.write",
-        {"learner_id": "L-1"},
+        {"learner_id": "L-2041-1"},
         transport="mcp",
     )
     assert outcome.error is not None
@@ -273,6 +279,9 @@ async def test_an_approval_request_shows_the_learner_the_call_is_about(
             "SELECT resource, arguments_json FROM toolplane.approvals WHERE id = $1", approval_id
         )
         assert row is not None
-        assert dict(row) == {"resource": "learner:L-1", "arguments_json": '{"learner_id":"L-1"}'}
+        assert dict(row) == {
+            "resource": "learner:L-2041-1",
+            "arguments_json": '{"learner_id":"L-2041-1"}',
+        }
     finally:
         await owner.execute("DELETE FROM toolplane.approvals WHERE id = $1", approval_id)

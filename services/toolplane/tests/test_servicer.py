@@ -127,7 +127,7 @@ async def test_call_tool_requires_a_deadline(
     # It may call the context service, which must not hold the call forever.
     request = pb.CallToolRequest(
         tool="learner.get_profile",
-        arguments=arguments({"learner_id": "L-1"}),
+        arguments=arguments({"learner_id": "L-2041-1"}),
         request_id="REQ-grpc-no-deadline",
     )
     with pytest.raises(grpc.aio.AioRpcError) as refused:

@@ -40,7 +40,7 @@ async def test_every_learner_tool_returns_its_view(
     results = {}
     async with toolplane.mcp(tokens.learning_parent) as client:
         for tool in VIEWS:
-            results[tool] = await client.call_tool(tool, {"learner_id": "L-1"})
+            results[tool] = await client.call_tool(tool, {"learner_id": "L-2041-1"})
     refs = set()
     for tool, (view, slice_name) in VIEWS.items():
         result = results[tool]
@@ -50,7 +50,7 @@ async def test_every_learner_tool_returns_its_view(
         assert content[slice_name], (tool, slice_name)
         refs.add(content["learner_ref"])
         text = json.dumps(content, ensure_ascii=False)
-        assert "L-1" not in text.replace("L-10", ""), tool
+        assert "L-2041-1" not in text.replace("L-2041-10", ""), tool
     assert len(refs) == 1  # one stable pseudonym across views
     profile = results["learner.get_profile"].structured_content["profile"]
     assert profile["grade"] == 8
@@ -66,7 +66,7 @@ async def test_the_audit_row_of_a_learner_read_leads_to_exactly_what_the_agent_s
     for tool in VIEWS:
         headers = {"X-Request-Id": f"REQ-seen-{tool}"}
         async with toolplane.mcp(tokens.learning_parent, headers) as client:
-            results[tool] = await client.call_tool(tool, {"learner_id": "L-3"})
+            results[tool] = await client.call_tool(tool, {"learner_id": "L-2041-3"})
     registry = build_registry()
     channel = create_channel(
         context_address, toolplane.settings, token=SecretStr(CONTEXT_AUDIT_TOKEN)
@@ -77,7 +77,7 @@ async def test_the_audit_row_of_a_learner_read_leads_to_exactly_what_the_agent_s
         for tool, result in results.items():
             assert not result.is_error, result.structured_content
             [row] = await audit_rows(request_id=f"REQ-seen-{tool}")
-            assert row["resource"] == "learner:L-3"
+            assert row["resource"] == "learner:L-2041-3"
             # The auditor needs nothing but the row: its input_ref, read back and verified.
             snapshot = await audit.GetSnapshot(
                 context_pb.GetSnapshotRequest(input_ref=row["input_ref"]), timeout=10
@@ -94,13 +94,13 @@ async def test_the_audit_row_of_a_learner_read_leads_to_exactly_what_the_agent_s
 
 @pytest.fixture
 async def mentor_token(owner: asyncpg.Connection) -> AsyncIterator[str]:
-    issued = await issue_token(owner, "learning-agent", user_id="U-M1", label="tests")
+    issued = await issue_token(owner, "learning-agent", user_id="U-2041-M1", label="tests")
     yield issued.token
     await revoke_token(owner, issued.token_id)
 
 
 @pytest.mark.parametrize(
-    ("learner_id", "allowed"), [("L-1", True), ("L-3", False), ("L-10", False)]
+    ("learner_id", "allowed"), [("L-2041-1", True), ("L-2041-3", False), ("L-2041-10", False)]
 )
 async def test_a_mentor_reaches_only_assigned_learners(
     toolplane: RunningToolPlane, mentor_token: str, learner_id: str, allowed: bool
@@ -117,7 +117,7 @@ async def test_without_a_user_no_learner_is_within_reach(
     toolplane: RunningToolPlane, tokens: AgentTokens
 ) -> None:
     async with toolplane.mcp(tokens.learning_unbound) as client:
-        result = await client.call_tool("learner.get_profile", {"learner_id": "L-1"})
+        result = await client.call_tool("learner.get_profile", {"learner_id": "L-2041-1"})
     assert error_envelope(result)["error"]["code"] == "AUTHORIZATION_ERROR"
 
 

@@ -4,8 +4,8 @@ Learner-keyed tables carry row-level security that shows a transaction only the 
 to it (``nemo.learner_ids``). :func:`learner_transaction` is the one way to bind them::
 
     pool = await create_pool(settings.database_url)
-    async with learner_transaction(pool, ["L-1"], readonly=True) as conn:
-        rows = await conn.fetch("SELECT node_id, mastery FROM learning.mastery")  # L-1 only
+    async with learner_transaction(pool, ["L-2041-1"], readonly=True) as conn:
+        rows = await conn.fetch("SELECT node_id, mastery FROM learning.mastery")  # L-2041-1 only
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from opentelemetry.instrumentation.utils import suppress_instrumentation
 __all__ = [
     "LEARNER_IDS_SETTING",
     "Connection",
+    "NestedLearnerTransactionError",
     "Pool",
     "connect",
     "create_pool",
@@ -37,6 +38,7 @@ __all__ = [
 
 #: Transaction-local setting read by the row-level security policies of the learning schema.
 LEARNER_IDS_SETTING = "nemo.learner_ids"
+_RESET_BINDING = f"RESET {LEARNER_IDS_SETTING}"
 
 Connection: TypeAlias = "asyncpg.Connection[asyncpg.Record] | PoolConnectionProxy[asyncpg.Record]"
 Pool: TypeAlias = "asyncpg.Pool[asyncpg.Record]"
@@ -96,10 +98,17 @@ async def connect(dsn: str, *, connect_timeout: float = 10.0) -> asyncpg.Connect
     return conn
 
 
-async def _skip_session_reset(conn: asyncpg.Connection[asyncpg.Record]) -> None:
-    """Pool release hook: asyncpg still rolls back an open transaction first; the session reset
-    query it would run next (RESET ALL, UNLISTEN, advisory unlocks) is a wasted round trip,
-    because services bind settings per transaction only and take no session locks."""
+async def _reset_learner_binding(conn: asyncpg.Connection[asyncpg.Record]) -> None:
+    """Pool release hook: the learner binding never reaches the next user of a connection.
+
+    asyncpg rolls back an open transaction first. Bindings are transaction-local, but a
+    session-level ``set_config(..., false)`` or ``SET`` would outlive the transaction and show its
+    learners to whatever runs next on the connection, so the setting is reset on every release.
+    asyncpg's own reset query (RESET ALL, UNLISTEN, advisory unlocks) would cost the same round
+    trip for state the services never create.
+    """
+    with suppress_instrumentation():
+        await conn.execute(_RESET_BINDING)
 
 
 async def create_pool(
@@ -122,8 +131,16 @@ async def create_pool(
         command_timeout=command_timeout,
         timeout=connect_timeout,
         init=init_connection,
-        reset=_skip_session_reset,
+        reset=_reset_learner_binding,
     )
+
+
+class NestedLearnerTransactionError(RuntimeError):
+    """A learner transaction was opened on a connection that is already in a transaction.
+
+    Inside one transaction a second binding would silently replace the first for the rest of the
+    outer transaction (a savepoint does not undo ``set_config``), so nesting is refused.
+    """
 
 
 def _learner_ids_value(learner_ids: Collection[str]) -> str:
@@ -147,9 +164,11 @@ async def learner_transaction(
     """Open a transaction in which row-level security shows only ``learner_ids``' rows.
 
     ``source`` is a pool (a connection is acquired for the transaction and released after it)
-    or a connection that is not already in a transaction. The binding is transaction-local, so
-    it ends with the transaction and never leaks to the next user of a pooled connection. An
-    empty collection binds nothing: learner-keyed tables then return no rows.
+    or a connection that is not already in a transaction: a connection in one (another learner
+    transaction included) raises :class:`NestedLearnerTransactionError`. The binding is
+    transaction-local, so it ends with the transaction, and the pool resets it on release in
+    case anything set it for the session. An empty collection binds nothing: learner-keyed
+    tables then return no rows.
 
     Only the statements run inside are traced: BEGIN, the binding and COMMIT would add three
     spans to every read that tell a trace reader nothing the enclosing span does not.
@@ -159,6 +178,10 @@ async def learner_transaction(
         async with source.acquire() as conn, _BoundTransaction(conn, value, readonly=readonly):
             yield conn
         return
+    if source.is_in_transaction():
+        raise NestedLearnerTransactionError(
+            "learner_transaction on a connection that is already in a transaction"
+        )
     async with _BoundTransaction(source, value, readonly=readonly):
         yield source
 

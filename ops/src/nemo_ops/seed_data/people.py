@@ -1,11 +1,18 @@
 """Users, families, learners and who may reach whom.
 
-- F-1: parent U-P1 (owner), U-P4 (guardian), grandfather U-G1 (supporter); learners L-1
-  (grade 8, own account U-L1, an aunt U-G3 as guardian outside the family) and L-3 (grade 5).
-- F-2: parent U-P2 (owner); learner L-2 (grade 6), legal guardian U-G2 outside the family.
-- F-3: parent U-P3 (owner); learner L-10 (grade 11), an id that contains "L-1" as a prefix.
-- Mentors: U-M1 active on L-1 only, U-M2 inactive on L-2, U-M3 with no assignment.
-- Staff U-S1, admin U-A1.
+Keys carry the kind (L learner, F family, U user), the school's code (2041) and a serial, so
+none of them can be mistaken for ordinary text (see ``nemo_context.ids``).
+
+- F-2041-1: parent U-2041-P1 (owner), U-2041-P4 (guardian), grandfather U-2041-G1
+  (supporter); learners L-2041-1 (grade 8, own account U-2041-L1, an aunt U-2041-G3 as guardian
+  outside the family) and L-2041-3 (grade 5).
+- F-2041-2: parent U-2041-P2 (owner); learner L-2041-2 (grade 6), legal guardian U-2041-G2
+  outside the family.
+- F-2041-3: parent U-2041-P3 (owner); learner L-2041-10 (grade 11), an id that contains
+  "L-2041-1" as a prefix.
+- Mentors: U-2041-M1 active on L-2041-1 only, U-2041-M2 inactive on L-2041-2, U-2041-M3 with no
+  assignment.
+- Staff U-2041-S1, admin U-2041-A1.
 """
 
 from __future__ import annotations
@@ -30,24 +37,52 @@ USERS = TableData(
     "learning.users",
     ("id",),
     (
-        _user("U-P1", "parent", "Nguyễn Thị Lan", "lan.nguyenthi.demo@example.com", "0912 345 678"),
-        _user("U-P2", "parent", "Trần Văn Hùng", "hung.tranvan.demo@example.com", "0903 221 457"),
-        _user("U-P3", "parent", "Lê Thị Mai", "mai.lethi.demo@example.com", "0938 660 112"),
         _user(
-            "U-P4", "parent", "Nguyễn Văn Dũng", "dung.nguyenvan.demo@example.com", "0977 104 386"
+            "U-2041-P1",
+            "parent",
+            "Nguyễn Thị Lan",
+            "lan.nguyenthi.demo@example.com",
+            "0912 345 678",
         ),
         _user(
-            "U-G1", "parent", "Nguyễn Văn Bình", "binh.nguyenvan.demo@example.com", "0243 856 201"
+            "U-2041-P2", "parent", "Trần Văn Hùng", "hung.tranvan.demo@example.com", "0903 221 457"
         ),
-        _user("U-G2", "parent", "Phạm Thị Hoa", "hoa.phamthi.demo@example.com", "0986 452 019"),
-        _user("U-G3", "parent", "Ngô Thị Thu", "thu.ngothi.demo@example.com", "0961 584 203"),
-        _user("U-M1", "mentor", "Đỗ Minh Khoa", "khoa.do.mentor@example.com", "0916 830 554"),
-        _user("U-M2", "mentor", "Vũ Thu Trang", "trang.vu.mentor@example.com", "0355 207 918"),
-        _user("U-M3", "mentor", "Hoàng Đức Anh", "anh.hoang.mentor@example.com", "0868 413 207"),
-        _user("U-S1", "staff", "Bùi Thanh Hương", "huong.bui.staff@example.com", "0909 118 326"),
-        _user("U-A1", "admin", "Đặng Quốc Việt", "viet.dang.admin@example.com", "0904 772 931"),
-        _user("U-L1", "learner", "Nguyễn Minh An", "minhan.nguyen.hs@example.com", "0981 246 135"),
-        _user("U-L10", "learner", "Lê Hoàng Nam", "hoangnam.le.hs@example.com", "0392 817 664"),
+        _user("U-2041-P3", "parent", "Lê Thị Mai", "mai.lethi.demo@example.com", "0938 660 112"),
+        _user(
+            "U-2041-P4",
+            "parent",
+            "Nguyễn Văn Dũng",
+            "dung.nguyenvan.demo@example.com",
+            "0977 104 386",
+        ),
+        _user(
+            "U-2041-G1",
+            "parent",
+            "Nguyễn Văn Bình",
+            "binh.nguyenvan.demo@example.com",
+            "0243 856 201",
+        ),
+        _user(
+            "U-2041-G2", "parent", "Phạm Thị Hoa", "hoa.phamthi.demo@example.com", "0986 452 019"
+        ),
+        _user("U-2041-G3", "parent", "Ngô Thị Thu", "thu.ngothi.demo@example.com", "0961 584 203"),
+        _user("U-2041-M1", "mentor", "Đỗ Minh Khoa", "khoa.do.mentor@example.com", "0916 830 554"),
+        _user("U-2041-M2", "mentor", "Vũ Thu Trang", "trang.vu.mentor@example.com", "0355 207 918"),
+        _user(
+            "U-2041-M3", "mentor", "Hoàng Đức Anh", "anh.hoang.mentor@example.com", "0868 413 207"
+        ),
+        _user(
+            "U-2041-S1", "staff", "Bùi Thanh Hương", "huong.bui.staff@example.com", "0909 118 326"
+        ),
+        _user(
+            "U-2041-A1", "admin", "Đặng Quốc Việt", "viet.dang.admin@example.com", "0904 772 931"
+        ),
+        _user(
+            "U-2041-L1", "learner", "Nguyễn Minh An", "minhan.nguyen.hs@example.com", "0981 246 135"
+        ),
+        _user(
+            "U-2041-L10", "learner", "Lê Hoàng Nam", "hoangnam.le.hs@example.com", "0392 817 664"
+        ),
     ),
 )
 
@@ -55,9 +90,9 @@ FAMILIES = TableData(
     "learning.families",
     ("id",),
     (
-        {"id": "F-1", "name": "Gia đình Nguyễn Văn Dũng", "created_at": at(days=-400)},
-        {"id": "F-2", "name": "Gia đình Trần Văn Hùng", "created_at": at(days=-380)},
-        {"id": "F-3", "name": "Gia đình Lê Thị Mai", "created_at": at(days=-300)},
+        {"id": "F-2041-1", "name": "Gia đình Nguyễn Văn Dũng", "created_at": at(days=-400)},
+        {"id": "F-2041-2", "name": "Gia đình Trần Văn Hùng", "created_at": at(days=-380)},
+        {"id": "F-2041-3", "name": "Gia đình Lê Thị Mai", "created_at": at(days=-300)},
     ),
 )
 
@@ -67,11 +102,11 @@ FAMILY_MEMBERS = TableData(
     tuple(
         {"family_id": family, "user_id": user, "relation": relation, "created_at": at(days=-400)}
         for family, user, relation in (
-            ("F-1", "U-P1", "owner"),
-            ("F-1", "U-P4", "guardian"),
-            ("F-1", "U-G1", "supporter"),
-            ("F-2", "U-P2", "owner"),
-            ("F-3", "U-P3", "owner"),
+            ("F-2041-1", "U-2041-P1", "owner"),
+            ("F-2041-1", "U-2041-P4", "guardian"),
+            ("F-2041-1", "U-2041-G1", "supporter"),
+            ("F-2041-2", "U-2041-P2", "owner"),
+            ("F-2041-3", "U-2041-P3", "owner"),
         )
     ),
 )
@@ -81,9 +116,9 @@ LEARNERS = TableData(
     ("id",),
     (
         {
-            "id": "L-1",
-            "family_id": "F-1",
-            "user_id": "U-L1",
+            "id": "L-2041-1",
+            "family_id": "F-2041-1",
+            "user_id": "U-2041-L1",
             "grade": 8,
             "display_name": "Nguyễn Minh An",
             "first_name": "An",
@@ -101,8 +136,8 @@ LEARNERS = TableData(
             "updated_at": at(days=-30),
         },
         {
-            "id": "L-2",
-            "family_id": "F-2",
+            "id": "L-2041-2",
+            "family_id": "F-2041-2",
             "user_id": None,
             "grade": 6,
             "display_name": "Trần Bảo Ngọc",
@@ -121,8 +156,8 @@ LEARNERS = TableData(
             "updated_at": at(days=-60),
         },
         {
-            "id": "L-3",
-            "family_id": "F-1",
+            "id": "L-2041-3",
+            "family_id": "F-2041-1",
             "user_id": None,
             "grade": 5,
             "display_name": "Nguyễn Gia Huy",
@@ -141,9 +176,9 @@ LEARNERS = TableData(
             "updated_at": at(days=-45),
         },
         {
-            "id": "L-10",
-            "family_id": "F-3",
-            "user_id": "U-L10",
+            "id": "L-2041-10",
+            "family_id": "F-2041-3",
+            "user_id": "U-2041-L10",
             "grade": 11,
             "display_name": "Lê Hoàng Nam",
             "first_name": "Nam",
@@ -169,8 +204,8 @@ GUARDIANS = TableData(
     tuple(
         {"learner_id": learner, "user_id": user, "kind": kind, "created_at": at(days=-200)}
         for learner, user, kind in (
-            ("L-1", "U-G3", "relative"),
-            ("L-2", "U-G2", "legal_guardian"),
+            ("L-2041-1", "U-2041-G3", "relative"),
+            ("L-2041-2", "U-2041-G2", "legal_guardian"),
         )
     ),
 )
@@ -180,15 +215,15 @@ MENTOR_ASSIGNMENTS = TableData(
     ("mentor_user_id", "learner_id"),
     (
         {
-            "mentor_user_id": "U-M1",
-            "learner_id": "L-1",
+            "mentor_user_id": "U-2041-M1",
+            "learner_id": "L-2041-1",
             "status": "active",
             "assigned_at": at(days=-90),
             "ended_at": None,
         },
         {
-            "mentor_user_id": "U-M2",
-            "learner_id": "L-2",
+            "mentor_user_id": "U-2041-M2",
+            "learner_id": "L-2041-2",
             "status": "inactive",
             "assigned_at": at(days=-240),
             "ended_at": at(days=-120),

@@ -8,8 +8,8 @@ Knowing a learner id is not permission. A grant's resource scope decides:
 | --- | --- |
 | ``*`` | every learner (internal aggregate and research agents) |
 | ``user`` | learners the user the agent acts for may reach (:data:`USER_SCOPE_CHAIN`, in order) |
-| ``learner:L-1,learner:L-2`` | the listed learners |
-| ``family:F-1`` | every learner of the listed families |
+| ``learner:L-2041-1,learner:L-2041-2`` | the listed learners |
+| ``family:F-2041-1`` | every learner of the listed families |
 
 ``learner:`` and ``family:`` entries may be mixed in one comma-separated list. A mentor reaches only
 learners with an *active* assignment: agents acting for mentors are a new surface, opened narrowly.

@@ -6,6 +6,7 @@ from nemo.context.v1 import context_service_pb2, context_service_pb2_grpc
 from nemo_context.acl import ACL
 from nemo_context.builder import ContextBuilder
 from nemo_context.conversation.builder import ConversationBuilder, ConversationSettings
+from nemo_context.gate.text import prepare as prepare_gate
 from nemo_context.pseudonym import pseudonymizer_from_settings
 from nemo_context.repository import PostgresLearnerRepository
 from nemo_context.servicer import ContextServicer
@@ -23,6 +24,7 @@ async def build(settings: ContextSettings) -> ServiceSetup:
         settings.database_url.get_secret_value(), max_size=settings.database_pool_size
     )
     snapshots = create_snapshot_store(settings, pool)
+    prepare_gate()
     # One pseudonymizer for both builders: in development its key is random per process.
     pseudonymizer = pseudonymizer_from_settings(settings)
     builder = ContextBuilder(PostgresLearnerRepository(pool), pseudonymizer)

@@ -28,7 +28,15 @@ from nemo_context.access import (
     out_of_reach,
 )
 from nemo_context.acl import check_purpose_caller
-from nemo_context.gate import Gated, find_forbidden_name, gate, leak_blocked, record_block
+from nemo_context.gate import (
+    Gated,
+    LeakFinding,
+    find_forbidden_name,
+    forbidden_names_in,
+    gate,
+    leak_blocked,
+    record_block,
+)
 from nemo_context.ids import check_learner_id
 from nemo_context.pseudonym import Pseudonymizer
 from nemo_context.purposes import (
@@ -41,7 +49,7 @@ from nemo_context.purposes import (
 )
 from nemo_context.render import render_bundle
 from nemo_context.repository import LearnerRecord, LearnerRepository
-from nemo_context.snapshots import SnapshotStore, persist_snapshot
+from nemo_context.snapshots import SnapshotStore, with_snapshot
 from nemo_core.db import Connection
 from nemo_core.errors import ServiceError
 
@@ -164,13 +172,7 @@ async def build_context(
     bundle = await builder.build(
         request.learner_id, purpose, request.locale, as_of=as_of, reach=reach
     )
-    if not request.persist:
-        return bundle
-    returned = bundle.message
-    stored = await persist_snapshot(snapshots, returned.learner_ref, returned)
-    if stored is None:
-        return bundle
-    return bundle.with_text(input_ref=stored.input_ref, snapshot_sha256=stored.sha256)
+    return await with_snapshot(snapshots, bundle) if request.persist else bundle
 
 
 def evaluated_at(request: context_service_pb2.BuildContextRequest) -> datetime | None:
@@ -187,20 +189,29 @@ def evaluated_at(request: context_service_pb2.BuildContextRequest) -> datetime |
         ) from None
 
 
+_NOT_COLUMNS: Final = frozenset({"linked_ids", "columns"})
+"""Fields of a record that hold no column value."""
+
+
 def _refuse_identifier_columns(record: LearnerRecord) -> None:
-    """Fail the build when the repository returned a column with a forbidden name.
+    """Fail the build when the repository returned a column with a forbidden name, at the top
+    of the row (``l.id AS learner_id``) or inside its JSON.
 
     The builder copies only the columns it knows, so such a column would be dropped, not leaked;
     but a query that selects it is broken, and failing loudly is what gets it fixed.
     """
-    columns = {name: value for name, value in vars(record).items() if name != "linked_ids"}
-    # node_titles is keyed by knowledge node ids, which are data, not field names: a topic such
-    # as "it-10-photo-editing" must not read as a photo field.
-    columns["models"] = {
-        kind: {**row, "node_titles": list((row.get("node_titles") or {}).values())}
-        for kind, row in record.models.items()
-    }
-    finding = find_forbidden_name(columns)
+    finding: LeakFinding | None = None
+    if forbidden_names_in(record.columns):
+        finding = LeakFinding("field_name", "row")
+    else:
+        columns = {name: value for name, value in vars(record).items() if name not in _NOT_COLUMNS}
+        # node_titles is keyed by knowledge node ids, which are data, not field names: a topic
+        # such as "it-10-photo-editing" must not read as a photo field.
+        columns["models"] = {
+            kind: {**row, "node_titles": list((row.get("node_titles") or {}).values())}
+            for kind, row in record.models.items()
+        }
+        finding = find_forbidden_name(columns)
     if finding is not None:
         record_block(finding)
         raise leak_blocked()

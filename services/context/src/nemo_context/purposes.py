@@ -69,6 +69,23 @@ class Slice(StrEnum):
     """Knowledge nodes retrieved for the current message (curriculum, not learner data)."""
 
 
+CONVERSATION_SLICES: Final = frozenset(
+    {
+        Slice.PROFILE,
+        Slice.AGE,
+        Slice.CONVERSATION_HISTORY,
+        Slice.CONVERSATION_SUMMARY,
+        Slice.CONVERSATION_STATE,
+        Slice.KNOWLEDGE,
+    }
+)
+"""What a conversation bundle can hold: a conversation purpose declares only these, and the
+conversation-only ones belong to conversation purposes alone."""
+
+TUTOR_CHAT: Final = "tutor_chat"
+"""The conversation purpose ``BuildConversationContext`` builds."""
+
+
 @dataclass(frozen=True)
 class Purpose:
     """One row of the purpose table."""
@@ -94,6 +111,11 @@ class Purpose:
                 raise ValueError(f"purpose {self.name}: {slice_} and its limit go together")
         if len(set(self.slices)) != len(self.slices):
             raise ValueError(f"purpose {self.name} declares a slice twice")
+        conversation_only = CONVERSATION_SLICES - {Slice.PROFILE, Slice.AGE}
+        if self.kind == CONVERSATION and not CONVERSATION_SLICES.issuperset(self.slices):
+            raise ValueError(f"conversation purpose {self.name} declares a slice it cannot hold")
+        if self.kind != CONVERSATION and not conversation_only.isdisjoint(self.slices):
+            raise ValueError(f"purpose {self.name} declares a conversation slice")
 
     def declares(self, slice_: Slice) -> bool:
         """Whether the purpose may read ``slice_``."""
@@ -160,7 +182,7 @@ PURPOSES: Final = _table(
         ),
         # Conversations: the gateway builds a chat turn from a conversation bundle.
         Purpose(
-            "tutor_chat",
+            TUTOR_CHAT,
             CONVERSATION,
             (
                 Slice.PROFILE,

@@ -197,6 +197,9 @@ class LearnerRecord:
     evidence_activity: JsonObject | None = None
     models: Mapping[str, JsonObject] = field(default_factory=dict)
     """Latest computed model per kind: version, engine_version, computed_at, model, node_titles."""
+    columns: tuple[str, ...] = ()
+    """Every column the statement returned, including any the builder does not copy: a column
+    with a forbidden name fails the build instead of being dropped unseen."""
 
 
 #: Runs first in the transaction that reads the learner, on its connection; raising refuses the
@@ -260,14 +263,17 @@ def _record(row: asyncpg.Record) -> LearnerRecord:
         node_measures=row.get("node_measures") or (),
         evidence_activity=row.get("evidence_activity"),
         models=models,
+        columns=tuple(row.keys()),
     )
 
 
 class PostgresLearnerRepository:
     """:class:`LearnerRepository` over PostgreSQL as the ``nemo_context`` role."""
 
-    def __init__(self, pool: Pool) -> None:
+    def __init__(self, pool: Pool, *, statements: Callable[[Purpose], str] = statement_for) -> None:
         self._pool = pool
+        self._statements = statements
+        """The statement of each purpose (tests substitute a broken one)."""
 
     async def read(
         self, learner_id: str, purpose: Purpose, as_of: datetime, *, check: ReadCheck | None = None
@@ -275,7 +281,7 @@ class PostgresLearnerRepository:
         async with learner_transaction(self._pool, [learner_id], readonly=True) as conn:
             if check is not None:
                 await check(conn)
-            row = await conn.fetchrow(statement_for(purpose), learner_id, as_of)
+            row = await conn.fetchrow(self._statements(purpose), learner_id, as_of)
         return None if row is None else _record(row)
 
 

@@ -12,7 +12,7 @@ from nemo.context.v1 import item_bank_pb2
 from nemo_context import knowledge
 from nemo_context.access import check_learner_access
 from nemo_context.builder import ContextBuilder, build_context
-from nemo_context.conversation.builder import ConversationBuilder
+from nemo_context.conversation.builder import ConversationBuilder, build_conversation_context
 from nemo_context.conversation.record import record_turn
 from nemo_context.item_bank import store_generated_items
 from nemo_context.purposes import purpose_table
@@ -54,7 +54,7 @@ class ContextServicer(pb_grpc.ContextServiceServicer):
     async def BuildConversationContext(
         self, request: pb.BuildConversationContextRequest, context: Context
     ) -> pb.BuildConversationContextResponse:
-        bundle = await self._conversations.build(request)
+        bundle = await build_conversation_context(self._conversations, self._snapshots, request)
         return pb.BuildConversationContextResponse(bundle=bundle.message)
 
     async def RecordTurn(

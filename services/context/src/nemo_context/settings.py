@@ -35,7 +35,7 @@ class ContextSettings(ServiceSettings):
     )
     pseudonym_key: SecretStr | None = Field(
         None,
-        description="Secret key of the learner pseudonym (learner_ref = nemo_ + 12 hex of "
+        description="Secret key of the learner pseudonym (learner_ref = nemo_ + 24 hex of "
         f"HMAC-SHA256), at least {MIN_PSEUDONYM_KEY_LENGTH} characters; keep it stable, or "
         "learner refs change. Required outside development; in development an unset key means "
         "a random key per process (refs then change on every restart, and a warning says so).",

@@ -17,8 +17,11 @@ from nemo_context.coalescing import Coalescer, Outcomes
 from nemo_core.db import Pool
 
 _INSERT_ROWS: Final = """
-    INSERT INTO learning.context_snapshots (input_ref, learner_ref, sha256, size_bytes, created_at)
-    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::integer[], $5::timestamptz[])
+    INSERT INTO learning.context_snapshots
+        (input_ref, learner_ref, sha256, size_bytes, created_at, kind)
+    SELECT * FROM unnest(
+        $1::text[], $2::text[], $3::text[], $4::integer[], $5::timestamptz[], $6::text[]
+    )
 """
 
 
@@ -31,6 +34,8 @@ class DigestRow:
     sha256: str
     size_bytes: int
     created_at: datetime
+    kind: str = "context"
+    """``context`` (a BuildContext bundle) or ``conversation`` (a conversation bundle)."""
 
 
 class DigestRecorder:
@@ -69,6 +74,7 @@ class DigestRecorder:
                 [row.sha256 for row in rows],
                 [row.size_bytes for row in rows],
                 [row.created_at for row in rows],
+                [row.kind for row in rows],
             )
 
     async def aclose(self) -> None:

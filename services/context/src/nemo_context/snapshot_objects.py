@@ -26,9 +26,9 @@ from nemo_context.coalescing import Coalescer, Outcomes
 
 SNAPSHOT_PREFIX = "ai-context/"
 
-#: Every snapshot key, and nothing else.
+#: Every snapshot key, and nothing else (refs of 24 hex digits, and of 12 from before they widened).
 KEY_PATTERN = re.compile(
-    r"^ai-context/(?P<day>\d{4}-\d{2}-\d{2})/nemo_[0-9a-f]{12}/"
+    r"^ai-context/(?P<day>\d{4}-\d{2}-\d{2})/nemo_(?:[0-9a-f]{24}|[0-9a-f]{12})/"
     r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.json\Z"
 )
 _DAY_PATTERN = re.compile(r"^\d{4}-\d{2}-\d{2}\Z")

@@ -10,10 +10,10 @@ from botocore.exceptions import BotoCoreError, ClientError
 from google.protobuf import json_format
 
 from nemo.context.v1 import context_service_pb2 as pb
-from nemo.context.v1 import learner_context_pb2
 from nemo_context.gate import Gated, gate
 from nemo_context.snapshot_objects import KEY_PATTERN
 from nemo_context.snapshots import (
+    CONVERSATION_KIND,
     SnapshotDigestMismatchError,
     SnapshotNotFoundError,
     SnapshotStore,
@@ -61,13 +61,16 @@ async def read_snapshot(store: SnapshotStore, input_ref: str) -> Gated[pb.GetSna
             SNAPSHOT_DIGEST_MISMATCH,
             "the stored snapshot does not match the digest recorded when it was written",
         ) from None
-    bundle = json_format.Parse(snapshot.canonical_json, learner_context_pb2.ContextBundle())
     response = pb.GetSnapshotResponse(
         input_ref=snapshot.input_ref,
         sha256=snapshot.sha256,
         canonical_json=snapshot.canonical_json,
-        bundle=bundle,
     )
+    # Parsed back as what it was written from: a conversation snapshot is no ContextBundle.
+    if snapshot.kind == CONVERSATION_KIND:
+        json_format.Parse(snapshot.canonical_json, response.conversation_bundle)
+    else:
+        json_format.Parse(snapshot.canonical_json, response.bundle)
     # The learner's id cannot be recovered from a pseudonym, so only field names are checked
     # here; the bytes are the ones that passed the full gate when the bundle was built.
     return gate(response, forbidden_values=())

@@ -20,14 +20,18 @@ import hmac
 import json
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Protocol
+from types import MappingProxyType
+from typing import Final, Protocol, TypeVar
 
 from google.protobuf.message import Message
 from opentelemetry import metrics
 
+from nemo.context.v1.conversation_pb2 import ConversationBundle
+from nemo.context.v1.learner_context_pb2 import ContextBundle
+from nemo_context.gate import Gated
 from nemo_context.proto_json import message_to_json_object
 from nemo_context.settings import ContextSettings
 from nemo_context.snapshot_digests import DigestRecorder, DigestRow
@@ -44,6 +48,9 @@ from nemo_core.deadlines import downstream_timeout
 from nemo_core.errors import ServiceError
 
 __all__ = [
+    "CONTEXT_KIND",
+    "CONVERSATION_KIND",
+    "SNAPSHOT_KINDS",
     "SnapshotDigestMismatchError",
     "SnapshotNotFoundError",
     "SnapshotStore",
@@ -54,6 +61,7 @@ __all__ = [
     "create_snapshot_store",
     "persist_snapshot",
     "snapshot_key",
+    "with_snapshot",
 ]
 
 logger = logging.getLogger(__name__)
@@ -64,6 +72,17 @@ _failures = metrics.get_meter("nemo.context").create_counter(
     description="Snapshot writes that failed or timed out; the bundle was returned without "
     "input_ref.",
 )
+
+
+CONTEXT_KIND: Final = "context"
+CONVERSATION_KIND: Final = "conversation"
+SNAPSHOT_KINDS: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        ContextBundle.DESCRIPTOR.full_name: CONTEXT_KIND,
+        ConversationBundle.DESCRIPTOR.full_name: CONVERSATION_KIND,
+    }
+)
+"""What each kind of snapshot holds (recorded with its digest): the bundle message type."""
 
 
 def canonical_json(message: Message) -> bytes:
@@ -99,6 +118,8 @@ class VerifiedSnapshot:
     input_ref: str
     sha256: str
     canonical_json: bytes
+    kind: str = CONTEXT_KIND
+    """What the snapshot holds (see :data:`SNAPSHOT_KINDS`)."""
 
 
 class SnapshotNotFoundError(LookupError):
@@ -112,8 +133,8 @@ class SnapshotDigestMismatchError(Exception):
 class SnapshotStore(Protocol):
     """Stores snapshots and reads them back verified."""
 
-    async def put(self, learner_ref: str, body: bytes) -> StoredSnapshot:
-        """Store ``body`` for ``learner_ref`` and record its digest."""
+    async def put(self, learner_ref: str, body: bytes, kind: str = CONTEXT_KIND) -> StoredSnapshot:
+        """Store ``body`` (a bundle of ``kind``) for ``learner_ref`` and record its digest."""
 
     async def get(self, input_ref: str) -> VerifiedSnapshot:
         """Read a snapshot back, verified against its recorded digest."""
@@ -139,7 +160,7 @@ class DigestedSnapshotStore:
         self._write_timeout = write_timeout_seconds
         self._clock = clock
 
-    async def put(self, learner_ref: str, body: bytes) -> StoredSnapshot:
+    async def put(self, learner_ref: str, body: bytes, kind: str = CONTEXT_KIND) -> StoredSnapshot:
         created_at = self._clock()
         stored = StoredSnapshot(
             input_ref=snapshot_key(learner_ref, created_at, uuid.uuid4()),
@@ -149,18 +170,20 @@ class DigestedSnapshotStore:
             # Object first: a digest row always points at an object that was fully written.
             await self.objects.put(stored.input_ref, body)
             await self._digests.record(
-                DigestRow(stored.input_ref, learner_ref, stored.sha256, len(body), created_at)
+                DigestRow(stored.input_ref, learner_ref, stored.sha256, len(body), created_at, kind)
             )
         return stored
 
     async def get(self, input_ref: str) -> VerifiedSnapshot:
         check_key(input_ref)
         async with self._pool.acquire() as conn:
-            recorded: str | None = await conn.fetchval(
-                "SELECT sha256 FROM learning.context_snapshots WHERE input_ref = $1", input_ref
+            row = await conn.fetchrow(
+                "SELECT sha256, kind FROM learning.context_snapshots WHERE input_ref = $1",
+                input_ref,
             )
-        if recorded is None:
+        if row is None:
             raise SnapshotNotFoundError(input_ref)
+        recorded: str = row["sha256"]
         try:
             body = await self.objects.get(input_ref)
         except ObjectNotFoundError:
@@ -168,7 +191,9 @@ class DigestedSnapshotStore:
         actual = hashlib.sha256(body).hexdigest()
         if not hmac.compare_digest(actual, recorded):
             raise SnapshotDigestMismatchError(input_ref)
-        return VerifiedSnapshot(input_ref=input_ref, sha256=actual, canonical_json=body)
+        return VerifiedSnapshot(
+            input_ref=input_ref, sha256=actual, canonical_json=body, kind=row["kind"]
+        )
 
     async def aclose(self) -> None:
         await self._digests.aclose()
@@ -221,7 +246,9 @@ async def persist_snapshot(
     try:
         # Never past the caller's deadline: a late snapshot must not cost the caller its bundle.
         async with asyncio.timeout(_time_left_for_snapshot()):
-            return await store.put(learner_ref, canonical_json(bundle))
+            return await store.put(
+                learner_ref, canonical_json(bundle), SNAPSHOT_KINDS[bundle.DESCRIPTOR.full_name]
+            )
     except Exception as error:
         # The error's text may carry the key, which names the pseudonym: only its type is logged.
         reason = "timeout" if isinstance(error, TimeoutError) else "error"
@@ -231,3 +258,20 @@ async def persist_snapshot(
         )
         _failures.add(1, {"reason": reason})
         return None
+
+
+_B = TypeVar("_B", ContextBundle, ConversationBundle)
+
+
+async def with_snapshot(store: SnapshotStore, bundle: Gated[_B]) -> Gated[_B]:
+    """``bundle`` with the ``input_ref`` and ``snapshot_sha256`` of its stored snapshot; as it
+    is when the snapshot could not be written (see :func:`persist_snapshot`).
+
+    The snapshot holds the gated bundle exactly as returned, minus those two fields, which name
+    the snapshot itself.
+    """
+    returned = bundle.message
+    stored = await persist_snapshot(store, returned.learner_ref, returned)
+    if stored is None:
+        return bundle
+    return bundle.with_text(input_ref=stored.input_ref, snapshot_sha256=stored.sha256)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+import dataclasses
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from pathlib import Path
+from types import MappingProxyType
 
 import asyncpg
 import grpc
@@ -12,6 +15,7 @@ from google.protobuf import json_format
 
 from nemo.context.v1 import context_service_pb2 as service_pb
 from nemo.context.v1 import conversation_pb2 as pb
+from nemo_context import purposes
 from nemo_context.conversation import store
 from nemo_context.conversation.budget import bundle_tokens
 from nemo_context.conversation.builder import (
@@ -23,15 +27,21 @@ from nemo_context.conversation.builder import (
     SESSION_NOT_FOUND,
     ConversationBuilder,
     ConversationSettings,
+    build_conversation_context,
 )
 from nemo_context.conversation.record import record_turn
-from nemo_context.conversation.redaction import FIELD_MASK, MASK, OMITTED
+from nemo_context.conversation.redaction import ENCODED_MASK, FIELD_MASK, ID_MASK, VALUE_MASK
 from nemo_context.gate import CONTEXT_LEAK_BLOCKED
 from nemo_context.pseudonym import Pseudonymizer
-from nemo_core.db import LEARNER_IDS_SETTING, Pool, init_connection, learner_transaction
+from nemo_context.purposes import Purpose, Slice
+from nemo_context.snapshot_objects import LocalDirectoryObjects
+from nemo_context.snapshot_reads import read_snapshot
+from nemo_context.snapshots import DigestedSnapshotStore
+from nemo_core.db import LEARNER_IDS_SETTING, Pool, connect, init_connection, learner_transaction
 from nemo_core.errors import ServiceError
 
 MakeSession = Callable[..., Awaitable[str]]
+CounterTotal = Callable[[str, Mapping[str, str]], int]
 PSEUDONYMS = Pseudonymizer(b"conversation-tests-key-0123456789abcdef")
 COMPLETED, PARTIAL, FAILED = (
     pb.MESSAGE_STATUS_COMPLETED,
@@ -106,7 +116,7 @@ def contents(bundle: pb.ConversationBundle) -> list[str]:
 async def test_second_turn_includes_the_first(
     context_pool: Pool, make_session: MakeSession
 ) -> None:
-    session = await make_session("L-1")
+    session = await make_session("L-2041-1")
     await record(context_pool, session, "T1", exchange("(a + b)² là gì ạ?", "a² + 2ab + b²."))
     bundle = await build(context_pool, session, "T2", "Vậy (a - b)² thì sao ạ?")
     assert contents(bundle) == ["(a + b)² là gì ạ?", "a² + 2ab + b²."]
@@ -154,7 +164,7 @@ async def test_cut_stream_and_failed_replies_are_not_context(context_pool: Pool)
 async def test_a_partial_reply_recorded_by_the_gateway_is_never_reused(
     context_pool: Pool, make_session: MakeSession
 ) -> None:
-    session = await make_session("L-1")
+    session = await make_session("L-2041-1")
     await record(context_pool, session, "T1", exchange("Câu một?", "Trả lời một."))
     await record(context_pool, session, "T2", exchange("Câu hai?", "Trả lời bị cắt giữa", PARTIAL))
     bundle = await build(context_pool, session, "T3")
@@ -163,7 +173,7 @@ async def test_a_partial_reply_recorded_by_the_gateway_is_never_reused(
 
 # Seed 004, scenario 3: the current turn's stored messages are not repeated as history.
 async def test_current_turn_is_excluded(context_pool: Pool, make_session: MakeSession) -> None:
-    session = await make_session("L-1")
+    session = await make_session("L-2041-1")
     await record(context_pool, session, "T1", exchange("Câu một?", "Trả lời một."))
     # The gateway stored the current question already (as the demo's pending T5 message is).
     await record(context_pool, session, "T2", [said(pb.MESSAGE_ROLE_USER, "Câu hai?")])
@@ -177,7 +187,7 @@ async def test_current_turn_is_excluded(context_pool: Pool, make_session: MakeSe
 async def test_long_conversation_keeps_the_window_and_the_summary(
     context_pool: Pool, make_session: MakeSession
 ) -> None:
-    session = await make_session("L-1")
+    session = await make_session("L-2041-1")
     for turn in range(1, 13):
         summary = pb.SummaryUpdate(summary="Tóm tắt lượt 1 đến 3.") if turn == 3 else None
         await record(
@@ -218,7 +228,7 @@ async def test_long_conversation_keeps_the_window_and_the_summary(
 async def test_without_a_summary_dropped_turns_are_stale(
     context_pool: Pool, make_session: MakeSession
 ) -> None:
-    session = await make_session("L-1")
+    session = await make_session("L-2041-1")
     for turn in range(1, 4):
         await record(context_pool, session, f"T{turn}", exchange(f"Hỏi {turn}", f"Đáp {turn}"))
     bundle = await build(context_pool, session, "T4", recent_turns=2)
@@ -230,7 +240,7 @@ async def test_without_a_summary_dropped_turns_are_stale(
 
 # Seed 004, scenario 5: an empty session builds without error.
 async def test_empty_session(context_pool: Pool, make_session: MakeSession) -> None:
-    session = await make_session("L-3")
+    session = await make_session("L-2041-3")
     bundle = await build(context_pool, session, "T1", "Phân số là gì ạ?")
     assert list(bundle.recent_messages) == []
     assert bundle.conversation_summary == ""
@@ -241,7 +251,7 @@ async def test_empty_session(context_pool: Pool, make_session: MakeSession) -> N
     assert not bundle.state.extracted_info.fields
     assert not bundle.state.agent_state.fields
     assert bundle.profile.grade == 5
-    assert bundle.learner_ref == PSEUDONYMS.learner_ref("L-3")
+    assert bundle.learner_ref == PSEUDONYMS.learner_ref("L-2041-3")
     assert [hit.node.node_id for hit in bundle.retrieved_knowledge] == ["math-05-fractions"]
 
 
@@ -249,7 +259,7 @@ async def test_empty_session(context_pool: Pool, make_session: MakeSession) -> N
 async def test_over_budget_trims_oldest_first_and_keeps_message_and_state(
     context_pool: Pool, make_session: MakeSession
 ) -> None:
-    session = await make_session("L-1")
+    session = await make_session("L-2041-1")
     padding = " — một lời giải thích dài về khai triển bình phương của một tổng" * 4
     for turn in range(1, 7):
         await record(
@@ -293,7 +303,7 @@ async def test_state_profile_and_knowledge_of_the_demo_session(context_pool: Poo
     assert json_format.MessageToDict(bundle.state.agent_state)["pending_exercise"] == "(x + 5)²"
     assert bundle.profile.grade == 8
     assert not bundle.profile.HasField("age_years")  # minimal profile: the grade only
-    assert bundle.learner_ref == PSEUDONYMS.learner_ref("L-1")
+    assert bundle.learner_ref == PSEUDONYMS.learner_ref("L-2041-1")
     assert bundle.conversation_summary.startswith("Học sinh hỏi về hằng đẳng thức")
     assert bundle.meta.summary_version == 1
     assert not bundle.meta.summary_stale
@@ -306,14 +316,14 @@ async def test_state_profile_and_knowledge_of_the_demo_session(context_pool: Poo
 async def test_knowledge_named_in_the_message_is_retrieved(
     context_pool: Pool, make_session: MakeSession
 ) -> None:
-    session = await make_session("L-1")
+    session = await make_session("L-2041-1")
     bundle = await build(context_pool, session, "T1", "Em chưa hiểu hệ số góc của đường thẳng ạ.")
     assert [hit.node.title for hit in bundle.retrieved_knowledge] == ["Hệ số góc"]
 
 
 async def test_sessions_of_other_learners_stay_apart(context_pool: Pool) -> None:
     bundle = await build(context_pool, "CS-L2-TUTOR", "T2")
-    assert bundle.learner_ref == PSEUDONYMS.learner_ref("L-2")
+    assert bundle.learner_ref == PSEUDONYMS.learner_ref("L-2041-2")
     assert bundle.profile.grade == 6
     assert contents(bundle) == [
         "Vì sao âm nhân âm lại ra dương ạ?",
@@ -338,33 +348,35 @@ async def test_every_statement_is_bound_to_the_sessions_learner(context_dsn: str
     [lookup] = [s for s in statements if "chat_session_learner" in s.query]
     assert lookup.args == ("CS-L2-TUTOR",)
     [bind] = [s for s in statements if LEARNER_IDS_SETTING in s.args]
-    assert bind.args == (LEARNER_IDS_SETTING, "L-2")
+    assert bind.args == (LEARNER_IDS_SETTING, "L-2041-2")
     reads = [s for s in statements if "learning." in s.query and s is not lookup]
     assert len(reads) >= 5
     for statement in reads:
-        assert "L-2" in statement.args, statement.query
+        assert "L-2041-2" in statement.args, statement.query
         assert queries.index(bind.query) < queries.index(statement.query)
 
 
 async def test_keys_typed_into_chat_are_masked(
     context_pool: Pool, make_session: MakeSession
 ) -> None:
-    session = await make_session("L-1")
+    session = await make_session("L-2041-1")
     await record(
         context_pool,
         session,
         "T1",
-        exchange("Mã học sinh của em là L-1, tài khoản mẹ em là u-p1.", "Cô nhớ rồi."),
+        exchange("Mã học sinh của em là L-2041-1, tài khoản mẹ em là u-2041-p1.", "Cô nhớ rồi."),
     )
-    bundle = await build(context_pool, session, "T2", "Em là L-1 đây ạ, bạn L-10 ngồi cạnh em.")
-    assert contents(bundle)[0] == f"Mã học sinh của em là {MASK}, tài khoản mẹ em là {MASK}."
-    assert bundle.current_user_message == f"Em là {MASK} đây ạ, bạn L-10 ngồi cạnh em."
+    bundle = await build(
+        context_pool, session, "T2", "Em là L-2041-1 đây ạ, bạn L-2041-10 ngồi cạnh em."
+    )
+    assert contents(bundle)[0] == f"Mã học sinh của em là {ID_MASK}, tài khoản mẹ em là {ID_MASK}."
+    assert bundle.current_user_message == f"Em là {ID_MASK} đây ạ, bạn L-2041-10 ngồi cạnh em."
 
 
 async def test_chat_text_naming_forbidden_fields_is_redacted_not_refused(
     context_pool: Pool, make_session: MakeSession
 ) -> None:
-    session = await make_session("L-1")
+    session = await make_session("L-2041-1")
     reply = 'Các từ mới: "name": tên, "address": địa chỉ, "Email" : thư điện tử.'
     await record(context_pool, session, "T1", exchange("Dạy em vài từ tiếng Anh ạ.", reply))
     await record(
@@ -372,38 +384,73 @@ async def test_chat_text_naming_forbidden_fields_is_redacted_not_refused(
     )
     for turn in ("T3", "T4", "T5"):  # every later turn still builds
         bundle = await build(context_pool, session, turn, 'Em viết {"dob": 1} đúng không?')
+    # Keys and the values written after them; the rest of each message stays as written.
     assert contents(bundle)[1] == (
-        f'Các từ mới: "{FIELD_MASK}": tên, "{FIELD_MASK}": địa chỉ, "{FIELD_MASK}" : thư điện tử.'
+        f"Các từ mới: {FIELD_MASK}: {VALUE_MASK}, {FIELD_MASK}: {VALUE_MASK}, "
+        f"{FIELD_MASK} : {VALUE_MASK}"
     )
-    assert contents(bundle)[2] == f'Còn {{"{FIELD_MASK}": "0912"}} là gì ạ?'
-    assert bundle.current_user_message == f'Em viết {{"{FIELD_MASK}": 1}} đúng không?'
+    assert contents(bundle)[2] == f"Còn {{{FIELD_MASK}: {VALUE_MASK}}} là gì ạ?"
+    assert bundle.current_user_message == f"Em viết {{{FIELD_MASK}: {VALUE_MASK}}} đúng không?"
 
 
-async def test_chat_text_the_gate_cannot_read_is_omitted_not_refused(
+async def test_encoded_keys_are_masked_and_the_rest_of_the_message_kept(
     context_pool: Pool, make_session: MakeSession
 ) -> None:
-    session = await make_session("L-1")
-    hidden_id = 'xem {"ref": "L\\u002d1"} nhé'
+    session = await make_session("L-2041-1")
+    hidden_id = 'xem {"ref": "L\\u002d2041\\u002d1"} nhé'
     await record(context_pool, session, "T1", exchange(hidden_id, "Cô xem rồi."))
-    bundle = await build(context_pool, session, "T2", "[" * 5000 + '"x"')
-    assert contents(bundle) == [OMITTED, "Cô xem rồi."]
-    assert bundle.current_user_message == OMITTED
+    deep = "[" * 300 + '"x"'
+    bundle = await build(context_pool, session, "T2", f"Mã em là TC0yMDQxLTE= ạ {deep}")
+    assert contents(bundle) == [f'xem {{"ref": "{ENCODED_MASK}"}} nhé', "Cô xem rồi."]
+    assert bundle.current_user_message == f"Mã em là {ENCODED_MASK} ạ {deep}"
 
 
-async def test_a_key_in_the_structured_state_is_blocked(
+async def test_completed_system_messages_of_earlier_turns_are_not_history(
     context_pool: Pool, make_session: MakeSession
 ) -> None:
-    session = await make_session("L-1")
+    session = await make_session("L-2041-1")
+    turn = [
+        said(pb.MESSAGE_ROLE_SYSTEM, "Chỉ gợi ý từng bước, không đưa đáp án."),
+        *exchange("Câu một?", "Trả lời một."),
+    ]
+    await record(context_pool, session, "T1", turn)
+    bundle = await build(context_pool, session, "T2")
+    assert contents(bundle) == ["Câu một?", "Trả lời một."]
+    assert pb.MESSAGE_ROLE_SYSTEM not in {m.role for m in bundle.recent_messages}
+    assert bundle.meta.included_message_count == 2
+
+
+async def test_a_forbidden_name_in_the_structured_state_is_blocked(
+    context_pool: Pool, make_session: MakeSession
+) -> None:
+    session = await make_session("L-2041-1")
     await record(context_pool, session, "T1", exchange("Hỏi", "Đáp"))
     # RecordTurn refuses such a state; one stored by any other path is still never returned.
-    async with learner_transaction(context_pool, ["L-1"]) as conn:
-        await store.write_state(conn, session, "L-1", {"learner": "L-1"}, {})
+    async with learner_transaction(context_pool, ["L-2041-1"]) as conn:
+        await store.write_state(conn, session, "L-2041-1", {"guardianPhone": "0912"}, {})
     with pytest.raises(ServiceError) as caught:
         await build(context_pool, session, "T2")
     assert (caught.value.code, caught.value.reason) == (
         grpc.StatusCode.INTERNAL,
         CONTEXT_LEAK_BLOCKED,
     )
+
+
+async def test_a_state_that_names_a_key_linked_later_is_masked_not_fatal(
+    context_pool: Pool, make_session: MakeSession
+) -> None:
+    session = await make_session("L-2041-1")
+    await record(context_pool, session, "T1", exchange("Hỏi", "Đáp"))
+    # Stored when U-2041-P1 was no relative yet (any other path); now the key is linked.
+    async with learner_transaction(context_pool, ["L-2041-1"]) as conn:
+        await store.write_state(
+            conn, session, "L-2041-1", {"notes": ["cô U-2041-P1 nhắc ôn bài"]}, {"phase": "x"}
+        )
+    for turn in ("T2", "T3"):  # every later turn still builds
+        bundle = await build(context_pool, session, turn)
+    assert json_format.MessageToDict(bundle.state.extracted_info) == {
+        "notes": [f"cô {ID_MASK} nhắc ôn bài"]
+    }
 
 
 @pytest.mark.parametrize(
@@ -436,3 +483,129 @@ async def test_unknown_session_is_not_found(context_pool: Pool) -> None:
         grpc.StatusCode.NOT_FOUND,
         SESSION_NOT_FOUND,
     )
+
+
+# The tutor_chat row of the purpose table decides what a conversation bundle holds.
+
+
+def _edited_table(**changes: object) -> Mapping[str, Purpose]:
+    edited = dataclasses.replace(purposes.PURPOSES[purposes.TUTOR_CHAT], **changes)  # type: ignore[arg-type]
+    return MappingProxyType({**purposes.PURPOSES, purposes.TUTOR_CHAT: edited})
+
+
+async def test_editing_the_tutor_chat_row_changes_what_is_built_and_listed(
+    context_pool: Pool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    message = "Em chưa hiểu hằng đẳng thức ạ."
+    before = await build(context_pool, "CS-L1-TUTOR", "T5", message)
+    assert before.recent_messages
+    assert before.retrieved_knowledge
+    assert before.conversation_summary
+    assert not before.profile.HasField("age_years")
+
+    slices = (Slice.PROFILE, Slice.AGE, Slice.CONVERSATION_STATE)
+    monkeypatch.setattr(purposes, "PURPOSES", _edited_table(slices=slices))
+    after = await build(context_pool, "CS-L1-TUTOR", "T5", message)
+    listed = {row.name: row for row in purposes.purpose_table().purposes}
+    assert (
+        list(listed[purposes.TUTOR_CHAT].slices) == list(after.slices) == [str(s) for s in slices]
+    )
+    assert after.purpose == purposes.TUTOR_CHAT
+    assert list(after.recent_messages) == []
+    assert list(after.retrieved_knowledge) == []
+    assert after.conversation_summary == ""
+    assert after.meta.included_message_count == 0
+    assert after.profile.grade == 8
+    assert after.profile.age_years > 0  # declared now, in whole years
+    assert after.state == before.state
+
+    monkeypatch.setattr(purposes, "PURPOSES", _edited_table(slices=(Slice.KNOWLEDGE,)))
+    knowledge_only = await build(context_pool, "CS-L1-TUTOR", "T5", message)
+    assert not knowledge_only.HasField("profile")
+    assert not knowledge_only.HasField("state")
+    # Knowledge for the message alone: without the state, the session's topic is unknown.
+    assert [hit.node.node_id for hit in knowledge_only.retrieved_knowledge] == [
+        "math-08-algebraic-identities"
+    ]
+
+
+def test_a_conversation_row_cannot_declare_what_a_conversation_bundle_cannot_hold() -> None:
+    row = purposes.PURPOSES[purposes.TUTOR_CHAT]
+    with pytest.raises(ValueError, match="cannot hold"):
+        dataclasses.replace(row, slices=(*row.slices, Slice.RECENT_EVIDENCE), evidence_limit=5)
+    with pytest.raises(ValueError, match="conversation slice"):
+        dataclasses.replace(
+            purposes.PURPOSES["item_generation"],
+            slices=(Slice.PROFILE, Slice.MASTERY, Slice.CONVERSATION_HISTORY),
+        )
+
+
+# Knowledge passages are curriculum: one the gate would refuse is withheld, not fatal.
+
+
+async def test_a_knowledge_passage_the_gate_would_refuse_is_withheld_and_counted(
+    context_pool: Pool, owner_dsn: str, make_session: MakeSession, counter_total: CounterTotal
+) -> None:
+    node = "it-10-json-basics"
+    conn = await connect(owner_dsn)
+    try:
+        await conn.execute(
+            "INSERT INTO knowledge.nodes (id, title, subject, grade, strand, description)"
+            " VALUES ($1, 'Định dạng JSON', 'it', 8, 'data', $2)",
+            node,
+            'Ví dụ một bản ghi: {"name": "An", "email": "an@example.com"}',
+        )
+        session = await make_session("L-2041-1")
+        before = counter_total("nemo.context.knowledge.withheld", {"rule": "key_in_text"})
+        for turn in ("T1", "T2"):  # every turn that retrieves it still builds
+            bundle = await build(context_pool, session, turn, "Định dạng JSON là gì ạ?")
+            assert node not in {hit.node.node_id for hit in bundle.retrieved_knowledge}
+            assert bundle.meta.withheld_knowledge_count == 1
+        after = counter_total("nemo.context.knowledge.withheld", {"rule": "key_in_text"})
+        assert after == before + 2
+    finally:
+        await conn.execute("DELETE FROM knowledge.nodes WHERE id = $1", node)
+        await conn.close()
+
+
+# Conversations on record: the bundle a turn saw is stored and named by input_ref.
+
+
+async def test_a_persisted_conversation_bundle_is_a_snapshot_read_back_as_one(
+    context_pool: Pool, tmp_path: Path
+) -> None:
+    snapshots = DigestedSnapshotStore(
+        LocalDirectoryObjects(tmp_path / "snapshots"), context_pool, write_timeout_seconds=5
+    )
+    request = service_pb.BuildConversationContextRequest(
+        session_id="CS-L1-TUTOR",
+        turn_id="T5",
+        current_user_message="Em quên mất hạng tử ở giữa ạ.",
+        persist=True,
+    )
+    try:
+        returned = (
+            await build_conversation_context(builder(context_pool), snapshots, request)
+        ).message
+        assert returned.input_ref.startswith("ai-context/")
+        assert f"/{returned.learner_ref}/" in returned.input_ref
+        read = (await read_snapshot(snapshots, returned.input_ref)).message
+        not_persisted = await build_conversation_context(
+            builder(context_pool),
+            snapshots,
+            service_pb.BuildConversationContextRequest(
+                session_id=request.session_id,
+                turn_id=request.turn_id,
+                current_user_message=request.current_user_message,
+            ),
+        )
+    finally:
+        await snapshots.aclose()
+    assert read.sha256 == returned.snapshot_sha256
+    assert not read.HasField("bundle")
+    stored = pb.ConversationBundle()
+    stored.CopyFrom(returned)
+    stored.ClearField("input_ref")
+    stored.ClearField("snapshot_sha256")
+    assert read.conversation_bundle == stored
+    assert not_persisted.message.input_ref == ""

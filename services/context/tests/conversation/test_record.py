@@ -76,7 +76,7 @@ async def call(
 async def test_messages_are_stored_in_order_with_their_final_status(
     context_pool: Pool, make_session: MakeSession, owner_dsn: str
 ) -> None:
-    session = await make_session("L-1")
+    session = await make_session("L-2041-1")
     tool = pb.TurnMessage(
         role=pb.MESSAGE_ROLE_TOOL,
         type=pb.MESSAGE_TYPE_TOOL_RESULT,
@@ -98,7 +98,7 @@ async def test_messages_are_stored_in_order_with_their_final_status(
 async def test_recording_the_latest_turn_again_replaces_its_messages(
     context_pool: Pool, make_session: MakeSession, owner_dsn: str
 ) -> None:
-    session = await make_session("L-1")
+    session = await make_session("L-2041-1")
     await call(context_pool, session, "T1", [QUESTION, ANSWER])
     pending = text(pb.MESSAGE_ROLE_USER, "Còn (x - 5)²?", pb.MESSAGE_STATUS_PENDING)
     await call(context_pool, session, "T2", [pending])
@@ -120,7 +120,7 @@ async def test_recording_the_latest_turn_again_replaces_its_messages(
 async def test_an_earlier_turn_cannot_be_rewritten(
     context_pool: Pool, make_session: MakeSession, owner_dsn: str
 ) -> None:
-    session = await make_session("L-1")
+    session = await make_session("L-2041-1")
     await call(context_pool, session, "T1", [QUESTION, ANSWER])
     await call(context_pool, session, "T2", [QUESTION])
     before = await stored(owner_dsn, session)
@@ -136,7 +136,7 @@ async def test_an_earlier_turn_cannot_be_rewritten(
 async def test_state_is_replaced_only_when_given(
     context_pool: Pool, make_session: MakeSession, owner_dsn: str
 ) -> None:
-    session = await make_session("L-1")
+    session = await make_session("L-2041-1")
     state = pb.ConversationState()
     state.extracted_info.update({"topic_node_id": "math-08-algebraic-identities"})
     state.agent_state.update({"phase": "practice", "hint_level": 1})
@@ -160,7 +160,7 @@ async def test_state_is_replaced_only_when_given(
 async def test_summaries_are_versioned_and_cover_through_their_turn(
     context_pool: Pool, make_session: MakeSession, owner_dsn: str
 ) -> None:
-    session = await make_session("L-1")
+    session = await make_session("L-2041-1")
     await call(context_pool, session, "T1", [QUESTION, ANSWER])
     first = await call(
         context_pool, session, "T2", [QUESTION, ANSWER], summary=pb.SummaryUpdate(summary="Một.")
@@ -189,7 +189,7 @@ async def test_summaries_are_versioned_and_cover_through_their_turn(
 async def test_a_summary_of_an_unknown_turn_writes_nothing(
     context_pool: Pool, make_session: MakeSession, owner_dsn: str
 ) -> None:
-    session = await make_session("L-1")
+    session = await make_session("L-2041-1")
     await call(context_pool, session, "T1", [QUESTION, ANSWER])
     before = await stored(owner_dsn, session)
     with pytest.raises(ServiceError) as caught:
@@ -236,7 +236,7 @@ async def test_bad_input_is_refused_and_writes_nothing(
     summary: pb.SummaryUpdate | None,
     reason: str,
 ) -> None:
-    session = await make_session("L-1")
+    session = await make_session("L-2041-1")
     await call(context_pool, session, "T0", [QUESTION, ANSWER])
     before = await stored(owner_dsn, session)
     with pytest.raises(ServiceError) as caught:
@@ -260,7 +260,7 @@ async def test_unknown_session_is_not_found_and_nothing_is_written(
 async def test_concurrent_recordings_of_one_session_are_serialised(
     context_pool: Pool, make_session: MakeSession, owner_dsn: str
 ) -> None:
-    session = await make_session("L-1")
+    session = await make_session("L-2041-1")
     responses = await asyncio.gather(
         *(call(context_pool, session, f"T{turn}", [QUESTION, ANSWER]) for turn in range(1, 6))
     )
@@ -278,9 +278,9 @@ async def test_clearing_a_turn_reaches_only_the_bound_learner(context_dsn: str) 
         transaction = conn.transaction()
         await transaction.start()
         try:
-            await conn.execute("SELECT set_config('nemo.learner_ids', 'L-2', true)")
+            await conn.execute("SELECT set_config('nemo.learner_ids', 'L-2041-2', true)")
             cleared = await conn.fetchval("SELECT learning.clear_chat_turn('CS-L1-TUTOR', 'T1')")
-            assert cleared == 0  # L-1's session, while L-2 is bound
+            assert cleared == 0  # L-2041-1's session, while L-2041-2 is bound
             with pytest.raises(asyncpg.InsufficientPrivilegeError):
                 await conn.execute("DELETE FROM learning.chat_messages WHERE session_id = 'x'")
         finally:
@@ -309,8 +309,8 @@ def _non_finite_state() -> pb.ConversationState:
     [
         (_state({"name": "Minh"}), rec.IDENTIFIER_IN_STATE),
         (_state(notes=[{"parentName": "Lan"}]), rec.IDENTIFIER_IN_STATE),
-        (_state(note="hỏi lại học sinh L-1 sau"), rec.IDENTIFIER_IN_STATE),
-        (_state(note="mẹ là U-P1"), rec.IDENTIFIER_IN_STATE),
+        (_state(note="hỏi lại học sinh L-2041-1 sau"), rec.IDENTIFIER_IN_STATE),
+        (_state(note="mẹ là U-2041-P1"), rec.IDENTIFIER_IN_STATE),
         (_state(note='{"email": "x@example.com"}'), rec.IDENTIFIER_IN_STATE),
         (_state(note="a\x00b"), rec.INVALID_STATE),
         (_state({"a\x00": 1}), rec.INVALID_STATE),
@@ -324,7 +324,7 @@ async def test_a_state_later_builds_would_refuse_is_refused_and_writes_nothing(
     state: pb.ConversationState,
     reason: str,
 ) -> None:
-    session = await make_session("L-1")
+    session = await make_session("L-2041-1")
     await call(
         context_pool, session, "T0", [QUESTION, ANSWER], state=_state({"topic": "hằng đẳng thức"})
     )
@@ -346,7 +346,7 @@ async def test_a_state_later_builds_would_refuse_is_refused_and_writes_nothing(
 async def test_a_clean_state_with_lookalike_ids_is_stored(
     context_pool: Pool, make_session: MakeSession
 ) -> None:
-    session = await make_session("L-1")
-    state = _state({"topic": "phân số"}, note="bạn L-10 cũng hỏi", node_title="Phân số")
+    session = await make_session("L-2041-1")
+    state = _state({"topic": "phân số"}, note="bạn L-2041-10 cũng hỏi", node_title="Phân số")
     response = await call(context_pool, session, "T1", [QUESTION, ANSWER], state=state)
     assert response.stored_message_count == 2

@@ -1,48 +1,129 @@
-"""Chat text is redacted with the gate's own rules: ids and field names masked."""
+"""Chat text is redacted with the gate's own matcher: keys in any spelling, forbidden field names
+and the values written after them are masked, the rest of the message is kept."""
 
 from __future__ import annotations
 
+import base64
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from nemo_context.conversation.redaction import (
+    ENCODED_MASK,
     FIELD_MASK,
-    MASK,
+    ID_MASK,
     OMITTED,
-    mask_keys,
+    VALUE_MASK,
     redact_chat_text,
 )
 from nemo_context.gate import find_leak
 
-FORBIDDEN = frozenset({"L-1", "U-P1", "F-1"})
+FORBIDDEN = frozenset({"L-2041-1", "U-2041-P1", "F-2041-1"})
 
 
-def test_keys_are_masked_case_insensitively_on_token_boundaries() -> None:
-    text = "Mã của em là l-1, mẹ em là U-P1 (gia đình F-1). Bạn L-10 thì khác."
-    masked = mask_keys(text, FORBIDDEN)
-    assert masked == f"Mã của em là {MASK}, mẹ em là {MASK} (gia đình {MASK}). Bạn L-10 thì khác."
-    assert find_leak(masked, forbidden_values=FORBIDDEN) is None
-    assert find_leak(text, forbidden_values=FORBIDDEN) is not None
+def _clean(text: str) -> bool:
+    return find_leak(text, forbidden_values=FORBIDDEN) is None
+
+
+def test_keys_are_masked_in_any_spelling_on_token_boundaries() -> None:
+    text = (
+        "Mã của em là l-2041-1, mẹ em là \uff35\uff0d2041\u2013P1 "
+        "(gia đình F\u200b-2041-1). Bạn L-2041-10 thì khác."
+    )
+    masked = redact_chat_text(text, FORBIDDEN)
+    assert masked == (
+        f"Mã của em là {ID_MASK}, mẹ em là {ID_MASK} (gia đình {ID_MASK}). Bạn L-2041-10 thì khác."
+    )
+    assert _clean(masked)
+    assert not _clean(text)
 
 
 def test_text_without_keys_is_unchanged() -> None:
-    text = "Em tên là An, em học lớp 8."
-    assert mask_keys(text, FORBIDDEN) == text
-    assert mask_keys(text, frozenset()) == text
+    text = 'Em tên là An, em học lớp 8. Ví dụ: {"x": 1} và 35%.'
+    assert redact_chat_text(text, FORBIDDEN) == text
+    assert redact_chat_text(text, frozenset()) == text
 
 
-def test_forbidden_names_in_key_positions_are_masked_and_the_rest_kept() -> None:
-    text = 'Từ mới: "name": tên, "node_title": "Phân số", "userId":1, "x" là "y"'
+def test_forbidden_names_and_their_values_are_masked_and_the_rest_kept() -> None:
+    text = 'Từ mới: "name": "An", "node_title": "Phân số", "userId":1, \'phone\': \'0912\' ok'
     redacted = redact_chat_text(text, FORBIDDEN)
     assert redacted == (
-        f'Từ mới: "{FIELD_MASK}": tên, "node_title": "Phân số", "{FIELD_MASK}":1, "x" là "y"'
+        f'Từ mới: {FIELD_MASK}: {VALUE_MASK}, "node_title": "Phân số", '
+        f"{FIELD_MASK}:{VALUE_MASK}, {FIELD_MASK}: {VALUE_MASK} ok"
     )
-    assert find_leak(redacted, forbidden_values=FORBIDDEN) is None
-    assert find_leak(text, forbidden_values=FORBIDDEN) is not None
+    assert _clean(redacted)
+    assert redact_chat_text("email: an@example.com\nCảm ơn cô", FORBIDDEN) == (
+        f"{FIELD_MASK}: {VALUE_MASK}\nCảm ơn cô"
+    )
 
 
-def test_a_name_spelled_with_a_json_escape_is_masked_too() -> None:
-    assert redact_chat_text('{"\\u0065mail": 1}', FORBIDDEN) == f'{{"{FIELD_MASK}": 1}}'
+def test_encoded_keys_and_names_are_masked_where_they_are() -> None:
+    hidden = base64.b64encode(b"L-2041-1").decode()
+    assert redact_chat_text(f"mã {hidden} nhé", FORBIDDEN) == f"mã {ENCODED_MASK} nhé"
+    assert redact_chat_text('{"ref": "L\\u002d2041\\u002d1"}', FORBIDDEN) == (
+        f'{{"ref": "{ENCODED_MASK}"}}'
+    )
+    assert redact_chat_text("?id=L%2D2041%2D1&x=1 xong", FORBIDDEN) == f"{ENCODED_MASK} xong"
+    nested = '{"note": "{\\"email\\": \\"an@example.com\\"}"} cảm ơn'
+    redacted = redact_chat_text(nested, FORBIDDEN)
+    assert redacted != OMITTED
+    assert redacted.endswith("cảm ơn")
+    assert _clean(redacted)
+    assert redact_chat_text('{"ref": "L\\u002d2041\\u002d10"}', FORBIDDEN) == (
+        '{"ref": "L\\u002d2041\\u002d10"}'
+    )
 
 
-def test_text_still_refused_after_masking_is_omitted() -> None:
-    assert redact_chat_text('{"ref": "L\\u002d1"}', FORBIDDEN) == OMITTED
-    assert redact_chat_text("[" * 3000 + '"x"', FORBIDDEN) == OMITTED
-    assert redact_chat_text('{"ref": "L\\u002d10"}', FORBIDDEN) == '{"ref": "L\\u002d10"}'
+_WORDS = st.lists(
+    st.sampled_from(
+        [
+            "em",
+            "cô",
+            "học",
+            "bài",
+            "phân",
+            "số",
+            "hằng",
+            "đẳng",
+            "thức",
+            "lớp",
+            "8",
+            "ví",
+            "dụ:",
+            "35%",
+            "(a+b)²",
+            "nhé",
+            "ạ",
+        ]
+    ),
+    min_size=1,
+    max_size=8,
+).map(" ".join)
+_PLANTED = st.sampled_from(
+    [
+        "L-2041-1",
+        "u-2041-p1",
+        "F\u20132041\u20131",
+        "\uff2c\uff0d\uff12\uff10\uff14\uff11\uff0d\uff11",
+        base64.b64encode(b"U-2041-P1").decode(),
+        "L%2D2041%2D1",
+        "L&#45;2041&#x2d;1",
+        '"email": "an@example.com"',
+        "'phone_number': '0912 345 678'",
+        '{"guardianName": "Lan"}',
+    ]
+)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(before=_WORDS, planted=st.lists(_PLANTED, min_size=1, max_size=3), after=_WORDS)
+def test_redaction_never_removes_the_whole_message_and_says_what_it_removed(
+    before: str, planted: list[str], after: str
+) -> None:
+    text = f"{before} {' và '.join(planted)} {after}"
+    redacted = redact_chat_text(text, FORBIDDEN)
+    assert _clean(redacted)
+    assert redacted != OMITTED
+    assert redacted.startswith(before)
+    assert redacted.endswith(after)
+    assert any(mask in redacted for mask in (ID_MASK, ENCODED_MASK, FIELD_MASK))

@@ -184,7 +184,7 @@ class ChatStreamer:
             async for response in self._relay(provider, request, reply, prompt):
                 yield response
             path, reason = reply.settle()
-            record_tally(span, reply.tally, path=path, reason=reason)
+            record_tally(span, reply.tally, path=path, reason=reason, input_ref=_input_ref(prompt))
         async for response in self._conclude(
             spec, prompt, clock, summary, reply, (path, reason), (provider.name, model)
         ):
@@ -257,8 +257,9 @@ class ChatStreamer:
         output = spec.finish(ChatReplyDraft(text=shown), prompt)
         await self._record(prompt, shown, conv.MESSAGE_STATUS_COMPLETED, summary)
         record = run_record(
-            spec, clock, run_pb2.RUN_PATH_MODEL, "", reply.tally, provider, model_name
-        )
+            spec, clock, run_pb2.RUN_PATH_MODEL, "", reply.tally, provider, model_name,
+            input_ref=_input_ref(prompt),
+        )  # fmt: skip
         yield _completed(spec, output, record)
 
     async def _model_deltas(
@@ -312,7 +313,10 @@ class ChatStreamer:
         output = spec.baseline(prompt)
         yield gw_pb.StreamPromptResponse(text_delta=output.text)
         await self._record(prompt, output.text, conv.MESSAGE_STATUS_COMPLETED, summary)
-        record = run_record(spec, clock, run_pb2.RUN_PATH_FALLBACK, reason, tally, provider, model)
+        record = run_record(
+            spec, clock, run_pb2.RUN_PATH_FALLBACK, reason, tally, provider, model,
+            input_ref=_input_ref(prompt),
+        )  # fmt: skip
         yield _completed(spec, output, record)
 
     async def _summarize(
@@ -379,6 +383,11 @@ class ChatStreamer:
         await self._runner.context.record_turn(
             variables.session_id, variables.turn_id, messages, update, seconds=seconds
         )
+
+
+def _input_ref(prompt: PromptInput[ChatVariables]) -> str:
+    """The snapshot of the conversation bundle the turn was built from ("" if none was written)."""
+    return prompt.conversation.input_ref if prompt.conversation is not None else ""
 
 
 def _completed(

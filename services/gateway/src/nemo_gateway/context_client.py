@@ -111,11 +111,13 @@ class ContextClient:
     async def build_conversation(
         self, session_id: str, turn_id: str, user_message: str, token_budget: int
     ) -> conversation_pb2.ConversationBundle:
+        """The turn's conversation bundle, persisted so the run can name its snapshot."""
         request = ctx_pb.BuildConversationContextRequest(
             session_id=session_id,
             turn_id=turn_id,
             current_user_message=user_message,
             token_budget=token_budget,
+            persist=True,
         )
         try:
             response = await self._stub.BuildConversationContext(

@@ -115,7 +115,8 @@ class CallBinding:
     arguments_json: str
     policy_name: str | None
     policy_version: str
-    #: What the call is about ("learner:L-1"); shown, not compared (it comes from the arguments).
+    #: What the call is about ("learner:L-2041-1"); shown, not compared (it comes from the
+    #: arguments).
     resource: str | None = None
     #: The agent token of the call (None for an agent's legacy token) and its user's source.
     token_id: str | None = None

@@ -98,7 +98,7 @@ class Request:
     grants: Sequence[Grant]
     policies: Sequence[Policy]
     environment: str
-    #: The resource the call is about ("learner:L-1"), or "" when none.
+    #: The resource the call is about ("learner:L-2041-1"), or "" when none.
     resource: str = ""
 
 

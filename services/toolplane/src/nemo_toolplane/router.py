@@ -142,7 +142,8 @@ def validation_error(error: ValidationError) -> ToolError:
 
 
 def _mentions(text: str, identifier: str) -> bool:
-    """Whether ``identifier`` occurs in ``text`` as a whole token ("L-1" is not in "L-10")."""
+    """Whether ``identifier`` occurs in ``text`` as a whole token ("L-2041-1" is not in
+    "L-2041-10")."""
     return (
         re.search(rf"(?<![A-Za-z0-9_-]){re.escape(identifier)}(?![A-Za-z0-9_-])", text) is not None
     )

@@ -1,6 +1,6 @@
 """Agent tokens: issued once, stored only as SHA-256, optionally bound to a user.
 
-A token is an identity ("I am learning-agent, acting for U-P1"), never a permission: what the
+A token is an identity ("I am learning-agent, acting for U-2041-P1"), never a permission: what the
 agent may do comes from its grants and the policies. A user id an agent sends itself is only
 recorded, so an unbound token reaches no learner through grants scoped to the user: issuing one
 for an agent that holds such grants is refused unless asked for explicitly, since it is almost

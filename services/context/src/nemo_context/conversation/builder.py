@@ -1,11 +1,21 @@
 """BuildConversationContext: the one place that assembles what a chat turn may see.
 
-Given a session, the current turn and the learner's message, the builder reads the session bound
-to its learner, keeps the reusable history (see :mod:`.filtering`), takes the last N turns of it
-plus the latest stored summary, adds the structured state, a minimal pseudonymous profile (the
-learner ref and grade) and knowledge retrieved for the message, trims the result to the token
-budget (see :mod:`.budget`), redacts what chat text must not carry (see :mod:`.redaction`) and
-passes the finished bundle through the identifier gate.
+What a turn may see is the ``tutor_chat`` row of the purpose table, read on every build, so
+``ListPurposes`` and the bundles always agree: the builder reads and fills only the slices the row
+declares (profile, age, history, summary, state, knowledge). Given a session, the current turn and
+the learner's message, it reads the session bound to its learner, keeps the reusable history (see
+:mod:`.filtering`), takes the last N turns of it plus the latest stored summary, adds the
+structured state, a minimal pseudonymous profile (the learner ref, the grade) and knowledge
+retrieved for the message, redacts what chat text must not carry (see :mod:`.redaction`), trims
+the result to the token budget (see :mod:`.budget`) and passes the finished bundle through the
+identifier gate. With ``persist`` the bundle is stored as a snapshot and its ``input_ref``
+returned, so a run record can say exactly what the tutoring model saw.
+
+Knowledge passages are curriculum, not learner data: a passage the gate would refuse (a lesson
+that quotes ``{"email": ...}``, a title that reads like a key) is left out and counted in
+``meta.withheld_knowledge_count`` and on ``nemo.context.knowledge.withheld``, rather than failing
+every turn that retrieves it. State strings are redacted like chat text: a state stored clean can
+name a key that was linked to the learner only later, and must not end the session.
 
 ``summary_stale`` is set when a reusable message left out of the bundle (outside the window or
 trimmed for the budget) is not covered by the summary the bundle carries: the gateway should then
@@ -14,6 +24,7 @@ write a new summary with ``RecordTurn``.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
@@ -21,21 +32,26 @@ from typing import Final
 import grpc
 from google.protobuf import json_format
 from google.protobuf.struct_pb2 import Struct
+from opentelemetry import metrics
 
 from nemo.context.v1 import context_service_pb2 as service_pb
 from nemo.context.v1 import conversation_pb2 as pb
-from nemo.context.v1 import knowledge_pb2, learner_context_pb2
+from nemo.context.v1 import knowledge_pb2
 from nemo_context import knowledge
 from nemo_context.conversation import filtering, store
 from nemo_context.conversation.budget import trim_to_budget
-from nemo_context.conversation.redaction import redact_chat_text
-from nemo_context.gate import Gated, gate
+from nemo_context.conversation.redaction import redact_chat_text, redact_struct
+from nemo_context.gate import Gated, find_leak, gate
 from nemo_context.pseudonym import Pseudonymizer
+from nemo_context.purposes import POLICY_VERSION, TUTOR_CHAT, Purpose, Slice, purpose_named
 from nemo_context.settings import ContextSettings
+from nemo_context.snapshots import SnapshotStore, with_snapshot
 from nemo_core.db import Connection, Pool, learner_transaction
 from nemo_core.errors import ServiceError
 
-BUILD_VERSION: Final = "conversation-builder-1"
+logger = logging.getLogger(__name__)
+
+BUILD_VERSION: Final = "conversation-builder-2"
 
 INVALID_SESSION_ID: Final = "INVALID_SESSION_ID"
 INVALID_TURN_ID: Final = "INVALID_TURN_ID"
@@ -139,11 +155,40 @@ async def _retrieve(
     return hits[:limit]
 
 
+_withheld_counter = metrics.get_meter("nemo_context.conversation").create_counter(
+    "nemo.context.knowledge.withheld",
+    unit="{passage}",
+    description="Knowledge passages left out of conversation bundles because the identifier "
+    "gate would refuse them.",
+)
+
+
+def _passable_knowledge(
+    hits: Sequence[knowledge_pb2.KnowledgeHit], forbidden: frozenset[str]
+) -> tuple[list[knowledge_pb2.KnowledgeHit], int]:
+    """The hits the gate lets through, and how many it would refuse (logged by rule and node)."""
+    kept: list[knowledge_pb2.KnowledgeHit] = []
+    for hit in hits:
+        finding = find_leak(hit, forbidden_values=forbidden)
+        if finding is None:
+            kept.append(hit)
+            continue
+        _withheld_counter.add(1, {"rule": finding.rule})
+        logger.warning(
+            "knowledge passage withheld from a conversation bundle",
+            extra={"gate_rule": finding.rule, "node_id": hit.node.node_id},
+        )
+    return kept, len(hits) - len(kept)
+
+
 def _masked(bundle: pb.ConversationBundle, forbidden: frozenset[str]) -> None:
     bundle.current_user_message = redact_chat_text(bundle.current_user_message, forbidden)
     bundle.conversation_summary = redact_chat_text(bundle.conversation_summary, forbidden)
     for message in bundle.recent_messages:
         message.content = redact_chat_text(message.content, forbidden)
+    if bundle.HasField("state"):
+        redact_struct(bundle.state.extracted_info, forbidden)
+        redact_struct(bundle.state.agent_state, forbidden)
 
 
 def _is_stale(
@@ -172,35 +217,34 @@ class ConversationBuilder:
     ) -> Gated[pb.ConversationBundle]:
         """The gated bundle for one turn; see the module docstring."""
         _validate(request)
+        # Looked up on every build: the table ListPurposes serves is the one that decides.
+        purpose = purpose_named(TUTOR_CHAT)
         budget = _budget(request, self._settings.default_token_budget)
         learner_id = await store.session_learner(self._pool, request.session_id)
         if learner_id is None:
             raise session_not_found()
         async with learner_transaction(self._pool, [learner_id], readonly=True) as conn:
-            session = await store.read_session(conn, request.session_id, learner_id)
-            retrieved = await _retrieve(
-                conn,
-                request.current_user_message,
-                session.extracted_info,
-                self._settings.knowledge_limit,
+            session = await store.read_session(conn, request.session_id, learner_id, purpose)
+            retrieved = (
+                await _retrieve(
+                    conn,
+                    request.current_user_message,
+                    session.extracted_info,
+                    self._settings.knowledge_limit,
+                )
+                if purpose.declares(Slice.KNOWLEDGE)
+                else []
             )
+        forbidden = session.linked_ids
+        knowledge_hits, withheld = _passable_knowledge(retrieved, forbidden)
         turns = filtering.group_turns(filtering.reusable_history(session.messages, request.turn_id))
         _, recent = filtering.recent_window(turns, self._settings.recent_turns)
-        bundle = pb.ConversationBundle(
-            session_id=request.session_id,
-            turn_id=request.turn_id,
-            current_user_message=request.current_user_message,
-            learner_ref=self._pseudonymizer.learner_ref(learner_id),
-            recent_messages=[message.as_context() for turn in recent for message in turn.messages],
-            conversation_summary=session.summary.text if session.summary else "",
-            state=pb.ConversationState(
-                extracted_info=_struct(session.extracted_info),
-                agent_state=_struct(session.agent_state),
-            ),
-            profile=learner_context_pb2.LearnerProfile(grade=session.grade),
-            retrieved_knowledge=retrieved,
+        bundle = _bundle(request, purpose, self._pseudonymizer.learner_ref(learner_id), session)
+        bundle.recent_messages.extend(
+            message.as_context() for turn in recent for message in turn.messages
         )
-        _masked(bundle, session.linked_ids)
+        bundle.retrieved_knowledge.extend(knowledge_hits)
+        _masked(bundle, forbidden)
         tokens, _ = trim_to_budget(bundle, budget)
         included = {message.message_id for message in bundle.recent_messages}
         # Trimming may have dropped the summary: then the bundle carries none.
@@ -216,6 +260,51 @@ class ConversationBuilder:
                 summary_stale=_is_stale(
                     turns, included, summary.covers_through_seq if summary else 0
                 ),
+                withheld_knowledge_count=withheld,
             )
         )
-        return gate(bundle, forbidden_values=session.linked_ids)
+        return gate(bundle, forbidden_values=forbidden)
+
+
+def _bundle(
+    request: service_pb.BuildConversationContextRequest,
+    purpose: Purpose,
+    learner_ref: str,
+    session: store.SessionRecord,
+) -> pb.ConversationBundle:
+    """The bundle's identity, the purpose it was built under and the session's declared parts
+    (history and knowledge are added by the builder)."""
+    bundle = pb.ConversationBundle(
+        session_id=request.session_id,
+        turn_id=request.turn_id,
+        current_user_message=request.current_user_message,
+        learner_ref=learner_ref,
+        purpose=purpose.name,
+        slices=[str(slice_) for slice_ in purpose.slices],
+        policy_version=POLICY_VERSION,
+    )
+    if purpose.declares(Slice.CONVERSATION_SUMMARY) and session.summary is not None:
+        bundle.conversation_summary = session.summary.text
+    if purpose.declares(Slice.CONVERSATION_STATE):
+        bundle.state.CopyFrom(
+            pb.ConversationState(
+                extracted_info=_struct(session.extracted_info),
+                agent_state=_struct(session.agent_state),
+            )
+        )
+    if purpose.declares(Slice.PROFILE):
+        bundle.profile.grade = session.grade
+        if purpose.declares(Slice.AGE) and session.age_years is not None:
+            bundle.profile.age_years = session.age_years
+    return bundle
+
+
+async def build_conversation_context(
+    builder: ConversationBuilder,
+    snapshots: SnapshotStore,
+    request: service_pb.BuildConversationContextRequest,
+) -> Gated[pb.ConversationBundle]:
+    """BuildConversationContext: the gated bundle, with its snapshot reference when ``persist``
+    is set and the snapshot could be written (a failed write returns the bundle without one)."""
+    bundle = await builder.build(request)
+    return await with_snapshot(snapshots, bundle) if request.persist else bundle

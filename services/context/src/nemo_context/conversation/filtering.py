@@ -7,7 +7,9 @@ The rules of the conversation builder, in order (a message must pass all of them
 2. it is ``completed``: pending, failed, partial (a stream cut mid-reply) and cancelled messages
    are never reliable context, whoever wrote them;
 3. it is not a UI event (typing, phase changes): those are not conversation;
-4. a tool result is reused only through its short ``tool_summary``; one without a summary is left
+4. it is not a ``system`` message: instructions of an earlier turn are that turn's, and replaying
+   them as history would let stale instructions steer the next reply;
+5. a tool result is reused only through its short ``tool_summary``; one without a summary is left
    out rather than sending the full result.
 
 The recent window is then the last N turns that kept at least one message.
@@ -27,7 +29,7 @@ def is_reusable(message: StoredMessage, current_turn_id: str) -> bool:
         return False
     if message.status != "completed":
         return False
-    if message.type == "ui_event":
+    if message.type == "ui_event" or message.role == "system":
         return False
     return not (message.type == "tool_result" and not message.tool_summary)
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from nemo_context.conversation.messages import StoredMessage
+from nemo_context.purposes import Purpose, Slice
 from nemo_context.repository import linked_identifiers
 from nemo_core.db import Connection, Pool
 
@@ -38,7 +39,10 @@ ORDER BY version DESC
 LIMIT 1
 """
 
-_GRADE_SQL: Final = "SELECT grade FROM learning.learners WHERE id = $1"
+_PROFILE_SQL: Final = "SELECT grade FROM learning.learners WHERE id = $1"
+_PROFILE_WITH_AGE_SQL: Final = (
+    "SELECT grade, learning.learner_age_years($1) AS age_years FROM learning.learners WHERE id = $1"
+)
 
 
 async def session_learner(pool: Pool, session_id: str) -> str | None:
@@ -63,6 +67,7 @@ class SessionRecord:
     """Everything the conversation builder reads about one session."""
 
     grade: int
+    age_years: int | None
     messages: tuple[StoredMessage, ...]
     extracted_info: dict[str, Any]
     agent_state: dict[str, Any]
@@ -77,15 +82,35 @@ def _object(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-async def read_session(conn: Connection, session_id: str, learner_id: str) -> SessionRecord:
-    """Read a session; ``conn`` is in a transaction bound to ``learner_id``."""
-    grade = await conn.fetchval(_GRADE_SQL, learner_id)
-    rows = await conn.fetch(_MESSAGES_SQL, session_id, learner_id)
-    state = await conn.fetchrow(_STATE_SQL, session_id, learner_id)
-    summary = await conn.fetchrow(_LATEST_SUMMARY_SQL, session_id, learner_id)
+async def read_session(
+    conn: Connection, session_id: str, learner_id: str, purpose: Purpose
+) -> SessionRecord:
+    """Read what ``purpose`` declares of a session, and the keys the gate must forbid;
+    ``conn`` is in a transaction bound to ``learner_id``."""
+    profile = None
+    if purpose.declares(Slice.PROFILE):
+        age = purpose.declares(Slice.AGE)
+        statement = _PROFILE_WITH_AGE_SQL if age else _PROFILE_SQL
+        profile = await conn.fetchrow(statement, learner_id)
+    rows = (
+        await conn.fetch(_MESSAGES_SQL, session_id, learner_id)
+        if purpose.declares(Slice.CONVERSATION_HISTORY)
+        else []
+    )
+    state = (
+        await conn.fetchrow(_STATE_SQL, session_id, learner_id)
+        if purpose.declares(Slice.CONVERSATION_STATE)
+        else None
+    )
+    summary = (
+        await conn.fetchrow(_LATEST_SUMMARY_SQL, session_id, learner_id)
+        if purpose.declares(Slice.CONVERSATION_SUMMARY)
+        else None
+    )
     linked = await linked_identifiers(conn, learner_id)
     return SessionRecord(
-        grade=int(grade or 0),
+        grade=int(profile["grade"]) if profile else 0,
+        age_years=profile.get("age_years") if profile else None,
         messages=tuple(
             StoredMessage(
                 message_id=row["id"],

@@ -22,7 +22,7 @@ from nemo_toolplane.tool_context import ToolContext
 
 LEARNER_ID = Field(
     pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$",
-    description="Id of the learner, for example L-1. Results name the learner only by a "
+    description="Id of the learner, for example L-2041-1. Results name the learner only by a "
     "pseudonymous learner_ref.",
 )
 

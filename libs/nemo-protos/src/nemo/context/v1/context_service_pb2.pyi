@@ -194,6 +194,7 @@ class BuildConversationContextRequest(_message.Message):
     TURN_ID_FIELD_NUMBER: _builtins.int
     CURRENT_USER_MESSAGE_FIELD_NUMBER: _builtins.int
     TOKEN_BUDGET_FIELD_NUMBER: _builtins.int
+    PERSIST_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     """Chat session id."""
     turn_id: _builtins.str
@@ -202,6 +203,8 @@ class BuildConversationContextRequest(_message.Message):
     """The learner's message for this turn."""
     token_budget: _builtins.int
     """Token budget for the whole bundle; 0 means the service default."""
+    persist: _builtins.bool
+    """Store a snapshot of the returned bundle and return its `input_ref`."""
     def __init__(
         self,
         *,
@@ -209,10 +212,11 @@ class BuildConversationContextRequest(_message.Message):
         turn_id: _builtins.str = ...,
         current_user_message: _builtins.str = ...,
         token_budget: _builtins.int = ...,
+        persist: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["current_user_message", b"current_user_message", "session_id", b"session_id", "token_budget", b"token_budget", "turn_id", b"turn_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["current_user_message", b"current_user_message", "persist", b"persist", "session_id", b"session_id", "token_budget", b"token_budget", "turn_id", b"turn_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -327,7 +331,7 @@ class CheckLearnerAccessRequest(_message.Message):
     learner_id: _builtins.str
     """The learner the call is about."""
     resource_scope: _builtins.str
-    """A grant's resource scope: "*", "user", "learner:L-1,learner:L-2" or "family:F-1"."""
+    """A grant's resource scope: "*", "user", "learner:L-2041-1,learner:L-2041-2" or "family:F-2041-1"."""
     user_source: _user_source_pb2.UserSource.ValueType
     """Where `user_id` comes from; only USER_SOURCE_TOKEN and USER_SOURCE_CALLER count for the
     "user" scope (unspecified counts as asserted).
@@ -525,6 +529,7 @@ class GetSnapshotResponse(_message.Message):
     SHA256_FIELD_NUMBER: _builtins.int
     CANONICAL_JSON_FIELD_NUMBER: _builtins.int
     BUNDLE_FIELD_NUMBER: _builtins.int
+    CONVERSATION_BUNDLE_FIELD_NUMBER: _builtins.int
     input_ref: _builtins.str
     """The snapshot's key."""
     sha256: _builtins.str
@@ -533,7 +538,13 @@ class GetSnapshotResponse(_message.Message):
     """The snapshot exactly as stored."""
     @_builtins.property
     def bundle(self) -> _learner_context_pb2.ContextBundle:
-        """The snapshot parsed back into a bundle."""
+        """The snapshot parsed back into a bundle, when it is the snapshot of a BuildContext bundle."""
+
+    @_builtins.property
+    def conversation_bundle(self) -> _conversation_pb2.ConversationBundle:
+        """The snapshot parsed back into a conversation bundle, when it is the snapshot of a
+        BuildConversationContext bundle.
+        """
 
     def __init__(
         self,
@@ -542,10 +553,11 @@ class GetSnapshotResponse(_message.Message):
         sha256: _builtins.str = ...,
         canonical_json: _builtins.bytes = ...,
         bundle: _learner_context_pb2.ContextBundle | None = ...,
+        conversation_bundle: _conversation_pb2.ConversationBundle | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["bundle", b"bundle"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["bundle", b"bundle", "conversation_bundle", b"conversation_bundle"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["bundle", b"bundle", "canonical_json", b"canonical_json", "input_ref", b"input_ref", "sha256", b"sha256"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bundle", b"bundle", "canonical_json", b"canonical_json", "conversation_bundle", b"conversation_bundle", "input_ref", b"input_ref", "sha256", b"sha256"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

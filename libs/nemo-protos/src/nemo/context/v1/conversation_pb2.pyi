@@ -199,6 +199,7 @@ class ConversationMeta(_message.Message):
     SUMMARY_VERSION_FIELD_NUMBER: _builtins.int
     BUILD_VERSION_FIELD_NUMBER: _builtins.int
     SUMMARY_STALE_FIELD_NUMBER: _builtins.int
+    WITHHELD_KNOWLEDGE_COUNT_FIELD_NUMBER: _builtins.int
     token_budget: _builtins.int
     """Token budget the bundle was trimmed to."""
     estimated_tokens: _builtins.int
@@ -213,6 +214,10 @@ class ConversationMeta(_message.Message):
     """Version of the conversation builder."""
     summary_stale: _builtins.bool
     """True when turns outside the recent window are not covered by the stored summary."""
+    withheld_knowledge_count: _builtins.int
+    """Knowledge passages retrieved but left out because the identifier gate would refuse them
+    (curriculum text that reads like a key or a personal field); never learner data.
+    """
     def __init__(
         self,
         *,
@@ -223,10 +228,11 @@ class ConversationMeta(_message.Message):
         summary_version: _builtins.int = ...,
         build_version: _builtins.str = ...,
         summary_stale: _builtins.bool = ...,
+        withheld_knowledge_count: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["build_version", b"build_version", "dropped_message_count", b"dropped_message_count", "estimated_tokens", b"estimated_tokens", "included_message_count", b"included_message_count", "summary_stale", b"summary_stale", "summary_version", b"summary_version", "token_budget", b"token_budget"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["build_version", b"build_version", "dropped_message_count", b"dropped_message_count", "estimated_tokens", b"estimated_tokens", "included_message_count", b"included_message_count", "summary_stale", b"summary_stale", "summary_version", b"summary_version", "token_budget", b"token_budget", "withheld_knowledge_count", b"withheld_knowledge_count"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -248,6 +254,11 @@ class ConversationBundle(_message.Message):
     PROFILE_FIELD_NUMBER: _builtins.int
     RETRIEVED_KNOWLEDGE_FIELD_NUMBER: _builtins.int
     META_FIELD_NUMBER: _builtins.int
+    PURPOSE_FIELD_NUMBER: _builtins.int
+    SLICES_FIELD_NUMBER: _builtins.int
+    POLICY_VERSION_FIELD_NUMBER: _builtins.int
+    INPUT_REF_FIELD_NUMBER: _builtins.int
+    SNAPSHOT_SHA256_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     """Chat session id."""
     turn_id: _builtins.str
@@ -258,6 +269,14 @@ class ConversationBundle(_message.Message):
     """Pseudonym of the learner the session belongs to."""
     conversation_summary: _builtins.str
     """The latest stored summary of older turns; empty when there is none."""
+    purpose: _builtins.str
+    """The purpose table row the bundle was built under (`tutor_chat`); see ListPurposes."""
+    policy_version: _builtins.str
+    """Version of the purpose table."""
+    input_ref: _builtins.str
+    """Key of the stored snapshot of this bundle, when `persist` was set and the write succeeded."""
+    snapshot_sha256: _builtins.str
+    """Lower-case hex SHA-256 of the snapshot's canonical JSON; empty when `input_ref` is empty."""
     @_builtins.property
     def recent_messages(self) -> _containers.RepeatedCompositeFieldContainer[Global___ConversationMessage]:
         """Completed history messages of earlier turns, oldest first."""
@@ -268,7 +287,7 @@ class ConversationBundle(_message.Message):
 
     @_builtins.property
     def profile(self) -> _learner_context_pb2.LearnerProfile:
-        """Minimal pseudonymous profile (grade only)."""
+        """Minimal pseudonymous profile (the grade, and the age in years if the purpose declares it)."""
 
     @_builtins.property
     def retrieved_knowledge(self) -> _containers.RepeatedCompositeFieldContainer[_knowledge_pb2.KnowledgeHit]:
@@ -277,6 +296,10 @@ class ConversationBundle(_message.Message):
     @_builtins.property
     def meta(self) -> Global___ConversationMeta:
         """How the bundle was built."""
+
+    @_builtins.property
+    def slices(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The slices that row declares, in its order; only those parts of the bundle are filled."""
 
     def __init__(
         self,
@@ -291,10 +314,15 @@ class ConversationBundle(_message.Message):
         profile: _learner_context_pb2.LearnerProfile | None = ...,
         retrieved_knowledge: _abc.Iterable[_knowledge_pb2.KnowledgeHit] | None = ...,
         meta: Global___ConversationMeta | None = ...,
+        purpose: _builtins.str = ...,
+        slices: _abc.Iterable[_builtins.str] | None = ...,
+        policy_version: _builtins.str = ...,
+        input_ref: _builtins.str = ...,
+        snapshot_sha256: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["meta", b"meta", "profile", b"profile", "state", b"state"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation_summary", b"conversation_summary", "current_user_message", b"current_user_message", "learner_ref", b"learner_ref", "meta", b"meta", "profile", b"profile", "recent_messages", b"recent_messages", "retrieved_knowledge", b"retrieved_knowledge", "session_id", b"session_id", "state", b"state", "turn_id", b"turn_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conversation_summary", b"conversation_summary", "current_user_message", b"current_user_message", "input_ref", b"input_ref", "learner_ref", b"learner_ref", "meta", b"meta", "policy_version", b"policy_version", "profile", b"profile", "purpose", b"purpose", "recent_messages", b"recent_messages", "retrieved_knowledge", b"retrieved_knowledge", "session_id", b"session_id", "slices", b"slices", "snapshot_sha256", b"snapshot_sha256", "state", b"state", "turn_id", b"turn_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -88,7 +88,9 @@ class ContextBundle(_message.Message):
     SNAPSHOT_SHA256_FIELD_NUMBER: _builtins.int
     LEARNING_CONTEXT_FIELD_NUMBER: _builtins.int
     learner_ref: _builtins.str
-    """Stable pseudonym of the learner: "nemo_" + 12 hex digits of a keyed HMAC of the learner id."""
+    """Stable pseudonym of the learner: "nemo_" + 24 hex digits (96 bits) of a keyed HMAC of the
+    learner id.
+    """
     purpose: _builtins.str
     """The declared purpose or agent view this bundle was built for."""
     policy_version: _builtins.str

@@ -104,7 +104,7 @@ class Approval(_message.Message):
     approvals requested before arguments were kept.
     """
     resource: _builtins.str
-    """What the call is about, for example "learner:L-1"; empty when the tool names no resource."""
+    """What the call is about, for example "learner:L-2041-1"; empty when the tool names no resource."""
     token_id: _builtins.str
     """The agent token of the call the approval is bound to; empty for an agent's legacy token."""
     user_source: _user_source_pb2.UserSource.ValueType

@@ -125,7 +125,7 @@ class AuditEntry(_message.Message):
     tool_id: _builtins.str
     """Resolved versioned tool id, or the name as given when the tool is unknown."""
     resource: _builtins.str
-    """Resource the call was about, for example "learner:L-1"; empty when none."""
+    """Resource the call was about, for example "learner:L-2041-1"; empty when none."""
     decision: Global___Decision.ValueType
     """The policy decision."""
     status: Global___CallStatus.ValueType

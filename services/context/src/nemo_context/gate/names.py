@@ -1,0 +1,76 @@
+"""Field names as words, and whether a name is forbidden (the rules are in :mod:`.rules`)."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from functools import lru_cache
+from itertools import pairwise
+from typing import Final
+
+from nemo_context.gate.rules import (
+    FORBIDDEN_PHRASES,
+    FORBIDDEN_WORDS,
+    KEY_OWNERS,
+    KEY_WORDS,
+    NAME_WORDS,
+    SAFE_NAMES,
+    VOCABULARY,
+)
+
+# camelCase and acronym boundaries ("learnerIDs" → "learner IDs"), and letter/digit boundaries.
+_BOUNDARY: Final = re.compile(
+    r"(?<=[a-z])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z]{2})|(?<=[A-Za-z])(?=\d)|(?<=\d)(?=[A-Za-z])"
+)
+_WORD: Final = re.compile(r"[^\W_]+")
+_LONGEST_WORD: Final = max(len(word) for word in VOCABULARY)
+_PHRASE_LENGTHS: Final = sorted({len(phrase) for phrase in FORBIDDEN_PHRASES})
+
+
+def _split_run_together(word: str) -> list[str]:
+    """``word`` split into vocabulary words (fewest pieces), or ``[word]`` when it cannot be."""
+    if word in VOCABULARY or len(word) > 64:
+        return [word]
+    best: list[list[str] | None] = [[]] + [None] * len(word)
+    for end in range(1, len(word) + 1):
+        for start in range(max(0, end - _LONGEST_WORD), end):
+            head = best[start]
+            if head is not None and word[start:end] in VOCABULARY:
+                candidate = [*head, word[start:end]]
+                current = best[end]
+                if current is None or len(candidate) < len(current):
+                    best[end] = candidate
+    found = best[len(word)]
+    return found if found is not None else [word]
+
+
+def name_words(name: str) -> tuple[str, ...]:
+    """The lower-case words of a field name: ``studentName``, ``student-name``, ``STUDENT_NAME``
+    and ``studentname`` are all ``("student", "name")``."""
+    spaced = _BOUNDARY.sub(" ", unicodedata.normalize("NFKC", name))
+    words: list[str] = []
+    for word in _WORD.findall(spaced.casefold()):
+        words.extend(_split_run_together(word))
+    return tuple(words)
+
+
+def _has_phrase(words: tuple[str, ...]) -> bool:
+    for size in _PHRASE_LENGTHS:
+        for start in range(len(words) - size + 1):
+            if words[start : start + size] in FORBIDDEN_PHRASES:
+                return True
+    return False
+
+
+@lru_cache(maxsize=8192)
+def is_forbidden_name(name: str) -> bool:
+    """Whether a field name (a message field, a map or JSON key, a ``key:`` in text) names
+    something that must not leave the service; see :mod:`.rules`."""
+    words = name_words(name)
+    if not words:
+        return False
+    if any(word in FORBIDDEN_WORDS for word in words) or _has_phrase(words):
+        return True
+    if any(owner in KEY_OWNERS and key in KEY_WORDS for owner, key in pairwise(words)):
+        return True
+    return any(word in NAME_WORDS for word in words) and "_".join(words) not in SAFE_NAMES

@@ -1,0 +1,159 @@
+"""What the identifier gate forbids and what it knows to be safe: the part a privacy reviewer reads.
+
+A field name is judged by its words, not by its exact spelling. Names are split into words the
+way they are written (``snake_case``, ``camelCase``, ``kebab-case``, ``dotted.names``, spaces)
+and run-together words are split again with :data:`VOCABULARY` (``fullname`` → ``full name``,
+``userid`` → ``user id``, ``dateofbirth`` → ``date of birth``); a word that cannot be split stays
+whole, so ``photosynthesis`` and ``phoneme`` are words of their own and pass. A name is forbidden
+when its words contain
+
+- one of :data:`FORBIDDEN_WORDS` (``email``, ``phone``, ``address``, ``birth``, ``avatar``...);
+- one of :data:`FORBIDDEN_PHRASES` as consecutive words (``profile picture``, ``ngay sinh``);
+- a person or a household directly followed by a key word (:data:`KEY_OWNERS` then
+  :data:`KEY_WORDS`: ``user id``, ``learner ids``, ``family key``), since keys are for binding
+  and never leave the service; ``node id``, ``message id`` and ``parent node id`` pass;
+- the word ``name`` (a person's name, in any form: ``display_name``, ``studentName``,
+  ``guardian-name``, ``username``), unless the whole name is one of :data:`SAFE_NAMES`.
+
+:data:`SAFE_NAMES` is short and every entry says why it is safe. Adding a name to it is a policy
+change, reviewed like one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Final
+
+FORBIDDEN_WORDS: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        # Names of people.
+        "surname": "a family name",
+        "nickname": "what a child is called",
+        "fullname": "a person's whole name",
+        "username": "an account's login name",
+        # Contact and whereabouts.
+        "email": "an e-mail address",
+        "emails": "e-mail addresses",
+        "mail": "an e-mail or postal address",
+        "phone": "a telephone number",
+        "phones": "telephone numbers",
+        "telephone": "a telephone number",
+        "sdt": "a telephone number (Vietnamese abbreviation of số điện thoại)",
+        "address": "where a person lives or is reached",
+        "addresses": "where people live or are reached",
+        "street": "part of a home address",
+        # Birth (age in whole years comes from a definer function and is allowed).
+        "birth": "a birth date or place",
+        "birthday": "a birth date",
+        "birthdate": "a birth date",
+        "birthplace": "where a child was born",
+        "born": "when or where a child was born",
+        "dob": "a date of birth",
+        # Pictures of people and accounts elsewhere.
+        "avatar": "a child's picture",
+        "avatars": "children's pictures",
+        "photo": "a picture of a person",
+        "photos": "pictures of people",
+        "selfie": "a picture of a person",
+        "facebook": "a social-network account",
+        "instagram": "a social-network account",
+        "tiktok": "a social-network account",
+        "twitter": "a social-network account",
+        "zalo": "a messaging account (common in Vietnam)",
+        "linkedin": "a social-network account",
+        # Identity documents.
+        "passport": "an identity document",
+        "ssn": "a national identity number",
+        "cccd": "a citizen identity card number (Căn cước công dân)",
+        "cmnd": "an identity card number (Chứng minh nhân dân)",
+        # People the learner is linked to.
+        "guardian": "a person responsible for the child",
+        "guardians": "people responsible for the child",
+        # The child's own words.
+        "payload": "an answer as the child wrote it (evidence payload)",
+        "verbatim": "an answer as the child wrote it",
+    }
+)
+"""Words that make any name that contains them forbidden, with what such a field would hold."""
+
+FORBIDDEN_PHRASES: Final[Mapping[tuple[str, ...], str]] = MappingProxyType(
+    {
+        ("profile", "picture"): "a child's picture",
+        ("profile", "pic"): "a child's picture",
+        ("profile", "image"): "a child's picture",
+        ("social", "links"): "accounts on social networks",
+        ("social", "profile"): "an account on a social network",
+        ("links", "json"): "the learners table's column of social links",
+        ("national", "id"): "an identity number",
+        ("citizen", "id"): "an identity number",
+        ("mobile", "number"): "a telephone number",
+        # Vietnamese field names, written without diacritics as column names are.
+        ("ho", "ten"): "a full name (họ tên)",
+        ("ho", "va", "ten"): "a full name (họ và tên)",
+        ("ngay", "sinh"): "a date of birth (ngày sinh)",
+        ("dien", "thoai"): "a telephone number (điện thoại)",
+        ("dia", "chi"): "an address (địa chỉ)",
+        ("ten", "truong"): "a school's name (tên trường)",
+    }
+)
+"""Consecutive words that make a name forbidden; each word alone is ordinary (``social
+studies``, ``national curriculum``, ``ten`` is also the English number)."""
+
+KEY_OWNERS: Final = frozenset(
+    {
+        "user", "users", "learner", "learners", "student", "students", "pupil", "pupils",
+        "child", "children", "kid", "kids", "family", "families", "parent", "parents",
+        "mentor", "mentors", "teacher", "teachers", "member", "members", "owner", "owners",
+        "account", "accounts", "person", "people", "sibling", "siblings", "supporter",
+        "supporters", "school", "schools", "guardian", "guardians",
+    }
+)  # fmt: skip
+"""Words for people, households and schools, whose keys never leave the service."""
+
+KEY_WORDS: Final = frozenset({"id", "ids", "key", "keys", "uid", "uuid", "code", "number", "no"})
+"""Words that, right after one of :data:`KEY_OWNERS`, make the name a key: ``user_id``,
+``studentCode``, ``learner-ids``, ``account_number``."""
+
+NAME_WORDS: Final = frozenset({"name", "names"})
+"""The words of a person's name; forbidden unless the whole name is safe."""
+
+SAFE_NAMES: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        "node_name": "the name of a knowledge node: curriculum, not a person",
+        "subject_name": "the name of a school subject",
+        "strand_name": "the name of a strand of a subject",
+        "topic_name": "the name of a topic of the curriculum",
+        "lesson_name": "the name of a lesson",
+        "unit_name": "the name of a unit of a course",
+        "course_name": "the name of a course",
+        "package_name": "the name of a learning package",
+        "competency_name": "the name of a competency the engines measure",
+        "skill_name": "the name of a skill the engines measure",
+        "milestone_name": "the name of a milestone such as an exam",
+        "activity_name": "the name of a kind of learning activity",
+        "tool_name": "the name of a tool a tutor called",
+        "prompt_name": "the name of a registered prompt",
+        "model_name": "the name of an AI model",
+        "file_name": "the name of a file of teaching material",
+    }
+)
+"""Whole names (words joined by ``_``) that hold ``name`` but no person's name, with why."""
+
+VOCABULARY: Final = frozenset(
+    {
+        *FORBIDDEN_WORDS,
+        *(word for phrase in FORBIDDEN_PHRASES for word in phrase),
+        *KEY_OWNERS,
+        *KEY_WORDS,
+        *NAME_WORDS,
+        *(word for name in SAFE_NAMES for word in name.split("_")),
+        # Words that qualify the forbidden ones when written together (``firstname``).
+        "first", "last", "middle", "given", "full", "display", "nick", "real", "legal",
+        "maiden", "sur", "of", "date", "day", "place", "year", "home", "work", "contact",
+        "primary", "secondary", "url", "urls", "link", "e", "cell", "mobile", "tele", "his",
+        "her", "my", "their", "so",
+    }
+)  # fmt: skip
+"""Words a run-together name is split into; a name that cannot be split into them stays one
+word (``photosynthesis``, ``hostname``, ``tournament``)."""
