@@ -5,8 +5,9 @@ failure) with identifiers only: the resource (``learner:L-2041-1``) and the erro
 the call's input or output. Rows wait in memory at most ``flush_seconds``. No row is lost
 silently, even when the database hangs: every statement has a time limit
 (``statement_timeout``, which also bounds waiting for a connection), the rows waiting in memory
-are bounded (``max_pending``), and a row that is not stored (the store refused or timed out, the buffer was full, shutdown came first)
-is logged in full, so the log holds the record, and counted. Calls never wait for the store.
+are bounded (``max_pending``), and a row that is not stored (the store refused or timed out,
+the buffer was full, shutdown came first) is logged in full, so the log holds the record, and
+counted. Calls never wait for the store.
 Closing writes the rows still pending within what is left of the shutdown's grace period (from
 the moment shutdown starts, :meth:`AuditLog.watch`), so a graceful shutdown loses none while the
 database answers and never waits past the grace period when it does not.
