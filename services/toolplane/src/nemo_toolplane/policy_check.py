@@ -5,7 +5,7 @@ environment that does not exist grants nothing; both look fine in a table. :func
 reads the rows as the policy engine would and names each one that can never match: unreadable
 conditions, unknown environments, modes, effects or resource scopes, a tool pattern no registered
 tool has, an agent scope no agent has, conditions no tool in scope meets. Writing such a row is
-refused by the database (migration 0015); this finds the ones written around that.
+refused by the database (migration 0017); this finds the ones written around that.
 """
 
 from __future__ import annotations
