@@ -23,6 +23,8 @@ from nemo_ops import (
     approvals,
     dev,
     migrate,
+    operator_accounts,
+    policies,
     purge_snapshots,
     seed,
     settings_doc,
@@ -77,6 +79,14 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
     ),
     Subcommand(
         "approvals", approvals.HELP, approvals.configure_parser, approvals.run_command, True
+    ),
+    Subcommand("policies", policies.HELP, policies.configure_parser, policies.run_command, True),
+    Subcommand(
+        "operators",
+        operator_accounts.HELP,
+        operator_accounts.configure_parser,
+        operator_accounts.run_command,
+        True,
     ),
 )
 
