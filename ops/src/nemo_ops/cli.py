@@ -24,6 +24,8 @@ from nemo_ops import (
     dev,
     local_model,
     migrate,
+    operator_accounts,
+    policies,
     purge_snapshots,
     seed,
     settings_doc,
@@ -78,6 +80,14 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
     ),
     Subcommand(
         "approvals", approvals.HELP, approvals.configure_parser, approvals.run_command, True
+    ),
+    Subcommand("policies", policies.HELP, policies.configure_parser, policies.run_command, True),
+    Subcommand(
+        "operators",
+        operator_accounts.HELP,
+        operator_accounts.configure_parser,
+        operator_accounts.run_command,
+        True,
     ),
 )
 
