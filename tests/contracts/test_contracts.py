@@ -16,7 +16,7 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PROTOS_PACKAGE = REPO_ROOT / "libs" / "nemo-protos"
-GENERATED = PROTOS_PACKAGE / "src" / "nemo"
+GENERATED = PROTOS_PACKAGE / "src" / "nemo_protos"
 
 
 def _load_generator() -> ModuleType:
@@ -40,7 +40,7 @@ def _tree(root: Path) -> set[str]:
 
 def test_generated_code_is_up_to_date(tmp_path: Path) -> None:
     _load_generator().generate(tmp_path)
-    fresh = tmp_path / "nemo"
+    fresh = tmp_path / "nemo_protos"
     assert _tree(fresh) == _tree(GENERATED), (
         "run `make generate`: the set of generated files differs"
     )
@@ -64,7 +64,7 @@ def test_drift_check_notices_a_changed_proto(tmp_path: Path) -> None:
         )
     )
     generator.generate(tmp_path / "out", proto_root=protos_copy)
-    changed = tmp_path / "out" / "nemo" / "type" / "v1" / "locale_pb2.py"
+    changed = tmp_path / "out" / "nemo_protos" / "type" / "v1" / "locale_pb2.py"
     assert not filecmp.cmp(changed, GENERATED / "type" / "v1" / "locale_pb2.py", shallow=False)
 
 
@@ -131,12 +131,14 @@ def test_stubs_build_as_an_installable_wheel(tmp_path: Path) -> None:
     (wheel,) = tmp_path.glob("nemo_protos-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     for expected in (
-        "nemo/py.typed",
-        "nemo/context/v1/context_service_pb2.py",
-        "nemo/context/v1/context_service_pb2_grpc.py",
-        "nemo/context/v1/context_service_pb2_grpc.pyi",
-        "nemo/gateway/v1/gateway_service_pb2_grpc.py",
-        "nemo/toolplane/v1/toolplane_service_pb2_grpc.py",
-        "nemo/toolplane/v1/toolplane_admin_service_pb2_grpc.py",
+        "nemo_protos/py.typed",
+        "nemo_protos/context/v1/context_service_pb2.py",
+        "nemo_protos/context/v1/context_service_pb2_grpc.py",
+        "nemo_protos/context/v1/context_service_pb2_grpc.pyi",
+        "nemo_protos/gateway/v1/gateway_service_pb2_grpc.py",
+        "nemo_protos/toolplane/v1/toolplane_service_pb2_grpc.py",
+        "nemo_protos/toolplane/v1/toolplane_admin_service_pb2_grpc.py",
     ):
         assert expected in names
+    # The bare top-level `nemo` belongs to NVIDIA's nemo-toolkit; the stubs never install there.
+    assert not [name for name in names if name.startswith("nemo/")]

@@ -10,8 +10,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nemo.context.v1 import context_service_pb2 as pb
-from nemo.type.v1 import user_source_pb2 as us
 from nemo_context.access import (
     INVALID_RESOURCE_SCOPE,
     LearnerFacts,
@@ -25,6 +23,8 @@ from nemo_context.access import (
 from nemo_context.ids import INVALID_LEARNER_ID
 from nemo_core.db import Pool
 from nemo_core.errors import ServiceError
+from nemo_protos.context.v1 import context_service_pb2 as pb
+from nemo_protos.type.v1 import user_source_pb2 as us
 
 LEARNERS = ("L-2041-1", "L-2041-2", "L-2041-3", "L-2041-10", "L-2041-404")
 Basis: TypeAlias = pb.AccessBasis.ValueType

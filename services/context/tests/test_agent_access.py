@@ -9,9 +9,6 @@ import grpc.aio
 import pytest
 from asyncpg.connection import LoggedQuery
 
-from nemo.context.v1 import context_service_pb2 as pb
-from nemo.type.v1 import locale_pb2
-from nemo.type.v1 import user_source_pb2 as us
 from nemo_context.access import LEARNER_OUT_OF_REACH, reach_of
 from nemo_context.builder import ContextBuilder
 from nemo_context.pseudonym import Pseudonymizer
@@ -19,6 +16,9 @@ from nemo_context.purposes import PURPOSES
 from nemo_context.repository import PostgresLearnerRepository
 from nemo_core.db import Pool
 from nemo_core.errors import ServiceError, error_details
+from nemo_protos.context.v1 import context_service_pb2 as pb
+from nemo_protos.type.v1 import locale_pb2
+from nemo_protos.type.v1 import user_source_pb2 as us
 
 from .conftest import RunningContextServer
 

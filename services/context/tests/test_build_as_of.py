@@ -13,11 +13,11 @@ import grpc.aio
 import pytest
 from google.protobuf import timestamp_pb2
 
-from nemo.context.v1 import context_service_pb2 as pb
-from nemo.context.v1 import learner_context_pb2
 from nemo_context.builder import INVALID_EVALUATED_AT
 from nemo_core.db import connect
 from nemo_core.errors import error_details
+from nemo_protos.context.v1 import context_service_pb2 as pb
+from nemo_protos.context.v1 import learner_context_pb2
 
 from .conftest import PARENT, RunningContextServer
 

@@ -11,8 +11,6 @@ import grpc
 import pytest
 from google.protobuf import text_format
 
-from nemo.context.v1 import learner_context_pb2 as pb
-from nemo.type.v1 import locale_pb2
 from nemo_context.builder import (
     BUILD_VERSION,
     LEARNER_NOT_FOUND,
@@ -31,6 +29,8 @@ from nemo_context.repository import (
 from nemo_core.db import Pool, connect
 from nemo_core.errors import ServiceError
 from nemo_ops.seed_data.progress import EVIDENCE
+from nemo_protos.context.v1 import learner_context_pb2 as pb
+from nemo_protos.type.v1 import locale_pb2
 
 from .conftest import TEST_PSEUDONYM_KEY
 

@@ -22,9 +22,6 @@ from google.rpc import error_details_pb2
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from nemo.context.v1 import conversation_pb2, knowledge_pb2
-from nemo.context.v1 import learner_context_pb2 as pb
-from nemo.type.v1 import locale_pb2
 from nemo_context.gate import (
     CONTEXT_LEAK_BLOCKED,
     Gated,
@@ -36,6 +33,9 @@ from nemo_context.gate import (
 from nemo_context.ids import is_key
 from nemo_context.render import render_bundle
 from nemo_core.errors import ServiceError
+from nemo_protos.context.v1 import conversation_pb2, knowledge_pb2
+from nemo_protos.context.v1 import learner_context_pb2 as pb
+from nemo_protos.type.v1 import locale_pb2
 
 from .conftest import CounterTotal
 

@@ -9,13 +9,13 @@ import grpc
 import grpc.aio
 import pytest
 
-from nemo.context.v1 import context_service_pb2 as pb
 from nemo_context.snapshot_reads import (
     INVALID_INPUT_REF,
     SNAPSHOT_DIGEST_MISMATCH,
     SNAPSHOT_NOT_FOUND,
 )
 from nemo_core.errors import error_details
+from nemo_protos.context.v1 import context_service_pb2 as pb
 from nemo_testing.s3 import S3Endpoint
 
 from .conftest import RunningContextServer, StartContextServer

@@ -11,11 +11,11 @@ import grpc
 import grpc.aio
 import pytest
 
-from nemo.context.v1 import item_bank_pb2 as pb
 from nemo_context.item_bank import INVALID_GENERATED_ITEM, ITEM_ID_CONFLICT
 from nemo_context.knowledge import KNOWLEDGE_NODE_NOT_FOUND
 from nemo_core.db import connect
 from nemo_core.errors import error_details
+from nemo_protos.context.v1 import item_bank_pb2 as pb
 
 from .conftest import RunningContextServer
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import grpc
 import pytest
 
-from nemo.context.v1 import context_service_pb2 as pb
 from nemo_context import knowledge
 from nemo_core.db import Pool
 from nemo_core.errors import ServiceError
+from nemo_protos.context.v1 import context_service_pb2 as pb
 
 
 async def search(

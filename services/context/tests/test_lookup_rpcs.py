@@ -6,11 +6,11 @@ import grpc
 import grpc.aio
 import pytest
 
-from nemo.context.v1 import context_service_pb2 as pb
-from nemo.type.v1 import user_source_pb2
 from nemo_context.access import INVALID_RESOURCE_SCOPE
 from nemo_context.knowledge import INVALID_LIMIT, KNOWLEDGE_NODE_NOT_FOUND
 from nemo_core.errors import error_details
+from nemo_protos.context.v1 import context_service_pb2 as pb
+from nemo_protos.type.v1 import user_source_pb2
 
 from .conftest import RunningContextServer
 

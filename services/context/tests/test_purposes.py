@@ -5,7 +5,6 @@ from __future__ import annotations
 import grpc
 import pytest
 
-from nemo.context.v1 import purpose_pb2
 from nemo_context.acl import PURPOSE_KINDS_BY_CALLER, PURPOSE_NOT_ALLOWED, check_purpose_caller
 from nemo_context.gate import forbidden_names_in
 from nemo_context.purposes import (
@@ -19,6 +18,7 @@ from nemo_context.purposes import (
     purpose_table,
 )
 from nemo_core.errors import ServiceError
+from nemo_protos.context.v1 import purpose_pb2
 
 
 @pytest.mark.parametrize(

@@ -6,14 +6,14 @@ import re
 
 import pytest
 
-from nemo.context.v1 import learner_context_pb2 as pb
-from nemo.type.v1 import locale_pb2
 from nemo_context.builder import ContextBuilder
 from nemo_context.pseudonym import Pseudonymizer
 from nemo_context.purposes import CONVERSATION, PURPOSES
 from nemo_context.render import render_bundle
 from nemo_context.repository import PostgresLearnerRepository
 from nemo_core.db import Pool
+from nemo_protos.context.v1 import learner_context_pb2 as pb
+from nemo_protos.type.v1 import locale_pb2
 
 from .conftest import TEST_PSEUDONYM_KEY
 

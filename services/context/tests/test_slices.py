@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from nemo.context.v1 import learner_context_pb2 as pb
 from nemo_context import slices
 from nemo_context.slices import knowledge_state
+from nemo_protos.context.v1 import learner_context_pb2 as pb
 
 
 @pytest.mark.parametrize(

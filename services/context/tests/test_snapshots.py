@@ -19,7 +19,6 @@ import pytest
 from google.protobuf import json_format
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from nemo.context.v1 import learner_context_pb2 as lc
 from nemo_context.snapshot_objects import (
     LIFECYCLE_RULE_ID,
     LocalDirectoryObjects,
@@ -39,6 +38,7 @@ from nemo_context.snapshots import (
 from nemo_core.db import Pool, create_pool
 from nemo_core.deadlines import set_time_remaining
 from nemo_core.errors import ServiceError
+from nemo_protos.context.v1 import learner_context_pb2 as lc
 from nemo_testing.ports import free_port
 from nemo_testing.s3 import S3Endpoint
 

@@ -12,9 +12,6 @@ from datetime import UTC
 import grpc.aio
 import pytest
 
-from nemo.gateway.v1 import answer_pb2
-from nemo.gateway.v1 import gateway_service_pb2 as pb
-from nemo.gateway.v1 import gateway_service_pb2_grpc as pb_grpc
 from nemo_core.callers import CallerAcl
 from nemo_core.client import create_channel
 from nemo_core.server import Server
@@ -30,6 +27,9 @@ from nemo_gateway.prompts.spec import Lang
 from nemo_gateway.providers.factory import build_provider
 from nemo_gateway.runner import Clock, Prepared, PromptRunner
 from nemo_gateway.settings import GatewaySettings
+from nemo_protos.gateway.v1 import answer_pb2
+from nemo_protos.gateway.v1 import gateway_service_pb2 as pb
+from nemo_protos.gateway.v1 import gateway_service_pb2_grpc as pb_grpc
 from nemo_testing.providers import Answer, ScriptedProvider
 
 from .gateway_testing import CONTEXT_CLIENT_TOKEN, FIXED_TIME, LLM_KEY, StartGateway, variables

@@ -11,11 +11,11 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nemo.context.v1 import learner_context_pb2 as ctx
 from nemo_gateway.cache import input_digest, messages_digest
 from nemo_gateway.prompts import coral, knowledge, learner
 from nemo_gateway.prompts.registry import REGISTRY
 from nemo_gateway.prompts.spec import Lang, NumberedSource, PromptInput
+from nemo_protos.context.v1 import learner_context_pb2 as ctx
 
 NOW = datetime(2026, 1, 15, 8, tzinfo=UTC)
 _IDS = st.sampled_from(["", "n1", "n2"])

@@ -14,13 +14,13 @@ import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from pydantic import SecretStr
 
-from nemo.gateway.v1 import gateway_service_pb2 as pb
-from nemo.gateway.v1 import gateway_service_pb2_grpc as pb_grpc
 from nemo_core.client import create_channel
 from nemo_core.db import connect
 from nemo_core.errors import error_details
 from nemo_core.interceptor import server_busy
 from nemo_gateway.context_client import _translate
+from nemo_protos.gateway.v1 import gateway_service_pb2 as pb
+from nemo_protos.gateway.v1 import gateway_service_pb2_grpc as pb_grpc
 from nemo_testing.providers import ScriptedProvider
 
 from .gateway_testing import (

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from nemo.gateway.v1 import answer_pb2, run_pb2
-from nemo.gateway.v1 import gateway_service_pb2 as pb
+from nemo_protos.gateway.v1 import answer_pb2, run_pb2
+from nemo_protos.gateway.v1 import gateway_service_pb2 as pb
 from nemo_testing import corpora
 from nemo_testing.providers import Answer, ScriptedProvider
 

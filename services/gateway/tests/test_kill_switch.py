@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 from google.protobuf.message import Message
 
-from nemo.gateway.v1 import answer_pb2, outputs_pb2, run_pb2
-from nemo.gateway.v1 import gateway_service_pb2 as pb
-from nemo.type.v1 import locale_pb2
 from nemo_gateway.prompts import coral
 from nemo_gateway.prompts.spec import Lang, PromptInput
+from nemo_protos.gateway.v1 import answer_pb2, outputs_pb2, run_pb2
+from nemo_protos.gateway.v1 import gateway_service_pb2 as pb
+from nemo_protos.type.v1 import locale_pb2
 from nemo_testing.providers import ScriptedProvider
 
 from .gateway_testing import (

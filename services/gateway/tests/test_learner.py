@@ -8,10 +8,10 @@ import grpc
 import pytest
 from google.protobuf import timestamp_pb2
 
-from nemo.gateway.v1 import gateway_service_pb2 as pb
-from nemo.gateway.v1 import run_pb2
 from nemo_context.pseudonym import Pseudonymizer
 from nemo_core.errors import error_details
+from nemo_protos.gateway.v1 import gateway_service_pb2 as pb
+from nemo_protos.gateway.v1 import run_pb2
 from nemo_testing.providers import Answer, ScriptedProvider
 
 from .gateway_testing import FIXED_TIME, PSEUDONYM_KEY, StartGateway, variables

@@ -12,8 +12,6 @@ from typing import Any
 import grpc
 import pytest
 
-from nemo.gateway.v1 import answer_pb2, run_pb2
-from nemo.gateway.v1 import gateway_service_pb2 as pb
 from nemo_core.errors import error_details
 from nemo_gateway.prompts import coral
 from nemo_gateway.prompts.registry import REGISTRY
@@ -21,6 +19,8 @@ from nemo_gateway.prompts.spec import Lang, PromptInput
 from nemo_gateway.providers.factory import build_provider
 from nemo_gateway.settings import GatewaySettings
 from nemo_gateway.structured.pipeline import Path, run_model
+from nemo_protos.gateway.v1 import answer_pb2, run_pb2
+from nemo_protos.gateway.v1 import gateway_service_pb2 as pb
 from nemo_testing.providers import Answer, Hang, HttpError, ScriptedProvider
 
 from . import test_latex as latex_corpus

@@ -23,15 +23,15 @@ import grpc
 import pytest
 from pydantic import ValidationError
 
-from nemo.context.v1 import context_service_pb2, context_service_pb2_grpc
-from nemo.gateway.v1 import gateway_service_pb2 as pb
-from nemo.gateway.v1 import run_pb2
 from nemo_core.settings import DEFAULT_CALLER_TOKEN_METADATA_KEY
 from nemo_gateway.prompts.registry import REGISTRY
 from nemo_gateway.prompts.spec import Lang
 from nemo_gateway.prompts.tags import CONTEXT_TAG, tagged
 from nemo_gateway.providers.reasoning import strip_reasoning
 from nemo_ops import local_model
+from nemo_protos.context.v1 import context_service_pb2, context_service_pb2_grpc
+from nemo_protos.gateway.v1 import gateway_service_pb2 as pb
+from nemo_protos.gateway.v1 import run_pb2
 from nemo_testing.ports import free_port
 from nemo_testing.providers import RecordedRequest
 from nemo_testing.recording_proxy import RecordingProxy

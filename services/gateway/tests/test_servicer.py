@@ -11,9 +11,9 @@ import grpc
 import pytest
 from google.protobuf import timestamp_pb2
 
-from nemo.gateway.v1 import answer_pb2, prompt_pb2
-from nemo.gateway.v1 import gateway_service_pb2 as pb
 from nemo_core.errors import error_details
+from nemo_protos.gateway.v1 import answer_pb2, prompt_pb2
+from nemo_protos.gateway.v1 import gateway_service_pb2 as pb
 from nemo_testing.providers import Answer, ScriptedProvider
 
 from .gateway_testing import StartGateway, variables

@@ -16,12 +16,12 @@ import grpc
 import pytest
 from google.protobuf import struct_pb2
 
-from nemo.toolplane.v1 import approval_pb2, tool_pb2
-from nemo.toolplane.v1 import toolplane_admin_service_pb2 as admin_pb
-from nemo.toolplane.v1 import toolplane_service_pb2 as pb
 from nemo_core.db import connect
 from nemo_core.errors import error_details
 from nemo_ops.cli import main as nemo
+from nemo_protos.toolplane.v1 import approval_pb2, tool_pb2
+from nemo_protos.toolplane.v1 import toolplane_admin_service_pb2 as admin_pb
+from nemo_protos.toolplane.v1 import toolplane_service_pb2 as pb
 from nemo_toolplane.approvals import arguments_digest
 from nemo_toolplane.operators import authenticate as operators_authenticate
 from nemo_toolplane.operators import issue_operator_token, revoke_operator_token

@@ -11,10 +11,10 @@ import grpc
 import pytest
 from google.protobuf import json_format, struct_pb2
 
-from nemo.toolplane.v1 import audit_pb2, tool_pb2
-from nemo.toolplane.v1 import toolplane_admin_service_pb2 as admin_pb
-from nemo.toolplane.v1 import toolplane_service_pb2 as pb
 from nemo_core.errors import error_details
+from nemo_protos.toolplane.v1 import audit_pb2, tool_pb2
+from nemo_protos.toolplane.v1 import toolplane_admin_service_pb2 as admin_pb
+from nemo_protos.toolplane.v1 import toolplane_service_pb2 as pb
 from nemo_toolplane.servicer import peer_host
 
 from .conftest import AgentTokens, RunningToolPlane

@@ -11,9 +11,9 @@ import asyncpg
 import pytest
 from pydantic import SecretStr
 
-from nemo.context.v1 import context_service_pb2 as context_pb
-from nemo.context.v1 import context_service_pb2_grpc as context_grpc
 from nemo_core.client import create_channel
+from nemo_protos.context.v1 import context_service_pb2 as context_pb
+from nemo_protos.context.v1 import context_service_pb2_grpc as context_grpc
 from nemo_toolplane.tokens import issue_token, revoke_token
 from nemo_toolplane.tools import build_registry
 from nemo_toolplane.tools.views import view_result

@@ -10,11 +10,11 @@ import grpc
 import grpc.aio
 from google.protobuf import struct_pb2, timestamp_pb2
 
-from nemo.gateway.v1 import gateway_service_pb2 as pb
-from nemo.gateway.v1 import gateway_service_pb2_grpc, run_pb2
 from nemo_core.errors import error_details
 from nemo_eval.cases import EVALUATED_AT_SECONDS, Case
 from nemo_eval.stack import EvalStack
+from nemo_protos.gateway.v1 import gateway_service_pb2 as pb
+from nemo_protos.gateway.v1 import gateway_service_pb2_grpc, run_pb2
 
 DEADLINE_SECONDS = 400.0
 """Each call's deadline: the re-asks of a slow model included."""

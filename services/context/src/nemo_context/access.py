@@ -34,11 +34,11 @@ from typing import Final, TypeAlias
 
 import grpc
 
-from nemo.context.v1 import context_service_pb2 as pb
-from nemo.type.v1 import user_source_pb2
 from nemo_context.ids import check_learner_id, is_key
 from nemo_core.db import Connection, Pool, learner_transaction
 from nemo_core.errors import ServiceError
+from nemo_protos.context.v1 import context_service_pb2 as pb
+from nemo_protos.type.v1 import user_source_pb2
 
 INVALID_RESOURCE_SCOPE: Final = "INVALID_RESOURCE_SCOPE"
 LEARNER_OUT_OF_REACH: Final = "LEARNER_OUT_OF_REACH"

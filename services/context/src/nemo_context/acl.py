@@ -15,10 +15,10 @@ from typing import Final
 
 import grpc
 
-from nemo.context.v1 import purpose_pb2
 from nemo_context.purposes import AGENT_VIEW, CONVERSATION, PROMPT, Purpose
 from nemo_core.callers import CallerAcl
 from nemo_core.errors import ServiceError
+from nemo_protos.context.v1 import purpose_pb2
 
 PURPOSE_NOT_ALLOWED: Final = "PURPOSE_NOT_ALLOWED"
 

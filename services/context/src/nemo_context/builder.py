@@ -15,9 +15,6 @@ from typing import Final
 
 import grpc
 
-from nemo.context.v1 import context_service_pb2
-from nemo.context.v1 import learner_context_pb2 as pb
-from nemo.type.v1 import locale_pb2
 from nemo_context import slices
 from nemo_context.access import (
     Decision,
@@ -52,6 +49,9 @@ from nemo_context.repository import LearnerRecord, LearnerRepository
 from nemo_context.snapshots import SnapshotStore, with_snapshot
 from nemo_core.db import Connection
 from nemo_core.errors import ServiceError
+from nemo_protos.context.v1 import context_service_pb2
+from nemo_protos.context.v1 import learner_context_pb2 as pb
+from nemo_protos.type.v1 import locale_pb2
 
 BUILD_VERSION: Final = "context-builder-1"
 """Version of this builder and renderer; bundles and snapshots carry it."""

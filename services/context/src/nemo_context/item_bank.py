@@ -15,10 +15,10 @@ from typing import Final
 
 import grpc
 
-from nemo.context.v1 import item_bank_pb2 as pb
 from nemo_context.knowledge import KNOWLEDGE_NODE_NOT_FOUND
 from nemo_core.db import Pool
 from nemo_core.errors import ServiceError
+from nemo_protos.context.v1 import item_bank_pb2 as pb
 
 INVALID_GENERATED_ITEM: Final = "INVALID_GENERATED_ITEM"
 ITEM_ID_CONFLICT: Final = "ITEM_ID_CONFLICT"

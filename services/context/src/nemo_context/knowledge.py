@@ -24,10 +24,10 @@ from typing import Final
 import asyncpg
 import grpc
 
-from nemo.context.v1 import context_service_pb2 as pb
-from nemo.context.v1 import knowledge_pb2
 from nemo_core.db import Connection
 from nemo_core.errors import ServiceError
+from nemo_protos.context.v1 import context_service_pb2 as pb
+from nemo_protos.context.v1 import knowledge_pb2
 
 INVALID_QUERY: Final = "INVALID_QUERY"
 INVALID_LIMIT: Final = "INVALID_LIMIT"

@@ -19,8 +19,8 @@ from typing import Final
 
 import grpc
 
-from nemo.context.v1 import context_service_pb2, purpose_pb2
 from nemo_core.errors import ServiceError
+from nemo_protos.context.v1 import context_service_pb2, purpose_pb2
 
 POLICY_VERSION: Final = "purposes-2026-11.1"
 """Version of this table; bundles carry it, so a snapshot says which rules decided its content."""

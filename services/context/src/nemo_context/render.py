@@ -20,9 +20,9 @@ from typing import Final
 from google.protobuf.message import Message
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from nemo.context.v1 import learner_context_pb2 as pb
-from nemo.type.v1 import locale_pb2
 from nemo_context.vocabulary import term
+from nemo_protos.context.v1 import learner_context_pb2 as pb
+from nemo_protos.type.v1 import locale_pb2
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,8 @@ from typing import Any, Final, TypeAlias
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from nemo.context.v1 import learner_context_pb2 as pb
 from nemo_context.repository import JsonObject, LearnerRecord
+from nemo_protos.context.v1 import learner_context_pb2 as pb
 
 # Knowledge-state thresholds. A copy of the learning engine's rule: change both together.
 UNKNOWN_BELOW_CONFIDENCE: Final = 0.25

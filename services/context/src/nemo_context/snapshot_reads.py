@@ -9,7 +9,6 @@ import grpc
 from botocore.exceptions import BotoCoreError, ClientError
 from google.protobuf import json_format
 
-from nemo.context.v1 import context_service_pb2 as pb
 from nemo_context.gate import Gated, gate
 from nemo_context.snapshot_objects import KEY_PATTERN
 from nemo_context.snapshots import (
@@ -19,6 +18,7 @@ from nemo_context.snapshots import (
     SnapshotStore,
 )
 from nemo_core.errors import ServiceError
+from nemo_protos.context.v1 import context_service_pb2 as pb
 
 logger = logging.getLogger(__name__)
 

@@ -13,8 +13,6 @@ import pytest
 from asyncpg.connection import LoggedQuery
 from google.protobuf import json_format
 
-from nemo.context.v1 import context_service_pb2 as service_pb
-from nemo.context.v1 import conversation_pb2 as pb
 from nemo_context import purposes
 from nemo_context.conversation import store
 from nemo_context.conversation.budget import bundle_tokens
@@ -39,6 +37,8 @@ from nemo_context.snapshot_reads import read_snapshot
 from nemo_context.snapshots import DigestedSnapshotStore
 from nemo_core.db import LEARNER_IDS_SETTING, Pool, connect, init_connection, learner_transaction
 from nemo_core.errors import ServiceError
+from nemo_protos.context.v1 import context_service_pb2 as service_pb
+from nemo_protos.context.v1 import conversation_pb2 as pb
 
 MakeSession = Callable[..., Awaitable[str]]
 CounterTotal = Callable[[str, Mapping[str, str]], int]

@@ -11,13 +11,13 @@ import grpc
 import pytest
 from google.protobuf import json_format
 
-from nemo.context.v1 import context_service_pb2 as service_pb
-from nemo.context.v1 import conversation_pb2 as pb
 from nemo_context.conversation import record as rec
 from nemo_context.conversation.builder import INVALID_TURN_ID, SESSION_NOT_FOUND
 from nemo_context.conversation.record import record_turn
 from nemo_core.db import Pool, connect
 from nemo_core.errors import ServiceError
+from nemo_protos.context.v1 import context_service_pb2 as service_pb
+from nemo_protos.context.v1 import conversation_pb2 as pb
 
 MakeSession = Callable[..., Awaitable[str]]
 

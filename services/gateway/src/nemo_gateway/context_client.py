@@ -25,10 +25,6 @@ from datetime import datetime
 import grpc
 import grpc.aio
 
-from nemo.context.v1 import context_service_pb2 as ctx_pb
-from nemo.context.v1 import context_service_pb2_grpc as ctx_grpc
-from nemo.context.v1 import conversation_pb2, item_bank_pb2, knowledge_pb2, learner_context_pb2
-from nemo.type.v1 import locale_pb2
 from nemo_core.deadlines import downstream_timeout
 from nemo_core.errors import Reason, ServiceError, error_details
 from nemo_gateway.errors import (
@@ -38,6 +34,15 @@ from nemo_gateway.errors import (
     context_rejected,
     context_unavailable,
 )
+from nemo_protos.context.v1 import context_service_pb2 as ctx_pb
+from nemo_protos.context.v1 import context_service_pb2_grpc as ctx_grpc
+from nemo_protos.context.v1 import (
+    conversation_pb2,
+    item_bank_pb2,
+    knowledge_pb2,
+    learner_context_pb2,
+)
+from nemo_protos.type.v1 import locale_pb2
 
 logger = logging.getLogger(__name__)
 

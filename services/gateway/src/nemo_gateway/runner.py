@@ -15,7 +15,6 @@ from typing import Any
 from google.protobuf import timestamp_pb2
 from opentelemetry.trace import Span
 
-from nemo.gateway.v1 import run_pb2
 from nemo_core.deadlines import downstream_timeout
 from nemo_core.errors import ServiceError
 from nemo_gateway.budget import prompt_tokens
@@ -38,6 +37,7 @@ from nemo_gateway.providers.base import Message, ModelProvider
 from nemo_gateway.settings import GatewaySettings
 from nemo_gateway.structured.pipeline import Outcome, Path, Reason, Tally, run_model
 from nemo_gateway.telemetry import genai_span, record_result
+from nemo_protos.gateway.v1 import run_pb2
 
 logger = logging.getLogger(__name__)
 

@@ -11,8 +11,6 @@ import grpc.aio
 from google.protobuf import json_format, struct_pb2, timestamp_pb2
 from pydantic import ValidationError
 
-from nemo.gateway.v1 import gateway_service_pb2 as pb
-from nemo.gateway.v1 import gateway_service_pb2_grpc as pb_grpc
 from nemo_core.callers import current_caller
 from nemo_gateway.chat import ChatStreamer
 from nemo_gateway.errors import (
@@ -29,6 +27,8 @@ from nemo_gateway.prompts.registry import REGISTRY, AnySpec
 from nemo_gateway.prompts.spec import Lang, Rpc, Strict
 from nemo_gateway.prompts.tutor import ChatVariables
 from nemo_gateway.runner import Clock, PromptRunner
+from nemo_protos.gateway.v1 import gateway_service_pb2 as pb
+from nemo_protos.gateway.v1 import gateway_service_pb2_grpc as pb_grpc
 
 Context: TypeAlias = grpc.aio.ServicerContext[Any, Any]
 S = TypeVar("S", bound=Strict)

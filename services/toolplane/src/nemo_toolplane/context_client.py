@@ -20,13 +20,13 @@ from dataclasses import dataclass
 import grpc
 import grpc.aio
 
-from nemo.context.v1 import context_service_pb2 as pb
-from nemo.context.v1 import context_service_pb2_grpc as pb_grpc
-from nemo.context.v1 import learner_context_pb2
-from nemo.type.v1 import user_source_pb2
 from nemo_core.client import create_channel
 from nemo_core.deadlines import downstream_timeout
 from nemo_core.errors import ServiceError, error_details
+from nemo_protos.context.v1 import context_service_pb2 as pb
+from nemo_protos.context.v1 import context_service_pb2_grpc as pb_grpc
+from nemo_protos.context.v1 import learner_context_pb2
+from nemo_protos.type.v1 import user_source_pb2
 from nemo_toolplane.envelope import ErrorCode, ToolError, internal_error
 from nemo_toolplane.principal import UserSource
 from nemo_toolplane.settings import ToolPlaneSettings

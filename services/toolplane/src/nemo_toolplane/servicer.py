@@ -16,15 +16,15 @@ import grpc
 import grpc.aio
 from google.protobuf import json_format, struct_pb2, timestamp_pb2
 
-from nemo.toolplane.v1 import approval_pb2, audit_pb2, tool_pb2
-from nemo.toolplane.v1 import toolplane_admin_service_pb2 as admin_pb
-from nemo.toolplane.v1 import toolplane_admin_service_pb2_grpc as admin_pb_grpc
-from nemo.toolplane.v1 import toolplane_service_pb2 as pb
-from nemo.toolplane.v1 import toolplane_service_pb2_grpc as pb_grpc
-from nemo.type.v1 import user_source_pb2
 from nemo_core.callers import current_caller
 from nemo_core.db import Pool
 from nemo_core.errors import ServiceError
+from nemo_protos.toolplane.v1 import approval_pb2, audit_pb2, tool_pb2
+from nemo_protos.toolplane.v1 import toolplane_admin_service_pb2 as admin_pb
+from nemo_protos.toolplane.v1 import toolplane_admin_service_pb2_grpc as admin_pb_grpc
+from nemo_protos.toolplane.v1 import toolplane_service_pb2 as pb
+from nemo_protos.toolplane.v1 import toolplane_service_pb2_grpc as pb_grpc
+from nemo_protos.type.v1 import user_source_pb2
 from nemo_toolplane import audit_query, operators, tokens
 from nemo_toolplane.access_cache import AccessCache
 from nemo_toolplane.access_store import AgentRules

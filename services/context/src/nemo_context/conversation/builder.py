@@ -34,9 +34,6 @@ from google.protobuf import json_format
 from google.protobuf.struct_pb2 import Struct
 from opentelemetry import metrics
 
-from nemo.context.v1 import context_service_pb2 as service_pb
-from nemo.context.v1 import conversation_pb2 as pb
-from nemo.context.v1 import knowledge_pb2
 from nemo_context import knowledge
 from nemo_context.conversation import filtering, store
 from nemo_context.conversation.budget import trim_to_budget
@@ -48,6 +45,9 @@ from nemo_context.settings import ContextSettings
 from nemo_context.snapshots import SnapshotStore, with_snapshot
 from nemo_core.db import Connection, Pool, learner_transaction
 from nemo_core.errors import ServiceError
+from nemo_protos.context.v1 import context_service_pb2 as service_pb
+from nemo_protos.context.v1 import conversation_pb2 as pb
+from nemo_protos.context.v1 import knowledge_pb2
 
 logger = logging.getLogger(__name__)
 

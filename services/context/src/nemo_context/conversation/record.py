@@ -18,8 +18,6 @@ from typing import Any, Final
 import grpc
 from google.protobuf import json_format, struct_pb2
 
-from nemo.context.v1 import context_service_pb2 as service_pb
-from nemo.context.v1 import conversation_pb2 as pb
 from nemo_context.conversation import store
 from nemo_context.conversation.builder import check_ids, invalid, session_not_found
 from nemo_context.conversation.messages import ROLES, STATUSES, TYPES
@@ -27,6 +25,8 @@ from nemo_context.gate import find_leak
 from nemo_context.repository import linked_identifiers
 from nemo_core.db import Pool, learner_transaction
 from nemo_core.errors import ServiceError
+from nemo_protos.context.v1 import context_service_pb2 as service_pb
+from nemo_protos.context.v1 import conversation_pb2 as pb
 
 NO_MESSAGES: Final = "NO_MESSAGES"
 TOO_MANY_MESSAGES: Final = "TOO_MANY_MESSAGES"

@@ -16,7 +16,7 @@ from typing import Annotated, Any, TypeVar
 from google.protobuf.json_format import MessageToDict
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
-from nemo.context.v1 import learner_context_pb2
+from nemo_protos.context.v1 import learner_context_pb2
 from nemo_toolplane.registry import Mode, Risk, ToolDefinition
 from nemo_toolplane.tool_context import ToolContext
 
