@@ -142,3 +142,25 @@ def test_stubs_build_as_an_installable_wheel(tmp_path: Path) -> None:
         assert expected in names
     # The bare top-level `nemo` belongs to NVIDIA's nemo-toolkit; the stubs never install there.
     assert not [name for name in names if name.startswith("nemo/")]
+
+
+def _locked_packages(package: str) -> set[str]:
+    exported = subprocess.run(
+        [_uv(), "export", "--frozen", "--no-dev", "--no-hashes", "--package", package],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return {
+        line.split("==")[0].strip().lower()
+        for line in exported.splitlines()
+        if "==" in line and not line.lstrip().startswith("#")
+    }
+
+
+def test_only_the_services_with_a_database_ship_its_driver() -> None:
+    driver = {"asyncpg", "opentelemetry-instrumentation-asyncpg"}
+    assert not driver & _locked_packages("nemo-gateway")
+    for package in ("nemo-context", "nemo-toolplane", "nemo-ops"):
+        assert driver <= _locked_packages(package), package

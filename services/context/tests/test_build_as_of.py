@@ -13,7 +13,6 @@ import grpc.aio
 import pytest
 from google.protobuf import timestamp_pb2
 
-from nemo_context.builder import INVALID_EVALUATED_AT
 from nemo_core.db import connect
 from nemo_core.errors import error_details
 from nemo_protos.context.v1 import context_service_pb2 as pb
@@ -105,5 +104,5 @@ async def test_an_evaluation_time_outside_the_timestamp_range_is_invalid(
     details = error_details(raised.value)
     assert (details.code, details.reason) == (
         grpc.StatusCode.INVALID_ARGUMENT,
-        INVALID_EVALUATED_AT,
+        "INVALID_EVALUATE_TIME",
     )

@@ -26,7 +26,7 @@ from nemo_context.snapshot_objects import (
     SnapshotObjects,
     check_key,
 )
-from nemo_context.snapshot_reads import SNAPSHOT_STORE_UNAVAILABLE, read_snapshot
+from nemo_context.snapshot_reads import read_snapshot
 from nemo_context.snapshots import (
     DigestedSnapshotStore,
     SnapshotDigestMismatchError,
@@ -372,7 +372,7 @@ async def test_unreadable_storage_is_unavailable_not_internal(
         await dead.aclose()
     assert (caught.value.code, caught.value.reason) == (
         grpc.StatusCode.UNAVAILABLE,
-        SNAPSHOT_STORE_UNAVAILABLE,
+        "SNAPSHOT_STORE_UNAVAILABLE",
     )
 
 

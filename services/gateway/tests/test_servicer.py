@@ -182,12 +182,12 @@ def _with_unset_value() -> pb.RunPromptRequest:
         (
             "RunPrompt",
             _evaluate_item(evaluated_at=timestamp_pb2.Timestamp(seconds=10**12)),
-            "INVALID_EVALUATED_AT",
+            "INVALID_EVALUATE_TIME",
         ),
         (
             "RunPrompt",
             _evaluate_item(evaluated_at=timestamp_pb2.Timestamp(seconds=0, nanos=-1)),
-            "INVALID_EVALUATED_AT",
+            "INVALID_EVALUATE_TIME",
         ),
         (
             "Answer",
@@ -196,7 +196,7 @@ def _with_unset_value() -> pb.RunPromptRequest:
                 passages=[PASSAGE],
                 evaluated_at=timestamp_pb2.Timestamp(seconds=-(10**12)),
             ),
-            "INVALID_EVALUATED_AT",
+            "INVALID_EVALUATE_TIME",
         ),
         ("RunPrompt", _with_unset_value(), "INVALID_VARIABLES"),
         (
@@ -243,4 +243,4 @@ async def test_a_chat_turn_with_an_invalid_evaluated_at_is_refused(
     )
     with pytest.raises(grpc.aio.AioRpcError) as refused:
         await call.read()
-    assert error_details(refused.value).reason == "INVALID_EVALUATED_AT"
+    assert error_details(refused.value).reason == "INVALID_EVALUATE_TIME"

@@ -263,6 +263,23 @@ async def test_only_an_authenticated_operator_decides_and_never_for_themselves(
             timeout=10,
         )
     assert error_details(mismatch.value).reason == "OPERATOR_MISMATCH"
+    # A request that names no approval, or no decision, is the operator's argument to fix; it
+    # is not the tool result that says a person must approve (ERROR_CODE_APPROVAL_REQUIRED).
+    for incomplete, reason in (
+        (
+            admin_pb.DecideApprovalRequest(decision=admin_pb.APPROVAL_DECISION_APPROVE),
+            "APPROVAL_ID_REQUIRED",
+        ),
+        (admin_pb.DecideApprovalRequest(approval_id=approval_id), "DECISION_REQUIRED"),
+    ):
+        with pytest.raises(grpc.aio.AioRpcError) as missing:
+            await toolplane.admin_stub().DecideApproval(
+                incomplete, metadata=as_operator(operators.alice), timeout=10
+            )
+        assert (missing.value.code(), error_details(missing.value).reason) == (
+            grpc.StatusCode.INVALID_ARGUMENT,
+            reason,
+        )
     row = await owner.fetchrow("SELECT * FROM toolplane.approvals WHERE id = $1", approval_id)
     assert row is not None
     assert (row["status"], row["decided_by"]) == ("pending", None)

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import logging
-from typing import Final
 
 import grpc
 from botocore.exceptions import BotoCoreError, ClientError
 from google.protobuf import json_format
 
+from nemo_context.errors import service_error
 from nemo_context.gate import Gated, gate
 from nemo_context.snapshot_objects import KEY_PATTERN
 from nemo_context.snapshots import (
@@ -17,15 +17,10 @@ from nemo_context.snapshots import (
     SnapshotNotFoundError,
     SnapshotStore,
 )
-from nemo_core.errors import ServiceError
 from nemo_protos.context.v1 import context_service_pb2 as pb
+from nemo_protos.context.v1.error_reason_pb2 import ErrorReason
 
 logger = logging.getLogger(__name__)
-
-INVALID_INPUT_REF: Final = "INVALID_INPUT_REF"
-SNAPSHOT_NOT_FOUND: Final = "SNAPSHOT_NOT_FOUND"
-SNAPSHOT_DIGEST_MISMATCH: Final = "SNAPSHOT_DIGEST_MISMATCH"
-SNAPSHOT_STORE_UNAVAILABLE: Final = "SNAPSHOT_STORE_UNAVAILABLE"
 
 
 async def read_snapshot(store: SnapshotStore, input_ref: str) -> Gated[pb.GetSnapshotResponse]:
@@ -37,28 +32,30 @@ async def read_snapshot(store: SnapshotStore, input_ref: str) -> Gated[pb.GetSna
     UNAVAILABLE / ``SNAPSHOT_STORE_UNAVAILABLE`` when the object storage cannot be read.
     """
     if not KEY_PATTERN.match(input_ref):
-        raise ServiceError(
+        raise service_error(
             grpc.StatusCode.INVALID_ARGUMENT,
-            INVALID_INPUT_REF,
+            ErrorReason.INVALID_INPUT_REF,
             "input_ref must be a snapshot key: ai-context/YYYY-MM-DD/<learner_ref>/<uuid>.json",
         )
     try:
         snapshot = await store.get(input_ref)
     except SnapshotNotFoundError:
-        raise ServiceError(
-            grpc.StatusCode.NOT_FOUND, SNAPSHOT_NOT_FOUND, "no snapshot is stored under input_ref"
+        raise service_error(
+            grpc.StatusCode.NOT_FOUND,
+            ErrorReason.SNAPSHOT_NOT_FOUND,
+            "no snapshot is stored under input_ref",
         ) from None
     except (BotoCoreError, ClientError, OSError) as error:
         logger.warning("snapshot storage read failed", extra={"error_type": type(error).__name__})
-        raise ServiceError(
+        raise service_error(
             grpc.StatusCode.UNAVAILABLE,
-            SNAPSHOT_STORE_UNAVAILABLE,
+            ErrorReason.SNAPSHOT_STORE_UNAVAILABLE,
             "the snapshot storage cannot be read right now",
         ) from None
     except SnapshotDigestMismatchError:
-        raise ServiceError(
+        raise service_error(
             grpc.StatusCode.DATA_LOSS,
-            SNAPSHOT_DIGEST_MISMATCH,
+            ErrorReason.SNAPSHOT_DIGEST_MISMATCH,
             "the stored snapshot does not match the digest recorded when it was written",
         ) from None
     response = pb.GetSnapshotResponse(

@@ -18,12 +18,12 @@ from google.protobuf import json_format, struct_pb2, timestamp_pb2
 
 from nemo_core.callers import current_caller
 from nemo_core.db import Pool
-from nemo_core.errors import ServiceError
 from nemo_protos.toolplane.v1 import approval_pb2, audit_pb2, tool_pb2
 from nemo_protos.toolplane.v1 import toolplane_admin_service_pb2 as admin_pb
 from nemo_protos.toolplane.v1 import toolplane_admin_service_pb2_grpc as admin_pb_grpc
 from nemo_protos.toolplane.v1 import toolplane_service_pb2 as pb
 from nemo_protos.toolplane.v1 import toolplane_service_pb2_grpc as pb_grpc
+from nemo_protos.toolplane.v1.error_reason_pb2 import ErrorReason
 from nemo_protos.type.v1 import user_source_pb2
 from nemo_toolplane import audit_query, operators, tokens
 from nemo_toolplane.access_cache import AccessCache
@@ -39,6 +39,7 @@ from nemo_toolplane.approvals import (
     SelfApproval,
 )
 from nemo_toolplane.context_client import USER_SOURCES
+from nemo_toolplane.errors import invalid_argument, service_error
 from nemo_toolplane.policy import Decision
 from nemo_toolplane.principal import InvalidIdentifier, Principal, UserSource, build_principal
 from nemo_toolplane.ratelimit import KeyedRateLimiter
@@ -75,10 +76,6 @@ _APPROVAL_STATUS = {
     ApprovalStatus.EXPIRED: approval_pb2.APPROVAL_STATUS_EXPIRED,
 }
 _APPROVAL_STATUS_FROM_PB = {value: key for key, value in _APPROVAL_STATUS.items()}
-
-
-def invalid_argument(reason: str, message: str) -> ServiceError:
-    return ServiceError(grpc.StatusCode.INVALID_ARGUMENT, reason, message)
 
 
 def tool_message(tool: AnyTool) -> tool_pb2.Tool:
@@ -157,15 +154,15 @@ class ToolPlaneServicer(pb_grpc.ToolPlaneServiceServicer):
             # Only failures are held against the address: a valid token always gets through.
             peer = peer_host(context.peer())
             if self._auth_failures.exhausted(peer):
-                raise ServiceError(
+                raise service_error(
                     grpc.StatusCode.RESOURCE_EXHAUSTED,
-                    "AUTHENTICATION_RATE_LIMITED",
+                    ErrorReason.AUTHENTICATION_RATE_LIMITED,
                     "too many failed authentications from this address",
                 )
             self._auth_failures.acquire(peer)
-            raise ServiceError(
+            raise service_error(
                 grpc.StatusCode.UNAUTHENTICATED,
-                "AGENT_UNAUTHENTICATED",
+                ErrorReason.AGENT_UNAUTHENTICATED,
                 'an agent token is required in the "authorization" metadata ("Bearer <token>")',
             )
         try:
@@ -177,7 +174,7 @@ class ToolPlaneServicer(pb_grpc.ToolPlaneServiceServicer):
                 vouched=current_caller() in USER_VOUCHING_CALLERS,
             )
         except InvalidIdentifier as invalid:
-            raise invalid_argument("INVALID_IDENTIFIER", str(invalid)) from None
+            raise invalid_argument(ErrorReason.INVALID_IDENTIFIER, str(invalid)) from None
         return principal, access.rules
 
     async def ListTools(
@@ -195,7 +192,7 @@ class ToolPlaneServicer(pb_grpc.ToolPlaneServiceServicer):
         )
         if not request.tool:
             self._router.refuse(principal, "", transport="grpc", problem="no tool name")
-            raise invalid_argument("TOOL_REQUIRED", "name the tool to call")
+            raise invalid_argument(ErrorReason.TOOL_REQUIRED, "name the tool to call")
         arguments = json_format.MessageToDict(request.arguments)
         outcome = await self._router.call(
             principal, rules, request.tool, arguments, transport="grpc"
@@ -255,7 +252,9 @@ def _page_size(value: int, default: int, maximum: int) -> int:
     if value == 0:
         return default
     if not 1 <= value <= maximum:
-        raise invalid_argument("INVALID_PAGE_SIZE", f"page_size must be 0 or 1 to {maximum}")
+        raise invalid_argument(
+            ErrorReason.INVALID_PAGE_SIZE, f"page_size must be 0 or 1 to {maximum}"
+        )
     return value
 
 
@@ -271,7 +270,9 @@ class ToolPlaneAdminServicer(admin_pb_grpc.ToolPlaneAdminServiceServicer):
         self, request: admin_pb.IssueAgentTokenRequest, context: Context
     ) -> admin_pb.IssueAgentTokenResponse:
         if not request.agent_id:
-            raise invalid_argument("AGENT_REQUIRED", "name the agent to issue a token for")
+            raise invalid_argument(
+                ErrorReason.AGENT_REQUIRED, "name the agent to issue a token for"
+            )
         try:
             async with self._pool.acquire() as conn:
                 issued = await tokens.issue_token(
@@ -282,14 +283,16 @@ class ToolPlaneAdminServicer(admin_pb_grpc.ToolPlaneAdminServiceServicer):
                     unbound=request.unbound,
                 )
         except tokens.UnknownAgent as missing:
-            raise ServiceError(grpc.StatusCode.NOT_FOUND, "AGENT_NOT_FOUND", str(missing)) from None
+            raise service_error(
+                grpc.StatusCode.NOT_FOUND, ErrorReason.AGENT_NOT_FOUND, str(missing)
+            ) from None
         except tokens.AgentNotActive as disabled:
-            raise ServiceError(
-                grpc.StatusCode.FAILED_PRECONDITION, "AGENT_NOT_ACTIVE", str(disabled)
+            raise service_error(
+                grpc.StatusCode.FAILED_PRECONDITION, ErrorReason.AGENT_NOT_ACTIVE, str(disabled)
             ) from None
         except tokens.UserRequired as unbound:
-            raise ServiceError(
-                grpc.StatusCode.FAILED_PRECONDITION, "USER_REQUIRED", str(unbound)
+            raise service_error(
+                grpc.StatusCode.FAILED_PRECONDITION, ErrorReason.USER_REQUIRED, str(unbound)
             ) from None
         return admin_pb.IssueAgentTokenResponse(
             token_id=issued.token_id, token=issued.token, reach=issued.reach
@@ -299,12 +302,14 @@ class ToolPlaneAdminServicer(admin_pb_grpc.ToolPlaneAdminServiceServicer):
         self, request: admin_pb.RevokeAgentTokenRequest, context: Context
     ) -> admin_pb.RevokeAgentTokenResponse:
         if not request.token_id:
-            raise invalid_argument("TOKEN_REQUIRED", "name the token to revoke")
+            raise invalid_argument(ErrorReason.TOKEN_REQUIRED, "name the token to revoke")
         try:
             async with self._pool.acquire() as conn:
                 revoked_at = await tokens.revoke_token(conn, request.token_id)
         except tokens.UnknownToken as missing:
-            raise ServiceError(grpc.StatusCode.NOT_FOUND, "TOKEN_NOT_FOUND", str(missing)) from None
+            raise service_error(
+                grpc.StatusCode.NOT_FOUND, ErrorReason.TOKEN_NOT_FOUND, str(missing)
+            ) from None
         # Other replicas learn of it from the database notification; this one need not wait.
         self._access.invalidate()
         return admin_pb.RevokeAgentTokenResponse(revoke_time=_timestamp(revoked_at))
@@ -319,7 +324,7 @@ class ToolPlaneAdminServicer(admin_pb_grpc.ToolPlaneAdminServiceServicer):
                 status=status, limit=limit, after=request.page_token or None
             )
         except ApprovalError as invalid:
-            raise invalid_argument("INVALID_PAGE_TOKEN", str(invalid)) from None
+            raise invalid_argument(ErrorReason.INVALID_PAGE_TOKEN, str(invalid)) from None
         return admin_pb.ListApprovalsResponse(
             approvals=[approval_message(a) for a in approvals], next_page_token=next_token or ""
         )
@@ -329,20 +334,21 @@ class ToolPlaneAdminServicer(admin_pb_grpc.ToolPlaneAdminServiceServicer):
     ) -> admin_pb.DecideApprovalResponse:
         operator = await operators.authenticate(self._pool, _bearer(context))
         if operator is None:
-            raise ServiceError(
+            raise service_error(
                 grpc.StatusCode.UNAUTHENTICATED,
-                "OPERATOR_UNAUTHENTICATED",
+                ErrorReason.OPERATOR_UNAUTHENTICATED,
                 'deciding needs the operator\'s own credential in the "authorization" metadata '
                 '("Bearer <operator token>")',
             )
         if not request.approval_id:
-            raise invalid_argument("APPROVAL_REQUIRED", "name the approval to decide")
+            raise invalid_argument(ErrorReason.APPROVAL_ID_REQUIRED, "name the approval to decide")
         if request.decision == admin_pb.APPROVAL_DECISION_UNSPECIFIED:
-            raise invalid_argument("DECISION_REQUIRED", "decide APPROVE or REJECT")
+            raise invalid_argument(ErrorReason.DECISION_REQUIRED, "decide APPROVE or REJECT")
         named = request.operator.strip()
         if named and named != operator.operator_id:
             raise invalid_argument(
-                "OPERATOR_MISMATCH", "the operator named is not the one the credential proves"
+                ErrorReason.OPERATOR_MISMATCH,
+                "the operator named is not the one the credential proves",
             )
         try:
             approval = await self._approvals.decide(
@@ -352,16 +358,16 @@ class ToolPlaneAdminServicer(admin_pb_grpc.ToolPlaneAdminServiceServicer):
                 note=request.note,
             )
         except ApprovalNotFound as missing:
-            raise ServiceError(
-                grpc.StatusCode.NOT_FOUND, "APPROVAL_NOT_FOUND", str(missing)
+            raise service_error(
+                grpc.StatusCode.NOT_FOUND, ErrorReason.APPROVAL_NOT_FOUND, str(missing)
             ) from None
         except SelfApproval as own:
-            raise ServiceError(
-                grpc.StatusCode.PERMISSION_DENIED, "SELF_APPROVAL", str(own)
+            raise service_error(
+                grpc.StatusCode.PERMISSION_DENIED, ErrorReason.SELF_APPROVAL, str(own)
             ) from None
         except ApprovalNotPending as decided:
-            raise ServiceError(
-                grpc.StatusCode.FAILED_PRECONDITION, "APPROVAL_NOT_PENDING", str(decided)
+            raise service_error(
+                grpc.StatusCode.FAILED_PRECONDITION, ErrorReason.APPROVAL_NOT_PENDING, str(decided)
             ) from None
         return admin_pb.DecideApprovalResponse(approval=approval_message(approval))
 
@@ -374,7 +380,7 @@ class ToolPlaneAdminServicer(admin_pb_grpc.ToolPlaneAdminServiceServicer):
             try:
                 before_id = audit_query.decode_page_token(request.page_token)
             except audit_query.InvalidPageToken as invalid:
-                raise invalid_argument("INVALID_PAGE_TOKEN", str(invalid)) from None
+                raise invalid_argument(ErrorReason.INVALID_PAGE_TOKEN, str(invalid)) from None
         entries, next_id = await audit_query.list_entries(
             self._pool,
             agent_id=request.agent_id or None,

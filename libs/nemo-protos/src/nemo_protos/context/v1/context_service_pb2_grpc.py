@@ -30,8 +30,8 @@ class ContextServiceStub:
     """The only reader of learner data. Builds typed, minimised, pseudonymous bundles under declared
     purposes, checks who may reach a learner, and searches the knowledge graph.
 
-    Errors carry google.rpc.ErrorInfo with domain "context" and a stable reason, for example
-    UNKNOWN_PURPOSE, LEARNER_NOT_FOUND, CONTEXT_LEAK_BLOCKED, SNAPSHOT_DIGEST_MISMATCH.
+    Errors carry google.rpc.ErrorInfo with domain "context" and a reason that is a value of
+    nemo.context.v1.ErrorReason (error_reason.proto), for example UNKNOWN_PURPOSE, LEARNER_NOT_FOUND, CONTEXT_LEAK_BLOCKED, SNAPSHOT_DIGEST_MISMATCH.
     """
 
     def __init__(self, channel):
@@ -91,8 +91,8 @@ class ContextServiceServicer:
     """The only reader of learner data. Builds typed, minimised, pseudonymous bundles under declared
     purposes, checks who may reach a learner, and searches the knowledge graph.
 
-    Errors carry google.rpc.ErrorInfo with domain "context" and a stable reason, for example
-    UNKNOWN_PURPOSE, LEARNER_NOT_FOUND, CONTEXT_LEAK_BLOCKED, SNAPSHOT_DIGEST_MISMATCH.
+    Errors carry google.rpc.ErrorInfo with domain "context" and a reason that is a value of
+    nemo.context.v1.ErrorReason (error_reason.proto), for example UNKNOWN_PURPOSE, LEARNER_NOT_FOUND, CONTEXT_LEAK_BLOCKED, SNAPSHOT_DIGEST_MISMATCH.
     """
 
     def BuildContext(self, request, context):
@@ -230,8 +230,8 @@ class ContextService:
     """The only reader of learner data. Builds typed, minimised, pseudonymous bundles under declared
     purposes, checks who may reach a learner, and searches the knowledge graph.
 
-    Errors carry google.rpc.ErrorInfo with domain "context" and a stable reason, for example
-    UNKNOWN_PURPOSE, LEARNER_NOT_FOUND, CONTEXT_LEAK_BLOCKED, SNAPSHOT_DIGEST_MISMATCH.
+    Errors carry google.rpc.ErrorInfo with domain "context" and a reason that is a value of
+    nemo.context.v1.ErrorReason (error_reason.proto), for example UNKNOWN_PURPOSE, LEARNER_NOT_FOUND, CONTEXT_LEAK_BLOCKED, SNAPSHOT_DIGEST_MISMATCH.
     """
 
     @staticmethod

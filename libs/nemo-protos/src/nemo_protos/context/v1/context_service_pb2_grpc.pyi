@@ -31,8 +31,8 @@ class ContextServiceStub:
     """The only reader of learner data. Builds typed, minimised, pseudonymous bundles under declared
     purposes, checks who may reach a learner, and searches the knowledge graph.
 
-    Errors carry google.rpc.ErrorInfo with domain "context" and a stable reason, for example
-    UNKNOWN_PURPOSE, LEARNER_NOT_FOUND, CONTEXT_LEAK_BLOCKED, SNAPSHOT_DIGEST_MISMATCH.
+    Errors carry google.rpc.ErrorInfo with domain "context" and a reason that is a value of
+    nemo.context.v1.ErrorReason (error_reason.proto), for example UNKNOWN_PURPOSE, LEARNER_NOT_FOUND, CONTEXT_LEAK_BLOCKED, SNAPSHOT_DIGEST_MISMATCH.
     """
 
     @_typing.overload
@@ -77,8 +77,8 @@ class ContextServiceAsyncStub(ContextServiceStub):
     """The only reader of learner data. Builds typed, minimised, pseudonymous bundles under declared
     purposes, checks who may reach a learner, and searches the knowledge graph.
 
-    Errors carry google.rpc.ErrorInfo with domain "context" and a stable reason, for example
-    UNKNOWN_PURPOSE, LEARNER_NOT_FOUND, CONTEXT_LEAK_BLOCKED, SNAPSHOT_DIGEST_MISMATCH.
+    Errors carry google.rpc.ErrorInfo with domain "context" and a reason that is a value of
+    nemo.context.v1.ErrorReason (error_reason.proto), for example UNKNOWN_PURPOSE, LEARNER_NOT_FOUND, CONTEXT_LEAK_BLOCKED, SNAPSHOT_DIGEST_MISMATCH.
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
@@ -119,8 +119,8 @@ class ContextServiceServicer(metaclass=_abc_1.ABCMeta):
     """The only reader of learner data. Builds typed, minimised, pseudonymous bundles under declared
     purposes, checks who may reach a learner, and searches the knowledge graph.
 
-    Errors carry google.rpc.ErrorInfo with domain "context" and a stable reason, for example
-    UNKNOWN_PURPOSE, LEARNER_NOT_FOUND, CONTEXT_LEAK_BLOCKED, SNAPSHOT_DIGEST_MISMATCH.
+    Errors carry google.rpc.ErrorInfo with domain "context" and a reason that is a value of
+    nemo.context.v1.ErrorReason (error_reason.proto), for example UNKNOWN_PURPOSE, LEARNER_NOT_FOUND, CONTEXT_LEAK_BLOCKED, SNAPSHOT_DIGEST_MISMATCH.
     """
 
     @_abc_1.abstractmethod

@@ -29,8 +29,8 @@ class GatewayServiceStub:
     """The only holder of model credentials. Runs registered prompts and turns model output into
     validated, typed results or their deterministic baseline.
 
-    Errors carry google.rpc.ErrorInfo with domain "gateway" and a stable reason, for example
-    UNKNOWN_PROMPT, INVALID_VARIABLES, CONTEXT_UNAVAILABLE, PROVIDER_STREAM_BROKEN.
+    Errors carry google.rpc.ErrorInfo with domain "gateway" and a reason that is a value of
+    nemo.gateway.v1.ErrorReason (error_reason.proto), for example UNKNOWN_PROMPT, INVALID_VARIABLES, CONTEXT_UNAVAILABLE, PROVIDER_STREAM_BROKEN.
     """
 
     def __init__(self, channel):
@@ -65,8 +65,8 @@ class GatewayServiceServicer:
     """The only holder of model credentials. Runs registered prompts and turns model output into
     validated, typed results or their deterministic baseline.
 
-    Errors carry google.rpc.ErrorInfo with domain "gateway" and a stable reason, for example
-    UNKNOWN_PROMPT, INVALID_VARIABLES, CONTEXT_UNAVAILABLE, PROVIDER_STREAM_BROKEN.
+    Errors carry google.rpc.ErrorInfo with domain "gateway" and a reason that is a value of
+    nemo.gateway.v1.ErrorReason (error_reason.proto), for example UNKNOWN_PROMPT, INVALID_VARIABLES, CONTEXT_UNAVAILABLE, PROVIDER_STREAM_BROKEN.
     """
 
     def RunPrompt(self, request, context):
@@ -132,8 +132,8 @@ class GatewayService:
     """The only holder of model credentials. Runs registered prompts and turns model output into
     validated, typed results or their deterministic baseline.
 
-    Errors carry google.rpc.ErrorInfo with domain "gateway" and a stable reason, for example
-    UNKNOWN_PROMPT, INVALID_VARIABLES, CONTEXT_UNAVAILABLE, PROVIDER_STREAM_BROKEN.
+    Errors carry google.rpc.ErrorInfo with domain "gateway" and a reason that is a value of
+    nemo.gateway.v1.ErrorReason (error_reason.proto), for example UNKNOWN_PROMPT, INVALID_VARIABLES, CONTEXT_UNAVAILABLE, PROVIDER_STREAM_BROKEN.
     """
 
     @staticmethod

@@ -30,8 +30,8 @@ class GatewayServiceStub:
     """The only holder of model credentials. Runs registered prompts and turns model output into
     validated, typed results or their deterministic baseline.
 
-    Errors carry google.rpc.ErrorInfo with domain "gateway" and a stable reason, for example
-    UNKNOWN_PROMPT, INVALID_VARIABLES, CONTEXT_UNAVAILABLE, PROVIDER_STREAM_BROKEN.
+    Errors carry google.rpc.ErrorInfo with domain "gateway" and a reason that is a value of
+    nemo.gateway.v1.ErrorReason (error_reason.proto), for example UNKNOWN_PROMPT, INVALID_VARIABLES, CONTEXT_UNAVAILABLE, PROVIDER_STREAM_BROKEN.
     """
 
     @_typing.overload
@@ -52,8 +52,8 @@ class GatewayServiceAsyncStub(GatewayServiceStub):
     """The only holder of model credentials. Runs registered prompts and turns model output into
     validated, typed results or their deterministic baseline.
 
-    Errors carry google.rpc.ErrorInfo with domain "gateway" and a stable reason, for example
-    UNKNOWN_PROMPT, INVALID_VARIABLES, CONTEXT_UNAVAILABLE, PROVIDER_STREAM_BROKEN.
+    Errors carry google.rpc.ErrorInfo with domain "gateway" and a reason that is a value of
+    nemo.gateway.v1.ErrorReason (error_reason.proto), for example UNKNOWN_PROMPT, INVALID_VARIABLES, CONTEXT_UNAVAILABLE, PROVIDER_STREAM_BROKEN.
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
@@ -70,8 +70,8 @@ class GatewayServiceServicer(metaclass=_abc_1.ABCMeta):
     """The only holder of model credentials. Runs registered prompts and turns model output into
     validated, typed results or their deterministic baseline.
 
-    Errors carry google.rpc.ErrorInfo with domain "gateway" and a stable reason, for example
-    UNKNOWN_PROMPT, INVALID_VARIABLES, CONTEXT_UNAVAILABLE, PROVIDER_STREAM_BROKEN.
+    Errors carry google.rpc.ErrorInfo with domain "gateway" and a reason that is a value of
+    nemo.gateway.v1.ErrorReason (error_reason.proto), for example UNKNOWN_PROMPT, INVALID_VARIABLES, CONTEXT_UNAVAILABLE, PROVIDER_STREAM_BROKEN.
     """
 
     @_abc_1.abstractmethod

@@ -27,6 +27,9 @@ if _version_not_supported:
 
 class ToolPlaneAdminServiceStub:
     """Operator API of the tool plane: agent tokens, approvals and the audit log.
+
+    Errors carry google.rpc.ErrorInfo with domain "toolplane" and a reason that is a value of
+    nemo.toolplane.v1.ErrorReason (error_reason.proto).
     """
 
     def __init__(self, channel):
@@ -64,6 +67,9 @@ class ToolPlaneAdminServiceStub:
 
 class ToolPlaneAdminServiceServicer:
     """Operator API of the tool plane: agent tokens, approvals and the audit log.
+
+    Errors carry google.rpc.ErrorInfo with domain "toolplane" and a reason that is a value of
+    nemo.toolplane.v1.ErrorReason (error_reason.proto).
     """
 
     def IssueAgentToken(self, request, context):
@@ -95,7 +101,8 @@ class ToolPlaneAdminServiceServicer:
         "authorization" metadata ("Bearer <operator token>"). Errors: UNAUTHENTICATED
         (OPERATOR_UNAUTHENTICATED), PERMISSION_DENIED (SELF_APPROVAL: the call was made on the
         operator's own behalf), FAILED_PRECONDITION (APPROVAL_NOT_PENDING), NOT_FOUND
-        (APPROVAL_NOT_FOUND).
+        (APPROVAL_NOT_FOUND), INVALID_ARGUMENT (APPROVAL_ID_REQUIRED, DECISION_REQUIRED,
+        OPERATOR_MISMATCH).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -146,6 +153,9 @@ def add_ToolPlaneAdminServiceServicer_to_server(servicer, server):
  # This class is part of an EXPERIMENTAL API.
 class ToolPlaneAdminService:
     """Operator API of the tool plane: agent tokens, approvals and the audit log.
+
+    Errors carry google.rpc.ErrorInfo with domain "toolplane" and a reason that is a value of
+    nemo.toolplane.v1.ErrorReason (error_reason.proto).
     """
 
     @staticmethod

@@ -27,7 +27,11 @@ GRPC_GENERATED_VERSION: str
 GRPC_VERSION: str
 
 class ToolPlaneAdminServiceStub:
-    """Operator API of the tool plane: agent tokens, approvals and the audit log."""
+    """Operator API of the tool plane: agent tokens, approvals and the audit log.
+
+    Errors carry google.rpc.ErrorInfo with domain "toolplane" and a reason that is a value of
+    nemo.toolplane.v1.ErrorReason (error_reason.proto).
+    """
 
     @_typing.overload
     def __new__(cls, channel: _grpc.Channel) -> _Self: ...
@@ -48,14 +52,19 @@ class ToolPlaneAdminServiceStub:
     "authorization" metadata ("Bearer <operator token>"). Errors: UNAUTHENTICATED
     (OPERATOR_UNAUTHENTICATED), PERMISSION_DENIED (SELF_APPROVAL: the call was made on the
     operator's own behalf), FAILED_PRECONDITION (APPROVAL_NOT_PENDING), NOT_FOUND
-    (APPROVAL_NOT_FOUND).
+    (APPROVAL_NOT_FOUND), INVALID_ARGUMENT (APPROVAL_ID_REQUIRED, DECISION_REQUIRED,
+    OPERATOR_MISMATCH).
     """
     ListAuditEntries: _grpc.UnaryUnaryMultiCallable[_toolplane_admin_service_pb2.ListAuditEntriesRequest, _toolplane_admin_service_pb2.ListAuditEntriesResponse]
     """Reads the audit log, newest first."""
 
 @_typing.type_check_only
 class ToolPlaneAdminServiceAsyncStub(ToolPlaneAdminServiceStub):
-    """Operator API of the tool plane: agent tokens, approvals and the audit log."""
+    """Operator API of the tool plane: agent tokens, approvals and the audit log.
+
+    Errors carry google.rpc.ErrorInfo with domain "toolplane" and a reason that is a value of
+    nemo.toolplane.v1.ErrorReason (error_reason.proto).
+    """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
     IssueAgentToken: _aio.UnaryUnaryMultiCallable[_toolplane_admin_service_pb2.IssueAgentTokenRequest, _toolplane_admin_service_pb2.IssueAgentTokenResponse]  # type: ignore[assignment]
@@ -73,13 +82,18 @@ class ToolPlaneAdminServiceAsyncStub(ToolPlaneAdminServiceStub):
     "authorization" metadata ("Bearer <operator token>"). Errors: UNAUTHENTICATED
     (OPERATOR_UNAUTHENTICATED), PERMISSION_DENIED (SELF_APPROVAL: the call was made on the
     operator's own behalf), FAILED_PRECONDITION (APPROVAL_NOT_PENDING), NOT_FOUND
-    (APPROVAL_NOT_FOUND).
+    (APPROVAL_NOT_FOUND), INVALID_ARGUMENT (APPROVAL_ID_REQUIRED, DECISION_REQUIRED,
+    OPERATOR_MISMATCH).
     """
     ListAuditEntries: _aio.UnaryUnaryMultiCallable[_toolplane_admin_service_pb2.ListAuditEntriesRequest, _toolplane_admin_service_pb2.ListAuditEntriesResponse]  # type: ignore[assignment]
     """Reads the audit log, newest first."""
 
 class ToolPlaneAdminServiceServicer(metaclass=_abc_1.ABCMeta):
-    """Operator API of the tool plane: agent tokens, approvals and the audit log."""
+    """Operator API of the tool plane: agent tokens, approvals and the audit log.
+
+    Errors carry google.rpc.ErrorInfo with domain "toolplane" and a reason that is a value of
+    nemo.toolplane.v1.ErrorReason (error_reason.proto).
+    """
 
     @_abc_1.abstractmethod
     def IssueAgentToken(
@@ -119,7 +133,8 @@ class ToolPlaneAdminServiceServicer(metaclass=_abc_1.ABCMeta):
         "authorization" metadata ("Bearer <operator token>"). Errors: UNAUTHENTICATED
         (OPERATOR_UNAUTHENTICATED), PERMISSION_DENIED (SELF_APPROVAL: the call was made on the
         operator's own behalf), FAILED_PRECONDITION (APPROVAL_NOT_PENDING), NOT_FOUND
-        (APPROVAL_NOT_FOUND).
+        (APPROVAL_NOT_FOUND), INVALID_ARGUMENT (APPROVAL_ID_REQUIRED, DECISION_REQUIRED,
+        OPERATOR_MISMATCH).
         """
 
     @_abc_1.abstractmethod

@@ -30,7 +30,9 @@ class ToolPlaneServiceStub:
 
     The agent authenticates with its agent token in the `authorization` metadata ("Bearer <token>").
     gRPC status codes are used only for authentication and malformed requests; every tool-level
-    outcome, denials included, is a CallToolResponse carrying the error envelope.
+    outcome, denials included, is a CallToolResponse carrying the error envelope. gRPC errors carry
+    google.rpc.ErrorInfo with domain "toolplane" and a reason that is a value of
+    nemo.toolplane.v1.ErrorReason (error_reason.proto).
     """
 
     def __init__(self, channel):
@@ -56,7 +58,9 @@ class ToolPlaneServiceServicer:
 
     The agent authenticates with its agent token in the `authorization` metadata ("Bearer <token>").
     gRPC status codes are used only for authentication and malformed requests; every tool-level
-    outcome, denials included, is a CallToolResponse carrying the error envelope.
+    outcome, denials included, is a CallToolResponse carrying the error envelope. gRPC errors carry
+    google.rpc.ErrorInfo with domain "toolplane" and a reason that is a value of
+    nemo.toolplane.v1.ErrorReason (error_reason.proto).
     """
 
     def ListTools(self, request, context):
@@ -99,7 +103,9 @@ class ToolPlaneService:
 
     The agent authenticates with its agent token in the `authorization` metadata ("Bearer <token>").
     gRPC status codes are used only for authentication and malformed requests; every tool-level
-    outcome, denials included, is a CallToolResponse carrying the error envelope.
+    outcome, denials included, is a CallToolResponse carrying the error envelope. gRPC errors carry
+    google.rpc.ErrorInfo with domain "toolplane" and a reason that is a value of
+    nemo.toolplane.v1.ErrorReason (error_reason.proto).
     """
 
     @staticmethod

@@ -31,7 +31,9 @@ class ToolPlaneServiceStub:
 
     The agent authenticates with its agent token in the `authorization` metadata ("Bearer <token>").
     gRPC status codes are used only for authentication and malformed requests; every tool-level
-    outcome, denials included, is a CallToolResponse carrying the error envelope.
+    outcome, denials included, is a CallToolResponse carrying the error envelope. gRPC errors carry
+    google.rpc.ErrorInfo with domain "toolplane" and a reason that is a value of
+    nemo.toolplane.v1.ErrorReason (error_reason.proto).
     """
 
     @_typing.overload
@@ -49,7 +51,9 @@ class ToolPlaneServiceAsyncStub(ToolPlaneServiceStub):
 
     The agent authenticates with its agent token in the `authorization` metadata ("Bearer <token>").
     gRPC status codes are used only for authentication and malformed requests; every tool-level
-    outcome, denials included, is a CallToolResponse carrying the error envelope.
+    outcome, denials included, is a CallToolResponse carrying the error envelope. gRPC errors carry
+    google.rpc.ErrorInfo with domain "toolplane" and a reason that is a value of
+    nemo.toolplane.v1.ErrorReason (error_reason.proto).
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
@@ -63,7 +67,9 @@ class ToolPlaneServiceServicer(metaclass=_abc_1.ABCMeta):
 
     The agent authenticates with its agent token in the `authorization` metadata ("Bearer <token>").
     gRPC status codes are used only for authentication and malformed requests; every tool-level
-    outcome, denials included, is a CallToolResponse carrying the error envelope.
+    outcome, denials included, is a CallToolResponse carrying the error envelope. gRPC errors carry
+    google.rpc.ErrorInfo with domain "toolplane" and a reason that is a value of
+    nemo.toolplane.v1.ErrorReason (error_reason.proto).
     """
 
     @_abc_1.abstractmethod
