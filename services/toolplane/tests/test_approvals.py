@@ -320,16 +320,21 @@ async def test_list_approvals_pages_newest_first(
 
 
 def _cursor(value: object) -> str:
+    """A token in the page-token format (URL-safe base64 of JSON naming the listing)."""
     return base64.urlsafe_b64encode(json.dumps(value).encode()).decode()
 
 
 @pytest.mark.parametrize(
     "token",
     [
-        _cursor(["0001-01-01T00:00:00+14:00", "b4f7"]),  # before the first instant PostgreSQL has
-        _cursor(["2026-01-01T00:00:00", "b4f7"]),  # no time zone
-        _cursor(["2026-01-01T00:00:00+00:00", "a\u0000b"]),
-        _cursor(["2026-01-01T00:00:00+00:00", 5]),
+        # before the first instant PostgreSQL has
+        _cursor(["approvals", "0001-01-01T00:00:00+14:00", "b4f7"]),
+        _cursor(["approvals", "2026-01-01T00:00:00", "b4f7"]),  # no time zone
+        _cursor(["approvals", "2026-01-01T00:00:00+00:00", "a\u0000b"]),
+        _cursor(["approvals", "2026-01-01T00:00:00+00:00", 5]),
+        _cursor(["approvals", "2026-01-01T00:00:00+00:00"]),  # half a position
+        _cursor(["audit", "2026-01-01T00:00:00+00:00", "b4f7"]),  # another listing's
+        _cursor(["2026-01-01T00:00:00+00:00", "b4f7"]),  # no listing
         _cursor({"a": 1}),
         "!!!",
         "tệp",

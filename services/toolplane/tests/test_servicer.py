@@ -228,20 +228,25 @@ def test_failed_authentications_are_counted_per_client_address(peer: str, host: 
     assert peer_host(peer) == host
 
 
-def _token(raw: bytes) -> str:
-    return base64.urlsafe_b64encode(raw).decode()
+def _token(position: str) -> str:
+    """A token in the page-token format: URL-safe base64 of JSON naming the listing first."""
+    return base64.urlsafe_b64encode(f'["audit",{position}]'.encode()).decode()
 
 
 @pytest.mark.parametrize(
     "token",
     [
-        _token(b"99999999999999999999"),  # beyond a bigint
-        _token(b"9223372036854775808"),  # one beyond
-        _token(b"-5"),
-        _token(b"0"),
-        _token(b"12abc"),
-        _token(b" 12"),
-        _token(b"\xff\xfe"),
+        _token("99999999999999999999"),  # beyond a bigint
+        _token("9223372036854775808"),  # one beyond
+        _token("-5"),
+        _token("0"),
+        _token('"12"'),  # the id as text
+        _token("12.0"),
+        _token("true"),
+        _token("12,13"),
+        base64.urlsafe_b64encode(b'["approvals",12]').decode(),  # another listing's
+        base64.urlsafe_b64encode(b"12").decode(),  # a bare id, as tokens once were
+        base64.urlsafe_b64encode(b"\xff\xfe").decode(),
         "not base64 at all!",
         "tệp",
     ],
@@ -257,9 +262,15 @@ async def test_every_malformed_audit_page_token_is_an_invalid_argument(
     assert error_details(refused.value).reason == "INVALID_PAGE_TOKEN"
 
 
-async def test_the_largest_audit_page_token_is_accepted(toolplane: RunningToolPlane) -> None:
+async def test_the_largest_audit_page_token_is_accepted(
+    toolplane: RunningToolPlane, tokens: AgentTokens
+) -> None:
+    # At least one row below the largest id, whichever tests ran before.
+    await call(toolplane, tokens.research, "docs.search_docs", {"query": "audit"},
+               session_id="S-grpc-audit-max", request_id="REQ-grpc-max")  # fmt: skip
+    await toolplane.plane.audit.flush()
     response = await toolplane.admin_stub().ListAuditEntries(
-        admin_pb.ListAuditEntriesRequest(page_token=_token(b"9223372036854775807"), page_size=1),
+        admin_pb.ListAuditEntriesRequest(page_token=_token("9223372036854775807"), page_size=1),
         timeout=10,
     )
     assert len(response.entries) == 1

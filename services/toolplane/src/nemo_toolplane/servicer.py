@@ -18,6 +18,7 @@ from google.protobuf import json_format, struct_pb2, timestamp_pb2
 
 from nemo_core.callers import current_caller
 from nemo_core.db import Pool
+from nemo_core.page_tokens import InvalidPageToken
 from nemo_protos.toolplane.v1 import approval_pb2, audit_pb2, tool_pb2
 from nemo_protos.toolplane.v1 import toolplane_admin_service_pb2 as admin_pb
 from nemo_protos.toolplane.v1 import toolplane_admin_service_pb2_grpc as admin_pb_grpc
@@ -379,7 +380,7 @@ class ToolPlaneAdminServicer(admin_pb_grpc.ToolPlaneAdminServiceServicer):
         if request.page_token:
             try:
                 before_id = audit_query.decode_page_token(request.page_token)
-            except audit_query.InvalidPageToken as invalid:
+            except InvalidPageToken as invalid:
                 raise invalid_argument(ErrorReason.INVALID_PAGE_TOKEN, str(invalid)) from None
         entries, next_id = await audit_query.list_entries(
             self._pool,
