@@ -17,6 +17,7 @@ from opentelemetry.trace import Span
 
 from nemo_core.deadlines import downstream_timeout
 from nemo_core.errors import ServiceError
+from nemo_core.proto_enums import to_proto
 from nemo_gateway.budget import prompt_tokens
 from nemo_gateway.cache import (
     CachedRun,
@@ -43,12 +44,6 @@ logger = logging.getLogger(__name__)
 
 BASELINE_PROVIDER = "baseline"
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-_PATHS = {
-    Path.MODEL: run_pb2.RUN_PATH_MODEL,
-    Path.REPAIRED: run_pb2.RUN_PATH_REPAIRED,
-    Path.FALLBACK: run_pb2.RUN_PATH_FALLBACK,
-}
 
 
 @dataclass(frozen=True)
@@ -389,7 +384,8 @@ class PromptRunner:
         *,
         cache_hit: bool = False,
     ) -> run_pb2.RunRecord:
+        run_path = to_proto(run_pb2.RunPath, "RUN_PATH_", path)
         return run_record(
-            prepared.spec, clock, _PATHS[path], reason, tally, provider, model,
+            prepared.spec, clock, run_path, reason, tally, provider, model,
             input_ref=prepared.input_ref, cache_hit=cache_hit,
         )  # fmt: skip

@@ -23,6 +23,7 @@ import grpc.aio
 from nemo_core.client import create_channel
 from nemo_core.deadlines import downstream_timeout
 from nemo_core.errors import ErrorDetails, ServiceError, error_details, reason_from
+from nemo_core.proto_enums import to_proto
 from nemo_protos.context.v1 import context_service_pb2 as pb
 from nemo_protos.context.v1 import context_service_pb2_grpc as pb_grpc
 from nemo_protos.context.v1 import learner_context_pb2
@@ -51,12 +52,9 @@ def dependency_error() -> ToolError:
 #: The ErrorInfo domain of the context service's own errors.
 CONTEXT_DOMAIN = "context"
 
-USER_SOURCES = {
-    UserSource.NONE: user_source_pb2.USER_SOURCE_NONE,
-    UserSource.TOKEN: user_source_pb2.USER_SOURCE_TOKEN,
-    UserSource.CALLER: user_source_pb2.USER_SOURCE_CALLER,
-    UserSource.ASSERTED: user_source_pb2.USER_SOURCE_ASSERTED,
-}
+
+def user_source(source: UserSource) -> user_source_pb2.UserSource.ValueType:
+    return to_proto(user_source_pb2.UserSource, "USER_SOURCE_", source)
 
 
 @dataclass(frozen=True)
@@ -71,7 +69,7 @@ class LearnerReach:
     def message(self) -> pb.AgentAccess:
         return pb.AgentAccess(
             user_id=self.user_id or "",
-            user_source=USER_SOURCES[self.user_source],
+            user_source=user_source(self.user_source),
             resource_scopes=self.scopes,
         )
 
@@ -156,7 +154,7 @@ class ContextClient:
                 user_id=reach.user_id or "",
                 learner_id=learner_id,
                 resource_scope=scope,
-                user_source=USER_SOURCES[reach.user_source],
+                user_source=user_source(reach.user_source),
             )
             try:
                 response = await self._stub.CheckLearnerAccess(

@@ -19,6 +19,7 @@ from google.protobuf import json_format, struct_pb2, timestamp_pb2
 from nemo_core.callers import current_caller
 from nemo_core.db import Pool
 from nemo_core.page_tokens import InvalidPageToken
+from nemo_core.proto_enums import from_proto, to_proto
 from nemo_protos.toolplane.v1 import approval_pb2, audit_pb2, tool_pb2
 from nemo_protos.toolplane.v1 import toolplane_admin_service_pb2 as admin_pb
 from nemo_protos.toolplane.v1 import toolplane_admin_service_pb2_grpc as admin_pb_grpc
@@ -39,44 +40,20 @@ from nemo_toolplane.approvals import (
     ApprovalStore,
     SelfApproval,
 )
-from nemo_toolplane.context_client import USER_SOURCES
+from nemo_toolplane.audit import CallStatus
+from nemo_toolplane.context_client import user_source
 from nemo_toolplane.errors import invalid_argument, service_error
 from nemo_toolplane.policy import Decision
 from nemo_toolplane.principal import InvalidIdentifier, Principal, UserSource, build_principal
 from nemo_toolplane.ratelimit import KeyedRateLimiter
-from nemo_toolplane.registry import AnyTool, Mode, Risk
+from nemo_toolplane.registry import AnyTool
 from nemo_toolplane.router import ToolRouter
 
 Context: TypeAlias = grpc.aio.ServicerContext[Any, Any]
 
-_RISK = {
-    Risk.LOW: tool_pb2.RISK_LOW,
-    Risk.MEDIUM: tool_pb2.RISK_MEDIUM,
-    Risk.HIGH: tool_pb2.RISK_HIGH,
-    Risk.CRITICAL: tool_pb2.RISK_CRITICAL,
-}
-_MODE = {Mode.READ: tool_pb2.TOOL_MODE_READ, Mode.WRITE: tool_pb2.TOOL_MODE_WRITE}
-_DECISION = {
-    Decision.ALLOW: audit_pb2.DECISION_ALLOW,
-    Decision.DENY: audit_pb2.DECISION_DENY,
-    Decision.REQUIRE_APPROVAL: audit_pb2.DECISION_REQUIRE_APPROVAL,
-}
-_CALL_STATUS = {
-    "success": audit_pb2.CALL_STATUS_SUCCESS,
-    "denied": audit_pb2.CALL_STATUS_DENIED,
-    "approval_required": audit_pb2.CALL_STATUS_APPROVAL_REQUIRED,
-    "invalid": audit_pb2.CALL_STATUS_INVALID,
-    "not_found": audit_pb2.CALL_STATUS_NOT_FOUND,
-    "error": audit_pb2.CALL_STATUS_ERROR,
-}
-_APPROVAL_STATUS = {
-    ApprovalStatus.PENDING: approval_pb2.APPROVAL_STATUS_PENDING,
-    ApprovalStatus.APPROVED: approval_pb2.APPROVAL_STATUS_APPROVED,
-    ApprovalStatus.REJECTED: approval_pb2.APPROVAL_STATUS_REJECTED,
-    ApprovalStatus.CONSUMED: approval_pb2.APPROVAL_STATUS_CONSUMED,
-    ApprovalStatus.EXPIRED: approval_pb2.APPROVAL_STATUS_EXPIRED,
-}
-_APPROVAL_STATUS_FROM_PB = {value: key for key, value in _APPROVAL_STATUS.items()}
+
+def _decision(decision: Decision) -> audit_pb2.Decision.ValueType:
+    return to_proto(audit_pb2.Decision, "DECISION_", decision)
 
 
 def tool_message(tool: AnyTool) -> tool_pb2.Tool:
@@ -87,8 +64,8 @@ def tool_message(tool: AnyTool) -> tool_pb2.Tool:
         version=tool.version,
         description=tool.description,
         category=tool.category,
-        risk=_RISK[tool.risk],
-        mode=_MODE[tool.mode],
+        risk=to_proto(tool_pb2.Risk, "RISK_", tool.risk),
+        mode=to_proto(tool_pb2.ToolMode, "TOOL_MODE_", tool.mode),
         input_schema_json=_json(tool.input_schema),
         output_schema_json=_json(tool.output_schema),
         annotations=tool_pb2.ToolAnnotations(
@@ -202,7 +179,7 @@ class ToolPlaneServicer(pb_grpc.ToolPlaneServiceServicer):
             success=outcome.error is None,
             request_id=principal.request_id,
             tool_id=outcome.tool.tool_id if outcome.tool is not None else "",
-            decision=_DECISION[outcome.decision],
+            decision=_decision(outcome.decision),
             call_id=principal.call_id,
         )
         if outcome.output is not None:
@@ -228,7 +205,7 @@ def approval_message(approval: Approval) -> approval_pb2.Approval:
         tool_id=approval.tool_id,
         arguments_sha256=approval.arguments_digest,
         policy_version=approval.policy_version,
-        status=_APPROVAL_STATUS[approval.status],
+        status=to_proto(approval_pb2.ApprovalStatus, "APPROVAL_STATUS_", approval.status),
         request_id=approval.request_id,
         create_time=_timestamp(approval.created_at),
         expire_time=_timestamp(approval.expires_at),
@@ -246,7 +223,7 @@ def approval_message(approval: Approval) -> approval_pb2.Approval:
 
 def _user_source(value: str | None) -> user_source_pb2.UserSource.ValueType:
     """A stored user source; unspecified on rows written before sources were kept."""
-    return USER_SOURCES[UserSource(value)] if value else user_source_pb2.USER_SOURCE_UNSPECIFIED
+    return user_source(UserSource(value)) if value else user_source_pb2.USER_SOURCE_UNSPECIFIED
 
 
 def _page_size(value: int, default: int, maximum: int) -> int:
@@ -319,7 +296,9 @@ class ToolPlaneAdminServicer(admin_pb_grpc.ToolPlaneAdminServiceServicer):
         self, request: admin_pb.ListApprovalsRequest, context: Context
     ) -> admin_pb.ListApprovalsResponse:
         limit = _page_size(request.page_size, 50, 200)
-        status = _APPROVAL_STATUS_FROM_PB.get(request.status)
+        status = from_proto(
+            approval_pb2.ApprovalStatus, "APPROVAL_STATUS_", ApprovalStatus, request.status
+        )
         try:
             approvals, next_token = await self._approvals.list(
                 status=status, limit=limit, after=request.page_token or None
@@ -406,8 +385,8 @@ def _audit_message(entry: audit_query.StoredAuditEntry) -> audit_pb2.AuditEntry:
         user_id=entry.user_id or "",
         tool_id=entry.tool_id,
         resource=entry.resource or "",
-        decision=_DECISION[Decision(entry.decision)],
-        status=_CALL_STATUS[entry.status],
+        decision=_decision(Decision(entry.decision)),
+        status=to_proto(audit_pb2.CallStatus, "CALL_STATUS_", CallStatus(entry.status)),
         error_code=entry.error_code or "",
         duration_ms=round(entry.duration_ms or 0),
         environment=entry.environment,
