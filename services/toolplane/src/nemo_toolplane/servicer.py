@@ -14,12 +14,13 @@ from typing import Any, TypeAlias
 
 import grpc
 import grpc.aio
-from google.protobuf import json_format, struct_pb2, timestamp_pb2
+from google.protobuf import timestamp_pb2
 
 from nemo_core.callers import current_caller
 from nemo_core.db import Pool
 from nemo_core.page_tokens import InvalidPageToken
 from nemo_core.proto_enums import from_proto, to_proto
+from nemo_core.structs import ValueNotSet, python_to_struct, struct_to_python
 from nemo_protos.toolplane.v1 import approval_pb2, audit_pb2, tool_pb2
 from nemo_protos.toolplane.v1 import toolplane_admin_service_pb2 as admin_pb
 from nemo_protos.toolplane.v1 import toolplane_admin_service_pb2_grpc as admin_pb_grpc
@@ -79,12 +80,6 @@ def tool_message(tool: AnyTool) -> tool_pb2.Tool:
 
 def _json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
-
-
-def _struct(value: dict[str, Any]) -> struct_pb2.Struct:
-    message = struct_pb2.Struct()
-    json_format.ParseDict(value, message)
-    return message
 
 
 def _timestamp(value: Any) -> timestamp_pb2.Timestamp:
@@ -171,7 +166,15 @@ class ToolPlaneServicer(pb_grpc.ToolPlaneServiceServicer):
         if not request.tool:
             self._router.refuse(principal, "", transport="grpc", problem="no tool name")
             raise invalid_argument(ErrorReason.TOOL_REQUIRED, "name the tool to call")
-        arguments = json_format.MessageToDict(request.arguments)
+        try:
+            arguments = struct_to_python(request.arguments)
+        except ValueNotSet:
+            self._router.refuse(
+                principal, request.tool, transport="grpc", problem="an argument holds no value"
+            )
+            raise invalid_argument(
+                ErrorReason.MALFORMED_REQUEST, "arguments must be JSON: a value has no kind set"
+            ) from None
         outcome = await self._router.call(
             principal, rules, request.tool, arguments, transport="grpc"
         )
@@ -183,7 +186,7 @@ class ToolPlaneServicer(pb_grpc.ToolPlaneServiceServicer):
             call_id=principal.call_id,
         )
         if outcome.output is not None:
-            response.result.CopyFrom(_struct(outcome.output))
+            response.result.CopyFrom(python_to_struct(outcome.output))
         if outcome.error is not None:
             error = outcome.error
             response.error.CopyFrom(
@@ -191,7 +194,7 @@ class ToolPlaneServicer(pb_grpc.ToolPlaneServiceServicer):
                     code=tool_pb2.ErrorCode.Value(f"ERROR_CODE_{error.code.value}"),
                     message=error.message,
                     retryable=error.retryable,
-                    details=_struct(dict(error.details)),
+                    details=python_to_struct(dict(error.details)),
                 )
             )
         return response
@@ -390,7 +393,7 @@ def _audit_message(entry: audit_query.StoredAuditEntry) -> audit_pb2.AuditEntry:
         error_code=entry.error_code or "",
         duration_ms=round(entry.duration_ms or 0),
         environment=entry.environment,
-        metadata=_struct(dict(entry.metadata)),
+        metadata=python_to_struct(dict(entry.metadata)),
         call_id=entry.call_id or "",
         token_id=entry.token_id or "",
         user_source=_user_source(entry.user_source),
