@@ -13,9 +13,13 @@ from hypothesis import strategies as st
 from nemo_core.structs import ValueNotSet, python_to_struct, struct_to_python, value_to_python
 
 # JSON numbers travel as doubles: floats, and integers a double holds exactly.
-_scalars = st.none() | st.booleans() | st.text(max_size=10)
-_scalars |= st.floats(allow_nan=False, allow_infinity=False)
-_scalars |= st.integers(min_value=-(2**53), max_value=2**53)
+_scalars: st.SearchStrategy[Any] = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.text(max_size=10),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.integers(min_value=-(2**53), max_value=2**53),
+)
 json_like = st.recursive(
     _scalars,
     lambda inner: (
