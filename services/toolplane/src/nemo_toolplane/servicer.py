@@ -32,6 +32,7 @@ from nemo_toolplane import audit_query, operators, tokens
 from nemo_toolplane.access_cache import AccessCache
 from nemo_toolplane.access_store import AgentRules
 from nemo_toolplane.acl import USER_VOUCHING_CALLERS
+from nemo_toolplane.agent_auth import AgentAuthenticator, AuthRefusal, bearer_token
 from nemo_toolplane.approvals import (
     Approval,
     ApprovalError,
@@ -46,7 +47,6 @@ from nemo_toolplane.context_client import user_source
 from nemo_toolplane.errors import invalid_argument, service_error
 from nemo_toolplane.policy import Decision
 from nemo_toolplane.principal import InvalidIdentifier, Principal, UserSource, build_principal
-from nemo_toolplane.ratelimit import KeyedRateLimiter
 from nemo_toolplane.registry import AnyTool
 from nemo_toolplane.router import ToolRouter
 
@@ -93,9 +93,8 @@ def _bearer(context: Context) -> str | None:
     token = None
     for key, value in context.invocation_metadata() or ():
         if key == "authorization" and isinstance(value, str):
-            scheme, _, rest = value.partition(" ")
-            token = rest.strip() if scheme.lower() == "bearer" else None
-    return token or None
+            token = bearer_token(value)
+    return token
 
 
 def peer_host(peer: str) -> str:
@@ -111,28 +110,21 @@ def peer_host(peer: str) -> str:
 class ToolPlaneServicer(pb_grpc.ToolPlaneServiceServicer):
     """ListTools and CallTool for internal agents."""
 
-    def __init__(
-        self, router: ToolRouter, access: AccessCache, auth_failures: KeyedRateLimiter
-    ) -> None:
+    def __init__(self, router: ToolRouter, authenticator: AgentAuthenticator) -> None:
         self._router = router
-        self._access = access
-        self._auth_failures = auth_failures
+        self._authenticator = authenticator
 
     async def _caller(
         self, context: Context, *, session_id: str = "", user_id: str = "", request_id: str = ""
     ) -> tuple[Principal, AgentRules]:
-        token = _bearer(context)
-        access = await self._access.load(token) if token else None
-        if access is None:
-            # Only failures are held against the address: a valid token always gets through.
-            peer = peer_host(context.peer())
-            if self._auth_failures.exhausted(peer):
+        access = await self._authenticator.authenticate(_bearer(context), peer_host(context.peer()))
+        if isinstance(access, AuthRefusal):
+            if access.retry_after_seconds is not None:
                 raise service_error(
                     grpc.StatusCode.RESOURCE_EXHAUSTED,
                     ErrorReason.AUTHENTICATION_RATE_LIMITED,
                     "too many failed authentications from this address",
                 )
-            self._auth_failures.acquire(peer)
             raise service_error(
                 grpc.StatusCode.UNAUTHENTICATED,
                 ErrorReason.AGENT_UNAUTHENTICATED,
