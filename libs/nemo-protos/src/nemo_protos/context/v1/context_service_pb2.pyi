@@ -400,7 +400,9 @@ class SearchKnowledgeRequest(_message.Message):
     query: _builtins.str
     """Free text; diacritics are optional ("he so goc" finds "Hệ số góc")."""
     limit: _builtins.int
-    """Maximum number of hits, 1 to 50; 0 means 10."""
+    """Maximum number of hits, 1 to 50; 0 means 10. The best hits only: a search is not a list
+    method, and has no further pages.
+    """
     subject: _builtins.str
     """Only nodes of this subject, when set."""
     grade: _builtins.int

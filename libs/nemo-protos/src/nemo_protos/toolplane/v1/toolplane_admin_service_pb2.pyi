@@ -231,7 +231,7 @@ class DecideApprovalRequest(_message.Message):
     decision: Global___ApprovalDecision.ValueType
     """Approve or reject."""
     operator: _builtins.str
-    """Operator making the decision; optional, and when set it must be the operator the credential
+    """Operator making the decision; when set, it must be the operator the credential
     proves (the decision always records that one).
     """
     note: _builtins.str
