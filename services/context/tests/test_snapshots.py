@@ -56,7 +56,7 @@ def sample_bundle(learner_ref: str) -> lc.ContextBundle:
         slices=["profile", "mastery", "recent_evidence"],
         policy_version="2026-11-1",
         build_version="1.0.0",
-        built_at=Timestamp(seconds=1_795_000_000),
+        build_time=Timestamp(seconds=1_795_000_000),
         profile=lc.LearnerProfile(grade=8),
         mastery=[
             lc.MasteryEntry(
@@ -81,7 +81,7 @@ def test_canonical_json_is_sorted_compact_utf8_with_proto_field_names() -> None:
     assert '"learner_ref":"nemo_0123456789ab"' in text  # proto names, no whitespace
     assert "learnerRef" not in text
     assert text.startswith(
-        '{"build_version":"1.0.0","built_at":"2026-11-18T11:06:40Z","learner_ref":"nemo_'
+        '{"build_time":"2026-11-18T11:06:40Z","build_version":"1.0.0","learner_ref":"nemo_'
     )
     assert "\n" not in text
     document = json.loads(body)
@@ -99,7 +99,7 @@ def test_canonical_json_is_stable_across_field_order() -> None:
     backward.rendered_text = forward.rendered_text
     backward.mastery.extend(forward.mastery)
     backward.profile.CopyFrom(forward.profile)
-    backward.built_at.CopyFrom(forward.built_at)
+    backward.build_time.CopyFrom(forward.build_time)
     backward.build_version = forward.build_version
     backward.policy_version = forward.policy_version
     backward.slices.extend(forward.slices)
