@@ -58,7 +58,11 @@ def _rewrite(source: str) -> str:
 
 
 def _protoc(out_dir: Path, proto_root: Path) -> None:
-    protos = sorted(str(p.relative_to(proto_root)) for p in proto_root.rglob("*.proto"))
+    # Only the project's contracts: protos/google holds googleapis' files for imports (their
+    # modules come from googleapis-common-protos).
+    protos = sorted(
+        str(p.relative_to(proto_root)) for p in (proto_root / PROTO_TOP).rglob("*.proto")
+    )
     well_known = str(resources.files("grpc_tools") / "_proto")
     plugin_dir = Path(sys.executable).parent
     args = [

@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import zipfile
+from importlib import resources
 from pathlib import Path
 from types import ModuleType
 
@@ -68,6 +69,18 @@ def test_drift_check_notices_a_changed_proto(tmp_path: Path) -> None:
     assert not filecmp.cmp(changed, GENERATED / "type" / "v1" / "locale_pb2.py", shallow=False)
 
 
+def test_the_vendored_googleapis_protos_are_the_installed_packages() -> None:
+    """protos/google holds googleapis' own files so that buf and protoc resolve imports offline;
+    the generated code imports their modules from googleapis-common-protos, which must be the
+    same text."""
+    vendored = REPO_ROOT / "protos" / "google"
+    files = sorted(p.relative_to(vendored.parent) for p in vendored.rglob("*.proto"))
+    assert files
+    for relative in files:
+        installed = resources.files(".".join(relative.parts[:-1])) / relative.name
+        assert (vendored.parent / relative).read_text() == installed.read_text(), relative
+
+
 def _buf(*args: str) -> subprocess.CompletedProcess[str]:
     buf = shutil.which("buf", path=str(Path(sys.executable).parent))
     assert buf, "buf (buf-bin) is not installed in the environment"
@@ -98,7 +111,10 @@ def test_buf_breaking_detects_a_removed_field(tmp_path: Path) -> None:
     shutil.copytree(REPO_ROOT / "protos", work / "protos")
     shutil.copy(REPO_ROOT / "buf.yaml", work / "buf.yaml")
     request = work / "protos" / "nemo" / "context" / "v1" / "context_service.proto"
-    request.write_text(request.read_text().replace("  bool persist = 3;\n", ""))
+    text = request.read_text()
+    field = "  bool persist = 3 [(google.api.field_behavior) = OPTIONAL];\n"
+    assert field in text
+    request.write_text(text.replace(field, ""))
     buf = shutil.which("buf", path=str(Path(sys.executable).parent))
     assert buf
     result = subprocess.run(
@@ -164,3 +180,32 @@ def test_only_the_services_with_a_database_ship_its_driver() -> None:
     assert not driver & _locked_packages("nemo-gateway")
     for package in ("nemo-context", "nemo-toolplane", "nemo-ops"):
         assert driver <= _locked_packages(package), package
+
+
+def test_every_request_field_says_whether_it_is_required() -> None:
+    """AIP-203: required-ness is a `google.api.field_behavior` annotation, not prose; every field
+    of every method's request says REQUIRED or OPTIONAL."""
+    from google.api import field_behavior_pb2
+
+    from nemo_protos.context.v1 import context_service_pb2
+    from nemo_protos.gateway.v1 import gateway_service_pb2
+    from nemo_protos.toolplane.v1 import toolplane_admin_service_pb2, toolplane_service_pb2
+
+    allowed = {field_behavior_pb2.REQUIRED, field_behavior_pb2.OPTIONAL}
+    unmarked = []
+    checked = 0
+    for module in (
+        context_service_pb2,
+        gateway_service_pb2,
+        toolplane_service_pb2,
+        toolplane_admin_service_pb2,
+    ):
+        for service in module.DESCRIPTOR.services_by_name.values():
+            for method in service.methods:
+                for field in method.input_type.fields:
+                    behavior = set(field.GetOptions().Extensions[field_behavior_pb2.field_behavior])
+                    checked += 1
+                    if len(behavior & allowed) != 1:
+                        unmarked.append(field.full_name)
+    assert checked > 40
+    assert not unmarked, f"request fields without REQUIRED or OPTIONAL: {unmarked}"

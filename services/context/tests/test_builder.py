@@ -35,7 +35,7 @@ ALWAYS_SET = {
     "slices",
     "policy_version",
     "build_version",
-    "built_at",
+    "build_time",
     "locale",
     "rendered_text",
 }
@@ -123,14 +123,14 @@ async def test_evidence_is_only_correct_and_reliability_never_the_answer(
     evidence = bundle.recent_evidence
     assert len(evidence.items) == 10
     assert (evidence.correct_count, evidence.incorrect_count) == (6, 4)
-    times = [item.observed_at.ToDatetime() for item in evidence.items]
+    times = [item.observe_time.ToDatetime() for item in evidence.items]
     assert times == sorted(times, reverse=True)
     for item in evidence.items:
         assert {f.name for f, _ in item.ListFields()} <= {
             "node_id",
             "correct",
             "reliability",
-            "observed_at",
+            "observe_time",
         }
     assert evidence.items[0].reliability == 0.9
     assert not evidence.items[0].correct
@@ -198,7 +198,7 @@ async def test_missing_values_stay_missing_never_zero(builder: ContextBuilder) -
     assert not progress.HasField("provenance")
 
     empty = await _build(builder, "L-2041-10", "learning_state")
-    assert not empty.learning_progress.HasField("last_activity_at")
+    assert not empty.learning_progress.HasField("last_activity_time")
     assert empty.learning_progress.unknown_count == 0
     assert len((await _build(builder, "L-2041-10", "mastery")).mastery) == 0
 

@@ -109,7 +109,7 @@ def test_dates_are_printed_as_learners_in_vietnam_see_them(
     locale: locale_pb2.Locale.ValueType, printed: str
 ) -> None:
     entry = pb.RetentionEntry(node_id="math-08-identities", node_title="Hằng đẳng thức")
-    entry.due_at.FromJsonString("2026-11-21T20:00:00Z")  # 03:00 on the 22nd in Vietnam
+    entry.due_time.FromJsonString("2026-11-21T20:00:00Z")  # 03:00 on the 22nd in Vietnam
     text = render_bundle(pb.ContextBundle(locale=locale, retention=[entry]))
     assert printed in text
 

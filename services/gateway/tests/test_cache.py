@@ -68,7 +68,7 @@ async def two_callers(provider: ScriptedProvider) -> AsyncIterator[pb_grpc.Gatew
 
 async def _ask(stub: pb_grpc.GatewayServiceAsyncStub, caller: str) -> pb.AnswerResponse:
     response: pb.AnswerResponse = await stub.Answer(
-        pb.AnswerRequest(question="(a + b)² là gì?", passages=[PASSAGE], evaluated_at=FIXED_TIME),
+        pb.AnswerRequest(question="(a + b)² là gì?", passages=[PASSAGE], evaluate_time=FIXED_TIME),
         metadata=((DEFAULT_CALLER_TOKEN_METADATA_KEY, TOKENS[caller]),),
         timeout=10,
     )

@@ -34,7 +34,7 @@ def _bundles(draw: st.DrawFn) -> ctx.ContextBundle:
         rendered_text=draw(st.sampled_from(["Ngữ cảnh.", "Ngữ cảnh khác."])),
         input_ref=draw(st.sampled_from(["", "ai-context/a.json"])),
     )
-    bundle.built_at.FromDatetime(NOW - timedelta(seconds=draw(st.integers(0, 5))))
+    bundle.build_time.FromDatetime(NOW - timedelta(seconds=draw(st.integers(0, 5))))
     for node_id, title, state in entries:
         bundle.mastery.add(node_id=node_id, node_title=title, state=state)
     bundle.goal.title = draw(st.sampled_from(["", "Ôn thi"]))

@@ -46,7 +46,7 @@ def _request(session_id: str, turn_id: str = "T2") -> pb.StreamPromptRequest:
         session_id=session_id,
         turn_id=turn_id,
         user_message=QUESTION,
-        evaluated_at=FIXED_TIME,
+        evaluate_time=FIXED_TIME,
     )
 
 

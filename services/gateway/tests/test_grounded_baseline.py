@@ -31,7 +31,7 @@ def _question(text: str) -> str:
 
 async def _ask(gateway: Gateway, question: str, *passages: answer_pb2.Passage) -> pb.AnswerResponse:
     response: pb.AnswerResponse = await gateway.stub.Answer(
-        pb.AnswerRequest(question=question, passages=passages, evaluated_at=FIXED_TIME),
+        pb.AnswerRequest(question=question, passages=passages, evaluate_time=FIXED_TIME),
         metadata=gateway.metadata,
         timeout=10,
     )

@@ -37,7 +37,7 @@ def _model(covered: bool, answer: str = "") -> Answer:
 async def _answer(
     gateway_stub: object, metadata: tuple[tuple[str, str], ...], **fields: object
 ) -> pb.AnswerResponse:
-    request = pb.AnswerRequest(evaluated_at=FIXED_TIME, **fields)  # type: ignore[arg-type]
+    request = pb.AnswerRequest(evaluate_time=FIXED_TIME, **fields)  # type: ignore[arg-type]
     response: pb.AnswerResponse = await gateway_stub.Answer(  # type: ignore[attr-defined]
         request, metadata=metadata, timeout=10
     )

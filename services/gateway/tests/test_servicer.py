@@ -181,12 +181,12 @@ def _with_unset_value() -> pb.RunPromptRequest:
     [
         (
             "RunPrompt",
-            _evaluate_item(evaluated_at=timestamp_pb2.Timestamp(seconds=10**12)),
+            _evaluate_item(evaluate_time=timestamp_pb2.Timestamp(seconds=10**12)),
             "INVALID_EVALUATE_TIME",
         ),
         (
             "RunPrompt",
-            _evaluate_item(evaluated_at=timestamp_pb2.Timestamp(seconds=0, nanos=-1)),
+            _evaluate_item(evaluate_time=timestamp_pb2.Timestamp(seconds=0, nanos=-1)),
             "INVALID_EVALUATE_TIME",
         ),
         (
@@ -194,7 +194,7 @@ def _with_unset_value() -> pb.RunPromptRequest:
             pb.AnswerRequest(
                 question="Q?",
                 passages=[PASSAGE],
-                evaluated_at=timestamp_pb2.Timestamp(seconds=-(10**12)),
+                evaluate_time=timestamp_pb2.Timestamp(seconds=-(10**12)),
             ),
             "INVALID_EVALUATE_TIME",
         ),
@@ -226,7 +226,7 @@ async def test_malformed_input_is_an_invalid_argument_and_sends_nothing(
     assert provider.requests == []
 
 
-async def test_a_chat_turn_with_an_invalid_evaluated_at_is_refused(
+async def test_a_chat_turn_with_an_invalid_evaluate_time_is_refused(
     start_gateway: StartGateway,
 ) -> None:
     gateway = await start_gateway()
@@ -236,7 +236,7 @@ async def test_a_chat_turn_with_an_invalid_evaluated_at_is_refused(
             session_id="S",
             turn_id="T",
             user_message="Chào",
-            evaluated_at=timestamp_pb2.Timestamp(seconds=10**12),
+            evaluate_time=timestamp_pb2.Timestamp(seconds=10**12),
         ),
         metadata=gateway.metadata,
         timeout=5,

@@ -38,7 +38,7 @@ async def test_a_learner_prompt_span_has_genai_attributes_and_no_text(
             prompt_id="learner.tutor_hint",
             learner_id="L-2041-1",
             variables=variables(question="Khai triển (2x - 1)²"),
-            evaluated_at=FIXED_TIME,
+            evaluate_time=FIXED_TIME,
         ),
         metadata=gateway.metadata,
         timeout=10,

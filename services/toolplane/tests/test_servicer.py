@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import grpc
@@ -233,6 +234,34 @@ async def test_operators_read_the_audit_log_newest_first(
     assert ids == sorted(ids, reverse=True)
     assert len(set(ids)) == 4
     assert [e.request_id for e in first.entries] == ["REQ-grpc-list-2", "REQ-grpc-list-1"]
+
+
+async def test_audit_entries_carry_their_time_and_duration_and_filter_by_start_time(
+    toolplane: RunningToolPlane, tokens: AgentTokens
+) -> None:
+    before = datetime.now(UTC)
+    await call(toolplane, tokens.research, "docs.search_docs", {"query": "audit"},
+               session_id="S-grpc-audit-time", request_id="REQ-grpc-time")  # fmt: skip
+    after = datetime.now(UTC)
+    await toolplane.plane.audit.flush()
+    admin = toolplane.admin_stub()
+    [entry] = (
+        await admin.ListAuditEntries(
+            admin_pb.ListAuditEntriesRequest(request_id="REQ-grpc-time"), timeout=10
+        )
+    ).entries
+    created = entry.create_time.ToDatetime(UTC)
+    assert before - timedelta(seconds=1) <= created <= after + timedelta(seconds=1)
+    # Measured inside the server, so within what the client saw.
+    assert timedelta(0) < entry.duration.ToTimedelta() <= after - before
+
+    async def listed(start: datetime) -> list[str]:
+        request = admin_pb.ListAuditEntriesRequest(request_id="REQ-grpc-time")
+        request.start_time.FromDatetime(start)
+        return [e.request_id for e in (await admin.ListAuditEntries(request, timeout=10)).entries]
+
+    assert await listed(created) == ["REQ-grpc-time"]
+    assert await listed(created + timedelta(microseconds=1)) == []
 
 
 @pytest.mark.parametrize(

@@ -167,24 +167,24 @@ async def build_context(
             ErrorReason.AGENT_ACCESS_NOT_APPLICABLE,
             "agent_access applies to agent views only",
         )
-    as_of = evaluated_at(request)
+    as_of = evaluate_time(request)
     bundle = await builder.build(
         request.learner_id, purpose, request.locale, as_of=as_of, reach=reach
     )
     return await with_snapshot(snapshots, bundle) if request.persist else bundle
 
 
-def evaluated_at(request: context_service_pb2.BuildContextRequest) -> datetime | None:
+def evaluate_time(request: context_service_pb2.BuildContextRequest) -> datetime | None:
     """The request's evaluation time; INVALID_ARGUMENT outside the Timestamp range."""
-    if not request.HasField("evaluated_at"):
+    if not request.HasField("evaluate_time"):
         return None
     try:
-        return request.evaluated_at.ToDatetime(tzinfo=UTC)
+        return request.evaluate_time.ToDatetime(tzinfo=UTC)
     except ValueError:
         raise service_error(
             grpc.StatusCode.INVALID_ARGUMENT,
             ErrorReason.INVALID_EVALUATE_TIME,
-            "evaluated_at must fall in years 1 to 9999 with nanos in 0 to 999999999",
+            "evaluate_time must fall in years 1 to 9999 with nanos in 0 to 999999999",
         ) from None
 
 
@@ -231,7 +231,7 @@ def assemble(  # noqa: C901  one independent guard per slice
         slices=[str(slice_) for slice_ in purpose.slices],
         policy_version=POLICY_VERSION,
         build_version=BUILD_VERSION,
-        built_at=slices.timestamp(built_at),
+        build_time=slices.timestamp(built_at),
         locale=locale,
     )
     if purpose.declares(Slice.PROFILE):

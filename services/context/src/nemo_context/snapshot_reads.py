@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 
 import grpc
@@ -10,6 +11,7 @@ from google.protobuf import json_format
 
 from nemo_context.errors import service_error
 from nemo_context.gate import Gated, gate
+from nemo_context.snapshot_names import current_names
 from nemo_context.snapshot_objects import KEY_PATTERN
 from nemo_context.snapshots import (
     CONVERSATION_KIND,
@@ -64,10 +66,9 @@ async def read_snapshot(store: SnapshotStore, input_ref: str) -> Gated[pb.GetSna
         canonical_json=snapshot.canonical_json,
     )
     # Parsed back as what it was written from: a conversation snapshot is no ContextBundle.
-    if snapshot.kind == CONVERSATION_KIND:
-        json_format.Parse(snapshot.canonical_json, response.conversation_bundle)
-    else:
-        json_format.Parse(snapshot.canonical_json, response.bundle)
+    bundle = response.conversation_bundle if snapshot.kind == CONVERSATION_KIND else response.bundle
+    document = current_names(json.loads(snapshot.canonical_json), bundle.DESCRIPTOR)
+    json_format.ParseDict(document, bundle)
     # The learner's id cannot be recovered from a pseudonym, so only field names are checked
     # here; the bytes are the ones that passed the full gate when the bundle was built.
     return gate(response, forbidden_values=())

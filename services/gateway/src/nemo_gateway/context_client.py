@@ -112,7 +112,7 @@ class ContextClient:
         request = ctx_pb.BuildContextRequest(
             learner_id=learner_id, purpose=purpose, persist=True, locale=locale
         )
-        request.evaluated_at.FromDatetime(evaluated_at)
+        request.evaluate_time.FromDatetime(evaluated_at)
         try:
             response = await self._stub.BuildContext(request, timeout=downstream_timeout())
         except grpc.aio.AioRpcError as exc:

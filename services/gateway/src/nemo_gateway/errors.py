@@ -29,11 +29,11 @@ def invalid_variables(prompt_id: str, problems: str) -> ServiceError:
     )
 
 
-def invalid_evaluated_at() -> ServiceError:
+def invalid_evaluate_time() -> ServiceError:
     return service_error(
         grpc.StatusCode.INVALID_ARGUMENT,
         ErrorReason.INVALID_EVALUATE_TIME,
-        "evaluated_at is not a valid timestamp: seconds must fall in years 1 to 9999 and nanos "
+        "evaluate_time is not a valid timestamp: seconds must fall in years 1 to 9999 and nanos "
         "in 0 to 999999999",
     )
 

@@ -154,8 +154,8 @@ def run_record(
         usage=token_usage(tally),
         input_ref=input_ref,
         request_sha256=tally.request_sha256,
-        evaluated_at=clock.timestamp(),
-        evaluated_at_from_server=clock.from_server,
+        evaluate_time=clock.timestamp(),
+        evaluate_time_from_server=clock.from_server,
         cache_hit=cache_hit,
     )
 

@@ -16,7 +16,7 @@ from nemo_core.limits import KeyedInFlightLimit
 from nemo_core.structs import ValueNotSet, value_to_python
 from nemo_gateway.chat import ChatStreamer
 from nemo_gateway.errors import (
-    invalid_evaluated_at,
+    invalid_evaluate_time,
     invalid_variables,
     learner_data_refused,
     learner_required,
@@ -68,7 +68,7 @@ def _clock(evaluated_at: timestamp_pb2.Timestamp, present: bool) -> Clock:
             return Clock(evaluated_at.ToDatetime(tzinfo=UTC), from_server=False)
         except ValueError:
             # Outside the Timestamp range (years 1 to 9999) or nanos out of range.
-            raise invalid_evaluated_at() from None
+            raise invalid_evaluate_time() from None
     return Clock(datetime.now(UTC), from_server=True)
 
 
@@ -103,7 +103,7 @@ class GatewayServicer(pb_grpc.GatewayServiceServicer):
             raise learner_required(spec.prompt_id)
         values = _variables(spec.prompt_id, request.variables)
         variables = _validate(spec.variables, spec.prompt_id, values)
-        clock = _clock(request.evaluated_at, request.HasField("evaluated_at"))
+        clock = _clock(request.evaluate_time, request.HasField("evaluate_time"))
         caller = current_caller()
         with self._callers.hold(caller):
             prepared = await self._runner.prepare(
@@ -131,7 +131,7 @@ class GatewayServicer(pb_grpc.GatewayServiceServicer):
                 "token_budget": request.token_budget,
             },
         )
-        clock = _clock(request.evaluated_at, request.HasField("evaluated_at"))
+        clock = _clock(request.evaluate_time, request.HasField("evaluate_time"))
         with self._callers.hold(current_caller()):
             async for response in self._chat.stream(
                 spec, variables, Lang.from_proto(request.locale), clock
@@ -152,7 +152,7 @@ class GatewayServicer(pb_grpc.GatewayServiceServicer):
                 ],
             },
         )
-        clock = _clock(request.evaluated_at, request.HasField("evaluated_at"))
+        clock = _clock(request.evaluate_time, request.HasField("evaluate_time"))
         caller = current_caller()
         with self._callers.hold(caller):
             prepared = await self._runner.prepare(

@@ -9,12 +9,12 @@ requests; every tool-level outcome is a ``CallToolResponse`` carrying the envelo
 from __future__ import annotations
 
 import json
-from datetime import UTC
+from datetime import UTC, timedelta
 from typing import Any, TypeAlias
 
 import grpc
 import grpc.aio
-from google.protobuf import timestamp_pb2
+from google.protobuf import duration_pb2, timestamp_pb2
 
 from nemo_core.callers import current_caller
 from nemo_core.db import Pool
@@ -80,6 +80,12 @@ def tool_message(tool: AnyTool) -> tool_pb2.Tool:
 
 def _json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def _duration(milliseconds: float) -> duration_pb2.Duration:
+    duration = duration_pb2.Duration()
+    duration.FromTimedelta(timedelta(milliseconds=milliseconds))
+    return duration
 
 
 def _timestamp(value: Any) -> timestamp_pb2.Timestamp:
@@ -360,7 +366,7 @@ class ToolPlaneAdminServicer(admin_pb_grpc.ToolPlaneAdminServiceServicer):
             self._pool,
             agent_id=request.agent_id or None,
             request_id=request.request_id or None,
-            since=request.since.ToDatetime(UTC) if request.HasField("since") else None,
+            since=request.start_time.ToDatetime(UTC) if request.HasField("start_time") else None,
             before_id=before_id,
             limit=limit,
         )
@@ -374,7 +380,7 @@ def _audit_message(entry: audit_query.StoredAuditEntry) -> audit_pb2.AuditEntry:
     return audit_pb2.AuditEntry(
         audit_id=entry.audit_id,
         request_id=entry.request_id,
-        time=_timestamp(entry.timestamp),
+        create_time=_timestamp(entry.timestamp),
         agent_id=entry.agent_id,
         session_id=entry.session_id or "",
         user_id=entry.user_id or "",
@@ -383,7 +389,7 @@ def _audit_message(entry: audit_query.StoredAuditEntry) -> audit_pb2.AuditEntry:
         decision=_decision(Decision(entry.decision)),
         status=to_proto(audit_pb2.CallStatus, "CALL_STATUS_", CallStatus(entry.status)),
         error_code=entry.error_code or "",
-        duration_ms=round(entry.duration_ms or 0),
+        duration=_duration(entry.duration_ms or 0),
         environment=entry.environment,
         metadata=python_to_struct(dict(entry.metadata)),
         call_id=entry.call_id or "",

@@ -22,6 +22,7 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from google.api import field_behavior_pb2 as google_dot_api_dot_field__behavior__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 from nemo_protos.context.v1 import conversation_pb2 as nemo_dot_context_dot_v1_dot_conversation__pb2
 from nemo_protos.context.v1 import item_bank_pb2 as nemo_dot_context_dot_v1_dot_item__bank__pb2
@@ -32,49 +33,101 @@ from nemo_protos.type.v1 import locale_pb2 as nemo_dot_type_dot_v1_dot_locale__p
 from nemo_protos.type.v1 import user_source_pb2 as nemo_dot_type_dot_v1_dot_user__source__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n%nemo/context/v1/context_service.proto\x12\x0fnemo.context.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\"nemo/context/v1/conversation.proto\x1a\x1fnemo/context/v1/item_bank.proto\x1a\x1fnemo/context/v1/knowledge.proto\x1a%nemo/context/v1/learner_context.proto\x1a\x1dnemo/context/v1/purpose.proto\x1a\x19nemo/type/v1/locale.proto\x1a\x1enemo/type/v1/user_source.proto\"\xd7\x01\n\x13\x42uildContextRequest\x12\x12\n\nlearner_id\x18\x01 \x01(\t\x12\x0f\n\x07purpose\x18\x02 \x01(\t\x12\x0f\n\x07persist\x18\x03 \x01(\x08\x12$\n\x06locale\x18\x04 \x01(\x0e\x32\x14.nemo.type.v1.Locale\x12\x30\n\x0c\x65valuated_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x32\n\x0c\x61gent_access\x18\x06 \x01(\x0b\x32\x1c.nemo.context.v1.AgentAccess\"f\n\x0b\x41gentAccess\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12-\n\x0buser_source\x18\x02 \x01(\x0e\x32\x18.nemo.type.v1.UserSource\x12\x17\n\x0fresource_scopes\x18\x03 \x03(\t\"F\n\x14\x42uildContextResponse\x12.\n\x06\x62undle\x18\x01 \x01(\x0b\x32\x1e.nemo.context.v1.ContextBundle\"\x8b\x01\n\x1f\x42uildConversationContextRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x0f\n\x07turn_id\x18\x02 \x01(\t\x12\x1c\n\x14\x63urrent_user_message\x18\x03 \x01(\t\x12\x14\n\x0ctoken_budget\x18\x04 \x01(\x05\x12\x0f\n\x07persist\x18\x05 \x01(\x08\"W\n BuildConversationContextResponse\x12\x33\n\x06\x62undle\x18\x01 \x01(\x0b\x32#.nemo.context.v1.ConversationBundle\"\xcc\x01\n\x11RecordTurnRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x0f\n\x07turn_id\x18\x02 \x01(\t\x12.\n\x08messages\x18\x03 \x03(\x0b\x32\x1c.nemo.context.v1.TurnMessage\x12\x31\n\x05state\x18\x04 \x01(\x0b\x32\".nemo.context.v1.ConversationState\x12/\n\x07summary\x18\x05 \x01(\x0b\x32\x1e.nemo.context.v1.SummaryUpdate\"K\n\x12RecordTurnResponse\x12\x1c\n\x14stored_message_count\x18\x01 \x01(\x05\x12\x17\n\x0fsummary_version\x18\x02 \x01(\x05\"\x87\x01\n\x19\x43heckLearnerAccessRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x12\n\nlearner_id\x18\x02 \x01(\t\x12\x16\n\x0eresource_scope\x18\x03 \x01(\t\x12-\n\x0buser_source\x18\x04 \x01(\x0e\x32\x18.nemo.type.v1.UserSource\"p\n\x1a\x43heckLearnerAccessResponse\x12\x0f\n\x07\x61llowed\x18\x01 \x01(\x08\x12+\n\x05\x62\x61sis\x18\x02 \x01(\x0e\x32\x1c.nemo.context.v1.AccessBasis\x12\x14\n\x0crefusal_rule\x18\x03 \x01(\t\"V\n\x16SearchKnowledgeRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\r\n\x05limit\x18\x02 \x01(\x05\x12\x0f\n\x07subject\x18\x03 \x01(\t\x12\r\n\x05grade\x18\x04 \x01(\x05\"F\n\x17SearchKnowledgeResponse\x12+\n\x04hits\x18\x01 \x03(\x0b\x32\x1d.nemo.context.v1.KnowledgeHit\"*\n\x17GetKnowledgeNodeRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\t\"w\n\x18GetKnowledgeNodeResponse\x12,\n\x04node\x18\x01 \x01(\x0b\x32\x1e.nemo.context.v1.KnowledgeNode\x12-\n\x05\x65\x64ges\x18\x02 \x03(\x0b\x32\x1e.nemo.context.v1.KnowledgeEdge\"\'\n\x12GetSnapshotRequest\x12\x11\n\tinput_ref\x18\x01 \x01(\t\"\xc2\x01\n\x13GetSnapshotResponse\x12\x11\n\tinput_ref\x18\x01 \x01(\t\x12\x0e\n\x06sha256\x18\x02 \x01(\t\x12\x16\n\x0e\x63\x61nonical_json\x18\x03 \x01(\x0c\x12.\n\x06\x62undle\x18\x04 \x01(\x0b\x32\x1e.nemo.context.v1.ContextBundle\x12@\n\x13\x63onversation_bundle\x18\x05 \x01(\x0b\x32#.nemo.context.v1.ConversationBundle\"\x15\n\x13ListPurposesRequest\"Z\n\x14ListPurposesResponse\x12\x16\n\x0epolicy_version\x18\x01 \x01(\t\x12*\n\x08purposes\x18\x02 \x03(\x0b\x32\x18.nemo.context.v1.Purpose*\x8e\x02\n\x0b\x41\x63\x63\x65ssBasis\x12\x1c\n\x18\x41\x43\x43\x45SS_BASIS_UNSPECIFIED\x10\x00\x12\x1a\n\x16\x41\x43\x43\x45SS_BASIS_SCOPE_ALL\x10\x01\x12#\n\x1f\x41\x43\x43\x45SS_BASIS_SCOPE_LEARNER_LIST\x10\x02\x12\x1d\n\x19\x41\x43\x43\x45SS_BASIS_SCOPE_FAMILY\x10\x03\x12\x15\n\x11\x41\x43\x43\x45SS_BASIS_SELF\x10\x04\x12\x1e\n\x1a\x41\x43\x43\x45SS_BASIS_FAMILY_MEMBER\x10\x05\x12\x19\n\x15\x41\x43\x43\x45SS_BASIS_GUARDIAN\x10\x06\x12\x16\n\x12\x41\x43\x43\x45SS_BASIS_STAFF\x10\x07\x12\x17\n\x13\x41\x43\x43\x45SS_BASIS_MENTOR\x10\x08\x32\xac\x07\n\x0e\x43ontextService\x12[\n\x0c\x42uildContext\x12$.nemo.context.v1.BuildContextRequest\x1a%.nemo.context.v1.BuildContextResponse\x12\x7f\n\x18\x42uildConversationContext\x12\x30.nemo.context.v1.BuildConversationContextRequest\x1a\x31.nemo.context.v1.BuildConversationContextResponse\x12U\n\nRecordTurn\x12\".nemo.context.v1.RecordTurnRequest\x1a#.nemo.context.v1.RecordTurnResponse\x12m\n\x12\x43heckLearnerAccess\x12*.nemo.context.v1.CheckLearnerAccessRequest\x1a+.nemo.context.v1.CheckLearnerAccessResponse\x12\x64\n\x0fSearchKnowledge\x12\'.nemo.context.v1.SearchKnowledgeRequest\x1a(.nemo.context.v1.SearchKnowledgeResponse\x12g\n\x10GetKnowledgeNode\x12(.nemo.context.v1.GetKnowledgeNodeRequest\x1a).nemo.context.v1.GetKnowledgeNodeResponse\x12X\n\x0bGetSnapshot\x12#.nemo.context.v1.GetSnapshotRequest\x1a$.nemo.context.v1.GetSnapshotResponse\x12[\n\x0cListPurposes\x12$.nemo.context.v1.ListPurposesRequest\x1a%.nemo.context.v1.ListPurposesResponse\x12p\n\x13StoreGeneratedItems\x12+.nemo.context.v1.StoreGeneratedItemsRequest\x1a,.nemo.context.v1.StoreGeneratedItemsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n%nemo/context/v1/context_service.proto\x12\x0fnemo.context.v1\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\"nemo/context/v1/conversation.proto\x1a\x1fnemo/context/v1/item_bank.proto\x1a\x1fnemo/context/v1/knowledge.proto\x1a%nemo/context/v1/learner_context.proto\x1a\x1dnemo/context/v1/purpose.proto\x1a\x19nemo/type/v1/locale.proto\x1a\x1enemo/type/v1/user_source.proto\"\xfc\x01\n\x13\x42uildContextRequest\x12\x18\n\nlearner_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x15\n\x07purpose\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\x12\x15\n\x07persist\x18\x03 \x01(\x08\x42\x04\xe2\x41\x01\x01\x12*\n\x06locale\x18\x04 \x01(\x0e\x32\x14.nemo.type.v1.LocaleB\x04\xe2\x41\x01\x01\x12\x37\n\revaluate_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x01\x12\x38\n\x0c\x61gent_access\x18\x06 \x01(\x0b\x32\x1c.nemo.context.v1.AgentAccessB\x04\xe2\x41\x01\x01\"f\n\x0b\x41gentAccess\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12-\n\x0buser_source\x18\x02 \x01(\x0e\x32\x18.nemo.type.v1.UserSource\x12\x17\n\x0fresource_scopes\x18\x03 \x03(\t\"F\n\x14\x42uildContextResponse\x12.\n\x06\x62undle\x18\x01 \x01(\x0b\x32\x1e.nemo.context.v1.ContextBundle\"\xa9\x01\n\x1f\x42uildConversationContextRequest\x12\x18\n\nsession_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x15\n\x07turn_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\x12\"\n\x14\x63urrent_user_message\x18\x03 \x01(\tB\x04\xe2\x41\x01\x02\x12\x1a\n\x0ctoken_budget\x18\x04 \x01(\x05\x42\x04\xe2\x41\x01\x01\x12\x15\n\x07persist\x18\x05 \x01(\x08\x42\x04\xe2\x41\x01\x01\"W\n BuildConversationContextResponse\x12\x33\n\x06\x62undle\x18\x01 \x01(\x0b\x32#.nemo.context.v1.ConversationBundle\"\xea\x01\n\x11RecordTurnRequest\x12\x18\n\nsession_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x15\n\x07turn_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\x12\x34\n\x08messages\x18\x03 \x03(\x0b\x32\x1c.nemo.context.v1.TurnMessageB\x04\xe2\x41\x01\x02\x12\x37\n\x05state\x18\x04 \x01(\x0b\x32\".nemo.context.v1.ConversationStateB\x04\xe2\x41\x01\x01\x12\x35\n\x07summary\x18\x05 \x01(\x0b\x32\x1e.nemo.context.v1.SummaryUpdateB\x04\xe2\x41\x01\x01\"K\n\x12RecordTurnResponse\x12\x1c\n\x14stored_message_count\x18\x01 \x01(\x05\x12\x17\n\x0fsummary_version\x18\x02 \x01(\x05\"\x9f\x01\n\x19\x43heckLearnerAccessRequest\x12\x15\n\x07user_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x01\x12\x18\n\nlearner_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\x12\x1c\n\x0eresource_scope\x18\x03 \x01(\tB\x04\xe2\x41\x01\x02\x12\x33\n\x0buser_source\x18\x04 \x01(\x0e\x32\x18.nemo.type.v1.UserSourceB\x04\xe2\x41\x01\x01\"p\n\x1a\x43heckLearnerAccessResponse\x12\x0f\n\x07\x61llowed\x18\x01 \x01(\x08\x12+\n\x05\x62\x61sis\x18\x02 \x01(\x0e\x32\x1c.nemo.context.v1.AccessBasis\x12\x14\n\x0crefusal_rule\x18\x03 \x01(\t\"n\n\x16SearchKnowledgeRequest\x12\x13\n\x05query\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x13\n\x05limit\x18\x02 \x01(\x05\x42\x04\xe2\x41\x01\x01\x12\x15\n\x07subject\x18\x03 \x01(\tB\x04\xe2\x41\x01\x01\x12\x13\n\x05grade\x18\x04 \x01(\x05\x42\x04\xe2\x41\x01\x01\"F\n\x17SearchKnowledgeResponse\x12+\n\x04hits\x18\x01 \x03(\x0b\x32\x1d.nemo.context.v1.KnowledgeHit\"0\n\x17GetKnowledgeNodeRequest\x12\x15\n\x07node_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"w\n\x18GetKnowledgeNodeResponse\x12,\n\x04node\x18\x01 \x01(\x0b\x32\x1e.nemo.context.v1.KnowledgeNode\x12-\n\x05\x65\x64ges\x18\x02 \x03(\x0b\x32\x1e.nemo.context.v1.KnowledgeEdge\"-\n\x12GetSnapshotRequest\x12\x17\n\tinput_ref\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"\xc2\x01\n\x13GetSnapshotResponse\x12\x11\n\tinput_ref\x18\x01 \x01(\t\x12\x0e\n\x06sha256\x18\x02 \x01(\t\x12\x16\n\x0e\x63\x61nonical_json\x18\x03 \x01(\x0c\x12.\n\x06\x62undle\x18\x04 \x01(\x0b\x32\x1e.nemo.context.v1.ContextBundle\x12@\n\x13\x63onversation_bundle\x18\x05 \x01(\x0b\x32#.nemo.context.v1.ConversationBundle\"\x15\n\x13ListPurposesRequest\"Z\n\x14ListPurposesResponse\x12\x16\n\x0epolicy_version\x18\x01 \x01(\t\x12*\n\x08purposes\x18\x02 \x03(\x0b\x32\x18.nemo.context.v1.Purpose*\x8e\x02\n\x0b\x41\x63\x63\x65ssBasis\x12\x1c\n\x18\x41\x43\x43\x45SS_BASIS_UNSPECIFIED\x10\x00\x12\x1a\n\x16\x41\x43\x43\x45SS_BASIS_SCOPE_ALL\x10\x01\x12#\n\x1f\x41\x43\x43\x45SS_BASIS_SCOPE_LEARNER_LIST\x10\x02\x12\x1d\n\x19\x41\x43\x43\x45SS_BASIS_SCOPE_FAMILY\x10\x03\x12\x15\n\x11\x41\x43\x43\x45SS_BASIS_SELF\x10\x04\x12\x1e\n\x1a\x41\x43\x43\x45SS_BASIS_FAMILY_MEMBER\x10\x05\x12\x19\n\x15\x41\x43\x43\x45SS_BASIS_GUARDIAN\x10\x06\x12\x16\n\x12\x41\x43\x43\x45SS_BASIS_STAFF\x10\x07\x12\x17\n\x13\x41\x43\x43\x45SS_BASIS_MENTOR\x10\x08\x32\xac\x07\n\x0e\x43ontextService\x12[\n\x0c\x42uildContext\x12$.nemo.context.v1.BuildContextRequest\x1a%.nemo.context.v1.BuildContextResponse\x12\x7f\n\x18\x42uildConversationContext\x12\x30.nemo.context.v1.BuildConversationContextRequest\x1a\x31.nemo.context.v1.BuildConversationContextResponse\x12U\n\nRecordTurn\x12\".nemo.context.v1.RecordTurnRequest\x1a#.nemo.context.v1.RecordTurnResponse\x12m\n\x12\x43heckLearnerAccess\x12*.nemo.context.v1.CheckLearnerAccessRequest\x1a+.nemo.context.v1.CheckLearnerAccessResponse\x12\x64\n\x0fSearchKnowledge\x12\'.nemo.context.v1.SearchKnowledgeRequest\x1a(.nemo.context.v1.SearchKnowledgeResponse\x12g\n\x10GetKnowledgeNode\x12(.nemo.context.v1.GetKnowledgeNodeRequest\x1a).nemo.context.v1.GetKnowledgeNodeResponse\x12X\n\x0bGetSnapshot\x12#.nemo.context.v1.GetSnapshotRequest\x1a$.nemo.context.v1.GetSnapshotResponse\x12[\n\x0cListPurposes\x12$.nemo.context.v1.ListPurposesRequest\x1a%.nemo.context.v1.ListPurposesResponse\x12p\n\x13StoreGeneratedItems\x12+.nemo.context.v1.StoreGeneratedItemsRequest\x1a,.nemo.context.v1.StoreGeneratedItemsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'nemo_protos.context.v1.context_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_ACCESSBASIS']._serialized_start=2162
-  _globals['_ACCESSBASIS']._serialized_end=2432
-  _globals['_BUILDCONTEXTREQUEST']._serialized_start=323
-  _globals['_BUILDCONTEXTREQUEST']._serialized_end=538
-  _globals['_AGENTACCESS']._serialized_start=540
-  _globals['_AGENTACCESS']._serialized_end=642
-  _globals['_BUILDCONTEXTRESPONSE']._serialized_start=644
-  _globals['_BUILDCONTEXTRESPONSE']._serialized_end=714
-  _globals['_BUILDCONVERSATIONCONTEXTREQUEST']._serialized_start=717
-  _globals['_BUILDCONVERSATIONCONTEXTREQUEST']._serialized_end=856
-  _globals['_BUILDCONVERSATIONCONTEXTRESPONSE']._serialized_start=858
-  _globals['_BUILDCONVERSATIONCONTEXTRESPONSE']._serialized_end=945
-  _globals['_RECORDTURNREQUEST']._serialized_start=948
-  _globals['_RECORDTURNREQUEST']._serialized_end=1152
-  _globals['_RECORDTURNRESPONSE']._serialized_start=1154
-  _globals['_RECORDTURNRESPONSE']._serialized_end=1229
-  _globals['_CHECKLEARNERACCESSREQUEST']._serialized_start=1232
-  _globals['_CHECKLEARNERACCESSREQUEST']._serialized_end=1367
-  _globals['_CHECKLEARNERACCESSRESPONSE']._serialized_start=1369
-  _globals['_CHECKLEARNERACCESSRESPONSE']._serialized_end=1481
-  _globals['_SEARCHKNOWLEDGEREQUEST']._serialized_start=1483
-  _globals['_SEARCHKNOWLEDGEREQUEST']._serialized_end=1569
-  _globals['_SEARCHKNOWLEDGERESPONSE']._serialized_start=1571
-  _globals['_SEARCHKNOWLEDGERESPONSE']._serialized_end=1641
-  _globals['_GETKNOWLEDGENODEREQUEST']._serialized_start=1643
-  _globals['_GETKNOWLEDGENODEREQUEST']._serialized_end=1685
-  _globals['_GETKNOWLEDGENODERESPONSE']._serialized_start=1687
-  _globals['_GETKNOWLEDGENODERESPONSE']._serialized_end=1806
-  _globals['_GETSNAPSHOTREQUEST']._serialized_start=1808
-  _globals['_GETSNAPSHOTREQUEST']._serialized_end=1847
-  _globals['_GETSNAPSHOTRESPONSE']._serialized_start=1850
-  _globals['_GETSNAPSHOTRESPONSE']._serialized_end=2044
-  _globals['_LISTPURPOSESREQUEST']._serialized_start=2046
-  _globals['_LISTPURPOSESREQUEST']._serialized_end=2067
-  _globals['_LISTPURPOSESRESPONSE']._serialized_start=2069
-  _globals['_LISTPURPOSESRESPONSE']._serialized_end=2159
-  _globals['_CONTEXTSERVICE']._serialized_start=2435
-  _globals['_CONTEXTSERVICE']._serialized_end=3375
+  _globals['_BUILDCONTEXTREQUEST'].fields_by_name['learner_id']._loaded_options = None
+  _globals['_BUILDCONTEXTREQUEST'].fields_by_name['learner_id']._serialized_options = b'\342A\001\002'
+  _globals['_BUILDCONTEXTREQUEST'].fields_by_name['purpose']._loaded_options = None
+  _globals['_BUILDCONTEXTREQUEST'].fields_by_name['purpose']._serialized_options = b'\342A\001\002'
+  _globals['_BUILDCONTEXTREQUEST'].fields_by_name['persist']._loaded_options = None
+  _globals['_BUILDCONTEXTREQUEST'].fields_by_name['persist']._serialized_options = b'\342A\001\001'
+  _globals['_BUILDCONTEXTREQUEST'].fields_by_name['locale']._loaded_options = None
+  _globals['_BUILDCONTEXTREQUEST'].fields_by_name['locale']._serialized_options = b'\342A\001\001'
+  _globals['_BUILDCONTEXTREQUEST'].fields_by_name['evaluate_time']._loaded_options = None
+  _globals['_BUILDCONTEXTREQUEST'].fields_by_name['evaluate_time']._serialized_options = b'\342A\001\001'
+  _globals['_BUILDCONTEXTREQUEST'].fields_by_name['agent_access']._loaded_options = None
+  _globals['_BUILDCONTEXTREQUEST'].fields_by_name['agent_access']._serialized_options = b'\342A\001\001'
+  _globals['_BUILDCONVERSATIONCONTEXTREQUEST'].fields_by_name['session_id']._loaded_options = None
+  _globals['_BUILDCONVERSATIONCONTEXTREQUEST'].fields_by_name['session_id']._serialized_options = b'\342A\001\002'
+  _globals['_BUILDCONVERSATIONCONTEXTREQUEST'].fields_by_name['turn_id']._loaded_options = None
+  _globals['_BUILDCONVERSATIONCONTEXTREQUEST'].fields_by_name['turn_id']._serialized_options = b'\342A\001\002'
+  _globals['_BUILDCONVERSATIONCONTEXTREQUEST'].fields_by_name['current_user_message']._loaded_options = None
+  _globals['_BUILDCONVERSATIONCONTEXTREQUEST'].fields_by_name['current_user_message']._serialized_options = b'\342A\001\002'
+  _globals['_BUILDCONVERSATIONCONTEXTREQUEST'].fields_by_name['token_budget']._loaded_options = None
+  _globals['_BUILDCONVERSATIONCONTEXTREQUEST'].fields_by_name['token_budget']._serialized_options = b'\342A\001\001'
+  _globals['_BUILDCONVERSATIONCONTEXTREQUEST'].fields_by_name['persist']._loaded_options = None
+  _globals['_BUILDCONVERSATIONCONTEXTREQUEST'].fields_by_name['persist']._serialized_options = b'\342A\001\001'
+  _globals['_RECORDTURNREQUEST'].fields_by_name['session_id']._loaded_options = None
+  _globals['_RECORDTURNREQUEST'].fields_by_name['session_id']._serialized_options = b'\342A\001\002'
+  _globals['_RECORDTURNREQUEST'].fields_by_name['turn_id']._loaded_options = None
+  _globals['_RECORDTURNREQUEST'].fields_by_name['turn_id']._serialized_options = b'\342A\001\002'
+  _globals['_RECORDTURNREQUEST'].fields_by_name['messages']._loaded_options = None
+  _globals['_RECORDTURNREQUEST'].fields_by_name['messages']._serialized_options = b'\342A\001\002'
+  _globals['_RECORDTURNREQUEST'].fields_by_name['state']._loaded_options = None
+  _globals['_RECORDTURNREQUEST'].fields_by_name['state']._serialized_options = b'\342A\001\001'
+  _globals['_RECORDTURNREQUEST'].fields_by_name['summary']._loaded_options = None
+  _globals['_RECORDTURNREQUEST'].fields_by_name['summary']._serialized_options = b'\342A\001\001'
+  _globals['_CHECKLEARNERACCESSREQUEST'].fields_by_name['user_id']._loaded_options = None
+  _globals['_CHECKLEARNERACCESSREQUEST'].fields_by_name['user_id']._serialized_options = b'\342A\001\001'
+  _globals['_CHECKLEARNERACCESSREQUEST'].fields_by_name['learner_id']._loaded_options = None
+  _globals['_CHECKLEARNERACCESSREQUEST'].fields_by_name['learner_id']._serialized_options = b'\342A\001\002'
+  _globals['_CHECKLEARNERACCESSREQUEST'].fields_by_name['resource_scope']._loaded_options = None
+  _globals['_CHECKLEARNERACCESSREQUEST'].fields_by_name['resource_scope']._serialized_options = b'\342A\001\002'
+  _globals['_CHECKLEARNERACCESSREQUEST'].fields_by_name['user_source']._loaded_options = None
+  _globals['_CHECKLEARNERACCESSREQUEST'].fields_by_name['user_source']._serialized_options = b'\342A\001\001'
+  _globals['_SEARCHKNOWLEDGEREQUEST'].fields_by_name['query']._loaded_options = None
+  _globals['_SEARCHKNOWLEDGEREQUEST'].fields_by_name['query']._serialized_options = b'\342A\001\002'
+  _globals['_SEARCHKNOWLEDGEREQUEST'].fields_by_name['limit']._loaded_options = None
+  _globals['_SEARCHKNOWLEDGEREQUEST'].fields_by_name['limit']._serialized_options = b'\342A\001\001'
+  _globals['_SEARCHKNOWLEDGEREQUEST'].fields_by_name['subject']._loaded_options = None
+  _globals['_SEARCHKNOWLEDGEREQUEST'].fields_by_name['subject']._serialized_options = b'\342A\001\001'
+  _globals['_SEARCHKNOWLEDGEREQUEST'].fields_by_name['grade']._loaded_options = None
+  _globals['_SEARCHKNOWLEDGEREQUEST'].fields_by_name['grade']._serialized_options = b'\342A\001\001'
+  _globals['_GETKNOWLEDGENODEREQUEST'].fields_by_name['node_id']._loaded_options = None
+  _globals['_GETKNOWLEDGENODEREQUEST'].fields_by_name['node_id']._serialized_options = b'\342A\001\002'
+  _globals['_GETSNAPSHOTREQUEST'].fields_by_name['input_ref']._loaded_options = None
+  _globals['_GETSNAPSHOTREQUEST'].fields_by_name['input_ref']._serialized_options = b'\342A\001\002'
+  _globals['_ACCESSBASIS']._serialized_start=2352
+  _globals['_ACCESSBASIS']._serialized_end=2622
+  _globals['_BUILDCONTEXTREQUEST']._serialized_start=356
+  _globals['_BUILDCONTEXTREQUEST']._serialized_end=608
+  _globals['_AGENTACCESS']._serialized_start=610
+  _globals['_AGENTACCESS']._serialized_end=712
+  _globals['_BUILDCONTEXTRESPONSE']._serialized_start=714
+  _globals['_BUILDCONTEXTRESPONSE']._serialized_end=784
+  _globals['_BUILDCONVERSATIONCONTEXTREQUEST']._serialized_start=787
+  _globals['_BUILDCONVERSATIONCONTEXTREQUEST']._serialized_end=956
+  _globals['_BUILDCONVERSATIONCONTEXTRESPONSE']._serialized_start=958
+  _globals['_BUILDCONVERSATIONCONTEXTRESPONSE']._serialized_end=1045
+  _globals['_RECORDTURNREQUEST']._serialized_start=1048
+  _globals['_RECORDTURNREQUEST']._serialized_end=1282
+  _globals['_RECORDTURNRESPONSE']._serialized_start=1284
+  _globals['_RECORDTURNRESPONSE']._serialized_end=1359
+  _globals['_CHECKLEARNERACCESSREQUEST']._serialized_start=1362
+  _globals['_CHECKLEARNERACCESSREQUEST']._serialized_end=1521
+  _globals['_CHECKLEARNERACCESSRESPONSE']._serialized_start=1523
+  _globals['_CHECKLEARNERACCESSRESPONSE']._serialized_end=1635
+  _globals['_SEARCHKNOWLEDGEREQUEST']._serialized_start=1637
+  _globals['_SEARCHKNOWLEDGEREQUEST']._serialized_end=1747
+  _globals['_SEARCHKNOWLEDGERESPONSE']._serialized_start=1749
+  _globals['_SEARCHKNOWLEDGERESPONSE']._serialized_end=1819
+  _globals['_GETKNOWLEDGENODEREQUEST']._serialized_start=1821
+  _globals['_GETKNOWLEDGENODEREQUEST']._serialized_end=1869
+  _globals['_GETKNOWLEDGENODERESPONSE']._serialized_start=1871
+  _globals['_GETKNOWLEDGENODERESPONSE']._serialized_end=1990
+  _globals['_GETSNAPSHOTREQUEST']._serialized_start=1992
+  _globals['_GETSNAPSHOTREQUEST']._serialized_end=2037
+  _globals['_GETSNAPSHOTRESPONSE']._serialized_start=2040
+  _globals['_GETSNAPSHOTRESPONSE']._serialized_end=2234
+  _globals['_LISTPURPOSESREQUEST']._serialized_start=2236
+  _globals['_LISTPURPOSESREQUEST']._serialized_end=2257
+  _globals['_LISTPURPOSESRESPONSE']._serialized_start=2259
+  _globals['_LISTPURPOSESRESPONSE']._serialized_end=2349
+  _globals['_CONTEXTSERVICE']._serialized_start=2625
+  _globals['_CONTEXTSERVICE']._serialized_end=3565
 # @@protoc_insertion_point(module_scope)

@@ -84,7 +84,7 @@ class BuildContextRequest(_message.Message):
     PURPOSE_FIELD_NUMBER: _builtins.int
     PERSIST_FIELD_NUMBER: _builtins.int
     LOCALE_FIELD_NUMBER: _builtins.int
-    EVALUATED_AT_FIELD_NUMBER: _builtins.int
+    EVALUATE_TIME_FIELD_NUMBER: _builtins.int
     AGENT_ACCESS_FIELD_NUMBER: _builtins.int
     learner_id: _builtins.str
     """Internal learner id; used for binding only and never returned."""
@@ -95,10 +95,10 @@ class BuildContextRequest(_message.Message):
     locale: _locale_pb2.Locale.ValueType
     """Language of the rendered text."""
     @_builtins.property
-    def evaluated_at(self) -> _timestamp_pb2.Timestamp:
-        """The time the bundle describes: its `built_at`, the end of its time windows (evidence of the
+    def evaluate_time(self) -> _timestamp_pb2.Timestamp:
+        """The time the bundle describes: its `build_time`, the end of its time windows (evidence of the
         last 7 days, the learner's age) and the latest evidence and computed models it reads. The
-        same request with the same `evaluated_at` builds the same bundle from the same records. The
+        same request with the same `evaluate_time` builds the same bundle from the same records. The
         server's clock when absent.
         """
 
@@ -113,12 +113,12 @@ class BuildContextRequest(_message.Message):
         purpose: _builtins.str = ...,
         persist: _builtins.bool = ...,
         locale: _locale_pb2.Locale.ValueType = ...,
-        evaluated_at: _timestamp_pb2.Timestamp | None = ...,
+        evaluate_time: _timestamp_pb2.Timestamp | None = ...,
         agent_access: Global___AgentAccess | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["agent_access", b"agent_access", "evaluated_at", b"evaluated_at"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["agent_access", b"agent_access", "evaluate_time", b"evaluate_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_access", b"agent_access", "evaluated_at", b"evaluated_at", "learner_id", b"learner_id", "locale", b"locale", "persist", b"persist", "purpose", b"purpose"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_access", b"agent_access", "evaluate_time", b"evaluate_time", "learner_id", b"learner_id", "locale", b"locale", "persist", b"persist", "purpose", b"purpose"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -400,7 +400,9 @@ class SearchKnowledgeRequest(_message.Message):
     query: _builtins.str
     """Free text; diacritics are optional ("he so goc" finds "Hệ số góc")."""
     limit: _builtins.int
-    """Maximum number of hits, 1 to 50; 0 means 10."""
+    """Maximum number of hits, 1 to 50; 0 means 10. The best hits only: a search is not a list
+    method, and has no further pages.
+    """
     subject: _builtins.str
     """Only nodes of this subject, when set."""
     grade: _builtins.int

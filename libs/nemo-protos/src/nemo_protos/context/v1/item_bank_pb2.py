@@ -22,19 +22,24 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from google.api import field_behavior_pb2 as google_dot_api_dot_field__behavior__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1fnemo/context/v1/item_bank.proto\x12\x0fnemo.context.v1\"\x96\x01\n\rGeneratedItem\x12\x0f\n\x07item_id\x18\x01 \x01(\t\x12\x0f\n\x07node_id\x18\x02 \x01(\t\x12\x0c\n\x04kind\x18\x03 \x01(\t\x12\x0c\n\x04stem\x18\x04 \x01(\t\x12\x0f\n\x07\x63hoices\x18\x05 \x03(\t\x12\x17\n\nanswer_key\x18\x06 \x01(\tH\x00\x88\x01\x01\x12\x0e\n\x06rubric\x18\x07 \x01(\tB\r\n\x0b_answer_key\"a\n\x1aStoreGeneratedItemsRequest\x12-\n\x05items\x18\x01 \x03(\x0b\x32\x1e.nemo.context.v1.GeneratedItem\x12\x14\n\x0cgenerated_by\x18\x02 \x01(\t\"U\n\x1bStoreGeneratedItemsResponse\x12\x19\n\x11stored_item_count\x18\x01 \x01(\x05\x12\x1b\n\x13\x65xisting_item_count\x18\x02 \x01(\x05\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1fnemo/context/v1/item_bank.proto\x12\x0fnemo.context.v1\x1a\x1fgoogle/api/field_behavior.proto\"\x96\x01\n\rGeneratedItem\x12\x0f\n\x07item_id\x18\x01 \x01(\t\x12\x0f\n\x07node_id\x18\x02 \x01(\t\x12\x0c\n\x04kind\x18\x03 \x01(\t\x12\x0c\n\x04stem\x18\x04 \x01(\t\x12\x0f\n\x07\x63hoices\x18\x05 \x03(\t\x12\x17\n\nanswer_key\x18\x06 \x01(\tH\x00\x88\x01\x01\x12\x0e\n\x06rubric\x18\x07 \x01(\tB\r\n\x0b_answer_key\"m\n\x1aStoreGeneratedItemsRequest\x12\x33\n\x05items\x18\x01 \x03(\x0b\x32\x1e.nemo.context.v1.GeneratedItemB\x04\xe2\x41\x01\x02\x12\x1a\n\x0cgenerated_by\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\"U\n\x1bStoreGeneratedItemsResponse\x12\x19\n\x11stored_item_count\x18\x01 \x01(\x05\x12\x1b\n\x13\x65xisting_item_count\x18\x02 \x01(\x05\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'nemo_protos.context.v1.item_bank_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_GENERATEDITEM']._serialized_start=53
-  _globals['_GENERATEDITEM']._serialized_end=203
-  _globals['_STOREGENERATEDITEMSREQUEST']._serialized_start=205
-  _globals['_STOREGENERATEDITEMSREQUEST']._serialized_end=302
-  _globals['_STOREGENERATEDITEMSRESPONSE']._serialized_start=304
-  _globals['_STOREGENERATEDITEMSRESPONSE']._serialized_end=389
+  _globals['_STOREGENERATEDITEMSREQUEST'].fields_by_name['items']._loaded_options = None
+  _globals['_STOREGENERATEDITEMSREQUEST'].fields_by_name['items']._serialized_options = b'\342A\001\002'
+  _globals['_STOREGENERATEDITEMSREQUEST'].fields_by_name['generated_by']._loaded_options = None
+  _globals['_STOREGENERATEDITEMSREQUEST'].fields_by_name['generated_by']._serialized_options = b'\342A\001\002'
+  _globals['_GENERATEDITEM']._serialized_start=86
+  _globals['_GENERATEDITEM']._serialized_end=236
+  _globals['_STOREGENERATEDITEMSREQUEST']._serialized_start=238
+  _globals['_STOREGENERATEDITEMSREQUEST']._serialized_end=347
+  _globals['_STOREGENERATEDITEMSRESPONSE']._serialized_start=349
+  _globals['_STOREGENERATEDITEMSRESPONSE']._serialized_end=434
 # @@protoc_insertion_point(module_scope)

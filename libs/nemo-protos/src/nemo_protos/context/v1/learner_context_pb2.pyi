@@ -71,7 +71,7 @@ class ContextBundle(_message.Message):
     SLICES_FIELD_NUMBER: _builtins.int
     POLICY_VERSION_FIELD_NUMBER: _builtins.int
     BUILD_VERSION_FIELD_NUMBER: _builtins.int
-    BUILT_AT_FIELD_NUMBER: _builtins.int
+    BUILD_TIME_FIELD_NUMBER: _builtins.int
     LOCALE_FIELD_NUMBER: _builtins.int
     PROFILE_FIELD_NUMBER: _builtins.int
     MASTERY_FIELD_NUMBER: _builtins.int
@@ -110,7 +110,7 @@ class ContextBundle(_message.Message):
         """Names of the data slices the purpose declares, in the purpose table's order."""
 
     @_builtins.property
-    def built_at(self) -> _timestamp_pb2.Timestamp:
+    def build_time(self) -> _timestamp_pb2.Timestamp:
         """When the bundle was built."""
 
     @_builtins.property
@@ -165,7 +165,7 @@ class ContextBundle(_message.Message):
         slices: _abc.Iterable[_builtins.str] | None = ...,
         policy_version: _builtins.str = ...,
         build_version: _builtins.str = ...,
-        built_at: _timestamp_pb2.Timestamp | None = ...,
+        build_time: _timestamp_pb2.Timestamp | None = ...,
         locale: _locale_pb2.Locale.ValueType = ...,
         profile: Global___LearnerProfile | None = ...,
         mastery: _abc.Iterable[Global___MasteryEntry] | None = ...,
@@ -182,9 +182,9 @@ class ContextBundle(_message.Message):
         snapshot_sha256: _builtins.str = ...,
         learning_context: Global___LearningContext | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["built_at", b"built_at", "competency_profile", b"competency_profile", "current_plan", b"current_plan", "goal", b"goal", "learning_context", b"learning_context", "learning_progress", b"learning_progress", "next_experience", b"next_experience", "profile", b"profile", "readiness", b"readiness", "recent_evidence", b"recent_evidence"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["build_time", b"build_time", "competency_profile", b"competency_profile", "current_plan", b"current_plan", "goal", b"goal", "learning_context", b"learning_context", "learning_progress", b"learning_progress", "next_experience", b"next_experience", "profile", b"profile", "readiness", b"readiness", "recent_evidence", b"recent_evidence"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["build_version", b"build_version", "built_at", b"built_at", "competency_profile", b"competency_profile", "current_plan", b"current_plan", "goal", b"goal", "input_ref", b"input_ref", "learner_ref", b"learner_ref", "learning_context", b"learning_context", "learning_progress", b"learning_progress", "locale", b"locale", "mastery", b"mastery", "next_experience", b"next_experience", "policy_version", b"policy_version", "profile", b"profile", "purpose", b"purpose", "readiness", b"readiness", "recent_evidence", b"recent_evidence", "rendered_text", b"rendered_text", "retention", b"retention", "slices", b"slices", "snapshot_sha256", b"snapshot_sha256"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["build_time", b"build_time", "build_version", b"build_version", "competency_profile", b"competency_profile", "current_plan", b"current_plan", "goal", b"goal", "input_ref", b"input_ref", "learner_ref", b"learner_ref", "learning_context", b"learning_context", "learning_progress", b"learning_progress", "locale", b"locale", "mastery", b"mastery", "next_experience", b"next_experience", "policy_version", b"policy_version", "profile", b"profile", "purpose", b"purpose", "readiness", b"readiness", "recent_evidence", b"recent_evidence", "rendered_text", b"rendered_text", "retention", b"retention", "slices", b"slices", "snapshot_sha256", b"snapshot_sha256"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -390,7 +390,7 @@ class EvidenceEntry(_message.Message):
     NODE_ID_FIELD_NUMBER: _builtins.int
     CORRECT_FIELD_NUMBER: _builtins.int
     RELIABILITY_FIELD_NUMBER: _builtins.int
-    OBSERVED_AT_FIELD_NUMBER: _builtins.int
+    OBSERVE_TIME_FIELD_NUMBER: _builtins.int
     node_id: _builtins.str
     """Knowledge node the item assessed."""
     correct: _builtins.bool
@@ -398,7 +398,7 @@ class EvidenceEntry(_message.Message):
     reliability: _builtins.float
     """Reliability of the evidence in [0, 1]; absent when unknown."""
     @_builtins.property
-    def observed_at(self) -> _timestamp_pb2.Timestamp:
+    def observe_time(self) -> _timestamp_pb2.Timestamp:
         """When the answer was given."""
 
     def __init__(
@@ -407,11 +407,11 @@ class EvidenceEntry(_message.Message):
         node_id: _builtins.str = ...,
         correct: _builtins.bool = ...,
         reliability: _builtins.float | None = ...,
-        observed_at: _timestamp_pb2.Timestamp | None = ...,
+        observe_time: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_reliability", b"_reliability", "observed_at", b"observed_at", "reliability", b"reliability"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_reliability", b"_reliability", "observe_time", b"observe_time", "reliability", b"reliability"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_reliability", b"_reliability", "correct", b"correct", "node_id", b"node_id", "observed_at", b"observed_at", "reliability", b"reliability"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_reliability", b"_reliability", "correct", b"correct", "node_id", b"node_id", "observe_time", b"observe_time", "reliability", b"reliability"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__reliability: _TypeAlias = _typing.Literal["reliability"]  # noqa: Y015
     _WhichOneofArgType__reliability: _TypeAlias = _typing.Literal["_reliability", b"_reliability"]  # noqa: Y015
@@ -427,13 +427,13 @@ class Goal(_message.Message):
 
     TITLE_FIELD_NUMBER: _builtins.int
     TARGET_FIELD_NUMBER: _builtins.int
-    DUE_AT_FIELD_NUMBER: _builtins.int
+    DUE_TIME_FIELD_NUMBER: _builtins.int
     title: _builtins.str
     """Short title of the goal."""
     target: _builtins.str
     """What reaching the goal means."""
     @_builtins.property
-    def due_at(self) -> _timestamp_pb2.Timestamp:
+    def due_time(self) -> _timestamp_pb2.Timestamp:
         """Deadline, when one is set."""
 
     def __init__(
@@ -441,11 +441,11 @@ class Goal(_message.Message):
         *,
         title: _builtins.str = ...,
         target: _builtins.str = ...,
-        due_at: _timestamp_pb2.Timestamp | None = ...,
+        due_time: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["due_at", b"due_at"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["due_time", b"due_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["due_at", b"due_at", "target", b"target", "title", b"title"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["due_time", b"due_time", "target", b"target", "title", b"title"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -459,7 +459,7 @@ class RetentionEntry(_message.Message):
 
     NODE_ID_FIELD_NUMBER: _builtins.int
     NODE_TITLE_FIELD_NUMBER: _builtins.int
-    DUE_AT_FIELD_NUMBER: _builtins.int
+    DUE_TIME_FIELD_NUMBER: _builtins.int
     STRENGTH_FIELD_NUMBER: _builtins.int
     node_id: _builtins.str
     """Knowledge node id."""
@@ -468,7 +468,7 @@ class RetentionEntry(_message.Message):
     strength: _builtins.float
     """Estimated memory strength in [0, 1]; absent when unknown."""
     @_builtins.property
-    def due_at(self) -> _timestamp_pb2.Timestamp:
+    def due_time(self) -> _timestamp_pb2.Timestamp:
         """When the review is due."""
 
     def __init__(
@@ -476,12 +476,12 @@ class RetentionEntry(_message.Message):
         *,
         node_id: _builtins.str = ...,
         node_title: _builtins.str = ...,
-        due_at: _timestamp_pb2.Timestamp | None = ...,
+        due_time: _timestamp_pb2.Timestamp | None = ...,
         strength: _builtins.float | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_strength", b"_strength", "due_at", b"due_at", "strength", b"strength"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_strength", b"_strength", "due_time", b"due_time", "strength", b"strength"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_strength", b"_strength", "due_at", b"due_at", "node_id", b"node_id", "node_title", b"node_title", "strength", b"strength"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_strength", b"_strength", "due_time", b"due_time", "node_id", b"node_id", "node_title", b"node_title", "strength", b"strength"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__strength: _TypeAlias = _typing.Literal["strength"]  # noqa: Y015
     _WhichOneofArgType__strength: _TypeAlias = _typing.Literal["_strength", b"_strength"]  # noqa: Y015
@@ -496,26 +496,26 @@ class ModelProvenance(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     VERSION_FIELD_NUMBER: _builtins.int
-    COMPUTED_AT_FIELD_NUMBER: _builtins.int
+    COMPUTE_TIME_FIELD_NUMBER: _builtins.int
     ENGINE_VERSION_FIELD_NUMBER: _builtins.int
     version: _builtins.int
     """Version of the computed learner model."""
     engine_version: _builtins.str
     """Version of the engine that computed it."""
     @_builtins.property
-    def computed_at(self) -> _timestamp_pb2.Timestamp:
+    def compute_time(self) -> _timestamp_pb2.Timestamp:
         """When the learning engine computed it."""
 
     def __init__(
         self,
         *,
         version: _builtins.int = ...,
-        computed_at: _timestamp_pb2.Timestamp | None = ...,
+        compute_time: _timestamp_pb2.Timestamp | None = ...,
         engine_version: _builtins.str = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["computed_at", b"computed_at"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["compute_time", b"compute_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["computed_at", b"computed_at", "engine_version", b"engine_version", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["compute_time", b"compute_time", "engine_version", b"engine_version", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -533,7 +533,7 @@ class LearningProgress(_message.Message):
     GAP_COUNT_FIELD_NUMBER: _builtins.int
     UNKNOWN_COUNT_FIELD_NUMBER: _builtins.int
     EVIDENCE_LAST_7_DAYS_FIELD_NUMBER: _builtins.int
-    LAST_ACTIVITY_AT_FIELD_NUMBER: _builtins.int
+    LAST_ACTIVITY_TIME_FIELD_NUMBER: _builtins.int
     PROVENANCE_FIELD_NUMBER: _builtins.int
     PERIOD_FIELD_NUMBER: _builtins.int
     SESSIONS_FIELD_NUMBER: _builtins.int
@@ -568,7 +568,7 @@ class LearningProgress(_message.Message):
     streak_days: _builtins.int
     """Consecutive days with study; absent when unknown."""
     @_builtins.property
-    def last_activity_at(self) -> _timestamp_pb2.Timestamp:
+    def last_activity_time(self) -> _timestamp_pb2.Timestamp:
         """Time of the most recent learning activity."""
 
     @_builtins.property
@@ -592,7 +592,7 @@ class LearningProgress(_message.Message):
         gap_count: _builtins.int = ...,
         unknown_count: _builtins.int = ...,
         evidence_last_7_days: _builtins.int = ...,
-        last_activity_at: _timestamp_pb2.Timestamp | None = ...,
+        last_activity_time: _timestamp_pb2.Timestamp | None = ...,
         provenance: Global___ModelProvenance | None = ...,
         period: _builtins.str = ...,
         sessions: _builtins.int | None = ...,
@@ -603,9 +603,9 @@ class LearningProgress(_message.Message):
         improved_nodes: _abc.Iterable[Global___NodeRef] | None = ...,
         declined_nodes: _abc.Iterable[Global___NodeRef] | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_coverage", b"_coverage", "_items_attempted", b"_items_attempted", "_items_correct", b"_items_correct", "_minutes", b"_minutes", "_sessions", b"_sessions", "_streak_days", b"_streak_days", "coverage", b"coverage", "items_attempted", b"items_attempted", "items_correct", b"items_correct", "last_activity_at", b"last_activity_at", "minutes", b"minutes", "provenance", b"provenance", "sessions", b"sessions", "streak_days", b"streak_days"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_coverage", b"_coverage", "_items_attempted", b"_items_attempted", "_items_correct", b"_items_correct", "_minutes", b"_minutes", "_sessions", b"_sessions", "_streak_days", b"_streak_days", "coverage", b"coverage", "items_attempted", b"items_attempted", "items_correct", b"items_correct", "last_activity_time", b"last_activity_time", "minutes", b"minutes", "provenance", b"provenance", "sessions", b"sessions", "streak_days", b"streak_days"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_coverage", b"_coverage", "_items_attempted", b"_items_attempted", "_items_correct", b"_items_correct", "_minutes", b"_minutes", "_sessions", b"_sessions", "_streak_days", b"_streak_days", "coverage", b"coverage", "declined_nodes", b"declined_nodes", "evidence_last_7_days", b"evidence_last_7_days", "gap_count", b"gap_count", "improved_nodes", b"improved_nodes", "items_attempted", b"items_attempted", "items_correct", b"items_correct", "last_activity_at", b"last_activity_at", "minutes", b"minutes", "period", b"period", "provenance", b"provenance", "sessions", b"sessions", "shaky_count", b"shaky_count", "solid_count", b"solid_count", "streak_days", b"streak_days", "unknown_count", b"unknown_count"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_coverage", b"_coverage", "_items_attempted", b"_items_attempted", "_items_correct", b"_items_correct", "_minutes", b"_minutes", "_sessions", b"_sessions", "_streak_days", b"_streak_days", "coverage", b"coverage", "declined_nodes", b"declined_nodes", "evidence_last_7_days", b"evidence_last_7_days", "gap_count", b"gap_count", "improved_nodes", b"improved_nodes", "items_attempted", b"items_attempted", "items_correct", b"items_correct", "last_activity_time", b"last_activity_time", "minutes", b"minutes", "period", b"period", "provenance", b"provenance", "sessions", b"sessions", "shaky_count", b"shaky_count", "solid_count", b"solid_count", "streak_days", b"streak_days", "unknown_count", b"unknown_count"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__coverage: _TypeAlias = _typing.Literal["coverage"]  # noqa: Y015
     _WhichOneofArgType__coverage: _TypeAlias = _typing.Literal["_coverage", b"_coverage"]  # noqa: Y015

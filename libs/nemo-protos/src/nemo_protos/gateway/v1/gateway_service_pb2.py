@@ -22,6 +22,7 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from google.api import field_behavior_pb2 as google_dot_api_dot_field__behavior__pb2
 from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 from nemo_protos.gateway.v1 import answer_pb2 as nemo_dot_gateway_dot_v1_dot_answer__pb2
@@ -31,31 +32,65 @@ from nemo_protos.gateway.v1 import run_pb2 as nemo_dot_gateway_dot_v1_dot_run__p
 from nemo_protos.type.v1 import locale_pb2 as nemo_dot_type_dot_v1_dot_locale__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n%nemo/gateway/v1/gateway_service.proto\x12\x0fnemo.gateway.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1cnemo/gateway/v1/answer.proto\x1a\x1dnemo/gateway/v1/outputs.proto\x1a\x1cnemo/gateway/v1/prompt.proto\x1a\x19nemo/gateway/v1/run.proto\x1a\x19nemo/type/v1/locale.proto\"\xbd\x01\n\x10RunPromptRequest\x12\x11\n\tprompt_id\x18\x01 \x01(\t\x12\x12\n\nlearner_id\x18\x02 \x01(\t\x12*\n\tvariables\x18\x03 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x30\n\x0c\x65valuated_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12$\n\x06locale\x18\x05 \x01(\x0e\x32\x14.nemo.type.v1.Locale\"k\n\x11RunPromptResponse\x12-\n\x06output\x18\x01 \x01(\x0b\x32\x1d.nemo.gateway.v1.PromptOutput\x12\'\n\x03run\x18\x02 \x01(\x0b\x32\x1a.nemo.gateway.v1.RunRecord\"\xd1\x01\n\x13StreamPromptRequest\x12\x11\n\tprompt_id\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\x12\x0f\n\x07turn_id\x18\x03 \x01(\t\x12\x14\n\x0cuser_message\x18\x04 \x01(\t\x12\x14\n\x0ctoken_budget\x18\x05 \x01(\x05\x12\x30\n\x0c\x65valuated_at\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12$\n\x06locale\x18\x07 \x01(\x0e\x32\x14.nemo.type.v1.Locale\"l\n\x14StreamPromptResponse\x12\x14\n\ntext_delta\x18\x01 \x01(\tH\x00\x12\x35\n\tcompleted\x18\x02 \x01(\x0b\x32 .nemo.gateway.v1.StreamCompletedH\x00\x42\x07\n\x05\x65vent\"i\n\x0fStreamCompleted\x12-\n\x06output\x18\x01 \x01(\x0b\x32\x1d.nemo.gateway.v1.PromptOutput\x12\'\n\x03run\x18\x02 \x01(\x0b\x32\x1a.nemo.gateway.v1.RunRecord\"\xb7\x01\n\rAnswerRequest\x12\x10\n\x08question\x18\x01 \x01(\t\x12*\n\x08passages\x18\x02 \x03(\x0b\x32\x18.nemo.gateway.v1.Passage\x12\x10\n\x08\x64\x65tailed\x18\x03 \x01(\x08\x12$\n\x06locale\x18\x04 \x01(\x0e\x32\x14.nemo.type.v1.Locale\x12\x30\n\x0c\x65valuated_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"j\n\x0e\x41nswerResponse\x12/\n\x06\x61nswer\x18\x01 \x01(\x0b\x32\x1f.nemo.gateway.v1.GroundedAnswer\x12\'\n\x03run\x18\x02 \x01(\x0b\x32\x1a.nemo.gateway.v1.RunRecord\"\x14\n\x12ListPromptsRequest\"I\n\x13ListPromptsResponse\x12\x32\n\x07prompts\x18\x01 \x03(\x0b\x32!.nemo.gateway.v1.PromptDescriptor2\xe8\x02\n\x0eGatewayService\x12R\n\tRunPrompt\x12!.nemo.gateway.v1.RunPromptRequest\x1a\".nemo.gateway.v1.RunPromptResponse\x12]\n\x0cStreamPrompt\x12$.nemo.gateway.v1.StreamPromptRequest\x1a%.nemo.gateway.v1.StreamPromptResponse0\x01\x12I\n\x06\x41nswer\x12\x1e.nemo.gateway.v1.AnswerRequest\x1a\x1f.nemo.gateway.v1.AnswerResponse\x12X\n\x0bListPrompts\x12#.nemo.gateway.v1.ListPromptsRequest\x1a$.nemo.gateway.v1.ListPromptsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n%nemo/gateway/v1/gateway_service.proto\x12\x0fnemo.gateway.v1\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1cnemo/gateway/v1/answer.proto\x1a\x1dnemo/gateway/v1/outputs.proto\x1a\x1cnemo/gateway/v1/prompt.proto\x1a\x19nemo/gateway/v1/run.proto\x1a\x19nemo/type/v1/locale.proto\"\xdc\x01\n\x10RunPromptRequest\x12\x17\n\tprompt_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x18\n\nlearner_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x01\x12\x30\n\tvariables\x18\x03 \x01(\x0b\x32\x17.google.protobuf.StructB\x04\xe2\x41\x01\x01\x12\x37\n\revaluate_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x01\x12*\n\x06locale\x18\x05 \x01(\x0e\x32\x14.nemo.type.v1.LocaleB\x04\xe2\x41\x01\x01\"k\n\x11RunPromptResponse\x12-\n\x06output\x18\x01 \x01(\x0b\x32\x1d.nemo.gateway.v1.PromptOutput\x12\'\n\x03run\x18\x02 \x01(\x0b\x32\x1a.nemo.gateway.v1.RunRecord\"\xfc\x01\n\x13StreamPromptRequest\x12\x17\n\tprompt_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x18\n\nsession_id\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\x12\x15\n\x07turn_id\x18\x03 \x01(\tB\x04\xe2\x41\x01\x02\x12\x1a\n\x0cuser_message\x18\x04 \x01(\tB\x04\xe2\x41\x01\x02\x12\x1a\n\x0ctoken_budget\x18\x05 \x01(\x05\x42\x04\xe2\x41\x01\x01\x12\x37\n\revaluate_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x01\x12*\n\x06locale\x18\x07 \x01(\x0e\x32\x14.nemo.type.v1.LocaleB\x04\xe2\x41\x01\x01\"l\n\x14StreamPromptResponse\x12\x14\n\ntext_delta\x18\x01 \x01(\tH\x00\x12\x35\n\tcompleted\x18\x02 \x01(\x0b\x32 .nemo.gateway.v1.StreamCompletedH\x00\x42\x07\n\x05\x65vent\"i\n\x0fStreamCompleted\x12-\n\x06output\x18\x01 \x01(\x0b\x32\x1d.nemo.gateway.v1.PromptOutput\x12\'\n\x03run\x18\x02 \x01(\x0b\x32\x1a.nemo.gateway.v1.RunRecord\"\xd6\x01\n\rAnswerRequest\x12\x16\n\x08question\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x30\n\x08passages\x18\x02 \x03(\x0b\x32\x18.nemo.gateway.v1.PassageB\x04\xe2\x41\x01\x01\x12\x16\n\x08\x64\x65tailed\x18\x03 \x01(\x08\x42\x04\xe2\x41\x01\x01\x12*\n\x06locale\x18\x04 \x01(\x0e\x32\x14.nemo.type.v1.LocaleB\x04\xe2\x41\x01\x01\x12\x37\n\revaluate_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x04\xe2\x41\x01\x01\"j\n\x0e\x41nswerResponse\x12/\n\x06\x61nswer\x18\x01 \x01(\x0b\x32\x1f.nemo.gateway.v1.GroundedAnswer\x12\'\n\x03run\x18\x02 \x01(\x0b\x32\x1a.nemo.gateway.v1.RunRecord\"\x14\n\x12ListPromptsRequest\"I\n\x13ListPromptsResponse\x12\x32\n\x07prompts\x18\x01 \x03(\x0b\x32!.nemo.gateway.v1.PromptDescriptor2\xe8\x02\n\x0eGatewayService\x12R\n\tRunPrompt\x12!.nemo.gateway.v1.RunPromptRequest\x1a\".nemo.gateway.v1.RunPromptResponse\x12]\n\x0cStreamPrompt\x12$.nemo.gateway.v1.StreamPromptRequest\x1a%.nemo.gateway.v1.StreamPromptResponse0\x01\x12I\n\x06\x41nswer\x12\x1e.nemo.gateway.v1.AnswerRequest\x1a\x1f.nemo.gateway.v1.AnswerResponse\x12X\n\x0bListPrompts\x12#.nemo.gateway.v1.ListPromptsRequest\x1a$.nemo.gateway.v1.ListPromptsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'nemo_protos.gateway.v1.gateway_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_RUNPROMPTREQUEST']._serialized_start=267
-  _globals['_RUNPROMPTREQUEST']._serialized_end=456
-  _globals['_RUNPROMPTRESPONSE']._serialized_start=458
-  _globals['_RUNPROMPTRESPONSE']._serialized_end=565
-  _globals['_STREAMPROMPTREQUEST']._serialized_start=568
-  _globals['_STREAMPROMPTREQUEST']._serialized_end=777
-  _globals['_STREAMPROMPTRESPONSE']._serialized_start=779
-  _globals['_STREAMPROMPTRESPONSE']._serialized_end=887
-  _globals['_STREAMCOMPLETED']._serialized_start=889
-  _globals['_STREAMCOMPLETED']._serialized_end=994
-  _globals['_ANSWERREQUEST']._serialized_start=997
-  _globals['_ANSWERREQUEST']._serialized_end=1180
-  _globals['_ANSWERRESPONSE']._serialized_start=1182
-  _globals['_ANSWERRESPONSE']._serialized_end=1288
-  _globals['_LISTPROMPTSREQUEST']._serialized_start=1290
-  _globals['_LISTPROMPTSREQUEST']._serialized_end=1310
-  _globals['_LISTPROMPTSRESPONSE']._serialized_start=1312
-  _globals['_LISTPROMPTSRESPONSE']._serialized_end=1385
-  _globals['_GATEWAYSERVICE']._serialized_start=1388
-  _globals['_GATEWAYSERVICE']._serialized_end=1748
+  _globals['_RUNPROMPTREQUEST'].fields_by_name['prompt_id']._loaded_options = None
+  _globals['_RUNPROMPTREQUEST'].fields_by_name['prompt_id']._serialized_options = b'\342A\001\002'
+  _globals['_RUNPROMPTREQUEST'].fields_by_name['learner_id']._loaded_options = None
+  _globals['_RUNPROMPTREQUEST'].fields_by_name['learner_id']._serialized_options = b'\342A\001\001'
+  _globals['_RUNPROMPTREQUEST'].fields_by_name['variables']._loaded_options = None
+  _globals['_RUNPROMPTREQUEST'].fields_by_name['variables']._serialized_options = b'\342A\001\001'
+  _globals['_RUNPROMPTREQUEST'].fields_by_name['evaluate_time']._loaded_options = None
+  _globals['_RUNPROMPTREQUEST'].fields_by_name['evaluate_time']._serialized_options = b'\342A\001\001'
+  _globals['_RUNPROMPTREQUEST'].fields_by_name['locale']._loaded_options = None
+  _globals['_RUNPROMPTREQUEST'].fields_by_name['locale']._serialized_options = b'\342A\001\001'
+  _globals['_STREAMPROMPTREQUEST'].fields_by_name['prompt_id']._loaded_options = None
+  _globals['_STREAMPROMPTREQUEST'].fields_by_name['prompt_id']._serialized_options = b'\342A\001\002'
+  _globals['_STREAMPROMPTREQUEST'].fields_by_name['session_id']._loaded_options = None
+  _globals['_STREAMPROMPTREQUEST'].fields_by_name['session_id']._serialized_options = b'\342A\001\002'
+  _globals['_STREAMPROMPTREQUEST'].fields_by_name['turn_id']._loaded_options = None
+  _globals['_STREAMPROMPTREQUEST'].fields_by_name['turn_id']._serialized_options = b'\342A\001\002'
+  _globals['_STREAMPROMPTREQUEST'].fields_by_name['user_message']._loaded_options = None
+  _globals['_STREAMPROMPTREQUEST'].fields_by_name['user_message']._serialized_options = b'\342A\001\002'
+  _globals['_STREAMPROMPTREQUEST'].fields_by_name['token_budget']._loaded_options = None
+  _globals['_STREAMPROMPTREQUEST'].fields_by_name['token_budget']._serialized_options = b'\342A\001\001'
+  _globals['_STREAMPROMPTREQUEST'].fields_by_name['evaluate_time']._loaded_options = None
+  _globals['_STREAMPROMPTREQUEST'].fields_by_name['evaluate_time']._serialized_options = b'\342A\001\001'
+  _globals['_STREAMPROMPTREQUEST'].fields_by_name['locale']._loaded_options = None
+  _globals['_STREAMPROMPTREQUEST'].fields_by_name['locale']._serialized_options = b'\342A\001\001'
+  _globals['_ANSWERREQUEST'].fields_by_name['question']._loaded_options = None
+  _globals['_ANSWERREQUEST'].fields_by_name['question']._serialized_options = b'\342A\001\002'
+  _globals['_ANSWERREQUEST'].fields_by_name['passages']._loaded_options = None
+  _globals['_ANSWERREQUEST'].fields_by_name['passages']._serialized_options = b'\342A\001\001'
+  _globals['_ANSWERREQUEST'].fields_by_name['detailed']._loaded_options = None
+  _globals['_ANSWERREQUEST'].fields_by_name['detailed']._serialized_options = b'\342A\001\001'
+  _globals['_ANSWERREQUEST'].fields_by_name['locale']._loaded_options = None
+  _globals['_ANSWERREQUEST'].fields_by_name['locale']._serialized_options = b'\342A\001\001'
+  _globals['_ANSWERREQUEST'].fields_by_name['evaluate_time']._loaded_options = None
+  _globals['_ANSWERREQUEST'].fields_by_name['evaluate_time']._serialized_options = b'\342A\001\001'
+  _globals['_RUNPROMPTREQUEST']._serialized_start=300
+  _globals['_RUNPROMPTREQUEST']._serialized_end=520
+  _globals['_RUNPROMPTRESPONSE']._serialized_start=522
+  _globals['_RUNPROMPTRESPONSE']._serialized_end=629
+  _globals['_STREAMPROMPTREQUEST']._serialized_start=632
+  _globals['_STREAMPROMPTREQUEST']._serialized_end=884
+  _globals['_STREAMPROMPTRESPONSE']._serialized_start=886
+  _globals['_STREAMPROMPTRESPONSE']._serialized_end=994
+  _globals['_STREAMCOMPLETED']._serialized_start=996
+  _globals['_STREAMCOMPLETED']._serialized_end=1101
+  _globals['_ANSWERREQUEST']._serialized_start=1104
+  _globals['_ANSWERREQUEST']._serialized_end=1318
+  _globals['_ANSWERRESPONSE']._serialized_start=1320
+  _globals['_ANSWERRESPONSE']._serialized_end=1426
+  _globals['_LISTPROMPTSREQUEST']._serialized_start=1428
+  _globals['_LISTPROMPTSREQUEST']._serialized_end=1448
+  _globals['_LISTPROMPTSRESPONSE']._serialized_start=1450
+  _globals['_LISTPROMPTSRESPONSE']._serialized_end=1523
+  _globals['_GATEWAYSERVICE']._serialized_start=1526
+  _globals['_GATEWAYSERVICE']._serialized_end=1886
 # @@protoc_insertion_point(module_scope)

@@ -34,7 +34,7 @@ class RunPromptRequest(_message.Message):
     PROMPT_ID_FIELD_NUMBER: _builtins.int
     LEARNER_ID_FIELD_NUMBER: _builtins.int
     VARIABLES_FIELD_NUMBER: _builtins.int
-    EVALUATED_AT_FIELD_NUMBER: _builtins.int
+    EVALUATE_TIME_FIELD_NUMBER: _builtins.int
     LOCALE_FIELD_NUMBER: _builtins.int
     prompt_id: _builtins.str
     """Registered prompt id, for example "learner.tutor_hint"."""
@@ -47,7 +47,7 @@ class RunPromptRequest(_message.Message):
         """The prompt's input variables, validated against its input model."""
 
     @_builtins.property
-    def evaluated_at(self) -> _timestamp_pb2.Timestamp:
+    def evaluate_time(self) -> _timestamp_pb2.Timestamp:
         """Evaluation time; set it to make a run reproducible. The server's clock is used when absent."""
 
     def __init__(
@@ -56,12 +56,12 @@ class RunPromptRequest(_message.Message):
         prompt_id: _builtins.str = ...,
         learner_id: _builtins.str = ...,
         variables: _struct_pb2.Struct | None = ...,
-        evaluated_at: _timestamp_pb2.Timestamp | None = ...,
+        evaluate_time: _timestamp_pb2.Timestamp | None = ...,
         locale: _locale_pb2.Locale.ValueType = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["evaluated_at", b"evaluated_at", "variables", b"variables"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["evaluate_time", b"evaluate_time", "variables", b"variables"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["evaluated_at", b"evaluated_at", "learner_id", b"learner_id", "locale", b"locale", "prompt_id", b"prompt_id", "variables", b"variables"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["evaluate_time", b"evaluate_time", "learner_id", b"learner_id", "locale", b"locale", "prompt_id", b"prompt_id", "variables", b"variables"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -108,7 +108,7 @@ class StreamPromptRequest(_message.Message):
     TURN_ID_FIELD_NUMBER: _builtins.int
     USER_MESSAGE_FIELD_NUMBER: _builtins.int
     TOKEN_BUDGET_FIELD_NUMBER: _builtins.int
-    EVALUATED_AT_FIELD_NUMBER: _builtins.int
+    EVALUATE_TIME_FIELD_NUMBER: _builtins.int
     LOCALE_FIELD_NUMBER: _builtins.int
     prompt_id: _builtins.str
     """Registered streamed prompt id, for example "tutor.chat_reply"."""
@@ -123,7 +123,7 @@ class StreamPromptRequest(_message.Message):
     locale: _locale_pb2.Locale.ValueType
     """Language of the reply."""
     @_builtins.property
-    def evaluated_at(self) -> _timestamp_pb2.Timestamp:
+    def evaluate_time(self) -> _timestamp_pb2.Timestamp:
         """Evaluation time; the server's clock is used when absent."""
 
     def __init__(
@@ -134,12 +134,12 @@ class StreamPromptRequest(_message.Message):
         turn_id: _builtins.str = ...,
         user_message: _builtins.str = ...,
         token_budget: _builtins.int = ...,
-        evaluated_at: _timestamp_pb2.Timestamp | None = ...,
+        evaluate_time: _timestamp_pb2.Timestamp | None = ...,
         locale: _locale_pb2.Locale.ValueType = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["evaluated_at", b"evaluated_at"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["evaluate_time", b"evaluate_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["evaluated_at", b"evaluated_at", "locale", b"locale", "prompt_id", b"prompt_id", "session_id", b"session_id", "token_budget", b"token_budget", "turn_id", b"turn_id", "user_message", b"user_message"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["evaluate_time", b"evaluate_time", "locale", b"locale", "prompt_id", b"prompt_id", "session_id", b"session_id", "token_budget", b"token_budget", "turn_id", b"turn_id", "user_message", b"user_message"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -217,7 +217,7 @@ class AnswerRequest(_message.Message):
     PASSAGES_FIELD_NUMBER: _builtins.int
     DETAILED_FIELD_NUMBER: _builtins.int
     LOCALE_FIELD_NUMBER: _builtins.int
-    EVALUATED_AT_FIELD_NUMBER: _builtins.int
+    EVALUATE_TIME_FIELD_NUMBER: _builtins.int
     question: _builtins.str
     """The question."""
     detailed: _builtins.bool
@@ -229,7 +229,7 @@ class AnswerRequest(_message.Message):
         """Passages to answer from; when empty, the gateway retrieves knowledge passages itself."""
 
     @_builtins.property
-    def evaluated_at(self) -> _timestamp_pb2.Timestamp:
+    def evaluate_time(self) -> _timestamp_pb2.Timestamp:
         """Evaluation time; the server's clock is used when absent."""
 
     def __init__(
@@ -239,11 +239,11 @@ class AnswerRequest(_message.Message):
         passages: _abc.Iterable[_answer_pb2.Passage] | None = ...,
         detailed: _builtins.bool = ...,
         locale: _locale_pb2.Locale.ValueType = ...,
-        evaluated_at: _timestamp_pb2.Timestamp | None = ...,
+        evaluate_time: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["evaluated_at", b"evaluated_at"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["evaluate_time", b"evaluate_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["detailed", b"detailed", "evaluated_at", b"evaluated_at", "locale", b"locale", "passages", b"passages", "question", b"question"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["detailed", b"detailed", "evaluate_time", b"evaluate_time", "locale", b"locale", "passages", b"passages", "question", b"question"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -105,8 +105,8 @@ class RunRecord(_message.Message):
     USAGE_FIELD_NUMBER: _builtins.int
     INPUT_REF_FIELD_NUMBER: _builtins.int
     REQUEST_SHA256_FIELD_NUMBER: _builtins.int
-    EVALUATED_AT_FIELD_NUMBER: _builtins.int
-    EVALUATED_AT_FROM_SERVER_FIELD_NUMBER: _builtins.int
+    EVALUATE_TIME_FIELD_NUMBER: _builtins.int
+    EVALUATE_TIME_FROM_SERVER_FIELD_NUMBER: _builtins.int
     CACHE_HIT_FIELD_NUMBER: _builtins.int
     prompt_id: _builtins.str
     """Prompt id, for example "learner.tutor_hint"."""
@@ -128,8 +128,8 @@ class RunRecord(_message.Message):
     """Key of the context snapshot the prompt was built from; empty for content-only prompts."""
     request_sha256: _builtins.str
     """Lower-case hex SHA-256 of the exact request body of the last provider request."""
-    evaluated_at_from_server: _builtins.bool
-    """True when `evaluated_at` came from the server's clock rather than the request."""
+    evaluate_time_from_server: _builtins.bool
+    """True when `evaluate_time` came from the server's clock rather than the request."""
     cache_hit: _builtins.bool
     """True when the output came from the gateway's cache."""
     @_builtins.property
@@ -137,7 +137,7 @@ class RunRecord(_message.Message):
         """Token usage reported by the provider."""
 
     @_builtins.property
-    def evaluated_at(self) -> _timestamp_pb2.Timestamp:
+    def evaluate_time(self) -> _timestamp_pb2.Timestamp:
         """The evaluation time the run used."""
 
     def __init__(
@@ -153,13 +153,13 @@ class RunRecord(_message.Message):
         usage: Global___TokenUsage | None = ...,
         input_ref: _builtins.str = ...,
         request_sha256: _builtins.str = ...,
-        evaluated_at: _timestamp_pb2.Timestamp | None = ...,
-        evaluated_at_from_server: _builtins.bool = ...,
+        evaluate_time: _timestamp_pb2.Timestamp | None = ...,
+        evaluate_time_from_server: _builtins.bool = ...,
         cache_hit: _builtins.bool = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["evaluated_at", b"evaluated_at", "usage", b"usage"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["evaluate_time", b"evaluate_time", "usage", b"usage"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempts", b"attempts", "cache_hit", b"cache_hit", "evaluated_at", b"evaluated_at", "evaluated_at_from_server", b"evaluated_at_from_server", "input_ref", b"input_ref", "model", b"model", "path", b"path", "prompt_id", b"prompt_id", "prompt_version", b"prompt_version", "provider", b"provider", "reason", b"reason", "request_sha256", b"request_sha256", "usage", b"usage"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempts", b"attempts", "cache_hit", b"cache_hit", "evaluate_time", b"evaluate_time", "evaluate_time_from_server", b"evaluate_time_from_server", "input_ref", b"input_ref", "model", b"model", "path", b"path", "prompt_id", b"prompt_id", "prompt_version", b"prompt_version", "provider", b"provider", "reason", b"reason", "request_sha256", b"request_sha256", "usage", b"usage"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -4,6 +4,7 @@ isort:skip_file
 """
 
 from google.protobuf import descriptor as _descriptor
+from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import message as _message
 from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
@@ -96,7 +97,7 @@ class AuditEntry(_message.Message):
 
     AUDIT_ID_FIELD_NUMBER: _builtins.int
     REQUEST_ID_FIELD_NUMBER: _builtins.int
-    TIME_FIELD_NUMBER: _builtins.int
+    CREATE_TIME_FIELD_NUMBER: _builtins.int
     AGENT_ID_FIELD_NUMBER: _builtins.int
     SESSION_ID_FIELD_NUMBER: _builtins.int
     USER_ID_FIELD_NUMBER: _builtins.int
@@ -105,7 +106,7 @@ class AuditEntry(_message.Message):
     DECISION_FIELD_NUMBER: _builtins.int
     STATUS_FIELD_NUMBER: _builtins.int
     ERROR_CODE_FIELD_NUMBER: _builtins.int
-    DURATION_MS_FIELD_NUMBER: _builtins.int
+    DURATION_FIELD_NUMBER: _builtins.int
     ENVIRONMENT_FIELD_NUMBER: _builtins.int
     METADATA_FIELD_NUMBER: _builtins.int
     CALL_ID_FIELD_NUMBER: _builtins.int
@@ -132,8 +133,6 @@ class AuditEntry(_message.Message):
     """How the call ended."""
     error_code: _builtins.str
     """Error code name when the call failed, for example "POLICY_DENIED"."""
-    duration_ms: _builtins.int
-    """Time spent on the call, in milliseconds."""
     environment: _builtins.str
     """Environment the tool plane runs in."""
     call_id: _builtins.str
@@ -149,8 +148,12 @@ class AuditEntry(_message.Message):
     GetSnapshot); empty when it returned none.
     """
     @_builtins.property
-    def time(self) -> _timestamp_pb2.Timestamp:
+    def create_time(self) -> _timestamp_pb2.Timestamp:
         """When the call arrived."""
+
+    @_builtins.property
+    def duration(self) -> _duration_pb2.Duration:
+        """Time spent on the call."""
 
     @_builtins.property
     def metadata(self) -> _struct_pb2.Struct:
@@ -163,7 +166,7 @@ class AuditEntry(_message.Message):
         *,
         audit_id: _builtins.int = ...,
         request_id: _builtins.str = ...,
-        time: _timestamp_pb2.Timestamp | None = ...,
+        create_time: _timestamp_pb2.Timestamp | None = ...,
         agent_id: _builtins.str = ...,
         session_id: _builtins.str = ...,
         user_id: _builtins.str = ...,
@@ -172,7 +175,7 @@ class AuditEntry(_message.Message):
         decision: Global___Decision.ValueType = ...,
         status: Global___CallStatus.ValueType = ...,
         error_code: _builtins.str = ...,
-        duration_ms: _builtins.int = ...,
+        duration: _duration_pb2.Duration | None = ...,
         environment: _builtins.str = ...,
         metadata: _struct_pb2.Struct | None = ...,
         call_id: _builtins.str = ...,
@@ -180,9 +183,9 @@ class AuditEntry(_message.Message):
         user_source: _user_source_pb2.UserSource.ValueType = ...,
         input_ref: _builtins.str = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["metadata", b"metadata", "time", b"time"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "duration", b"duration", "metadata", b"metadata"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "audit_id", b"audit_id", "call_id", b"call_id", "decision", b"decision", "duration_ms", b"duration_ms", "environment", b"environment", "error_code", b"error_code", "input_ref", b"input_ref", "metadata", b"metadata", "request_id", b"request_id", "resource", b"resource", "session_id", b"session_id", "status", b"status", "time", b"time", "token_id", b"token_id", "tool_id", b"tool_id", "user_id", b"user_id", "user_source", b"user_source"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "audit_id", b"audit_id", "call_id", b"call_id", "create_time", b"create_time", "decision", b"decision", "duration", b"duration", "environment", b"environment", "error_code", b"error_code", "input_ref", b"input_ref", "metadata", b"metadata", "request_id", b"request_id", "resource", b"resource", "session_id", b"session_id", "status", b"status", "token_id", b"token_id", "tool_id", b"tool_id", "user_id", b"user_id", "user_source", b"user_source"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

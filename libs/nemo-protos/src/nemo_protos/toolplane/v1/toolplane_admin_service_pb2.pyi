@@ -231,7 +231,7 @@ class DecideApprovalRequest(_message.Message):
     decision: Global___ApprovalDecision.ValueType
     """Approve or reject."""
     operator: _builtins.str
-    """Operator making the decision; optional, and when set it must be the operator the credential
+    """Operator making the decision; when set, it must be the operator the credential
     proves (the decision always records that one).
     """
     note: _builtins.str
@@ -284,7 +284,7 @@ class ListAuditEntriesRequest(_message.Message):
 
     AGENT_ID_FIELD_NUMBER: _builtins.int
     REQUEST_ID_FIELD_NUMBER: _builtins.int
-    SINCE_FIELD_NUMBER: _builtins.int
+    START_TIME_FIELD_NUMBER: _builtins.int
     PAGE_SIZE_FIELD_NUMBER: _builtins.int
     PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     agent_id: _builtins.str
@@ -296,7 +296,7 @@ class ListAuditEntriesRequest(_message.Message):
     page_token: _builtins.str
     """Token from a previous response's `next_page_token`."""
     @_builtins.property
-    def since(self) -> _timestamp_pb2.Timestamp:
+    def start_time(self) -> _timestamp_pb2.Timestamp:
         """Only entries at or after this time, when set."""
 
     def __init__(
@@ -304,13 +304,13 @@ class ListAuditEntriesRequest(_message.Message):
         *,
         agent_id: _builtins.str = ...,
         request_id: _builtins.str = ...,
-        since: _timestamp_pb2.Timestamp | None = ...,
+        start_time: _timestamp_pb2.Timestamp | None = ...,
         page_size: _builtins.int = ...,
         page_token: _builtins.str = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["since", b"since"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["start_time", b"start_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "page_size", b"page_size", "page_token", b"page_token", "request_id", b"request_id", "since", b"since"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "page_size", b"page_size", "page_token", b"page_token", "request_id", b"request_id", "start_time", b"start_time"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

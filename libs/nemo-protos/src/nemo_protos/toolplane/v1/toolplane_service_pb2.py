@@ -22,26 +22,37 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from google.api import field_behavior_pb2 as google_dot_api_dot_field__behavior__pb2
 from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from nemo_protos.toolplane.v1 import audit_pb2 as nemo_dot_toolplane_dot_v1_dot_audit__pb2
 from nemo_protos.toolplane.v1 import tool_pb2 as nemo_dot_toolplane_dot_v1_dot_tool__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n)nemo/toolplane/v1/toolplane_service.proto\x12\x11nemo.toolplane.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1dnemo/toolplane/v1/audit.proto\x1a\x1cnemo/toolplane/v1/tool.proto\"\x12\n\x10ListToolsRequest\";\n\x11ListToolsResponse\x12&\n\x05tools\x18\x01 \x03(\x0b\x32\x17.nemo.toolplane.v1.Tool\"\x84\x01\n\x0f\x43\x61llToolRequest\x12\x0c\n\x04tool\x18\x01 \x01(\t\x12*\n\targuments\x18\x02 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x12\n\nsession_id\x18\x03 \x01(\t\x12\x0f\n\x07user_id\x18\x04 \x01(\t\x12\x12\n\nrequest_id\x18\x05 \x01(\t\"\xde\x01\n\x10\x43\x61llToolResponse\x12\x0f\n\x07success\x18\x01 \x01(\x08\x12\'\n\x06result\x18\x02 \x01(\x0b\x32\x17.google.protobuf.Struct\x12+\n\x05\x65rror\x18\x03 \x01(\x0b\x32\x1c.nemo.toolplane.v1.ToolError\x12\x12\n\nrequest_id\x18\x04 \x01(\t\x12\x0f\n\x07tool_id\x18\x05 \x01(\t\x12-\n\x08\x64\x65\x63ision\x18\x06 \x01(\x0e\x32\x1b.nemo.toolplane.v1.Decision\x12\x0f\n\x07\x63\x61ll_id\x18\x07 \x01(\t2\xbf\x01\n\x10ToolPlaneService\x12V\n\tListTools\x12#.nemo.toolplane.v1.ListToolsRequest\x1a$.nemo.toolplane.v1.ListToolsResponse\x12S\n\x08\x43\x61llTool\x12\".nemo.toolplane.v1.CallToolRequest\x1a#.nemo.toolplane.v1.CallToolResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n)nemo/toolplane/v1/toolplane_service.proto\x12\x11nemo.toolplane.v1\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1dnemo/toolplane/v1/audit.proto\x1a\x1cnemo/toolplane/v1/tool.proto\"\x12\n\x10ListToolsRequest\";\n\x11ListToolsResponse\x12&\n\x05tools\x18\x01 \x03(\x0b\x32\x17.nemo.toolplane.v1.Tool\"\xa2\x01\n\x0f\x43\x61llToolRequest\x12\x12\n\x04tool\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x30\n\targuments\x18\x02 \x01(\x0b\x32\x17.google.protobuf.StructB\x04\xe2\x41\x01\x01\x12\x18\n\nsession_id\x18\x03 \x01(\tB\x04\xe2\x41\x01\x01\x12\x15\n\x07user_id\x18\x04 \x01(\tB\x04\xe2\x41\x01\x01\x12\x18\n\nrequest_id\x18\x05 \x01(\tB\x04\xe2\x41\x01\x01\"\xde\x01\n\x10\x43\x61llToolResponse\x12\x0f\n\x07success\x18\x01 \x01(\x08\x12\'\n\x06result\x18\x02 \x01(\x0b\x32\x17.google.protobuf.Struct\x12+\n\x05\x65rror\x18\x03 \x01(\x0b\x32\x1c.nemo.toolplane.v1.ToolError\x12\x12\n\nrequest_id\x18\x04 \x01(\t\x12\x0f\n\x07tool_id\x18\x05 \x01(\t\x12-\n\x08\x64\x65\x63ision\x18\x06 \x01(\x0e\x32\x1b.nemo.toolplane.v1.Decision\x12\x0f\n\x07\x63\x61ll_id\x18\x07 \x01(\t2\xbf\x01\n\x10ToolPlaneService\x12V\n\tListTools\x12#.nemo.toolplane.v1.ListToolsRequest\x1a$.nemo.toolplane.v1.ListToolsResponse\x12S\n\x08\x43\x61llTool\x12\".nemo.toolplane.v1.CallToolRequest\x1a#.nemo.toolplane.v1.CallToolResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'nemo_protos.toolplane.v1.toolplane_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_LISTTOOLSREQUEST']._serialized_start=155
-  _globals['_LISTTOOLSREQUEST']._serialized_end=173
-  _globals['_LISTTOOLSRESPONSE']._serialized_start=175
-  _globals['_LISTTOOLSRESPONSE']._serialized_end=234
-  _globals['_CALLTOOLREQUEST']._serialized_start=237
-  _globals['_CALLTOOLREQUEST']._serialized_end=369
-  _globals['_CALLTOOLRESPONSE']._serialized_start=372
-  _globals['_CALLTOOLRESPONSE']._serialized_end=594
-  _globals['_TOOLPLANESERVICE']._serialized_start=597
-  _globals['_TOOLPLANESERVICE']._serialized_end=788
+  _globals['_CALLTOOLREQUEST'].fields_by_name['tool']._loaded_options = None
+  _globals['_CALLTOOLREQUEST'].fields_by_name['tool']._serialized_options = b'\342A\001\002'
+  _globals['_CALLTOOLREQUEST'].fields_by_name['arguments']._loaded_options = None
+  _globals['_CALLTOOLREQUEST'].fields_by_name['arguments']._serialized_options = b'\342A\001\001'
+  _globals['_CALLTOOLREQUEST'].fields_by_name['session_id']._loaded_options = None
+  _globals['_CALLTOOLREQUEST'].fields_by_name['session_id']._serialized_options = b'\342A\001\001'
+  _globals['_CALLTOOLREQUEST'].fields_by_name['user_id']._loaded_options = None
+  _globals['_CALLTOOLREQUEST'].fields_by_name['user_id']._serialized_options = b'\342A\001\001'
+  _globals['_CALLTOOLREQUEST'].fields_by_name['request_id']._loaded_options = None
+  _globals['_CALLTOOLREQUEST'].fields_by_name['request_id']._serialized_options = b'\342A\001\001'
+  _globals['_LISTTOOLSREQUEST']._serialized_start=188
+  _globals['_LISTTOOLSREQUEST']._serialized_end=206
+  _globals['_LISTTOOLSRESPONSE']._serialized_start=208
+  _globals['_LISTTOOLSRESPONSE']._serialized_end=267
+  _globals['_CALLTOOLREQUEST']._serialized_start=270
+  _globals['_CALLTOOLREQUEST']._serialized_end=432
+  _globals['_CALLTOOLRESPONSE']._serialized_start=435
+  _globals['_CALLTOOLRESPONSE']._serialized_end=657
+  _globals['_TOOLPLANESERVICE']._serialized_start=660
+  _globals['_TOOLPLANESERVICE']._serialized_end=851
 # @@protoc_insertion_point(module_scope)
