@@ -122,3 +122,15 @@ def test_a_short_relation_before_a_word_is_a_line_break_before_that_word() -> No
     source = r'{"t": "Sáng\nin the morning\nis fine\ne là hằng số\nin A result\nin A"}'
     assert ambiguous_latex(source) == ["\\nin"]
     assert ambiguous_latex(r'{"t": "x \nin A, y \ni b."}') == ["\\ni", "\\nin"]
+
+
+def test_a_command_that_is_an_english_word_opens_a_line_when_prose_follows() -> None:
+    # "exists", "subset", "less", "mid", "parallel" open English lines; LaTeX gives them a
+    # symbol, a single letter or a command to work on.
+    prose = (
+        r'{"t": "A solution\nexists in every case\nsubset of the plan\nless than before'
+        r'\nmid term\nparallel lines meet\nexists."}'
+    )
+    assert ambiguous_latex(prose) == []
+    latex = r'{"t": "\nexists x \in A, B \nsubset C, a \nless b, p \nmid q, \nexists \alpha"}'
+    assert ambiguous_latex(latex) == ["\\nexists", "\\nless", "\\nmid", "\\nsubset"]

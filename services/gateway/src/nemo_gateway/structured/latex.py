@@ -19,11 +19,12 @@ What decides, for the five JSON escape letters followed by letters:
   A relation or binary operator of that list (``\\ne``, ``\\ni``, ``\\nleq``...) must also have a
   right operand: followed, after spaces, by ``)``, ``.``, ``,``, ``:``, ``;``, ``=`` or the end of
   the string, it is a line break before a list item or a definition ("d) 7\\ne) 8",
-  "\\ni. Bước một", "\\ne = 2,7"). When what follows the ``n`` is itself a short word (``\\ne``,
-  ``\\ni``, ``\\nin``, ``\\nis``: "e", "i", "in", "is"), a word of two or more letters after it is
-  read as prose too ("\\nin the morning", "\\ne là hằng số"), and so is a single letter that such
-  a word follows ("\\nin A result is..."); LaTeX puts a symbol there, such as a single letter
-  that ends the formula, a digit, a brace or a command.
+  "\\ni. Bước một", "\\ne = 2,7"). When what follows the ``n`` is itself a word that opens lines
+  of prose (:data:`PROSE_WORDS`: "in", "is", "exists", "subset", ...), the same holds for that
+  command, and a word of two or more letters after it is read as prose too ("\\nin the
+  morning", "\\nexists in the docs", "\\ne là hằng số"), and so is a single letter that such a
+  word follows ("\\nin A result is..."); LaTeX puts a symbol there, such as a single letter that
+  ends the formula, a digit, a brace or a command.
 
 Whatever the source looked like, a decoded text holds no control character but line breaks
 (:func:`control_characters`): the output fields are prose for learners, where a tab, a form feed
@@ -57,9 +58,16 @@ _NEWLINE_WORD = re.compile(_UNESCAPED + r"(n[A-Za-z]+)(?![^\W\d_])")
 # What cannot start an operand, in JSON source: closing or list punctuation, "=", the string's
 # closing quote.
 _NO_OPERAND = re.compile(r' *[).,:;="]')
-# After a relation whose name without the n is a short word: a word of two letters or more, or a
-# single letter (an article, a pronoun) that such a word follows.
-_SHORT_WORD = 2
+PROSE_WORDS = frozenset(
+    {"e", "i", "in", "is", "exists", "less", "mid", "parallel", "sim", "subset"}
+)
+"""The ``n`` commands whose letters after the ``n`` are a word that opens lines of English or
+Vietnamese prose: reviewed against the generated list, which holds no other such word but
+single letters (``\\nu`` is read as the symbol: "\\nu là tần số" is LaTeX far more often than a
+line that starts with "u"), fragments (``\\not``, ``\\neq``, ``\\natural``) and words without
+their Vietnamese marks (``\\ncong``)."""
+# After such a command: a word of two letters or more, or a single letter (an article, a
+# pronoun) that such a word follows.
 _WORD_NEXT = re.compile(r" *(?:[^\W\d_] +)?[^\W\d_]{2}")
 # Control characters (Unicode category Cc) but the line feed; a carriage return only where it
 # ends no line.
@@ -73,12 +81,12 @@ def ambiguous_latex(json_source: str) -> list[str]:
         name = match.group(1)
         if name not in N_COMMANDS:
             continue
-        if name in NEEDS_OPERAND:
-            end = match.end()
-            if _NO_OPERAND.match(json_source, end):
-                continue
-            if len(name) - 1 <= _SHORT_WORD and _WORD_NEXT.match(json_source, end):
-                continue
+        end = match.end()
+        opens_prose = name[1:] in PROSE_WORDS
+        if (name in NEEDS_OPERAND or opens_prose) and _NO_OPERAND.match(json_source, end):
+            continue
+        if opens_prose and _WORD_NEXT.match(json_source, end):
+            continue
         found.add("\\" + name)
     return sorted(found)
 
