@@ -31,14 +31,16 @@ from nemo_gateway.errors import reply_rejected, reply_truncated, stream_broken
 from nemo_gateway.limits import InFlightLimit
 from nemo_gateway.prompts.registry import REGISTRY, AnySpec
 from nemo_gateway.prompts.spec import Lang, PromptInput
-from nemo_gateway.prompts.tutor import (
+from nemo_gateway.prompts.tutor.chat_reply import (
     ChatReplyDraft,
     ChatVariables,
+    conversation_budget,
+    reply_problem,
+)
+from nemo_gateway.prompts.tutor.summarize_conversation import (
     ConversationSummaryResult,
     SummaryVariables,
-    conversation_budget,
     covered_turn,
-    reply_problem,
 )
 from nemo_gateway.providers.base import (
     Message,

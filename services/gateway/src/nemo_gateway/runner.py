@@ -31,7 +31,7 @@ from nemo_gateway.context_client import ContextClient
 from nemo_gateway.grounding.relevance import relevant_hits
 from nemo_gateway.grounding.sources import Passage, number_sources
 from nemo_gateway.limits import InFlightLimit
-from nemo_gateway.prompts.knowledge import AnswerVariables, source_tokens
+from nemo_gateway.prompts.knowledge.answer import AnswerVariables, source_tokens
 from nemo_gateway.prompts.registry import AnySpec
 from nemo_gateway.prompts.spec import Lang, PromptInput, Strict
 from nemo_gateway.providers.base import Message, ModelProvider
