@@ -18,7 +18,7 @@ from nemo_gateway.prompts.registry import REGISTRY
 from nemo_gateway.prompts.spec import Lang, PromptInput
 from nemo_gateway.providers.factory import build_provider
 from nemo_gateway.settings import GatewaySettings
-from nemo_gateway.structured.pipeline import Path, run_model
+from nemo_gateway.structured.pipeline import RunPath, run_model
 from nemo_protos.gateway.v1 import answer_pb2, run_pb2
 from nemo_protos.gateway.v1 import gateway_service_pb2 as pb
 from nemo_testing.providers import Answer, Hang, HttpError, ScriptedProvider
@@ -374,7 +374,7 @@ async def test_a_guardrail_that_raises_falls_back_with_its_own_reason(
         await http.aclose()
     assert (outcome.accepted, outcome.path, outcome.reason) == (
         None,
-        Path.FALLBACK,
+        RunPath.FALLBACK,
         "GUARDRAIL_ERROR",
     )
     assert len(provider.requests) == 1

@@ -16,7 +16,7 @@ from google.protobuf.message import Message as ProtoMessage
 from pydantic import AfterValidator, BaseModel, ConfigDict
 
 from nemo_gateway.prompts.proto_mirror import mirrored
-from nemo_gateway.providers.base import Message, OutputSchema
+from nemo_gateway.providers.base import ChatMessage, OutputSchema
 from nemo_protos.context.v1 import conversation_pb2, item_bank_pb2, learner_context_pb2
 from nemo_protos.gateway.v1 import outputs_pb2, prompt_pb2
 from nemo_protos.type.v1 import locale_pb2
@@ -128,7 +128,7 @@ class PromptSpec(Generic[V, M, Out]):
     """What the model must produce (JSON), or for streamed prompts the reply text's wrapper."""
     output: type[Out]
     """The typed result, with the server-authoritative fields the model never sets."""
-    render: Callable[[PromptInput[V]], tuple[Message, ...]]
+    render: Callable[[PromptInput[V]], tuple[ChatMessage, ...]]
     guardrail: Callable[[M, PromptInput[V]], str | None]
     """Returns why the model's output is rejected, or None to accept it; never changes it."""
     finish: Callable[[M, PromptInput[V]], Out]

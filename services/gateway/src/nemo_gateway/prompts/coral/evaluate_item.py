@@ -10,7 +10,7 @@ from pydantic import Field
 from nemo_gateway.prompts.common import ANSWER_LANGUAGE, JSON_ONLY
 from nemo_gateway.prompts.coral.items import MULTIPLE_CHOICE_OPTIONS, ItemKind
 from nemo_gateway.prompts.spec import Lang, PromptInput, PromptSpec, Rpc, Strict
-from nemo_gateway.providers.base import Message
+from nemo_gateway.providers.base import ChatMessage
 
 Verdict = Literal["accept", "revise", "reject"]
 
@@ -49,7 +49,7 @@ _EVALUATE_SYSTEM: dict[Lang, str] = {
 }
 
 
-def render(prompt: PromptInput[EvaluateItemVariables]) -> tuple[Message, ...]:
+def render(prompt: PromptInput[EvaluateItemVariables]) -> tuple[ChatMessage, ...]:
     v, lang = prompt.variables, prompt.lang
     item = {
         "kind": v.kind,
@@ -61,8 +61,8 @@ def render(prompt: PromptInput[EvaluateItemVariables]) -> tuple[Message, ...]:
     }
     system = f"{_EVALUATE_SYSTEM[lang]} {ANSWER_LANGUAGE[lang]} {JSON_ONLY[lang]}"
     return (
-        Message("system", system),
-        Message("user", json.dumps(item, ensure_ascii=False)),
+        ChatMessage("system", system),
+        ChatMessage("user", json.dumps(item, ensure_ascii=False)),
     )
 
 

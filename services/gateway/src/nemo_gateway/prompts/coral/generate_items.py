@@ -11,7 +11,7 @@ from pydantic import Field
 from nemo_gateway.prompts.common import ANSWER_LANGUAGE, JSON_ONLY
 from nemo_gateway.prompts.coral.items import MULTIPLE_CHOICE_OPTIONS, ItemKind
 from nemo_gateway.prompts.spec import Lang, PromptInput, PromptSpec, Rpc, Strict
-from nemo_gateway.providers.base import Message
+from nemo_gateway.providers.base import ChatMessage
 from nemo_protos.context.v1 import item_bank_pb2
 from nemo_protos.gateway.v1 import outputs_pb2
 
@@ -95,7 +95,7 @@ _GENERATE_SYSTEM: dict[Lang, str] = {
 }
 
 
-def render(prompt: PromptInput[GenerateItemsVariables]) -> tuple[Message, ...]:
+def render(prompt: PromptInput[GenerateItemsVariables]) -> tuple[ChatMessage, ...]:
     v, lang = prompt.variables, prompt.lang
     request = {
         Lang.VI: (
@@ -108,7 +108,7 @@ def render(prompt: PromptInput[GenerateItemsVariables]) -> tuple[Message, ...]:
         ),
     }[lang]
     system = f"{_GENERATE_SYSTEM[lang]} {ANSWER_LANGUAGE[lang]} {JSON_ONLY[lang]}"
-    return (Message("system", system), Message("user", request))
+    return (ChatMessage("system", system), ChatMessage("user", request))
 
 
 def guardrail(draft: DraftItems, prompt: PromptInput[GenerateItemsVariables]) -> str | None:

@@ -48,8 +48,8 @@ from nemo_gateway.prompts.tags import (
     neutralise_tags,
     tagged,
 )
-from nemo_gateway.providers.base import Message
-from nemo_gateway.structured.pipeline import Reason
+from nemo_gateway.providers.base import ChatMessage
+from nemo_gateway.structured.pipeline import RunReason
 
 MAX_SENTENCES = 5
 
@@ -170,7 +170,7 @@ def citable(prompt: PromptInput[AnswerVariables]) -> frozenset[int]:
     return frozenset(s.number for s in prompt.sources if not s.flagged_as_instruction)
 
 
-def render(prompt: PromptInput[AnswerVariables]) -> tuple[Message, ...]:
+def render(prompt: PromptInput[AnswerVariables]) -> tuple[ChatMessage, ...]:
     lang, v = prompt.lang, prompt.variables
     length = _LENGTH[lang][1 if v.detailed else 0]
     system = _RULES[lang].format(length=length) + "\n" + JSON_ONLY[lang]
@@ -178,7 +178,7 @@ def render(prompt: PromptInput[AnswerVariables]) -> tuple[Message, ...]:
     # Passage texts, titles and ids are neutralised with the blocks; the question on its own.
     question = neutralise_tags(v.question)
     user = f"{tagged(SOURCES_TAG[lang], blocks)}\n\n{_QUESTION[lang]}: {question}"
-    return (Message("system", system), Message("user", user))
+    return (ChatMessage("system", system), ChatMessage("user", user))
 
 
 def check(draft: AnswerDraft, prompt: PromptInput[AnswerVariables]) -> Problem | None:
@@ -206,7 +206,7 @@ def check(draft: AnswerDraft, prompt: PromptInput[AnswerVariables]) -> Problem |
         "every sentence must end with the number of a source that supports it, or set covered "
         "to false; " + "; ".join(problems)
     )
-    return Problem(Reason.CITATION_CHECK_FAILED, text)
+    return Problem(RunReason.CITATION_CHECK_FAILED, text)
 
 
 def guardrail(draft: AnswerDraft, prompt: PromptInput[AnswerVariables]) -> str | None:

@@ -14,7 +14,7 @@ from nemo_gateway.prompts.learner.shared import (
     messages,
 )
 from nemo_gateway.prompts.spec import Lang, PromptInput, PromptSpec, Rpc, Strict
-from nemo_gateway.providers.base import Message
+from nemo_gateway.providers.base import ChatMessage
 
 
 class PlanDraft(Strict):
@@ -46,7 +46,7 @@ _PLAN_ROLE: dict[Lang, str] = {
 }
 
 
-def render(prompt: PromptInput[NoVariables]) -> tuple[Message, ...]:
+def render(prompt: PromptInput[NoVariables]) -> tuple[ChatMessage, ...]:
     task = {
         Lang.VI: "Giải thích kế hoạch học tập hiện tại.",
         Lang.EN: "Explain the current learning plan.",

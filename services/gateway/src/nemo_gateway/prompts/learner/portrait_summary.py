@@ -14,7 +14,7 @@ from nemo_gateway.prompts.learner.shared import (
     messages,
 )
 from nemo_gateway.prompts.spec import Lang, PromptInput, PromptSpec, Rpc, Strict
-from nemo_gateway.providers.base import Message
+from nemo_gateway.providers.base import ChatMessage
 from nemo_protos.context.v1 import learner_context_pb2 as ctx
 
 
@@ -49,7 +49,7 @@ _PORTRAIT_ROLE: dict[Lang, str] = {
 }
 
 
-def render(prompt: PromptInput[NoVariables]) -> tuple[Message, ...]:
+def render(prompt: PromptInput[NoVariables]) -> tuple[ChatMessage, ...]:
     task = {
         Lang.VI: "Viết chân dung học tập của học sinh.",
         Lang.EN: "Write the student's learning portrait.",

@@ -8,7 +8,7 @@ from typing import Any
 from nemo_gateway.prompts.common import ANSWER_LANGUAGE, CONTEXT_IS_DATA, JSON_ONLY
 from nemo_gateway.prompts.spec import Lang, PromptInput, Strict
 from nemo_gateway.prompts.tags import CONTEXT_TAG, neutralise_tags, tagged
-from nemo_gateway.providers.base import Message
+from nemo_gateway.providers.base import ChatMessage
 from nemo_protos.context.v1 import learner_context_pb2 as ctx
 
 MAX_TEXT_CHARS = 800
@@ -27,13 +27,13 @@ def context_bundle(prompt: PromptInput[Any]) -> ctx.ContextBundle:
     return prompt.context
 
 
-def messages(prompt: PromptInput[Any], role: dict[Lang, str], task: str) -> tuple[Message, ...]:
+def messages(prompt: PromptInput[Any], role: dict[Lang, str], task: str) -> tuple[ChatMessage, ...]:
     lang = prompt.lang
     system = " ".join((role[lang], CONTEXT_IS_DATA[lang], ANSWER_LANGUAGE[lang], JSON_ONLY[lang]))
     # The task holds the caller's question and topic titles: kept from posing as a data tag.
     context = tagged(CONTEXT_TAG[lang], context_bundle(prompt).rendered_text)
     user = f"{context}\n\n{neutralise_tags(task)}"
-    return (Message("system", system), Message("user", user))
+    return (ChatMessage("system", system), ChatMessage("user", user))
 
 
 def forbidden_strings(prompt: PromptInput[Any]) -> tuple[str, ...]:

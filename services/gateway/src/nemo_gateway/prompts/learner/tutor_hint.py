@@ -12,7 +12,7 @@ from nemo_gateway.prompts.learner.shared import (
     messages,
 )
 from nemo_gateway.prompts.spec import Lang, PromptInput, PromptSpec, Rpc, Strict
-from nemo_gateway.providers.base import Message
+from nemo_gateway.providers.base import ChatMessage
 from nemo_protos.context.v1 import learner_context_pb2 as ctx
 
 
@@ -66,7 +66,7 @@ _HINT_ROLE: dict[Lang, str] = {
 }
 
 
-def render(prompt: PromptInput[TutorHintVariables]) -> tuple[Message, ...]:
+def render(prompt: PromptInput[TutorHintVariables]) -> tuple[ChatMessage, ...]:
     v, entry = prompt.variables, _focus(prompt)
     title = entry.node_title if entry else v.node_id
     task = {

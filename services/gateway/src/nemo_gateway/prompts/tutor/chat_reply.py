@@ -13,7 +13,7 @@ from nemo_gateway.prompts.common import ANSWER_LANGUAGE, DISCLAIMER, text_proble
 from nemo_gateway.prompts.spec import Lang, PromptInput, PromptSpec, Rpc, Strict
 from nemo_gateway.prompts.tags import CONVERSATION_TAG, tagged
 from nemo_gateway.prompts.tutor.shared import DATA_RULE, conversation_bundle
-from nemo_gateway.providers.base import Message
+from nemo_gateway.providers.base import ChatMessage
 from nemo_protos.context.v1 import conversation_pb2 as conv
 
 CHAT_MAX_INPUT_TOKENS = 6000
@@ -35,16 +35,16 @@ def _conversation_data(bundle: conv.ConversationBundle, lang: Lang) -> str:
     return tagged(CONVERSATION_TAG[lang], body)
 
 
-def _history(bundle: conv.ConversationBundle) -> list[Message]:
+def _history(bundle: conv.ConversationBundle) -> list[ChatMessage]:
     """Earlier turns as chat messages; tool results appear as their summaries."""
-    messages: list[Message] = []
+    messages: list[ChatMessage] = []
     for message in bundle.recent_messages:
         if message.role == conv.MESSAGE_ROLE_USER:
-            messages.append(Message("user", message.content))
+            messages.append(ChatMessage("user", message.content))
         elif message.role == conv.MESSAGE_ROLE_ASSISTANT:
-            messages.append(Message("assistant", message.content))
+            messages.append(ChatMessage("assistant", message.content))
         elif message.type == conv.MESSAGE_TYPE_TOOL_RESULT:
-            messages.append(Message("assistant", f"[tool] {message.content}"))
+            messages.append(ChatMessage("assistant", f"[tool] {message.content}"))
     return messages
 
 
@@ -96,17 +96,17 @@ def _chat_rules(lang: Lang) -> str:
 def conversation_budget(requested: int, lang: Lang) -> int:
     """The token budget the conversation bundle is built with: the caller's, within what the
     chat prompt leaves once its rules are counted."""
-    room = CHAT_MAX_INPUT_TOKENS - prompt_tokens((Message("system", _chat_rules(lang)),))
+    room = CHAT_MAX_INPUT_TOKENS - prompt_tokens((ChatMessage("system", _chat_rules(lang)),))
     return min(requested or room, room)
 
 
-def render(prompt: PromptInput[ChatVariables]) -> tuple[Message, ...]:
+def render(prompt: PromptInput[ChatVariables]) -> tuple[ChatMessage, ...]:
     lang, bundle = prompt.lang, conversation_bundle(prompt)
     system = _chat_rules(lang) + "\n\n" + _conversation_data(bundle, lang)
     return (
-        Message("system", system),
+        ChatMessage("system", system),
         *_history(bundle),
-        Message("user", bundle.current_user_message or prompt.variables.user_message),
+        ChatMessage("user", bundle.current_user_message or prompt.variables.user_message),
     )
 
 

@@ -7,7 +7,7 @@ from nemo_gateway.prompts.common import ANSWER_LANGUAGE, JSON_ONLY, text_problem
 from nemo_gateway.prompts.spec import Lang, PromptInput, PromptSpec, Rpc, Strict
 from nemo_gateway.prompts.tags import CONVERSATION_TAG, tagged
 from nemo_gateway.prompts.tutor.shared import DATA_RULE, conversation_bundle
-from nemo_gateway.providers.base import Message
+from nemo_gateway.providers.base import ChatMessage
 from nemo_protos.context.v1 import conversation_pb2 as conv
 from nemo_protos.gateway.v1 import outputs_pb2
 
@@ -59,7 +59,7 @@ _SPEAKERS = {
 }
 
 
-def render(prompt: PromptInput[SummaryVariables]) -> tuple[Message, ...]:
+def render(prompt: PromptInput[SummaryVariables]) -> tuple[ChatMessage, ...]:
     lang, bundle = prompt.lang, conversation_bundle(prompt)
     transcript = "\n".join(
         f"{_SPEAKERS[m.role]}: {m.content}" for m in bundle.recent_messages if m.role in _SPEAKERS
@@ -67,7 +67,10 @@ def render(prompt: PromptInput[SummaryVariables]) -> tuple[Message, ...]:
     system = " ".join((_SUMMARY_ROLE[lang], DATA_RULE[lang], ANSWER_LANGUAGE[lang]))
     system += " " + JSON_ONLY[lang]
     body = f"{bundle.conversation_summary}\n\n{transcript}".strip()
-    return (Message("system", system), Message("user", tagged(CONVERSATION_TAG[lang], body)))
+    return (
+        ChatMessage("system", system),
+        ChatMessage("user", tagged(CONVERSATION_TAG[lang], body)),
+    )
 
 
 def guardrail(draft: SummaryDraft, prompt: PromptInput[SummaryVariables]) -> str | None:
