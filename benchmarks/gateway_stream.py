@@ -35,7 +35,7 @@ from benchmarks.gateway import CALLER_TOKEN, gateway_settings
 from benchmarks.load import server_process
 from nemo_core.db import connect, dsn_with
 from nemo_core.settings import DEFAULT_CALLER_TOKEN_METADATA_KEY
-from nemo_gateway.providers.base import Message, ModelRequest, TextDelta
+from nemo_gateway.providers.base import ChatMessage, ModelRequest, TextDelta
 from nemo_gateway.providers.factory import build_provider
 from nemo_protos.gateway.v1 import gateway_service_pb2 as pb
 from nemo_protos.gateway.v1 import gateway_service_pb2_grpc as pb_grpc
@@ -92,7 +92,7 @@ async def _direct(provider_url: str, concurrency: int, seconds: float) -> Stream
     assert provider is not None
     request = ModelRequest(
         model="bench",
-        messages=(Message("user", QUESTION),),
+        messages=(ChatMessage("user", QUESTION),),
         max_output_tokens=800,
         temperature=0.0,
         output_schema=None,

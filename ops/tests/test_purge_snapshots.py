@@ -13,8 +13,8 @@ from typing import Any
 import aioboto3
 import pytest
 
-from nemo_context.snapshot_objects import LIFECYCLE_RULE_ID, LocalDirectoryObjects
-from nemo_context.snapshots import DigestedSnapshotStore, persist_snapshot
+from nemo_context.snapshots.objects import LIFECYCLE_RULE_ID, LocalDirectoryObjects
+from nemo_context.snapshots.store import DigestedSnapshotStore, persist_snapshot
 from nemo_core.db import create_pool
 from nemo_ops.cli import main
 from nemo_protos.context.v1 import learner_context_pb2 as lc

@@ -280,7 +280,7 @@ def test_the_build_context_carries_what_the_builds_copy() -> None:
         ".venv/bin/python",
         ".nemo/dev.env",
         ".nemo/pseudonym.key",
-        "services/context/tests/test_snapshots.py",
+        "services/context/tests/snapshots/test_store.py",
         "ops/src/nemo_ops/__pycache__/cli.cpython-311.pyc",
         "libs/nemo-testing/src/nemo_testing/plugin.py",
         "deploy/k8s/create_secrets.py",

@@ -9,7 +9,7 @@ from typing import Any
 
 import aioboto3
 
-from nemo_context.snapshot_objects import LIFECYCLE_RULE_ID, SNAPSHOT_PREFIX, retention_rule
+from nemo_context.snapshots.objects import LIFECYCLE_RULE_ID, SNAPSHOT_PREFIX, retention_rule
 from nemo_testing.s3 import S3Endpoint
 from tests.deploy.deploy_manifests import REPO, container_environment, pod_spec, rendered, the
 

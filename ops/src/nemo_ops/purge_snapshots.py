@@ -18,9 +18,9 @@ from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import SecretStr, ValidationError
 
 from nemo_context.settings import ContextSettings
-from nemo_context.snapshot_objects import S3Objects
-from nemo_context.snapshot_retention import purge_snapshots
-from nemo_context.snapshots import create_snapshot_objects
+from nemo_context.snapshots.objects import S3Objects
+from nemo_context.snapshots.retention import purge_snapshots
+from nemo_context.snapshots.store import create_snapshot_objects
 from nemo_core.db import connect
 
 HELP = "delete context snapshots older than the retention period"

@@ -10,7 +10,7 @@ import grpc.aio
 import pytest
 
 from nemo_context.purposes import POLICY_VERSION, PURPOSES
-from nemo_context.snapshots import canonical_json
+from nemo_context.snapshots.store import canonical_json
 from nemo_core.errors import error_details
 from nemo_protos.context.v1 import context_service_pb2 as pb
 from nemo_protos.context.v1 import learner_context_pb2

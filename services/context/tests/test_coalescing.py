@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from nemo_context.coalescing import Coalescer, Outcomes
-from nemo_context.snapshot_objects import LocalDirectoryObjects
+from nemo_context.snapshots.objects import LocalDirectoryObjects
 
 
 class Doubler:

@@ -18,10 +18,11 @@ from nemo_gateway.budget import prompt_tokens
 from nemo_gateway.cache import ResultCache
 from nemo_gateway.context_client import ContextClient
 from nemo_gateway.errors import provider_busy
-from nemo_gateway.prompts import learner
+from nemo_gateway.prompts.learner.shared import NoVariables
+from nemo_gateway.prompts.learner.tutor_hint import TutorHintVariables
 from nemo_gateway.prompts.registry import REGISTRY
 from nemo_gateway.prompts.spec import Lang, PromptInput
-from nemo_gateway.prompts.tutor import CHAT_MAX_INPUT_TOKENS, conversation_budget
+from nemo_gateway.prompts.tutor.chat_reply import CHAT_MAX_INPUT_TOKENS, conversation_budget
 from nemo_gateway.providers.factory import build_provider
 from nemo_gateway.runner import Clock, Prepared, PromptRunner
 from nemo_gateway.settings import GatewaySettings
@@ -32,9 +33,9 @@ from nemo_testing.providers import Answer, ScriptedProvider
 from .gateway_testing import CONTEXT_CLIENT_TOKEN, FIXED_TIME, LLM_KEY, StartGateway
 
 LEARNER_PROMPTS = {
-    "learner.tutor_hint": learner.TutorHintVariables(),
-    "learner.plan_explanation": learner.NoVariables(),
-    "learner.portrait_summary": learner.NoVariables(),
+    "learner.tutor_hint": TutorHintVariables(),
+    "learner.plan_explanation": NoVariables(),
+    "learner.portrait_summary": NoVariables(),
 }
 VALID = {
     "learner.tutor_hint": {"hint": "Gợi ý."},

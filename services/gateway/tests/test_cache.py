@@ -21,7 +21,7 @@ from nemo_gateway.app import SERVICE_NAME, build
 from nemo_gateway.cache import CachedRun, CacheKey, ResultCache
 from nemo_gateway.context_client import ContextClient
 from nemo_gateway.errors import provider_busy
-from nemo_gateway.prompts.learner import TutorHintVariables
+from nemo_gateway.prompts.learner.tutor_hint import TutorHintVariables
 from nemo_gateway.prompts.registry import REGISTRY
 from nemo_gateway.prompts.spec import Lang
 from nemo_gateway.providers.factory import build_provider

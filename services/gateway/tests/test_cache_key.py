@@ -12,7 +12,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from nemo_gateway.cache import input_digest, messages_digest
-from nemo_gateway.prompts import coral, knowledge, learner
+from nemo_gateway.prompts.coral import generate_items
+from nemo_gateway.prompts.knowledge.answer import AnswerDraft, AnswerVariables
+from nemo_gateway.prompts.learner.plan_explanation import PlanDraft
+from nemo_gateway.prompts.learner.portrait_summary import PortraitDraft
+from nemo_gateway.prompts.learner.shared import NoVariables
+from nemo_gateway.prompts.learner.tutor_hint import HintDraft, TutorHintVariables
 from nemo_gateway.prompts.registry import REGISTRY
 from nemo_gateway.prompts.spec import Lang, NumberedSource, PromptInput
 from nemo_protos.context.v1 import learner_context_pb2 as ctx
@@ -48,7 +53,7 @@ def _prompt(draw: st.DrawFn, variables: Any, **extra: Any) -> PromptInput[Any]:
 
 @st.composite
 def _generate(draw: st.DrawFn) -> PromptInput[Any]:
-    variables = coral.GenerateItemsVariables(
+    variables = generate_items.GenerateItemsVariables(
         topic=draw(_TITLES), subject=draw(st.sampled_from(["math", "physics"])),
         grade=draw(st.integers(7, 8)), node_id=draw(_IDS.filter(bool)),
         kind="short_answer", count=draw(st.integers(1, 2)),
@@ -58,7 +63,7 @@ def _generate(draw: st.DrawFn) -> PromptInput[Any]:
 
 @st.composite
 def _hint(draw: st.DrawFn) -> PromptInput[Any]:
-    variables = learner.TutorHintVariables(
+    variables = TutorHintVariables(
         node_id=draw(_IDS), question=draw(st.sampled_from(["", "Câu 1?"]))
     )
     return _prompt(draw, variables, context=draw(_bundles()))
@@ -66,7 +71,7 @@ def _hint(draw: st.DrawFn) -> PromptInput[Any]:
 
 @st.composite
 def _plan(draw: st.DrawFn) -> PromptInput[Any]:
-    return _prompt(draw, learner.NoVariables(), context=draw(_bundles()))
+    return _prompt(draw, NoVariables(), context=draw(_bundles()))
 
 
 @st.composite
@@ -78,7 +83,7 @@ def _answer(draw: st.DrawFn) -> PromptInput[Any]:
         )
         for number in range(1, draw(st.integers(0, 2)) + 1)
     )  # fmt: skip
-    variables = knowledge.AnswerVariables(
+    variables = AnswerVariables(
         question=draw(st.sampled_from(["Bình phương một tổng?", "Phân số?"])),
         detailed=draw(st.booleans()),
     )
@@ -88,20 +93,20 @@ def _answer(draw: st.DrawFn) -> PromptInput[Any]:
 CASES = {
     "coral.generate_items": (
         _generate(),
-        coral.DraftItems(
-            items=(coral.DraftItem(kind="short_answer", stem="S", answer="A", rubric="R"),)
+        generate_items.DraftItems(
+            items=(generate_items.DraftItem(kind="short_answer", stem="S", answer="A", rubric="R"),)
         ),
     ),
-    "learner.tutor_hint": (_hint(), learner.HintDraft(hint="Gợi ý.")),
+    "learner.tutor_hint": (_hint(), HintDraft(hint="Gợi ý.")),
     "learner.plan_explanation": (
         _plan(),
-        learner.PlanDraft(explanation="Kế hoạch.", key_points=("Ý một",)),
+        PlanDraft(explanation="Kế hoạch.", key_points=("Ý một",)),
     ),
     "learner.portrait_summary": (
         _plan(),
-        learner.PortraitDraft(summary="Chân dung.", strengths=(), growth_areas=()),
+        PortraitDraft(summary="Chân dung.", strengths=(), growth_areas=()),
     ),
-    "knowledge.answer": (_answer(), knowledge.AnswerDraft(covered=True, answer="Đúng [1].")),
+    "knowledge.answer": (_answer(), AnswerDraft(covered=True, answer="Đúng [1].")),
 }
 
 
@@ -130,7 +135,9 @@ def test_inputs_the_old_key_confused_now_get_different_keys() -> None:
     # Same rendered prompt, different results: the node id, and a focus node whose title
     # another node shares.
     first = PromptInput(
-        coral.GenerateItemsVariables(topic="T", subject="math", grade=8, node_id="n1"), Lang.VI, NOW
+        generate_items.GenerateItemsVariables(topic="T", subject="math", grade=8, node_id="n1"),
+        Lang.VI,
+        NOW,
     )
     second = PromptInput(first.variables.model_copy(update={"node_id": "n2"}), Lang.VI, NOW)
     assert _key("coral.generate_items", first)[0] == _key("coral.generate_items", second)[0]
@@ -139,7 +146,7 @@ def test_inputs_the_old_key_confused_now_get_different_keys() -> None:
     bundle.mastery.add(node_id="n1", node_title="Phân số")
     bundle.mastery.add(node_id="n2", node_title="Phân số")
     hints = [
-        PromptInput(learner.TutorHintVariables(node_id=node), Lang.VI, NOW, context=bundle)
+        PromptInput(TutorHintVariables(node_id=node), Lang.VI, NOW, context=bundle)
         for node in ("n1", "n2")
     ]
     assert _key("learner.tutor_hint", hints[0])[0] == _key("learner.tutor_hint", hints[1])[0]

@@ -246,14 +246,14 @@ async def test_a_failing_server_is_retried_and_reported_unavailable(
 async def test_a_refused_stream_is_not_retried_either(
     start_gateway: StartGateway, provider: ScriptedProvider
 ) -> None:
-    from nemo_gateway.providers.base import Message, ModelRequest, ProviderRejected
+    from nemo_gateway.providers.base import ChatMessage, ModelRequest, ProviderRejected
     from nemo_gateway.providers.factory import build_provider
 
     gateway = await start_gateway(provider="openai", max_retries=3)
     http = build_provider(gateway.settings)
     assert http is not None
     provider.script_stream(LLAMA_CPP_PYTHON_INVALID, Stream(("x",)))
-    request = ModelRequest("m", (Message("user", "hi"),), 10, 0.0, None)
+    request = ModelRequest("m", (ChatMessage("user", "hi"),), 10, 0.0, None)
     try:
         with pytest.raises(ProviderRejected) as raised:
             async with http.open_stream(request, None):
@@ -325,11 +325,13 @@ async def test_the_output_token_limit_caps_every_prompt(
 def test_a_prompt_that_may_reason_is_sent_with_reasoning_on(
     server: str, model: str, field: str, on: object, off: object
 ) -> None:
-    from nemo_gateway.providers.base import Message, ModelRequest
+    from nemo_gateway.providers.base import ChatMessage, ModelRequest
     from nemo_gateway.providers.openai import OpenAIChatFormat
     from nemo_gateway.providers.servers import SERVERS
 
     wire = OpenAIChatFormat(SERVERS[server])  # type: ignore[index]
     for reasoning, expected in ((True, on), (False, off)):
-        request = ModelRequest(model, (Message("user", "x"),), 10, 0.0, None, reasoning=reasoning)
+        request = ModelRequest(
+            model, (ChatMessage("user", "x"),), 10, 0.0, None, reasoning=reasoning
+        )
         assert wire.body(request, stream=False)[field] == expected

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from google.protobuf.message import Message
 
-from nemo_gateway.prompts import coral
+from nemo_gateway.prompts.coral import evaluate_item
 from nemo_gateway.prompts.spec import Lang, PromptInput
 from nemo_protos.gateway.v1 import answer_pb2, outputs_pb2, run_pb2
 from nemo_protos.gateway.v1 import gateway_service_pb2 as pb
@@ -164,9 +164,11 @@ async def test_the_golden_output_is_what_the_baseline_function_returns(
         request, metadata=switched_off.metadata, timeout=10
     )
     prompt = PromptInput(
-        coral.EvaluateItemVariables.model_validate(EVALUATE), Lang.VI, FIXED_TIME.ToDatetime()
+        evaluate_item.EvaluateItemVariables.model_validate(EVALUATE),
+        Lang.VI,
+        FIXED_TIME.ToDatetime(),
     )
-    expected = coral.item_review_proto(coral.baseline_evaluate(prompt))
+    expected = evaluate_item.SPEC.to_proto(evaluate_item.baseline(prompt))
     assert response.output.SerializeToString(deterministic=True) == expected.SerializeToString(
         deterministic=True
     )

@@ -13,12 +13,12 @@ import grpc
 import pytest
 
 from nemo_core.errors import error_details
-from nemo_gateway.prompts import coral
+from nemo_gateway.prompts.coral import evaluate_item
 from nemo_gateway.prompts.registry import REGISTRY
 from nemo_gateway.prompts.spec import Lang, PromptInput
 from nemo_gateway.providers.factory import build_provider
 from nemo_gateway.settings import GatewaySettings
-from nemo_gateway.structured.pipeline import Path, run_model
+from nemo_gateway.structured.pipeline import RunPath, run_model
 from nemo_protos.gateway.v1 import answer_pb2, run_pb2
 from nemo_protos.gateway.v1 import gateway_service_pb2 as pb
 from nemo_testing.providers import Answer, Hang, HttpError, ScriptedProvider
@@ -54,9 +54,9 @@ async def _run(gateway: Gateway, deadline_seconds: float = 10) -> pb.RunPromptRe
 
 def _baseline_bytes() -> bytes:
     prompt = PromptInput(
-        coral.EvaluateItemVariables.model_validate(ITEM), Lang.VI, FIXED_TIME.ToDatetime()
+        evaluate_item.EvaluateItemVariables.model_validate(ITEM), Lang.VI, FIXED_TIME.ToDatetime()
     )
-    return coral.item_review_proto(coral.baseline_evaluate(prompt)).SerializeToString(
+    return evaluate_item.SPEC.to_proto(evaluate_item.baseline(prompt)).SerializeToString(
         deterministic=True
     )
 
@@ -361,7 +361,7 @@ async def test_a_guardrail_that_raises_falls_back_with_its_own_reason(
     http = build_provider(settings)
     assert http is not None
     prompt = PromptInput(
-        coral.EvaluateItemVariables.model_validate(ITEM), Lang.VI, FIXED_TIME.ToDatetime()
+        evaluate_item.EvaluateItemVariables.model_validate(ITEM), Lang.VI, FIXED_TIME.ToDatetime()
     )
     provider.script(Answer(json.dumps(VALID)), Answer(json.dumps(VALID)))
     try:
@@ -374,7 +374,7 @@ async def test_a_guardrail_that_raises_falls_back_with_its_own_reason(
         await http.aclose()
     assert (outcome.accepted, outcome.path, outcome.reason) == (
         None,
-        Path.FALLBACK,
+        RunPath.FALLBACK,
         "GUARDRAIL_ERROR",
     )
     assert len(provider.requests) == 1

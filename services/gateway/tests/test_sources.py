@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from nemo_gateway.budget import estimate_tokens, prompt_tokens
 from nemo_gateway.grounding.sources import Passage, merge_adjacent, number_sources
-from nemo_gateway.prompts.knowledge import AnswerVariables, source_tokens
+from nemo_gateway.prompts.knowledge.answer import AnswerVariables, source_tokens
 from nemo_gateway.prompts.registry import REGISTRY
 from nemo_gateway.prompts.spec import Lang, PromptInput
 

@@ -6,7 +6,7 @@ import json
 
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from nemo_gateway.providers.base import Message, ModelRequest, StreamEnd, Usage
+from nemo_gateway.providers.base import ChatMessage, ModelRequest, StreamEnd, Usage
 from nemo_gateway.providers.factory import build_provider
 from nemo_protos.gateway.v1 import gateway_service_pb2 as pb
 from nemo_testing.providers import Answer, Hang, ScriptedProvider, Stream
@@ -82,7 +82,7 @@ async def test_a_stream_without_usage_ends_with_unknown_usage(
     http = build_provider(gateway.settings)
     assert http is not None
     provider.script_stream(Stream(("Xin ", "chào"), usage=False), Stream(("Xin ", "chào")))
-    request = ModelRequest("m", (Message("user", "hi"),), 10, 0.0, None)
+    request = ModelRequest("m", (ChatMessage("user", "hi"),), 10, 0.0, None)
     ends: list[StreamEnd] = []
     try:
         for _ in range(2):

@@ -10,7 +10,7 @@ from nemo_context.pseudonym import pseudonymizer_from_settings
 from nemo_context.repository import PostgresLearnerRepository
 from nemo_context.servicer import ContextServicer
 from nemo_context.settings import ContextSettings
-from nemo_context.snapshots import create_snapshot_store
+from nemo_context.snapshots.store import create_snapshot_store
 from nemo_core.db import create_pool
 from nemo_core.server import Service, ServiceSetup
 from nemo_protos.context.v1 import context_service_pb2, context_service_pb2_grpc

@@ -47,7 +47,7 @@ from nemo_context.purposes import (
 )
 from nemo_context.render import render_bundle
 from nemo_context.repository import LearnerRecord, LearnerRepository
-from nemo_context.snapshots import SnapshotStore, with_snapshot
+from nemo_context.snapshots.store import SnapshotStore, with_snapshot
 from nemo_core.db import Connection
 from nemo_core.errors import ServiceError
 from nemo_protos.context.v1 import context_service_pb2

@@ -14,8 +14,8 @@ from nemo_context.conversation.record import record_turn
 from nemo_context.item_bank import store_generated_items
 from nemo_context.purposes import purpose_table
 from nemo_context.settings import ContextSettings
-from nemo_context.snapshot_reads import read_snapshot
-from nemo_context.snapshots import SnapshotStore
+from nemo_context.snapshots.reads import read_snapshot
+from nemo_context.snapshots.store import SnapshotStore
 from nemo_core.callers import current_caller
 from nemo_core.db import Pool
 from nemo_protos.context.v1 import context_service_pb2 as pb

@@ -26,9 +26,9 @@ from nemo_context.conversation.record import record_turn
 from nemo_context.conversation.redaction import ENCODED_MASK, FIELD_MASK, ID_MASK, VALUE_MASK
 from nemo_context.pseudonym import Pseudonymizer
 from nemo_context.purposes import Purpose, Slice
-from nemo_context.snapshot_objects import LocalDirectoryObjects
-from nemo_context.snapshot_reads import read_snapshot
-from nemo_context.snapshots import DigestedSnapshotStore
+from nemo_context.snapshots.objects import LocalDirectoryObjects
+from nemo_context.snapshots.reads import read_snapshot
+from nemo_context.snapshots.store import DigestedSnapshotStore
 from nemo_core.db import LEARNER_IDS_SETTING, Pool, connect, init_connection, learner_transaction
 from nemo_core.errors import ServiceError
 from nemo_protos.context.v1 import context_service_pb2 as service_pb

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from nemo_gateway.providers.base import Message, OutputSchema
+from nemo_gateway.providers.base import ChatMessage, OutputSchema
 
 CHARS_PER_TOKEN = 3
 MESSAGE_OVERHEAD_TOKENS = 4
@@ -24,7 +24,7 @@ def estimate_tokens(text: str) -> int:
     return math.ceil(len(text) / CHARS_PER_TOKEN)
 
 
-def prompt_tokens(messages: Iterable[Message], schema: OutputSchema | None = None) -> int:
+def prompt_tokens(messages: Iterable[ChatMessage], schema: OutputSchema | None = None) -> int:
     """Estimated input tokens of a model request with these messages and output schema."""
     total = sum(estimate_tokens(m.content) + MESSAGE_OVERHEAD_TOKENS for m in messages)
     return total + (estimate_tokens(schema.instruction) if schema is not None else 0)

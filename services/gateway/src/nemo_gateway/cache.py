@@ -25,7 +25,7 @@ from cachetools import TTLCache
 from google.protobuf.message import Message as ProtoMessage
 
 from nemo_gateway.prompts.spec import PromptInput
-from nemo_gateway.providers.base import Message
+from nemo_gateway.providers.base import ChatMessage
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +58,7 @@ def digest(value: Any) -> str:
     return hashlib.sha256(raw.encode()).hexdigest()
 
 
-def messages_digest(messages: tuple[Message, ...]) -> str:
+def messages_digest(messages: tuple[ChatMessage, ...]) -> str:
     return digest([[m.role, m.content] for m in messages])
 
 

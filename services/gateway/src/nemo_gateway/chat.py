@@ -31,17 +31,19 @@ from nemo_gateway.budget import prompt_tokens
 from nemo_gateway.errors import reply_rejected, reply_truncated, stream_broken
 from nemo_gateway.prompts.registry import REGISTRY, AnySpec
 from nemo_gateway.prompts.spec import Lang, PromptInput
-from nemo_gateway.prompts.tutor import (
+from nemo_gateway.prompts.tutor.chat_reply import (
     ChatReplyDraft,
     ChatVariables,
-    ConversationSummaryResult,
-    SummaryVariables,
     conversation_budget,
-    covered_turn,
     reply_problem,
 )
+from nemo_gateway.prompts.tutor.summarize_conversation import (
+    ConversationSummaryResult,
+    SummaryVariables,
+    covered_turn,
+)
 from nemo_gateway.providers.base import (
-    Message,
+    ChatMessage,
     ModelProvider,
     ModelRequest,
     ProviderFailure,
@@ -61,7 +63,7 @@ from nemo_gateway.runner import (
 )
 from nemo_gateway.screen import ReplyRejected, SentenceScreen
 from nemo_gateway.settings import GatewaySettings
-from nemo_gateway.structured.pipeline import Reason, Tally
+from nemo_gateway.structured.pipeline import RunPath, RunReason, Tally
 from nemo_protos.context.v1 import conversation_pb2 as conv
 from nemo_protos.gateway.v1 import gateway_service_pb2 as gw_pb
 from nemo_protos.gateway.v1 import run_pb2
@@ -73,7 +75,6 @@ BROKEN_TURN_RECORD_SECONDS = 2.0
 TURN_RECORD_RESERVE_SECONDS = 0.25
 """Kept back from the model's share of the caller's deadline, besides the fallback reserve: a
 baseline reply is recorded (a context service write) before the stream ends."""
-EMPTY_REPLY = "EMPTY_REPLY"
 
 
 @dataclass
@@ -87,7 +88,7 @@ class _Reply:
     failure: ProviderFailure | None = None
     rejected: ReplyRejected | None = None
 
-    def settle(self) -> tuple[str, str]:
+    def settle(self) -> tuple[RunPath, str]:
         """Add what the clean end reported to the tally; (path, reason): MODEL for a whole
         accepted reply; otherwise FALLBACK when the learner saw nothing (the baseline replaces
         it), or PARTIAL with the reason it broke off."""
@@ -99,16 +100,16 @@ class _Reply:
         elif self.tally.requests:
             self.tally.add_usage(Usage())  # a stream that never ended reported no usage
         if self.rejected is not None:
-            reason: str = Reason.GUARDRAIL_REJECTED
+            reason: str = RunReason.GUARDRAIL_REJECTED
         elif self.failure is not None:
             reason = self.failure.code
         elif end is not None and end.truncated:
-            reason = Reason.TRUNCATED
+            reason = RunReason.TRUNCATED
         elif not self.screen.shown:
-            reason = EMPTY_REPLY
+            reason = RunReason.EMPTY_REPLY
         else:
-            return "MODEL", ""
-        return ("PARTIAL" if self.screen.shown else "FALLBACK"), reason
+            return RunPath.MODEL, ""
+        return (RunPath.PARTIAL if self.screen.shown else RunPath.FALLBACK), reason
 
 
 class ChatStreamer:
@@ -168,9 +169,16 @@ class ChatStreamer:
         skip = self._skip_reason(spec, messages)
         if provider is None or skip is not None:
             names = (provider.name, self._settings.model_for(spec.tier)) if provider else ("", "")
-            name, model = names if skip is Reason.INPUT_TOO_LONG else (BASELINE_PROVIDER, "")
+            name, model = names if skip is RunReason.INPUT_TOO_LONG else (BASELINE_PROVIDER, "")
             async for response in self._fallback(
-                spec, prompt, clock, summary, skip or Reason.BASELINE_PROVIDER, Tally(), name, model
+                spec,
+                prompt,
+                clock,
+                summary,
+                skip or RunReason.BASELINE_PROVIDER,
+                Tally(),
+                name,
+                model,
             ):
                 yield response
             return
@@ -194,14 +202,14 @@ class ChatStreamer:
         ):
             yield response
 
-    def _skip_reason(self, spec: AnySpec, messages: tuple[Message, ...]) -> Reason | None:
+    def _skip_reason(self, spec: AnySpec, messages: tuple[ChatMessage, ...]) -> RunReason | None:
         """Why no model is asked: the kill switch, no provider, or a prompt over its limit."""
         if not self._settings.ai_enrichment_enabled:
-            return Reason.KILL_SWITCH
+            return RunReason.KILL_SWITCH
         if self._provider is None:
-            return Reason.BASELINE_PROVIDER
+            return RunReason.BASELINE_PROVIDER
         if prompt_tokens(messages) > spec.max_input_tokens:
-            return Reason.INPUT_TOO_LONG
+            return RunReason.INPUT_TOO_LONG
         return None
 
     async def _relay(
@@ -239,20 +247,20 @@ class ChatStreamer:
         clock: Clock,
         summary: asyncio.Task[conv.SummaryUpdate | None] | None,
         reply: _Reply,
-        outcome: tuple[str, str],
+        outcome: tuple[RunPath, str],
         model: tuple[str, str],
     ) -> AsyncIterator[gw_pb.StreamPromptResponse]:
         """Record the turn and end the stream as the reply ended."""
         (path, reason), (provider, model_name) = outcome, model
         shown = reply.screen.shown_text
-        if path == "PARTIAL":
+        if path is RunPath.PARTIAL:
             # The learner saw part of the reply: it is stored partial, never reused as context.
             await self._record_broken(prompt, shown, conv.MESSAGE_STATUS_PARTIAL)
             if reply.rejected is not None:
                 logger.warning("chat reply stopped by its guardrail", extra={"why": reply.rejected})
                 raise reply_rejected()
             raise stream_broken() if reply.failure is not None else reply_truncated()
-        if path == "FALLBACK":
+        if path is RunPath.FALLBACK:
             async for response in self._fallback(
                 spec, prompt, clock, summary, reason, reply.tally, provider, model_name
             ):

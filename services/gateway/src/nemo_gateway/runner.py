@@ -31,12 +31,12 @@ from nemo_gateway.cache import (
 from nemo_gateway.context_client import ContextClient
 from nemo_gateway.grounding.relevance import relevant_hits
 from nemo_gateway.grounding.sources import Passage, number_sources
-from nemo_gateway.prompts.knowledge import AnswerVariables, source_tokens
+from nemo_gateway.prompts.knowledge.answer import AnswerVariables, source_tokens
 from nemo_gateway.prompts.registry import AnySpec
 from nemo_gateway.prompts.spec import Lang, PromptInput, Strict
-from nemo_gateway.providers.base import Message, ModelProvider
+from nemo_gateway.providers.base import ChatMessage, ModelProvider
 from nemo_gateway.settings import GatewaySettings
-from nemo_gateway.structured.pipeline import Outcome, Path, Reason, Tally, run_model
+from nemo_gateway.structured.pipeline import Outcome, RunPath, RunReason, Tally, run_model
 from nemo_gateway.telemetry import genai_span, record_result
 from nemo_protos.gateway.v1 import run_pb2
 
@@ -81,7 +81,7 @@ class Prepared:
     """The caller's permission scope; cache entries never cross it."""
     input_ref: str = ""
     cacheable: bool = True
-    skip_model: Reason | None = field(default=None)
+    skip_model: RunReason | None = field(default=None)
     """Set when the input alone decides the baseline (no sources to answer from)."""
 
 
@@ -110,7 +110,9 @@ def prompt_span(
     )
 
 
-def record_tally(span: Span, tally: Tally, *, path: str, reason: str, input_ref: str = "") -> None:
+def record_tally(
+    span: Span, tally: Tally, *, path: RunPath, reason: str, input_ref: str = ""
+) -> None:
     """What the model calls of a run (not a cache hit) add up to, on its span."""
     record_result(
         span, path=path, reason=reason, attempts=tally.requests,
@@ -207,7 +209,9 @@ class PromptRunner:
                 await self._passages(variables), self._sources_budget(spec, question), source_tokens
             )
             prompt = PromptInput(variables, lang, clock.evaluated_at, sources=sources)
-            return Prepared(spec, prompt, scope, skip_model=None if sources else Reason.NO_SOURCES)
+            return Prepared(
+                spec, prompt, scope, skip_model=None if sources else RunReason.NO_SOURCES
+            )
         return Prepared(spec, PromptInput(variables, lang, clock.evaluated_at), scope)
 
     def _sources_budget(self, spec: AnySpec, question: PromptInput[Any]) -> int:
@@ -239,7 +243,7 @@ class PromptRunner:
         skip = self._skip_reason(prepared)
         provider = self._provider
         if skip is not None or provider is None:
-            reason = skip or Reason.BASELINE_PROVIDER
+            reason = skip or RunReason.BASELINE_PROVIDER
             return await self._baseline(
                 prepared, clock, reason, Tally(), provider=BASELINE_PROVIDER
             )
@@ -251,7 +255,7 @@ class PromptRunner:
             # No model is asked: the run record says where the output came from, and no GenAI
             # span claims a model call that did not happen.
             record = self._record(
-                prepared, clock, Path(cached.path), cached.reason, Tally(), provider.name,
+                prepared, clock, RunPath(cached.path), cached.reason, Tally(), provider.name,
                 model, cache_hit=True,
             )  # fmt: skip
             record.request_sha256 = cached.request_sha256
@@ -275,7 +279,7 @@ class PromptRunner:
         return await self._finish(prepared, clock, outcome, provider.name, model, key)
 
     def _cache_key(
-        self, prepared: Prepared, provider: str, model: str, rendered: tuple[Message, ...]
+        self, prepared: Prepared, provider: str, model: str, rendered: tuple[ChatMessage, ...]
     ) -> CacheKey | None:
         """The run's cache key; None when the run may not be cached or the cache is off."""
         if not (prepared.cacheable and self._cache.enabled):
@@ -305,11 +309,11 @@ class PromptRunner:
             scope=prepared.scope,
         )
 
-    def _skip_reason(self, prepared: Prepared) -> Reason | None:
+    def _skip_reason(self, prepared: Prepared) -> RunReason | None:
         if not self._settings.ai_enrichment_enabled:
-            return Reason.KILL_SWITCH
+            return RunReason.KILL_SWITCH
         if self._provider is None:
-            return Reason.BASELINE_PROVIDER
+            return RunReason.BASELINE_PROVIDER
         return prepared.skip_model
 
     async def _keep(self, spec: AnySpec, output: Any) -> None:
@@ -369,14 +373,14 @@ class PromptRunner:
     ) -> RunResult:
         output = prepared.spec.baseline(prepared.prompt)
         await self._keep(prepared.spec, output)
-        record = self._record(prepared, clock, Path.FALLBACK, reason, tally, provider, model)
+        record = self._record(prepared, clock, RunPath.FALLBACK, reason, tally, provider, model)
         return RunResult(output, record)
 
     def _record(
         self,
         prepared: Prepared,
         clock: Clock,
-        path: Path,
+        path: RunPath,
         reason: str,
         tally: Tally,
         provider: str,

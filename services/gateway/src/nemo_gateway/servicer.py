@@ -23,11 +23,13 @@ from nemo_gateway.errors import (
     unknown_prompt,
     wrong_rpc,
 )
-from nemo_gateway.prompts.knowledge import AnswerVariables, grounded_answer_message
+from nemo_gateway.prompts.knowledge.answer import AnswerVariables
+from nemo_gateway.prompts.proto_mirror import mirrored
 from nemo_gateway.prompts.registry import REGISTRY, AnySpec
 from nemo_gateway.prompts.spec import Lang, Rpc, Strict
-from nemo_gateway.prompts.tutor import ChatVariables
+from nemo_gateway.prompts.tutor.chat_reply import ChatVariables
 from nemo_gateway.runner import Clock, PromptRunner
+from nemo_protos.gateway.v1 import answer_pb2
 from nemo_protos.gateway.v1 import gateway_service_pb2 as pb
 from nemo_protos.gateway.v1 import gateway_service_pb2_grpc as pb_grpc
 
@@ -164,7 +166,9 @@ class GatewayServicer(pb_grpc.GatewayServiceServicer):
                 caller=caller,
             )
             result = await self._runner.execute(prepared, clock)
-        return pb.AnswerResponse(answer=grounded_answer_message(result.output), run=result.record)
+        return pb.AnswerResponse(
+            answer=mirrored(result.output, answer_pb2.GroundedAnswer), run=result.record
+        )
 
     async def ListPrompts(
         self, request: pb.ListPromptsRequest, context: Context

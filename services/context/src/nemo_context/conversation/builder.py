@@ -41,7 +41,7 @@ from nemo_context.gate import Gated, find_leak, gate
 from nemo_context.pseudonym import Pseudonymizer
 from nemo_context.purposes import POLICY_VERSION, TUTOR_CHAT, Purpose, Slice, purpose_named
 from nemo_context.settings import ContextSettings
-from nemo_context.snapshots import SnapshotStore, with_snapshot
+from nemo_context.snapshots.store import SnapshotStore, with_snapshot
 from nemo_core.db import Connection, Pool, learner_transaction
 from nemo_core.errors import ServiceError
 from nemo_core.structs import python_to_struct

@@ -1,4 +1,4 @@
-"""What a registered prompt is: the fields of one registry row and the input it runs on."""
+"""What a registered prompt is: the spec each prompt module declares and the input it runs on."""
 
 from __future__ import annotations
 
@@ -10,9 +10,13 @@ from enum import StrEnum
 from functools import cached_property
 from typing import Annotated, Any, Generic, Literal, TypeVar
 
+from google.protobuf import message_factory
+from google.protobuf.descriptor import Descriptor
+from google.protobuf.message import Message as ProtoMessage
 from pydantic import AfterValidator, BaseModel, ConfigDict
 
-from nemo_gateway.providers.base import Message, OutputSchema
+from nemo_gateway.prompts.proto_mirror import mirrored
+from nemo_gateway.providers.base import ChatMessage, OutputSchema
 from nemo_protos.context.v1 import conversation_pb2, item_bank_pb2, learner_context_pb2
 from nemo_protos.gateway.v1 import outputs_pb2, prompt_pb2
 from nemo_protos.type.v1 import locale_pb2
@@ -108,7 +112,7 @@ def no_problem(draft: Any, prompt: PromptInput[Any]) -> Problem | None:
 
 @dataclass(frozen=True)
 class PromptSpec(Generic[V, M, Out]):
-    """One registered prompt. The registry module lists them all."""
+    """One registered prompt, declared as ``SPEC`` by its module; the registry gathers them."""
 
     prompt_id: str
     version: str
@@ -124,21 +128,25 @@ class PromptSpec(Generic[V, M, Out]):
     """What the model must produce (JSON), or for streamed prompts the reply text's wrapper."""
     output: type[Out]
     """The typed result, with the server-authoritative fields the model never sets."""
-    render: Callable[[PromptInput[V]], tuple[Message, ...]]
+    render: Callable[[PromptInput[V]], tuple[ChatMessage, ...]]
     guardrail: Callable[[M, PromptInput[V]], str | None]
     """Returns why the model's output is rejected, or None to accept it; never changes it."""
     finish: Callable[[M, PromptInput[V]], Out]
     """Adds the server-authoritative fields to an accepted model output."""
     baseline: Callable[[PromptInput[V]], Out]
     """The deterministic result: no model, no clock, no randomness."""
-    to_proto: Callable[[Out], outputs_pb2.PromptOutput]
-    """What a client receives; server-side fields (answer keys, rubrics) are left out."""
+    output_field: str
+    """The field of ``PromptOutput`` that carries the result."""
     bank_items: Callable[[Out], tuple[item_bank_pb2.GeneratedItem, ...]] | None = None
     """Items a result puts in the knowledge item bank, with the answer keys and rubrics its
     client view leaves out; stored through the context service before the result is returned."""
     check: Callable[[M, PromptInput[V]], Problem | None] = no_problem
     """What the model can still fix in a schema-valid output: re-asked with the problem, unlike
     a guardrail rejection, which goes straight to the baseline."""
+    client_view: Callable[[Out], ProtoMessage] | None = None
+    """The message a client receives, for results with server-side fields it must not see
+    (answer keys, rubrics); None: the result mirrors its message field by field
+    (:mod:`.proto_mirror`), which the registry checks when it is built."""
     temperature: float = 0.0
     reasoning: bool = False
     """Whether the model may reason before it answers, where the server can switch it (the
@@ -149,6 +157,27 @@ class PromptSpec(Generic[V, M, Out]):
     def ref(self) -> str:
         """``id@version``."""
         return f"{self.prompt_id}@{self.version}"
+
+    @cached_property
+    def output_descriptor(self) -> Descriptor:
+        """The message type of :attr:`output_field`."""
+        field = outputs_pb2.PromptOutput.DESCRIPTOR.fields_by_name[self.output_field]
+        if field.message_type is None:
+            raise ValueError(f"PromptOutput.{self.output_field} is not a message")
+        return field.message_type
+
+    @cached_property
+    def output_message(self) -> type[ProtoMessage]:
+        return message_factory.GetMessageClass(self.output_descriptor)
+
+    def to_proto(self, result: Out) -> outputs_pb2.PromptOutput:
+        """What a client receives."""
+        if self.client_view is None:
+            message = mirrored(result, self.output_message)
+        else:
+            message = self.client_view(result)
+        fields: dict[str, Any] = {self.output_field: message}
+        return outputs_pb2.PromptOutput(**fields)
 
     @property
     def streamed(self) -> bool:

@@ -14,7 +14,7 @@ Role = Literal["system", "user", "assistant"]
 
 
 @dataclass(frozen=True, slots=True)
-class Message:
+class ChatMessage:
     """One chat message of a model request."""
 
     role: Role
@@ -51,7 +51,7 @@ class ModelRequest:
     """A model call, before it is put into a provider's wire format."""
 
     model: str
-    messages: tuple[Message, ...]
+    messages: tuple[ChatMessage, ...]
     max_output_tokens: int
     temperature: float
     output_schema: OutputSchema | None

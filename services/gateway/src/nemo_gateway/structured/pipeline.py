@@ -31,7 +31,7 @@ from pydantic import ValidationError
 from nemo_gateway.budget import prompt_tokens
 from nemo_gateway.prompts.spec import PromptInput, PromptSpec
 from nemo_gateway.providers.base import (
-    Message,
+    ChatMessage,
     ModelProvider,
     ModelRequest,
     ProviderFailure,
@@ -43,14 +43,21 @@ from nemo_gateway.structured.latex import ambiguous_latex, control_characters
 logger = logging.getLogger(__name__)
 
 
-class Path(StrEnum):
+class RunPath(StrEnum):
+    """How a run reached its result: the run record's ``RunPath`` (by member name), plus the one
+    ending of a streamed reply that no run record carries."""
+
     MODEL = "MODEL"
     REPAIRED = "REPAIRED"
     FALLBACK = "FALLBACK"
+    PARTIAL = "PARTIAL"
+    """A streamed reply that broke off after the learner saw part of it: the stream ends with an
+    error and the path reaches telemetry only."""
 
 
-class Reason(StrEnum):
-    """Run record reasons; a clean MODEL run has none."""
+class RunReason(StrEnum):
+    """Run record reasons (``RunRecord.reason``), not ErrorInfo reasons; a clean MODEL run has
+    none. A provider failure's reason is its ``ProviderFailure.code``."""
 
     BRACE_SLICE = Step.BRACE_SLICE.value
     BACKSLASH_REPAIR = Step.BACKSLASH_REPAIR.value
@@ -64,6 +71,8 @@ class Reason(StrEnum):
     BASELINE_PROVIDER = "BASELINE_PROVIDER"
     NO_SOURCES = "NO_SOURCES"
     INPUT_TOO_LONG = "INPUT_TOO_LONG"
+    EMPTY_REPLY = "EMPTY_REPLY"
+    """A streamed reply that ended before the learner saw any of it."""
 
 
 @dataclass(slots=True)
@@ -99,7 +108,7 @@ class Outcome:
     """The result of a run: an accepted model output, or None for the baseline."""
 
     accepted: Any | None
-    path: Path
+    path: RunPath
     reason: str
     tally: Tally
     detail: str = ""
@@ -114,9 +123,9 @@ def _validation_text(error: ValidationError) -> str:
     return "; ".join(problems[:10])
 
 
-def reask_message(problem: str, schema: dict[str, Any]) -> Message:
+def reask_message(problem: str, schema: dict[str, Any]) -> ChatMessage:
     """What the model is told after an answer that could not be used."""
-    return Message(
+    return ChatMessage(
         "user",
         "Your previous answer could not be used: "
         f"{problem}. Answer again with only one JSON value that follows this JSON Schema "
@@ -148,7 +157,7 @@ def _check_answer(spec: PromptSpec[Any, Any, Any], text: str) -> tuple[Any, Step
 async def run_model(
     spec: PromptSpec[Any, Any, Any],
     prompt: PromptInput[Any],
-    rendered: tuple[Message, ...],
+    rendered: tuple[ChatMessage, ...],
     provider: ModelProvider,
     *,
     model: str,
@@ -162,12 +171,12 @@ async def run_model(
     tally = Tally()
     reasked = False
     problem = ""
-    exhausted: str = Reason.ATTEMPTS_EXHAUSTED
+    exhausted: str = RunReason.ATTEMPTS_EXHAUSTED
     for _ in range(max_attempts):
         if prompt_tokens(messages, spec.request_schema) > spec.max_input_tokens:
             # Never sent: a re-ask that would carry the prompt past its limit ends the run too.
             detail = f"the prompt would exceed {spec.max_input_tokens} input tokens"
-            return Outcome(None, Path.FALLBACK, Reason.INPUT_TOO_LONG, tally, detail)
+            return Outcome(None, RunPath.FALLBACK, RunReason.INPUT_TOO_LONG, tally, detail)
         request = ModelRequest(
             model=model,
             messages=tuple(messages),
@@ -180,15 +189,15 @@ async def run_model(
             completion = await provider.complete(request, deadline)
         except ProviderFailure as failure:
             tally.add_failure(failure)
-            return Outcome(None, Path.FALLBACK, failure.code, tally, str(failure))
+            return Outcome(None, RunPath.FALLBACK, failure.code, tally, str(failure))
         tally.requests += completion.requests
         tally.request_sha256 = completion.request_sha256
         tally.response_model = completion.response_model
         tally.finish_reasons.append(completion.finish_reason)
         tally.add_usage(completion.usage)
         if completion.truncated:
-            return Outcome(None, Path.FALLBACK, Reason.TRUNCATED, tally)
-        exhausted = Reason.ATTEMPTS_EXHAUSTED
+            return Outcome(None, RunPath.FALLBACK, RunReason.TRUNCATED, tally)
+        exhausted = RunReason.ATTEMPTS_EXHAUSTED
         try:
             value, step = _check_answer(spec, completion.text)
         except ParseFailure as failure:
@@ -201,17 +210,17 @@ async def run_model(
             except Exception:
                 logger.error("prompt check raised", extra={"prompt": spec.ref}, exc_info=True)
                 detail = "the prompt's check raised"
-                return Outcome(None, Path.FALLBACK, Reason.GUARDRAIL_ERROR, tally, detail)
+                return Outcome(None, RunPath.FALLBACK, RunReason.GUARDRAIL_ERROR, tally, detail)
             if fixable is not None:
                 problem, exhausted = fixable.text, fixable.reason
             else:
                 return _judged(spec, prompt, value, step, tally, reasked=reasked)
         reasked = True
         messages += [
-            Message("assistant", completion.text),
+            ChatMessage("assistant", completion.text),
             reask_message(problem, spec.output_schema),
         ]
-    return Outcome(None, Path.FALLBACK, exhausted, tally, problem)
+    return Outcome(None, RunPath.FALLBACK, exhausted, tally, problem)
 
 
 def _judged(
@@ -231,11 +240,13 @@ def _judged(
         # Model output must never turn into INTERNAL: a guardrail that cannot decide fails
         # closed, to the baseline.
         logger.error("guardrail raised", extra={"prompt": spec.ref}, exc_info=True)
-        return Outcome(None, Path.FALLBACK, Reason.GUARDRAIL_ERROR, tally, "the guardrail raised")
+        return Outcome(
+            None, RunPath.FALLBACK, RunReason.GUARDRAIL_ERROR, tally, "the guardrail raised"
+        )
     if rejection is not None:
-        return Outcome(None, Path.FALLBACK, Reason.GUARDRAIL_REJECTED, tally, rejection)
+        return Outcome(None, RunPath.FALLBACK, RunReason.GUARDRAIL_REJECTED, tally, rejection)
     if reasked:
-        return Outcome(value, Path.REPAIRED, Reason.REASKED, tally)
+        return Outcome(value, RunPath.REPAIRED, RunReason.REASKED, tally)
     if step is Step.STRICT:
-        return Outcome(value, Path.MODEL, "", tally)
-    return Outcome(value, Path.REPAIRED, step.value, tally)
+        return Outcome(value, RunPath.MODEL, "", tally)
+    return Outcome(value, RunPath.REPAIRED, step.value, tally)

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 
-from nemo_context.snapshot_objects import SnapshotObjects
+from nemo_context.snapshots.objects import SnapshotObjects
 from nemo_core.db import Connection
 
 

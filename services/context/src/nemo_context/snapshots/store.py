@@ -32,8 +32,8 @@ from opentelemetry import metrics
 from nemo_context.gate import Gated
 from nemo_context.proto_json import message_to_json_object
 from nemo_context.settings import ContextSettings
-from nemo_context.snapshot_digests import DigestRecorder, DigestRow
-from nemo_context.snapshot_objects import (
+from nemo_context.snapshots.digests import DigestRecorder, DigestRow
+from nemo_context.snapshots.objects import (
     SNAPSHOT_PREFIX,
     LocalDirectoryObjects,
     ObjectNotFoundError,

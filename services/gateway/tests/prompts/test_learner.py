@@ -13,8 +13,12 @@ from nemo_core.errors import error_details
 from nemo_protos.gateway.v1 import gateway_service_pb2 as pb
 from nemo_protos.gateway.v1 import run_pb2
 from nemo_testing.providers import Answer, ScriptedProvider
-
-from .gateway_testing import FIXED_TIME, PSEUDONYM_KEY, StartGateway, variables
+from services.gateway.tests.gateway_testing import (
+    FIXED_TIME,
+    PSEUDONYM_KEY,
+    StartGateway,
+    variables,
+)
 
 
 async def test_a_hint_carries_the_learner_context_and_names_its_snapshot(

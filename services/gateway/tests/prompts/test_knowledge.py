@@ -11,8 +11,7 @@ from nemo_protos.gateway.v1 import answer_pb2, run_pb2
 from nemo_protos.gateway.v1 import gateway_service_pb2 as pb
 from nemo_protos.type.v1 import locale_pb2
 from nemo_testing.providers import Answer, ScriptedProvider
-
-from .gateway_testing import FIXED_TIME, StartGateway
+from services.gateway.tests.gateway_testing import FIXED_TIME, StartGateway
 
 PASSAGES = [
     answer_pb2.Passage(

@@ -38,6 +38,8 @@ from nemo_gateway.prompts.spec import (
     NumberedSource,
     Problem,
     PromptInput,
+    PromptSpec,
+    Rpc,
     Strict,
 )
 from nemo_gateway.prompts.tags import (
@@ -46,9 +48,8 @@ from nemo_gateway.prompts.tags import (
     neutralise_tags,
     tagged,
 )
-from nemo_gateway.providers.base import Message
-from nemo_gateway.structured.pipeline import Reason
-from nemo_protos.gateway.v1 import answer_pb2, outputs_pb2
+from nemo_gateway.providers.base import ChatMessage
+from nemo_gateway.structured.pipeline import RunReason
 
 MAX_SENTENCES = 5
 
@@ -169,7 +170,7 @@ def citable(prompt: PromptInput[AnswerVariables]) -> frozenset[int]:
     return frozenset(s.number for s in prompt.sources if not s.flagged_as_instruction)
 
 
-def render_answer(prompt: PromptInput[AnswerVariables]) -> tuple[Message, ...]:
+def render(prompt: PromptInput[AnswerVariables]) -> tuple[ChatMessage, ...]:
     lang, v = prompt.lang, prompt.variables
     length = _LENGTH[lang][1 if v.detailed else 0]
     system = _RULES[lang].format(length=length) + "\n" + JSON_ONLY[lang]
@@ -177,10 +178,10 @@ def render_answer(prompt: PromptInput[AnswerVariables]) -> tuple[Message, ...]:
     # Passage texts, titles and ids are neutralised with the blocks; the question on its own.
     question = neutralise_tags(v.question)
     user = f"{tagged(SOURCES_TAG[lang], blocks)}\n\n{_QUESTION[lang]}: {question}"
-    return (Message("system", system), Message("user", user))
+    return (ChatMessage("system", system), ChatMessage("user", user))
 
 
-def check_answer(draft: AnswerDraft, prompt: PromptInput[AnswerVariables]) -> Problem | None:
+def check(draft: AnswerDraft, prompt: PromptInput[AnswerVariables]) -> Problem | None:
     """The citation report of a covered answer, when the model has something to fix."""
     if not draft.covered:
         return None
@@ -205,10 +206,10 @@ def check_answer(draft: AnswerDraft, prompt: PromptInput[AnswerVariables]) -> Pr
         "every sentence must end with the number of a source that supports it, or set covered "
         "to false; " + "; ".join(problems)
     )
-    return Problem(Reason.CITATION_CHECK_FAILED, text)
+    return Problem(RunReason.CITATION_CHECK_FAILED, text)
 
 
-def guard_answer(draft: AnswerDraft, prompt: PromptInput[AnswerVariables]) -> str | None:
+def guardrail(draft: AnswerDraft, prompt: PromptInput[AnswerVariables]) -> str | None:
     if draft.covered and looks_like_instructions(draft.answer):
         return "the answer reads like instructions aimed at a model"
     return None
@@ -240,7 +241,7 @@ def _result(
     )
 
 
-def finish_answer(draft: AnswerDraft, prompt: PromptInput[AnswerVariables]) -> GroundedAnswerResult:
+def finish(draft: AnswerDraft, prompt: PromptInput[AnswerVariables]) -> GroundedAnswerResult:
     if not draft.covered:
         return _result(NOT_COVERED[prompt.lang], False, prompt)
     return _result(draft.answer.strip(), True, prompt)
@@ -250,7 +251,7 @@ _TRAILING_PUNCTUATION = re.compile(r"[.!?…:;,\s]+$")
 BASELINE_SOURCES = 3
 
 
-def baseline_answer(prompt: PromptInput[AnswerVariables]) -> GroundedAnswerResult:
+def baseline(prompt: PromptInput[AnswerVariables]) -> GroundedAnswerResult:
     """Without a model: the opening sentence of the strongest sources that were not withheld and
     match the question, each cited; the fixed reply when there is none."""
     question = prompt.variables.question
@@ -270,29 +271,23 @@ def baseline_answer(prompt: PromptInput[AnswerVariables]) -> GroundedAnswerResul
     return _result(" ".join(sentences), True, prompt)
 
 
-def grounded_answer_message(result: GroundedAnswerResult) -> answer_pb2.GroundedAnswer:
-    check = result.citation_check
-    return answer_pb2.GroundedAnswer(
-        answer=result.answer,
-        covered=result.covered,
-        sources=[
-            answer_pb2.Source(
-                number=s.number,
-                document_id=s.document_id,
-                title=s.title,
-                flagged_as_instruction=s.flagged_as_instruction,
-            )
-            for s in result.sources
-        ],
-        citation_check=answer_pb2.CitationCheck(
-            valid_citations=check.valid_citations,
-            invalid_citations=check.invalid_citations,
-            uncited_sentence_count=check.uncited_sentence_count,
-            sentence_count=check.sentence_count,
-        ),
-        disclaimer=result.disclaimer,
-    )
-
-
-def grounded_answer_proto(result: GroundedAnswerResult) -> outputs_pb2.PromptOutput:
-    return outputs_pb2.PromptOutput(grounded_answer=grounded_answer_message(result))
+SPEC = PromptSpec(
+    prompt_id="knowledge.answer",
+    version="2",
+    description="Answers a question from numbered knowledge passages, with checked "
+    "citations, or says the documents do not cover it.",
+    purpose=None,
+    rpc=Rpc.ANSWER,
+    tier="strong",
+    max_input_tokens=6000,
+    max_output_tokens=1000,
+    variables=AnswerVariables,
+    model_output=AnswerDraft,
+    output=GroundedAnswerResult,
+    render=render,
+    guardrail=guardrail,
+    check=check,
+    finish=finish,
+    baseline=baseline,
+    output_field="grounded_answer",
+)

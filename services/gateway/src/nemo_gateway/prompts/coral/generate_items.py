@@ -1,33 +1,19 @@
-"""Content-only prompts: generating and reviewing practice items.
-
-These prompts may see no learner data. Their variables name curriculum content only (topic,
-subject, grade, item text) and refuse anything else; they have no purpose, so the gateway never
-builds a learner context for them and refuses a request that names a learner.
-
-A generated item's answer key and rubric are kept in the typed result on the server, where the
-guardrail checks them (a multiple-choice key must be one of the choices), and stored with the
-item in the knowledge item bank (through the context service) so answers to it can be graded;
-what a client receives has neither, only the item ids.
-"""
+"""coral.generate_items: practice items for one knowledge node, kept with their answer key and
+rubric on the server and in the item bank; the client sees neither."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-from typing import Literal
 
 from pydantic import Field
 
 from nemo_gateway.prompts.common import ANSWER_LANGUAGE, JSON_ONLY
-from nemo_gateway.prompts.spec import Lang, PromptInput, Strict
-from nemo_gateway.providers.base import Message
+from nemo_gateway.prompts.coral.items import MULTIPLE_CHOICE_OPTIONS, ItemKind
+from nemo_gateway.prompts.spec import Lang, PromptInput, PromptSpec, Rpc, Strict
+from nemo_gateway.providers.base import ChatMessage
 from nemo_protos.context.v1 import item_bank_pb2
 from nemo_protos.gateway.v1 import outputs_pb2
-
-ItemKind = Literal["multiple_choice", "short_answer"]
-MULTIPLE_CHOICE_OPTIONS = 4
-
-# --- coral.generate_items -----------------------------------------------------------------
 
 
 class GenerateItemsVariables(Strict):
@@ -109,7 +95,7 @@ _GENERATE_SYSTEM: dict[Lang, str] = {
 }
 
 
-def render_generate(prompt: PromptInput[GenerateItemsVariables]) -> tuple[Message, ...]:
+def render(prompt: PromptInput[GenerateItemsVariables]) -> tuple[ChatMessage, ...]:
     v, lang = prompt.variables, prompt.lang
     request = {
         Lang.VI: (
@@ -122,10 +108,10 @@ def render_generate(prompt: PromptInput[GenerateItemsVariables]) -> tuple[Messag
         ),
     }[lang]
     system = f"{_GENERATE_SYSTEM[lang]} {ANSWER_LANGUAGE[lang]} {JSON_ONLY[lang]}"
-    return (Message("system", system), Message("user", request))
+    return (ChatMessage("system", system), ChatMessage("user", request))
 
 
-def guard_generate(draft: DraftItems, prompt: PromptInput[GenerateItemsVariables]) -> str | None:
+def guardrail(draft: DraftItems, prompt: PromptInput[GenerateItemsVariables]) -> str | None:
     v = prompt.variables
     if len(draft.items) != v.count:
         return f"{len(draft.items)} items instead of {v.count}"
@@ -146,9 +132,7 @@ def guard_generate(draft: DraftItems, prompt: PromptInput[GenerateItemsVariables
     return None
 
 
-def finish_generate(
-    draft: DraftItems, prompt: PromptInput[GenerateItemsVariables]
-) -> GeneratedItemsResult:
+def finish(draft: DraftItems, prompt: PromptInput[GenerateItemsVariables]) -> GeneratedItemsResult:
     node_id = prompt.variables.node_id
     return GeneratedItemsResult(
         node_id=node_id,
@@ -203,7 +187,7 @@ _BASELINE_ITEMS: dict[Lang, tuple[tuple[str, str], ...]] = {
 }
 
 
-def baseline_generate(prompt: PromptInput[GenerateItemsVariables]) -> GeneratedItemsResult:
+def baseline(prompt: PromptInput[GenerateItemsVariables]) -> GeneratedItemsResult:
     v = prompt.variables
     templates = _BASELINE_ITEMS[prompt.lang]
     count = min(v.count, len(templates))
@@ -241,139 +225,39 @@ def bank_items(result: GeneratedItemsResult) -> tuple[item_bank_pb2.GeneratedIte
     )
 
 
-def generated_items_proto(result: GeneratedItemsResult) -> outputs_pb2.PromptOutput:
-    """The client's view: no answer key, no rubric."""
-    return outputs_pb2.PromptOutput(
-        generated_items=outputs_pb2.GeneratedItems(
-            items=[
-                outputs_pb2.GeneratedItem(
-                    item_id=item.item_id,
-                    position=item.position,
-                    kind=item.kind,
-                    stem=item.stem,
-                    choices=item.choices,
-                )
-                for item in result.items
-            ]
-        )
+def client_view(result: GeneratedItemsResult) -> outputs_pb2.GeneratedItems:
+    """The client's view: no answer key, no rubric (and no node id, which the caller named)."""
+    return outputs_pb2.GeneratedItems(
+        items=[
+            outputs_pb2.GeneratedItem(
+                item_id=item.item_id,
+                position=item.position,
+                kind=item.kind,
+                stem=item.stem,
+                choices=item.choices,
+            )
+            for item in result.items
+        ]
     )
 
 
-# --- coral.evaluate_item ------------------------------------------------------------------
-
-Verdict = Literal["accept", "revise", "reject"]
-
-
-class EvaluateItemVariables(Strict):
-    """The item to review: its content only."""
-
-    stem: str = Field(min_length=1, max_length=1000)
-    kind: ItemKind
-    choices: tuple[str, ...] = ()
-    answer_key: str = Field("", max_length=500)
-    subject: str = Field(min_length=1, max_length=50)
-    grade: int = Field(ge=1, le=12)
-
-
-class ItemReview(Strict):
-    """The model's answer for coral.evaluate_item, and the typed result."""
-
-    verdict: Verdict
-    issues: tuple[str, ...] = ()
-    summary: str = Field(min_length=1, max_length=600)
-
-
-_EVALUATE_SYSTEM: dict[Lang, str] = {
-    Lang.VI: (
-        "Bạn thẩm định chất lượng một câu hỏi luyện tập: đúng kiến thức, rõ ràng, hợp lứa tuổi, "
-        "đáp án đúng và duy nhất. verdict là accept (dùng được), revise (cần sửa) hoặc reject "
-        "(bỏ). Với revise và reject, liệt kê từng vấn đề trong issues; với accept, issues rỗng."
-    ),
-    Lang.EN: (
-        "You review the quality of one practice question: correct content, clear wording, right "
-        "for the age, one right answer. verdict is accept (usable), revise (needs changes) or "
-        "reject (drop it). For revise and reject, list each problem in issues; for accept, "
-        "issues is empty."
-    ),
-}
-
-
-def render_evaluate(prompt: PromptInput[EvaluateItemVariables]) -> tuple[Message, ...]:
-    v, lang = prompt.variables, prompt.lang
-    item = {
-        "kind": v.kind,
-        "stem": v.stem,
-        "choices": list(v.choices),
-        "answer_key": v.answer_key,
-        "subject": v.subject,
-        "grade": v.grade,
-    }
-    system = f"{_EVALUATE_SYSTEM[lang]} {ANSWER_LANGUAGE[lang]} {JSON_ONLY[lang]}"
-    return (
-        Message("system", system),
-        Message("user", json.dumps(item, ensure_ascii=False)),
-    )
-
-
-def guard_evaluate(review: ItemReview, prompt: PromptInput[EvaluateItemVariables]) -> str | None:
-    if review.verdict == "accept" and review.issues:
-        return "an accepted item lists issues"
-    if review.verdict != "accept" and not review.issues:
-        return f"a {review.verdict} verdict lists no issue"
-    return None
-
-
-def finish_evaluate(review: ItemReview, prompt: PromptInput[EvaluateItemVariables]) -> ItemReview:
-    return review
-
-
-_STRUCTURE_ISSUES: dict[Lang, dict[str, str]] = {
-    Lang.VI: {
-        "choices": f"Câu trắc nghiệm cần đúng {MULTIPLE_CHOICE_OPTIONS} lựa chọn khác nhau.",
-        "key_missing": "Chưa có đáp án.",
-        "key_not_choice": "Đáp án không nằm trong các lựa chọn.",
-        "short_choices": "Câu tự luận ngắn không nên có lựa chọn.",
-        "accept": (
-            "Kiểm tra tự động về cấu trúc: không phát hiện lỗi; nội dung chưa được thẩm định."
-        ),
-        "problems": "Kiểm tra tự động về cấu trúc phát hiện {n} vấn đề.",
-    },
-    Lang.EN: {
-        "choices": f"A multiple-choice item needs {MULTIPLE_CHOICE_OPTIONS} distinct choices.",
-        "key_missing": "The answer key is missing.",
-        "key_not_choice": "The answer key is not one of the choices.",
-        "short_choices": "A short-answer item should have no choices.",
-        "accept": "Automatic structure check: no problem found; the content was not reviewed.",
-        "problems": "Automatic structure check found {n} problem(s).",
-    },
-}
-
-
-def baseline_evaluate(prompt: PromptInput[EvaluateItemVariables]) -> ItemReview:
-    """A structure check any item can get without a model."""
-    v, words = prompt.variables, _STRUCTURE_ISSUES[prompt.lang]
-    issues: list[str] = []
-    choices = [choice.strip() for choice in v.choices]
-    if v.kind == "multiple_choice":
-        if len(choices) != MULTIPLE_CHOICE_OPTIONS or len(set(choices)) != len(choices):
-            issues.append(words["choices"])
-        if not v.answer_key.strip():
-            issues.append(words["key_missing"])
-        elif v.answer_key.strip() not in choices:
-            issues.append(words["key_not_choice"])
-    elif choices:
-        issues.append(words["short_choices"])
-    if not issues:
-        return ItemReview(verdict="accept", issues=(), summary=words["accept"])
-    verdict: Verdict = "reject" if words["key_not_choice"] in issues else "revise"
-    return ItemReview(
-        verdict=verdict, issues=tuple(issues), summary=words["problems"].format(n=len(issues))
-    )
-
-
-def item_review_proto(review: ItemReview) -> outputs_pb2.PromptOutput:
-    return outputs_pb2.PromptOutput(
-        item_evaluation=outputs_pb2.ItemEvaluation(
-            verdict=review.verdict, issues=review.issues, summary=review.summary
-        )
-    )
+SPEC = PromptSpec(
+    prompt_id="coral.generate_items",
+    version="2",
+    description="Generates practice items for one knowledge node; content only.",
+    purpose=None,
+    rpc=Rpc.RUN_PROMPT,
+    tier="strong",
+    max_input_tokens=2000,
+    max_output_tokens=2500,
+    variables=GenerateItemsVariables,
+    model_output=DraftItems,
+    output=GeneratedItemsResult,
+    render=render,
+    guardrail=guardrail,
+    finish=finish,
+    baseline=baseline,
+    output_field="generated_items",
+    client_view=client_view,
+    bank_items=bank_items,
+)

@@ -14,8 +14,7 @@ from nemo_gateway.prompts.registry import REGISTRY
 from nemo_protos.gateway.v1 import gateway_service_pb2 as pb
 from nemo_protos.gateway.v1 import outputs_pb2, run_pb2
 from nemo_testing.providers import Answer, ScriptedProvider
-
-from .gateway_testing import StartGateway, variables
+from services.gateway.tests.gateway_testing import StartGateway, variables
 
 # The only inputs a content prompt may take: curriculum content and item text.
 CONTENT_FIELDS = frozenset(

@@ -13,8 +13,8 @@ import asyncpg
 import pytest
 from asyncpg.connection import LoggedQuery
 
-from nemo_context.snapshot_digests import DigestRecorder, DigestRow
-from nemo_context.snapshots import snapshot_key
+from nemo_context.snapshots.digests import DigestRecorder, DigestRow
+from nemo_context.snapshots.store import snapshot_key
 from nemo_core.db import Pool, init_connection
 
 

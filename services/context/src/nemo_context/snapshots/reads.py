@@ -11,9 +11,9 @@ from google.protobuf import json_format
 
 from nemo_context.errors import service_error
 from nemo_context.gate import Gated, gate
-from nemo_context.snapshot_names import current_names
-from nemo_context.snapshot_objects import KEY_PATTERN
-from nemo_context.snapshots import (
+from nemo_context.snapshots.names import current_names
+from nemo_context.snapshots.objects import KEY_PATTERN
+from nemo_context.snapshots.store import (
     CONVERSATION_KIND,
     SnapshotDigestMismatchError,
     SnapshotNotFoundError,

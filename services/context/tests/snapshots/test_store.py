@@ -20,15 +20,15 @@ import pytest
 from google.protobuf import json_format
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from nemo_context.snapshot_objects import (
+from nemo_context.snapshots.objects import (
     LIFECYCLE_RULE_ID,
     LocalDirectoryObjects,
     S3Objects,
     SnapshotObjects,
     check_key,
 )
-from nemo_context.snapshot_reads import read_snapshot
-from nemo_context.snapshots import (
+from nemo_context.snapshots.reads import read_snapshot
+from nemo_context.snapshots.store import (
     CONVERSATION_KIND,
     DigestedSnapshotStore,
     SnapshotDigestMismatchError,
@@ -232,13 +232,13 @@ async def test_unreachable_s3_endpoint_gives_none_counted_and_logged_without_lea
     learner_ref = new_learner_ref()
     before = counter_total("nemo.context.snapshot.failures", {})
     try:
-        with caplog.at_level(logging.WARNING, logger="nemo_context.snapshots"):
+        with caplog.at_level(logging.WARNING, logger="nemo_context.snapshots.store"):
             result = await persist_snapshot(store, learner_ref, sample_bundle(learner_ref))
     finally:
         await objects.aclose()
     assert result is None
     assert counter_total("nemo.context.snapshot.failures", {}) == before + 1
-    (record,) = [r for r in caplog.records if r.name == "nemo_context.snapshots"]
+    (record,) = [r for r in caplog.records if r.name == "nemo_context.snapshots.store"]
     assert "snapshot write failed" in record.getMessage()
     logged = json.dumps({k: str(v) for k, v in vars(record).items()})
     assert learner_ref not in logged

@@ -10,9 +10,9 @@ from pathlib import Path
 import aioboto3
 import pytest
 
-from nemo_context.snapshot_objects import LocalDirectoryObjects, S3Objects, SnapshotObjects
-from nemo_context.snapshot_retention import purge_snapshots, retention_cutoff
-from nemo_context.snapshots import (
+from nemo_context.snapshots.objects import LocalDirectoryObjects, S3Objects, SnapshotObjects
+from nemo_context.snapshots.retention import purge_snapshots, retention_cutoff
+from nemo_context.snapshots.store import (
     DigestedSnapshotStore,
     SnapshotNotFoundError,
     StoredSnapshot,

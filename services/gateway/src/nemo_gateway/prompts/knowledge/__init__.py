@@ -1,0 +1,1 @@
+"""Knowledge prompts: the grounded answer (:mod:`.answer`)."""
