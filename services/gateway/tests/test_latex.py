@@ -122,3 +122,14 @@ def test_a_short_relation_before_a_word_is_a_line_break_before_that_word() -> No
     source = r'{"t": "Sáng\nin the morning\nis fine\ne là hằng số\nin A result\nin A"}'
     assert ambiguous_latex(source) == ["\\nin"]
     assert ambiguous_latex(r'{"t": "x \nin A, y \ni b."}') == ["\\ni", "\\nin"]
+
+
+def test_a_relation_longer_than_a_short_word_takes_the_word_after_it_as_its_operand() -> None:
+    # "\nmid" (does not divide) and "\nleq": only "e", "i", "in", "is" open English or
+    # Vietnamese lines.
+    assert ambiguous_latex(r'{"t": "a \nmid bc, x \nleq ab"}') == ["\\nleq", "\\nmid"]
+
+
+def test_every_command_is_found_after_line_breaks_and_list_items_before_it() -> None:
+    source = r'{"t": "Dòng một\nhai: x \ne 0\nd) 7\ne) 8 và y \nleq 3"}'
+    assert ambiguous_latex(source) == ["\\ne", "\\nleq"]
