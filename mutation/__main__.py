@@ -105,7 +105,7 @@ def _run_module(
                 tree=mutant.tree(trees[mutant.path]),
                 tests=module.arguments,
                 order=order,
-                timeout=20.0 + 3.0 * sum(base.durations[t] for t in order),
+                timeout=20.0 + 3.0 * base.seconds,
                 log=logs / f"{module.slug}-{index}.log",
             )
         )

@@ -6,7 +6,7 @@ from __future__ import annotations
 import tomllib
 from collections.abc import Collection
 from dataclasses import dataclass
-from fnmatch import fnmatchcase
+import re
 from pathlib import Path
 
 from mutation.mutants import Mutant
@@ -50,15 +50,16 @@ _FIELDS = ("file", "scope", "operator", "before", "after")
 
 @dataclass(frozen=True)
 class Equivalent:
-    """Mutants that one argument shows to be equivalent, selected by their fields (each a glob
-    with ``*``): the file, the scope, the operator, the code before and after."""
+    """Mutants that one argument shows to be equivalent, selected by their fields (each a
+    pattern where ``*`` matches any text): the file, the scope, the operator, the code before
+    and after."""
 
     selector: tuple[tuple[str, str], ...]
     why: str
 
     def covers(self, mutant: Mutant) -> bool:
         values = dict(zip(_FIELDS, mutant_fields(mutant), strict=True))
-        return all(fnmatchcase(values[field], pattern) for field, pattern in self.selector)
+        return all(_glob(pattern).fullmatch(values[field]) for field, pattern in self.selector)
 
     def __str__(self) -> str:
         return ", ".join(f"{field} = {pattern!r}" for field, pattern in self.selector)
@@ -80,9 +81,14 @@ class Equivalents:
         return [
             entry
             for entry in self.entries
-            if any(fnmatchcase(source, dict(entry.selector)["file"]) for source in sources)
+            if any(_glob(dict(entry.selector)["file"]).fullmatch(source) for source in sources)
             and not any(entry.covers(mutant) for mutant in mutants)
         ]
+
+
+def _glob(pattern: str) -> re.Pattern[str]:
+    """``*`` matches any text; every other character, brackets included, only itself."""
+    return re.compile(".*".join(re.escape(part) for part in pattern.split("*")), re.DOTALL)
 
 
 def load_equivalents(path: Path) -> Equivalents:

@@ -4,8 +4,8 @@ The runner process imports once what every run needs and no mutant can change (p
 hypothesis, the third-party libraries, the generated stubs and ``nemo-core``, which imports no
 service), then forks a child per mutant. The child puts an import hook in front of the others
 that compiles the mutated tree in place of the file, and runs pytest in-process on the tests
-that executed the mutated lines in the unmutated run, fastest first, stopping at the first
-failure. Everything of the repository but those two libraries is imported afresh by each child,
+that executed the mutated lines in the unmutated run first, fastest first, then the others,
+stopping at the first failure. Everything of the repository but those two libraries is imported afresh by each child,
 so every module that imports the mutated one sees the mutant.
 
 Hypothesis runs derandomized and without its example database, so a run's verdicts do not
@@ -288,16 +288,20 @@ def baseline(root: Path, tests: Sequence[str], sources: Sequence[str], log: Path
 
 
 def tests_for(base: Baseline, source: str, lines: tuple[int, int]) -> list[str] | None:
-    """The tests that executed ``lines`` of ``source``, fastest first; every test when an
-    import or a fixture executed them; None when nothing did."""
+    """The order to run the tests in against a mutant of ``lines`` of ``source``: those that
+    executed them first, fastest first, then the others (a line that runs once per process, to
+    fill a cache, is covered by whichever test ran first, yet every later test depends on it);
+    None when no test executed them, so no test can kill the mutant."""
     first, last = lines
     contexts: set[str] = set()
     for line in range(first, last + 1):
         contexts.update(base.covered.get(source, {}).get(line, ()))
     if not contexts:
         return None
-    chosen = base.durations.keys() if "" in contexts else contexts & base.durations.keys()
-    return sorted(chosen, key=lambda nodeid: (base.durations[nodeid], nodeid))
+    return sorted(
+        base.durations,
+        key=lambda nodeid: ("" not in contexts and nodeid not in contexts, base.durations[nodeid]),
+    )
 
 
 @dataclass

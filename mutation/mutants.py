@@ -347,8 +347,9 @@ class _Walker:
             child = replace(child, label=node.arg or "**")
         if isinstance(node, ast.Dict) and field == "values" and index is not None:
             key = node.keys[index]
-            if isinstance(key, ast.Constant) and isinstance(key.value, str):
-                child = replace(child, scope=f"{here.scope}[{key.value}]")
+            if key is not None:
+                shown = key.value if isinstance(key, ast.Constant) else ast.unparse(key)
+                child = replace(child, scope=f"{here.scope}[{shown}]")
         return child
 
 
