@@ -21,6 +21,7 @@ from nemo.context.v1 import context_service_pb2 as context_pb
 from nemo.context.v1 import context_service_pb2_grpc as context_grpc
 from nemo.gateway.v1 import gateway_service_pb2 as gateway_pb
 from nemo.gateway.v1 import gateway_service_pb2_grpc as gateway_grpc
+from nemo.type.v1 import user_source_pb2
 from nemo_toolplane.mcp_edge import ERROR_META_KEY
 from tests.stack import Stack
 
@@ -29,6 +30,10 @@ PROMPT_PURPOSES = ("item_generation", "tutor_hint", "plan_explanation", "portrai
 AGENT_VIEWS = ("profile", "learning_state", "learning_progress", "competency_profile")
 LEARNER_PROMPTS = ("learner.tutor_hint", "learner.plan_explanation", "learner.portrait_summary")
 CHAT_SESSION = "CS-L1-TUTOR"
+#: Agent views are built for a parent of L-2041-1 whose agent token is bound to them.
+PARENT_AGENT = context_pb.AgentAccess(
+    user_id="U-2041-P1", user_source=user_source_pb2.USER_SOURCE_TOKEN, resource_scopes=["user"]
+)
 
 
 @dataclass(frozen=True)
@@ -109,7 +114,9 @@ def operations(clients: Clients) -> list[Operation]:
         )
 
     async def agent_view() -> object:
-        request = context_pb.BuildContextRequest(learner_id="L-2041-1", purpose=view())
+        request = context_pb.BuildContextRequest(
+            learner_id="L-2041-1", purpose=view(), agent_access=PARENT_AGENT
+        )
         return await clients.context.BuildContext(
             request, metadata=as_toolplane, timeout=TIMEOUT_SECONDS
         )

@@ -7,11 +7,16 @@ service behind it, on an embedded PostgreSQL migrated and seeded for the run. Th
 several client processes speaking HTTP/1.1 keep-alive over raw sockets (an httpx client in one
 process tops out near 2,300 calls/s on this machine, below what the server can take), all inside
 one measuring window; the server process's CPU time over that window gives CPU milliseconds per
-call. Requests use the 2026-07-28 revision, which the official client negotiates by default.
+call. For ``learner.get_profile`` the context service's CPU over the same window is measured too:
+the sum of both is what one learner read costs the platform. Requests use the 2026-07-28
+revision, which the official client negotiates by default.
 
 Roles of this module's command line (used by the benchmark itself):
 ``python -m benchmarks.toolplane echo-server PORT`` and
-``python -m benchmarks.toolplane client PORT TOKEN TOOL ARGUMENTS_JSON CONCURRENCY START STOP``.
+``python -m benchmarks.toolplane client PORT TOKEN TOOL ARGUMENTS_JSON CONCURRENCY INTERVAL``
+(INTERVAL 0: back to back; else seconds between one connection's requests); a client
+prints ``ready`` once imported, then reads the window (``START STOP``, epoch seconds) from stdin,
+so the time it takes to start never eats into the window.
 """
 
 from __future__ import annotations
@@ -50,6 +55,9 @@ MODERN = "2026-07-28"
 CLIENT_PROCESSES = 4
 REPOSITORY = Path(__file__).resolve().parents[1]
 DOCS_QUERY = {"query": "xac thuc bearer token", "limit": 5}
+#: A rate every machine sustains, so CPU per call is compared at the same load (the server's CPU
+#: per call grows when it is saturated, and with it the noise between runs).
+PACED_RATE = 100.0
 
 
 def request_bytes(port: int, token: str | None, tool: str, arguments: dict[str, Any]) -> bytes:
@@ -99,12 +107,21 @@ async def _exchange(
     return head.startswith(b"HTTP/1.1 200") and b'"isError":true' not in body
 
 
-async def _client(port: int, data: bytes, start: float, stop: float) -> tuple[list[float], int]:
+async def _client(
+    port: int, data: bytes, start: float, stop: float, interval: float
+) -> tuple[list[float], int]:
+    """One connection sending ``data`` until ``stop``: back to back, or one request every
+    ``interval`` seconds when it is above 0 (a paced load)."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     latencies: list[float] = []
     errors = 0
+    next_send = time.time()
     try:
         while (began := time.time()) < stop:
+            if interval:
+                await asyncio.sleep(max(0.0, next_send - began))
+                next_send += interval
+                began = time.time()
             ok = await _exchange(reader, writer, data)
             ended = time.time()
             if began >= start and ended <= stop:
@@ -118,10 +135,15 @@ async def _client(port: int, data: bytes, start: float, stop: float) -> tuple[li
 
 
 async def _run_client(args: list[str]) -> None:
-    port, token, tool, arguments, concurrency, start, stop = args
+    port, token, tool, arguments, concurrency, interval = args
     data = request_bytes(int(port), token or None, tool, json.loads(arguments))
+    print("ready", flush=True)
+    start, stop = sys.stdin.readline().split()
     results = await asyncio.gather(
-        *(_client(int(port), data, float(start), float(stop)) for _ in range(int(concurrency)))
+        *(
+            _client(int(port), data, float(start), float(stop), float(interval))
+            for _ in range(int(concurrency))
+        )
     )
     latencies = [latency for found, _ in results for latency in found]
     print(json.dumps({"latencies": latencies, "errors": sum(e for _, e in results)}))
@@ -163,6 +185,7 @@ class Stack:
     research_token: str
     parent_token: str
     toolplane: psutil.Process
+    context: psutil.Process
     echo: psutil.Process
 
 
@@ -205,13 +228,15 @@ def _stack(owner_dsn: str, tokens: tuple[str, str], state: Path) -> Iterator[Sta
     os.environ.update({**context_env, **toolplane_env})
     try:
         with (
-            server_process(["-m", "nemo_context"], context_port),
+            server_process(["-m", "nemo_context"], context_port) as context,
             server_process(["-m", "nemo_toolplane"], mcp_port) as toolplane,
             server_process(
                 ["-m", "benchmarks.toolplane", "echo-server", str(echo_port)], echo_port
             ) as echo,
         ):
-            yield Stack(echo_port, mcp_port, *tokens, toolplane=toolplane, echo=echo)
+            yield Stack(
+                echo_port, mcp_port, *tokens, toolplane=toolplane, context=context, echo=echo
+            )
     finally:
         for name in (*context_env, *toolplane_env):
             os.environ.pop(name, None)
@@ -232,15 +257,26 @@ class Run:
     token: str | None
     tool: str
     arguments: dict[str, Any]
+    #: Services behind the server whose CPU the call also costs (the context service).
+    behind: tuple[psutil.Process, ...] = ()
+    #: Calls per second offered in total; None for closed loop (each caller back to back).
+    rate: float | None = None
 
 
-async def measure(
-    run: Run, *, concurrency: int, seconds: float, warmup: float = 1.5
-) -> tuple[LoadResult, float]:
-    """Load from several client processes; returns the result and the server's CPU share of one
-    core during the window."""
-    start = time.time() + warmup
-    stop = start + seconds
+@dataclass(frozen=True)
+class Measured:
+    """A run's result, the server's share of one core, and the CPU per call of each service
+    behind it."""
+
+    result: LoadResult
+    share: float
+    behind_cpu_ms_per_call: tuple[float, ...]
+
+
+async def measure(run: Run, *, concurrency: int, seconds: float, warmup: float = 1.5) -> Measured:
+    """Load from several client processes; returns the result, the server's CPU share of one
+    core during the window, and the CPU per call of the services behind it. The window opens
+    ``warmup`` seconds after every client is ready."""
     per_process = max(1, concurrency // CLIENT_PROCESSES)
     clients = [
         await asyncio.create_subprocess_exec(
@@ -253,16 +289,27 @@ async def measure(
             run.tool,
             json.dumps(run.arguments),
             str(per_process),
-            str(start),
-            str(stop),
+            str(CLIENT_PROCESSES * per_process / run.rate if run.rate else 0),
+            stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
         )
         for _ in range(CLIENT_PROCESSES)
     ]
+    for client in clients:
+        assert client.stdout is not None
+        await client.stdout.readline()
+    start = time.time() + warmup
+    stop = start + seconds
+    for client in clients:
+        assert client.stdin is not None
+        client.stdin.write(f"{start} {stop}\n".encode())
+        await client.stdin.drain()
     await asyncio.sleep(max(0.0, start - time.time()))
     cpu_before = _cpu(run.server)
+    behind_before = [_cpu(process) for process in run.behind]
     await asyncio.sleep(max(0.0, stop - time.time()))
     cpu_used = _cpu(run.server) - cpu_before
+    behind_used = [_cpu(p) - before for p, before in zip(run.behind, behind_before, strict=True)]
     outputs = [json.loads((await client.communicate())[0]) for client in clients]
     latencies = sorted(latency for output in outputs for latency in output["latencies"])
     quantiles = statistics.quantiles(latencies, n=100) if len(latencies) > 1 else [0.0] * 99
@@ -275,7 +322,8 @@ async def measure(
         p99_ms=quantiles[98] * 1000,
         server_cpu_ms_per_call=cpu_used * 1000 / len(latencies) if latencies else None,
     )
-    return result, cpu_used / seconds
+    behind = tuple(used * 1000 / max(1, len(latencies)) for used in behind_used)
+    return Measured(result, cpu_used / seconds, behind)
 
 
 async def measure_toolplane(*, concurrency: int, seconds: float) -> str:
@@ -298,18 +346,30 @@ async def measure_toolplane(*, concurrency: int, seconds: float) -> str:
                     Run("tool plane docs.search_docs", stack.toolplane, stack.toolplane_port,
                         stack.research_token, "docs.search_docs", DOCS_QUERY),
                     Run("tool plane learner.get_profile", stack.toolplane, stack.toolplane_port,
-                        stack.parent_token, "learner.get_profile", {"learner_id": "L-2041-1"}),
+                        stack.parent_token, "learner.get_profile", {"learner_id": "L-2041-1"},
+                        behind=(stack.context,)),
+                    Run(f"learner.get_profile at {PACED_RATE:.0f} calls/s", stack.toolplane,
+                        stack.toolplane_port, stack.parent_token, "learner.get_profile",
+                        {"learner_id": "L-2041-1"}, behind=(stack.context,), rate=PACED_RATE),
                 ]  # fmt: skip
                 measured = [
                     await measure(run, concurrency=concurrency, seconds=seconds) for run in runs
                 ]
         finally:
             database.stop()
-    results = [result for result, _ in measured]
+    results = [run.result for run in measured]
     lines = [report(results, results[0]), ""]
-    for result, share in measured:
-        side = "server-bound" if share >= 0.85 else "client/machine-bound"
-        lines.append(f"{result.name:<44} server busy {share:4.0%} of a core: {side}")
+    for run in measured:
+        side = "server-bound" if run.share >= 0.85 else "client/machine-bound"
+        lines.append(f"{run.result.name:<44} server busy {run.share:4.0%} of a core: {side}")
+    for profile in measured[2:]:
+        if profile.result.server_cpu_ms_per_call is not None:
+            toolplane_cpu = profile.result.server_cpu_ms_per_call
+            context_cpu = profile.behind_cpu_ms_per_call[0]
+            lines.append(
+                f"{profile.result.name}: CPU per call tool plane {toolplane_cpu:.3f} ms + "
+                f"context {context_cpu:.3f} ms = {toolplane_cpu + context_cpu:.3f} ms"
+            )
     docs_cpu, echo_cpu = results[1].server_cpu_ms_per_call, results[0].server_cpu_ms_per_call
     if docs_cpu and echo_cpu:
         verdict = "meets" if docs_cpu <= 2 * echo_cpu else "misses"

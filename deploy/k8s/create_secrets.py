@@ -37,6 +37,7 @@ CALLER_IDENTITIES: Mapping[str, tuple[str, ...]] = {
     "toolplane": ("context",),
     "audit": ("context",),
     "internal": ("gateway", "toolplane"),
+    "platform": ("toolplane",),
     "operator": ("toolplane",),
 }
 

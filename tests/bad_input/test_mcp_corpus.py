@@ -69,6 +69,7 @@ CASES = [
         _call("application.get", {"application_id": "x" * (2 * 1024 * 1024)}),
         413,
         INVALID_REQUEST,
+        audit_rows=1,  # refused before routing, but the agent was authenticated
     ),
     McpCase(
         "invalid-utf8-body",
@@ -156,7 +157,7 @@ CASES = [
         )
         for name, request_id in {"object": {"a": 1}, "boolean": True, "fraction": 1.5}.items()
     ),
-    McpCase("batch-array", b"[" + LIST + b"]", 400, INVALID_REQUEST),
+    McpCase("batch-array", b"[" + LIST + b"]", 400, INVALID_REQUEST, audit_rows=1),
     McpCase(
         "params-array",
         _message({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": ["x"]}),

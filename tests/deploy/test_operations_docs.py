@@ -13,6 +13,7 @@ from google.protobuf import descriptor_pool
 from nemo.context.v1 import context_service_pb2  # noqa: F401  (registers the descriptors)
 from nemo.gateway.v1 import gateway_service_pb2  # noqa: F401
 from nemo.toolplane.v1 import toolplane_admin_service_pb2, toolplane_service_pb2  # noqa: F401
+from nemo_ops.approvals import OPERATOR_TOKEN_ENV
 from nemo_ops.cli import SUBCOMMANDS
 from nemo_ops.migrate import ROLE_PASSWORD_ENV
 from nemo_ops.settings_doc import SERVICES as SETTINGS_CLASSES
@@ -30,6 +31,7 @@ PAGES = {
     "snapshots.md": "Snapshot retention and purge",
     "audit-log.md": "Read the audit log",
     "scaling.md": "Scale each service",
+    "evaluation.md": "Evaluate the prompts against a model",
 }
 
 _FRONT_MATTER = re.compile(r"\A---\ntitle: (?P<title>[^\n]+)\n---\n\n# (?P<heading>[^\n]+)\n")
@@ -58,6 +60,8 @@ def _code(text: str) -> list[str]:
 def _known_variables() -> set[str]:
     known = {f"{v}{suffix}" for v in ROLE_PASSWORD_ENV.values() for suffix in ("", "_FILE")}
     known.add("NEMO_OWNER_DATABASE_URL")  # read by deploy/k8s/create_secrets.py
+    known.add("NEMO_EVAL_LABEL")  # read by make eval (nemo_eval)
+    known.add(OPERATOR_TOKEN_ENV)  # read by `nemo approvals`
     for _, settings in SETTINGS_CLASSES:
         prefix = str(settings.model_config.get("env_prefix", ""))
         known |= {f"{prefix}{name.upper()}" for name in settings.model_fields}

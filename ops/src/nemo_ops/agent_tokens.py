@@ -14,23 +14,34 @@ REVOKE_HELP = "revoke an agent token by its id"
 
 def configure_issue(parser: argparse.ArgumentParser) -> None:
     parser.description = (
-        "Issue a token for an agent of the tool plane, optionally bound to the user it acts for. "
-        "The token is printed once on stdout; the database keeps only its SHA-256. A token bound "
-        "to a user ignores the X-Nemo12-User-Id header."
+        "Issue a token for an agent of the tool plane, bound to the user it acts for. The token "
+        "is printed once on stdout; the database keeps only its SHA-256. A token bound to a user "
+        "ignores the X-Nemo12-User-Id header. A token bound to no user reaches no learner through "
+        "grants scoped to the user (a user id the agent sends is recorded, never trusted), so for "
+        "an agent holding such grants it is issued only with --unbound."
     )
     parser.add_argument("agent_id", help="agent id, for example learning-agent")
-    parser.add_argument("--user", dest="user_id", help="bind the token to this user id")
+    bind = parser.add_mutually_exclusive_group()
+    bind.add_argument("--user", dest="user_id", help="bind the token to this user id")
+    bind.add_argument(
+        "--unbound",
+        action="store_true",
+        help="issue a token bound to no user even though the agent holds user-scoped grants",
+    )
     parser.add_argument("--label", default="", help="free text to recognise the token later")
 
 
 async def _issue(args: argparse.Namespace) -> int:
     conn = await connect(args.database_url)
     try:
-        issued = await issue_token(conn, args.agent_id, user_id=args.user_id, label=args.label)
+        issued = await issue_token(
+            conn, args.agent_id, user_id=args.user_id, label=args.label, unbound=args.unbound
+        )
     finally:
         await conn.close()
     bound = f" bound to {issued.user_id}" if issued.user_id else " (not bound to a user)"
-    print(f"token id {issued.token_id} for {issued.agent_id}{bound}", flush=True)
+    print(f"token id {issued.token_id} for {issued.agent_id}{bound}")
+    print(f"this token {issued.reach}", flush=True)
     print(issued.token)
     return 0
 

@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
+from pathlib import Path
 
 from nemo_core.db import create_pool
+from nemo_toolplane import operators
 from nemo_toolplane.approvals import Approval, ApprovalError, ApprovalStatus, ApprovalStore
+
+#: Where the deciding operator's own credential comes from, unless --operator-token-file says.
+OPERATOR_TOKEN_ENV = "NEMO_OPERATOR_TOKEN"  # noqa: S105  a variable name, not a token
 
 HELP = "list, approve or reject tool calls waiting for a person's approval"
 
@@ -17,7 +23,10 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         "A tool call that needs approval waits as an approval request bound to its agent, user, "
         "tool version and arguments. Each request is listed with what the call is about and the "
         "arguments it would run with: read them before deciding. Approving lets the same call "
-        "run once when the agent repeats it before the request expires; rejecting refuses it."
+        "run once when the agent repeats it before the request expires; rejecting refuses it. "
+        f"Deciding needs your own operator credential (${OPERATOR_TOKEN_ENV}, or "
+        "--operator-token-file; see `nemo operators`): the decision records who you are, and "
+        "nobody decides a call made on their own behalf."
     )
     parser.add_argument("action", choices=("list", "approve", "reject"))
     parser.add_argument("approval_id", nargs="?", help="the approval to decide")
@@ -27,7 +36,11 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         help="list only approvals in this state (default: all)",
     )
     parser.add_argument("--limit", type=int, default=50, help="most approvals to list (1-200)")
-    parser.add_argument("--operator", help="who decides (recorded with the decision)")
+    parser.add_argument(
+        "--operator-token-file",
+        type=Path,
+        help=f"file holding your operator credential (default: ${OPERATOR_TOKEN_ENV})",
+    )
     parser.add_argument("--note", default="", help="why (recorded with the decision)")
 
 
@@ -53,10 +66,18 @@ async def _run(args: argparse.Namespace) -> int:
                 print(_describe(approval))
             print(f"{len(approvals)} approval(s)", file=sys.stderr)
             return 0
+        operator = await operators.authenticate(pool, _operator_token(args))
+        if operator is None:
+            print(
+                "nemo approvals: error: no valid operator credential "
+                f"(set ${OPERATOR_TOKEN_ENV} or pass --operator-token-file)",
+                file=sys.stderr,
+            )
+            return 1
         decided = await store.decide(
             args.approval_id,
             approve=args.action == "approve",
-            operator=args.operator,
+            operator=operator,
             note=args.note,
         )
         print(_describe(decided))
@@ -68,10 +89,16 @@ async def _run(args: argparse.Namespace) -> int:
         await pool.close()
 
 
+def _operator_token(args: argparse.Namespace) -> str | None:
+    if args.operator_token_file is not None:
+        return str(args.operator_token_file.read_text(encoding="utf-8").strip())
+    return os.environ.get(OPERATOR_TOKEN_ENV)
+
+
 def run_command(args: argparse.Namespace) -> int:
     if args.action == "list":
         if not 1 <= args.limit <= 200:
             args.subparser.error("--limit must be between 1 and 200")
-    elif not args.approval_id or not (args.operator or "").strip():
-        args.subparser.error(f"{args.action} needs an approval id and --operator")
+    elif not args.approval_id:
+        args.subparser.error(f"{args.action} needs an approval id")
     return asyncio.run(_run(args))

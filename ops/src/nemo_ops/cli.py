@@ -22,7 +22,10 @@ from nemo_ops import (
     agent_tokens,
     approvals,
     dev,
+    local_model,
     migrate,
+    operator_accounts,
+    policies,
     purge_snapshots,
     seed,
     settings_doc,
@@ -78,11 +81,20 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
     Subcommand(
         "approvals", approvals.HELP, approvals.configure_parser, approvals.run_command, True
     ),
+    Subcommand("policies", policies.HELP, policies.configure_parser, policies.run_command, True),
+    Subcommand(
+        "operators",
+        operator_accounts.HELP,
+        operator_accounts.configure_parser,
+        operator_accounts.run_command,
+        True,
+    ),
 )
 
 # Failures the user can act on: reported as one line, without a traceback.
 _EXPECTED_FAILURES: tuple[type[BaseException], ...] = (
     dev.DevStackError,
+    local_model.LocalModelUnavailable,
     EmbeddedPostgresError,
     ValueError,  # a malformed URL or value given on the command line or in the environment
     migrate.MigrationError,

@@ -9,19 +9,38 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import aioboto3
+import asyncpg
 import grpc.aio
 import pytest
+from asyncpg.connection import LoggedQuery
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader, NumberDataPoint
 from pydantic import SecretStr
 
-from nemo.context.v1 import context_service_pb2_grpc
+from nemo.context.v1 import context_service_pb2, context_service_pb2_grpc
+from nemo.type.v1 import user_source_pb2
 from nemo_context.app import SERVICE_NAME, build
 from nemo_context.settings import ContextSettings
 from nemo_core.client import create_channel
-from nemo_core.db import Pool, connect, create_pool
+from nemo_core.db import Pool, connect, create_pool, init_connection
 from nemo_core.server import Server
 from nemo_core.telemetry import attach_metric_reader, configure_telemetry
 from nemo_testing.s3 import S3Endpoint
+
+
+@pytest.fixture
+async def recorded_pool(context_dsn: str) -> AsyncIterator[tuple[Pool, list[LoggedQuery]]]:
+    """A pool as nemo_context that records every statement it runs, with its parameters."""
+    statements: list[LoggedQuery] = []
+
+    async def init(conn: asyncpg.Connection[asyncpg.Record]) -> None:
+        await init_connection(conn)
+        conn.add_query_logger(statements.append)
+
+    pool = await asyncpg.create_pool(context_dsn, min_size=1, max_size=1, init=init)
+    try:
+        yield pool, statements
+    finally:
+        await pool.close()
 
 
 @pytest.fixture(scope="session")
@@ -33,6 +52,12 @@ async def context_pool(context_dsn: str) -> AsyncIterator[Pool]:
     finally:
         await pool.close()
 
+
+#: Who the tool plane's agent views are built for in tests: a parent of L-2041-1 whose agent
+#: token is bound to them, through a user-scoped grant.
+PARENT = context_service_pb2.AgentAccess(
+    user_id="U-2041-P1", user_source=user_source_pb2.USER_SOURCE_TOKEN, resource_scopes=["user"]
+)
 
 CounterTotal = Callable[[str, Mapping[str, str]], int]
 """``counter_total(name, attributes)``: the current sum of a counter over matching points."""

@@ -1,4 +1,5 @@
-"""CheckLearnerAccess over the demo data: every scope, every relation, and no id probing."""
+"""Learner access over the demo data: every scope, every relation, every source of a user, and no
+id probing."""
 
 from __future__ import annotations
 
@@ -6,11 +7,16 @@ from typing import TypeAlias
 
 import grpc
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from nemo.context.v1 import context_service_pb2 as pb
+from nemo.type.v1 import user_source_pb2 as us
 from nemo_context.access import (
     INVALID_RESOURCE_SCOPE,
     LearnerFacts,
+    Reach,
+    RefusalRule,
     ResourceScope,
     check_learner_access,
     decide,
@@ -69,24 +75,65 @@ USERS = (
     "U-2041-A1",
     "U-2041-L1",
     "U-2041-L10",
-    "U-NOBODY",
+    "U-2041-NOBODY",
 )
 
 
-async def check(pool: Pool, user: str, learner: str, scope: str) -> pb.CheckLearnerAccessResponse:
-    request = pb.CheckLearnerAccessRequest(user_id=user, learner_id=learner, resource_scope=scope)
+UNVOUCHED_SOURCES = (
+    us.USER_SOURCE_ASSERTED,
+    us.USER_SOURCE_UNSPECIFIED,
+    us.USER_SOURCE_NONE,
+)
+
+
+async def check(
+    pool: Pool,
+    user: str,
+    learner: str,
+    scope: str,
+    source: us.UserSource.ValueType = us.USER_SOURCE_TOKEN,
+) -> pb.CheckLearnerAccessResponse:
+    request = pb.CheckLearnerAccessRequest(
+        user_id=user, learner_id=learner, resource_scope=scope, user_source=source
+    )
     return await check_learner_access(pool, request)
 
 
+@pytest.mark.parametrize("source", [us.USER_SOURCE_TOKEN, us.USER_SOURCE_CALLER])
 @pytest.mark.parametrize("user", USERS)
-async def test_user_scope_over_the_demo_data(context_pool: Pool, user: str) -> None:
+async def test_user_scope_over_the_demo_data(
+    context_pool: Pool, user: str, source: us.UserSource.ValueType
+) -> None:
     for learner in LEARNERS:
         expected = USER_SCOPE_EXPECTED.get((user, learner), pb.ACCESS_BASIS_UNSPECIFIED)
-        response = await check(context_pool, user, learner, "user")
+        response = await check(context_pool, user, learner, "user", source)
         assert (response.allowed, response.basis) == (
             expected != pb.ACCESS_BASIS_UNSPECIFIED,
             expected,
         ), (user, learner)
+        assert response.refusal_rule == ("" if response.allowed else RefusalRule.NO_RELATION)
+
+
+@pytest.mark.parametrize("source", UNVOUCHED_SOURCES)
+@pytest.mark.parametrize("user", USERS)
+async def test_a_user_the_agent_names_itself_reaches_nobody(
+    context_pool: Pool, user: str, source: us.UserSource.ValueType
+) -> None:
+    # Staff and administrators included: an unbound token plus their id must read nothing.
+    for learner in LEARNERS:
+        response = await check(context_pool, user, learner, "user", source)
+        assert response == pb.CheckLearnerAccessResponse(
+            allowed=False, refusal_rule=RefusalRule.USER_NOT_VOUCHED
+        ), (user, learner)
+
+
+@pytest.mark.parametrize("source", UNVOUCHED_SOURCES)
+async def test_fixed_scopes_do_not_depend_on_where_the_user_came_from(
+    context_pool: Pool, source: us.UserSource.ValueType
+) -> None:
+    # An asserted user is worth nothing, not less than nothing: scopes that need no user stand.
+    assert (await check(context_pool, "U-2041-P2", "L-2041-1", "family:F-2041-1", source)).allowed
+    assert (await check(context_pool, "U-2041-S1", "L-2041-2", "learner:L-2041-2", source)).allowed
 
 
 async def test_user_scope_without_a_user_reaches_nobody(context_pool: Pool) -> None:
@@ -132,10 +179,12 @@ async def test_fixed_scopes_ignore_the_user(
 
 
 async def test_a_missing_learner_looks_exactly_like_a_forbidden_one(context_pool: Pool) -> None:
-    forbidden = await check(context_pool, "U-2041-P1", "L-2041-2", "user")
-    missing = await check(context_pool, "U-2041-P1", "L-2041-404", "user")
-    assert missing == forbidden
-    assert missing.SerializeToString() == forbidden.SerializeToString()
+    for scope in ("user", "family:F-2041-1", "learner:L-2041-1"):
+        forbidden = await check(context_pool, "U-2041-P1", "L-2041-2", scope)
+        missing = await check(context_pool, "U-2041-P1", "L-2041-404", scope)
+        assert not forbidden.allowed
+        assert missing == forbidden
+        assert missing.SerializeToString() == forbidden.SerializeToString()
     # Even scopes that name the missing id, or every learner, do not confirm it exists.
     assert not (await check(context_pool, "U-2041-S1", "L-2041-404", "learner:L-2041-404")).allowed
     assert not (await check(context_pool, "U-2041-S1", "L-2041-404", "*")).allowed
@@ -184,6 +233,10 @@ async def test_a_user_id_no_user_key_can_be_relates_to_no_learner(
     assert allowed is (scope != "user")
 
 
+def _user_reach(source: us.UserSource.ValueType = us.USER_SOURCE_TOKEN) -> Reach:
+    return Reach("U-2041-1", source, (parse_scope("user"),))
+
+
 def test_the_user_chain_reports_the_first_relation_that_holds() -> None:
     everything = LearnerFacts(
         family_id="F-2041-1",
@@ -193,13 +246,73 @@ def test_the_user_chain_reports_the_first_relation_that_holds() -> None:
         is_staff=True,
         is_active_mentor=True,
     )
-    user_scope = parse_scope("user")
-    assert decide(user_scope, "L-2041-1", everything).basis == pb.ACCESS_BASIS_SELF
+    assert decide(_user_reach(), "L-2041-1", everything).basis == pb.ACCESS_BASIS_SELF
     only_mentor = LearnerFacts("F-2041-1", False, False, False, False, True)
-    assert decide(user_scope, "L-2041-1", only_mentor).basis == pb.ACCESS_BASIS_MENTOR
+    assert decide(_user_reach(), "L-2041-1", only_mentor).basis == pb.ACCESS_BASIS_MENTOR
     staff_and_guardian = LearnerFacts("F-2041-1", False, False, True, True, False)
-    assert decide(user_scope, "L-2041-1", staff_and_guardian).basis == pb.ACCESS_BASIS_GUARDIAN
-    assert decide(ResourceScope(user=True), "L-2041-1", None) == pb.CheckLearnerAccessResponse()
+    assert decide(_user_reach(), "L-2041-1", staff_and_guardian).basis == pb.ACCESS_BASIS_GUARDIAN
+    assert not decide(_user_reach(), "L-2041-1", None).allowed
+    assert not decide(_user_reach(us.USER_SOURCE_ASSERTED), "L-2041-1", everything).allowed
+
+
+_KEYS = st.sampled_from(["L-2041-1", "L-2041-2", "F-2041-1", "F-2041-2", "X"])
+_SCOPES = st.one_of(
+    st.just(ResourceScope(everything=True)),
+    st.just(ResourceScope(user=True)),
+    st.builds(
+        ResourceScope,
+        learner_ids=st.frozensets(_KEYS, max_size=3),
+        family_ids=st.frozensets(_KEYS, max_size=3),
+    ),
+)
+_FACTS = st.builds(LearnerFacts, family_id=_KEYS, **{
+    name: st.booleans()
+    for name in (
+        "is_self", "is_family_member", "is_guardian", "is_staff", "is_active_mentor"
+    )
+})  # fmt: skip
+_ALL_SOURCES = st.sampled_from(list(us.UserSource.values()))
+
+
+@given(
+    scopes=st.lists(_SCOPES, min_size=1, max_size=3),
+    facts=st.none() | _FACTS,
+    learner=_KEYS,
+    user=st.sampled_from(["U-2041-1", "U-2041-S1", ""]),
+    source=st.sampled_from(UNVOUCHED_SOURCES),
+)
+def test_an_unvouched_user_is_worth_exactly_no_user(
+    scopes: list[ResourceScope],
+    facts: LearnerFacts | None,
+    learner: str,
+    user: str,
+    source: us.UserSource.ValueType,
+) -> None:
+    asserted = decide(Reach(user, source, tuple(scopes)), learner, facts)
+    nobody = decide(Reach("", us.USER_SOURCE_NONE, tuple(scopes)), learner, facts)
+    assert (asserted.allowed, asserted.basis) == (nobody.allowed, nobody.basis)
+
+
+@given(
+    scopes=st.lists(_SCOPES, min_size=1, max_size=3),
+    facts=_FACTS,
+    learner=_KEYS,
+    user=st.sampled_from(["U-2041-1", ""]),
+    source=_ALL_SOURCES,
+)
+def test_no_decision_tells_a_missing_learner_from_one_out_of_reach(
+    scopes: list[ResourceScope],
+    facts: LearnerFacts,
+    learner: str,
+    user: str,
+    source: us.UserSource.ValueType,
+) -> None:
+    reach = Reach(user, source, tuple(scopes))
+    decided = decide(reach, learner, facts)
+    if not decided.allowed:
+        # Whatever refused an existing learner refuses a missing one, by the same rules.
+        assert decide(reach, learner, None) == decided
+    assert not decide(reach, learner, None).allowed
 
 
 def test_mixed_lists_parse_into_both_kinds() -> None:

@@ -19,7 +19,7 @@ from nemo_context.builder import INVALID_EVALUATED_AT
 from nemo_core.db import connect
 from nemo_core.errors import error_details
 
-from .conftest import RunningContextServer
+from .conftest import PARENT, RunningContextServer
 
 TIMEOUT = 10.0
 # A day after the seeded demo data.
@@ -63,6 +63,8 @@ async def _build(
     server: RunningContextServer, caller: str, purpose: str, when: datetime | None
 ) -> learner_context_pb2.ContextBundle:
     request = pb.BuildContextRequest(learner_id="L-2041-1", purpose=purpose)
+    if caller == "toolplane":
+        request.agent_access.CopyFrom(PARENT)
     if when is not None:
         request.evaluated_at.FromDatetime(when)
     response = await server.stub(caller).BuildContext(request, timeout=TIMEOUT)

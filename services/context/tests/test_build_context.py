@@ -18,7 +18,7 @@ from nemo_core.errors import error_details
 from nemo_testing.ports import free_port
 from nemo_testing.s3 import S3Endpoint
 
-from .conftest import CounterTotal, RunningContextServer, StartContextServer
+from .conftest import PARENT, CounterTotal, RunningContextServer, StartContextServer
 
 TIMEOUT = 10.0
 
@@ -27,6 +27,8 @@ async def _build(
     server: RunningContextServer, caller: str, purpose: str, *, persist: bool = False
 ) -> pb.BuildContextResponse:
     request = pb.BuildContextRequest(learner_id="L-2041-1", purpose=purpose, persist=persist)
+    if caller == "toolplane":
+        request.agent_access.CopyFrom(PARENT)
     response: pb.BuildContextResponse = await server.stub(caller).BuildContext(
         request, timeout=TIMEOUT
     )
@@ -194,7 +196,11 @@ async def test_a_persisted_bundle_is_stored_on_the_s3_api_exactly_as_returned(
         snapshot_s3_region=s3_endpoint.region,
     )
     request = pb.BuildContextRequest(
-        learner_id="L-2041-1", purpose="learning_state", persist=True, locale=locale_pb2.LOCALE_EN
+        learner_id="L-2041-1",
+        purpose="learning_state",
+        persist=True,
+        locale=locale_pb2.LOCALE_EN,
+        agent_access=PARENT,
     )
     bundle = (await server.stub("toolplane").BuildContext(request, timeout=TIMEOUT)).bundle
     await _assert_snapshot_is_what_was_returned(server, bundle)

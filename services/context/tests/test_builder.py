@@ -22,7 +22,12 @@ from nemo_context.gate import CONTEXT_LEAK_BLOCKED
 from nemo_context.ids import INVALID_LEARNER_ID
 from nemo_context.pseudonym import Pseudonymizer
 from nemo_context.purposes import CONVERSATION, POLICY_VERSION, PURPOSES, Purpose, Slice
-from nemo_context.repository import LearnerRecord, PostgresLearnerRepository, statement_for
+from nemo_context.repository import (
+    LearnerRecord,
+    PostgresLearnerRepository,
+    ReadCheck,
+    statement_for,
+)
 from nemo_core.db import Pool, connect
 from nemo_core.errors import ServiceError
 from nemo_ops.seed_data.progress import EVIDENCE
@@ -244,9 +249,9 @@ class _AlteredRepository:
         self._alter = alter
 
     async def read(
-        self, learner_id: str, purpose: Purpose, as_of: datetime
+        self, learner_id: str, purpose: Purpose, as_of: datetime, *, check: ReadCheck | None = None
     ) -> LearnerRecord | None:
-        record = await self._real.read(learner_id, purpose, as_of)
+        record = await self._real.read(learner_id, purpose, as_of, check=check)
         assert record is not None
         altered: LearnerRecord = self._alter(record)
         return altered

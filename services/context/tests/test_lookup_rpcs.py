@@ -7,6 +7,7 @@ import grpc.aio
 import pytest
 
 from nemo.context.v1 import context_service_pb2 as pb
+from nemo.type.v1 import user_source_pb2
 from nemo_context.access import INVALID_RESOURCE_SCOPE
 from nemo_context.knowledge import INVALID_LIMIT, KNOWLEDGE_NODE_NOT_FOUND
 from nemo_core.errors import error_details
@@ -18,20 +19,33 @@ TIMEOUT = 10.0
 
 async def test_the_tool_plane_checks_access(context_server: RunningContextServer) -> None:
     stub = context_server.stub("toolplane")
+    token = user_source_pb2.USER_SOURCE_TOKEN
     allowed = await stub.CheckLearnerAccess(
         pb.CheckLearnerAccessRequest(
-            user_id="U-2041-M1", learner_id="L-2041-1", resource_scope="user"
+            user_id="U-2041-M1", learner_id="L-2041-1", resource_scope="user", user_source=token
         ),
         timeout=TIMEOUT,
     )
     assert (allowed.allowed, allowed.basis) == (True, pb.ACCESS_BASIS_MENTOR)
     denied = await stub.CheckLearnerAccess(
         pb.CheckLearnerAccessRequest(
-            user_id="U-2041-M2", learner_id="L-2041-2", resource_scope="user"
+            user_id="U-2041-M2", learner_id="L-2041-2", resource_scope="user", user_source=token
         ),
         timeout=TIMEOUT,
     )
-    assert (denied.allowed, denied.basis) == (False, pb.ACCESS_BASIS_UNSPECIFIED)
+    assert (denied.allowed, denied.basis, denied.refusal_rule) == (
+        False,
+        pb.ACCESS_BASIS_UNSPECIFIED,
+        "no_relation",
+    )
+    # The same mentor named by the caller instead of a token reaches nothing.
+    asserted = await stub.CheckLearnerAccess(
+        pb.CheckLearnerAccessRequest(
+            user_id="U-2041-M1", learner_id="L-2041-1", resource_scope="user"
+        ),
+        timeout=TIMEOUT,
+    )
+    assert (asserted.allowed, asserted.refusal_rule) == (False, "user_not_vouched")
     with pytest.raises(grpc.aio.AioRpcError) as raised:
         await stub.CheckLearnerAccess(
             pb.CheckLearnerAccessRequest(

@@ -3,7 +3,6 @@ the database itself hides other learners and identifier columns."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
 import asyncpg
@@ -26,22 +25,6 @@ LEARNER_TABLES = (
 )
 BUNDLE_PURPOSES = [name for name, purpose in PURPOSES.items() if purpose.kind != CONVERSATION]
 NOW = datetime.now(UTC)
-
-
-@pytest.fixture
-async def recorded_pool(context_dsn: str) -> AsyncIterator[tuple[Pool, list[LoggedQuery]]]:
-    """A pool as nemo_context that records every statement it runs, with its parameters."""
-    statements: list[LoggedQuery] = []
-
-    async def init(conn: asyncpg.Connection[asyncpg.Record]) -> None:
-        await init_connection(conn)
-        conn.add_query_logger(statements.append)
-
-    pool = await asyncpg.create_pool(context_dsn, min_size=1, max_size=1, init=init)
-    try:
-        yield pool, statements
-    finally:
-        await pool.close()
 
 
 @pytest.mark.parametrize("learner_id", ["L-2041-1", "L-2041-2", "L-2041-10"])

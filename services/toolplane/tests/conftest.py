@@ -29,15 +29,19 @@ from nemo_core.db import connect
 from nemo_core.server import Server
 from nemo_core.telemetry import attach_metric_reader, attach_span_exporter, configure_telemetry
 from nemo_toolplane.app import SERVICE_NAME, ToolPlane, assemble
+from nemo_toolplane.operators import add_operator, issue_operator_token
 from nemo_toolplane.settings import ToolPlaneSettings
 from nemo_toolplane.tokens import issue_token
 
 REPOSITORY = Path(__file__).resolve().parents[3]
 CALLER_TOKENS = {
     "internal": f"internal-{secrets.token_hex(16)}",
+    "platform": f"platform-{secrets.token_hex(16)}",
     "operator": f"operator-{secrets.token_hex(16)}",
 }
 CONTEXT_CALLER_TOKEN = f"toolplane-{secrets.token_hex(16)}"
+#: The context service's audit caller, the one that may read snapshots back.
+CONTEXT_AUDIT_TOKEN = f"audit-{secrets.token_hex(16)}"
 TEST_PSEUDONYM_KEY = "toolplane-test-pseudonym-key-0123456789abcdef"
 
 
@@ -89,7 +93,7 @@ async def context_address(
     settings = ContextSettings(
         database_url=context_dsn,
         listen_address="127.0.0.1:0",
-        caller_tokens={"toolplane": CONTEXT_CALLER_TOKEN},
+        caller_tokens={"toolplane": CONTEXT_CALLER_TOKEN, "audit": CONTEXT_AUDIT_TOKEN},
         pseudonym_key=TEST_PSEUDONYM_KEY,
         snapshot_dir=tmp_path_factory.mktemp("snapshots"),
         grace_period_seconds=0.5,
@@ -120,8 +124,10 @@ class RunningToolPlane:
             self._channels[caller] = channel
         return channel
 
-    def tools_stub(self) -> toolplane_service_pb2_grpc.ToolPlaneServiceAsyncStub:
-        return toolplane_service_pb2_grpc.ToolPlaneServiceStub(self._channel("internal"))
+    def tools_stub(
+        self, caller: str = "internal"
+    ) -> toolplane_service_pb2_grpc.ToolPlaneServiceAsyncStub:
+        return toolplane_service_pb2_grpc.ToolPlaneServiceStub(self._channel(caller))
 
     def admin_stub(self) -> toolplane_admin_service_pb2_grpc.ToolPlaneAdminServiceAsyncStub:
         return toolplane_admin_service_pb2_grpc.ToolPlaneAdminServiceStub(self._channel("operator"))
@@ -185,6 +191,7 @@ async def start_toolplane(
             "agent_calls_per_second": 10_000,
             "agent_call_burst": 10_000,
             "auth_failures_per_minute": 10_000,
+            "approval_requests_per_hour": 10_000,
             "audit_flush_seconds": 0.05,
             "docs_dir": REPOSITORY / "docs",
         }
@@ -227,7 +234,7 @@ async def tokens(owner: asyncpg.Connection) -> AsyncIterator[AgentTokens]:
     """Tokens for the module's tests; deleted after it, since the demo data has none."""
     issued = [
         await issue_token(owner, "learning-agent", user_id="U-2041-P1", label="tests"),
-        await issue_token(owner, "learning-agent", label="tests"),
+        await issue_token(owner, "learning-agent", label="tests", unbound=True),
         await issue_token(owner, "research-agent", label="tests"),
         await issue_token(owner, "engineering-agent", user_id="U-2041-S1", label="tests"),
     ]
@@ -241,6 +248,37 @@ async def tokens(owner: asyncpg.Connection) -> AsyncIterator[AgentTokens]:
     await owner.execute(
         "DELETE FROM toolplane.agent_tokens WHERE id = ANY($1)", [t.token_id for t in issued]
     )
+
+
+@dataclass(frozen=True)
+class OperatorTokens:
+    """Operators' own credentials: alice and bob, and sara, whose platform account is U-2041-S1 (the
+    user the engineering agent's token acts for)."""
+
+    alice: str
+    bob: str
+    sara: str
+    ids: dict[str, str]
+
+
+@pytest.fixture(scope="module")
+async def operators(owner: asyncpg.Connection) -> AsyncIterator[OperatorTokens]:
+    issued = {}
+    for operator_id, user_id in (("alice", None), ("bob", "U-2041-S9"), ("sara", "U-2041-S1")):
+        await add_operator(owner, operator_id, name=operator_id.title(), user_id=user_id)
+        issued[operator_id] = await issue_operator_token(owner, operator_id, label="tests")
+    yield OperatorTokens(
+        alice=issued["alice"].token,
+        bob=issued["bob"].token,
+        sara=issued["sara"].token,
+        ids={name: token.token_id for name, token in issued.items()},
+    )
+    await owner.execute("DELETE FROM toolplane.operators WHERE id IN ('alice', 'bob', 'sara')")
+
+
+def as_operator(token: str) -> tuple[tuple[str, str]]:
+    """gRPC metadata carrying an operator's own credential."""
+    return (("authorization", f"Bearer {token}"),)
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -8,6 +8,7 @@ import base64
 import hashlib
 import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -15,16 +16,25 @@ import grpc
 import pytest
 from google.protobuf import struct_pb2
 
-from nemo.toolplane.v1 import approval_pb2
+from nemo.toolplane.v1 import approval_pb2, tool_pb2
 from nemo.toolplane.v1 import toolplane_admin_service_pb2 as admin_pb
 from nemo.toolplane.v1 import toolplane_service_pb2 as pb
 from nemo_core.db import connect
 from nemo_core.errors import error_details
 from nemo_ops.cli import main as nemo
 from nemo_toolplane.approvals import arguments_digest
+from nemo_toolplane.operators import authenticate as operators_authenticate
+from nemo_toolplane.operators import issue_operator_token, revoke_operator_token
 from nemo_toolplane.tokens import issue_token, revoke_token
 
-from .conftest import AgentTokens, RunningToolPlane, access_change
+from .conftest import (
+    AgentTokens,
+    OperatorTokens,
+    RunningToolPlane,
+    StartToolPlane,
+    access_change,
+    as_operator,
+)
 from .mcp_http import error_envelope
 
 APP = "nemo12-foundry"
@@ -60,12 +70,15 @@ def _approval_id(result: Any) -> str:
     return str(error["details"]["approval_id"])
 
 
-async def _decide(toolplane: RunningToolPlane, approval_id: str, *, approve: bool) -> Any:
+async def _decide(
+    toolplane: RunningToolPlane, approval_id: str, *, approve: bool, operator: str
+) -> Any:
     decision = admin_pb.APPROVAL_DECISION_APPROVE if approve else admin_pb.APPROVAL_DECISION_REJECT
     response = await toolplane.admin_stub().DecideApproval(
         admin_pb.DecideApprovalRequest(
-            approval_id=approval_id, decision=decision, operator="alice", note="window 02:00"
+            approval_id=approval_id, decision=decision, note="window 02:00"
         ),
+        metadata=as_operator(operator),
         timeout=10,
     )
     return response.approval
@@ -77,6 +90,7 @@ async def test_approval_round_trip(
     owner: asyncpg.Connection,
     audit_rows: Any,
     foundry: None,
+    operators: OperatorTokens,
 ) -> None:
     first = _approval_id(
         await _call(toolplane, tokens.engineering, ARGS, **{"X-Request-Id": "REQ-appr-1"})
@@ -99,7 +113,7 @@ async def test_approval_round_trip(
         "approve-high-risk-writes@v1",
     )
 
-    approved = await _decide(toolplane, first, approve=True)
+    approved = await _decide(toolplane, first, approve=True, operator=operators.alice)
     assert approved.status == approval_pb2.APPROVAL_STATUS_APPROVED
     assert approved.decided_by == "alice"
 
@@ -152,10 +166,14 @@ async def test_approval_round_trip(
 
 
 async def test_an_expired_approval_does_not_run(
-    toolplane: RunningToolPlane, tokens: AgentTokens, owner: asyncpg.Connection, foundry: None
+    toolplane: RunningToolPlane,
+    tokens: AgentTokens,
+    owner: asyncpg.Connection,
+    foundry: None,
+    operators: OperatorTokens,
 ) -> None:
     approval_id = _approval_id(await _call(toolplane, tokens.engineering, ARGS))
-    await _decide(toolplane, approval_id, approve=True)
+    await _decide(toolplane, approval_id, approve=True, operator=operators.alice)
     await owner.execute(
         "UPDATE toolplane.approvals SET expires_at = now() - interval '1 second' WHERE id = $1",
         approval_id,
@@ -170,39 +188,101 @@ async def test_an_expired_approval_does_not_run(
 
 
 async def test_a_rejected_call_does_not_run(
-    toolplane: RunningToolPlane, tokens: AgentTokens, owner: asyncpg.Connection, foundry: None
+    toolplane: RunningToolPlane,
+    tokens: AgentTokens,
+    owner: asyncpg.Connection,
+    foundry: None,
+    operators: OperatorTokens,
 ) -> None:
     approval_id = _approval_id(await _call(toolplane, tokens.engineering, ARGS))
-    rejected = await _decide(toolplane, approval_id, approve=False)
+    rejected = await _decide(toolplane, approval_id, approve=False, operator=operators.alice)
     assert rejected.status == approval_pb2.APPROVAL_STATUS_REJECTED
     assert _approval_id(await _call(toolplane, tokens.engineering, ARGS)) != approval_id
     assert await _status(owner) == "active"
 
 
 async def test_operators_cannot_decide_twice_or_decide_nothing(
-    toolplane: RunningToolPlane, tokens: AgentTokens, foundry: None
+    toolplane: RunningToolPlane,
+    tokens: AgentTokens,
+    foundry: None,
+    operators: OperatorTokens,
 ) -> None:
     approval_id = _approval_id(await _call(toolplane, tokens.engineering, ARGS))
-    await _decide(toolplane, approval_id, approve=False)
+    await _decide(toolplane, approval_id, approve=False, operator=operators.alice)
     with pytest.raises(grpc.aio.AioRpcError) as twice:
-        await _decide(toolplane, approval_id, approve=True)
+        await _decide(toolplane, approval_id, approve=True, operator=operators.alice)
     assert twice.value.code() is grpc.StatusCode.FAILED_PRECONDITION
     assert error_details(twice.value).reason == "APPROVAL_NOT_PENDING"
     with pytest.raises(grpc.aio.AioRpcError) as unknown:
-        await _decide(toolplane, "no-such-approval", approve=True)
+        await _decide(toolplane, "no-such-approval", approve=True, operator=operators.alice)
     assert error_details(unknown.value).reason == "APPROVAL_NOT_FOUND"
-    with pytest.raises(grpc.aio.AioRpcError) as anonymous:
+
+
+async def test_only_an_authenticated_operator_decides_and_never_for_themselves(
+    toolplane: RunningToolPlane,
+    tokens: AgentTokens,
+    owner: asyncpg.Connection,
+    foundry: None,
+    operators: OperatorTokens,
+) -> None:
+    approval_id = _approval_id(await _call(toolplane, tokens.engineering, ARGS))
+    approve = admin_pb.DecideApprovalRequest(
+        approval_id=approval_id, decision=admin_pb.APPROVAL_DECISION_APPROVE
+    )
+    revoked = await issue_operator_token(owner, "alice", label="tests: revoked")
+    await revoke_operator_token(owner, revoked.token_id)
+    # No credential, a made-up one, a revoked one: refused, whatever name is typed.
+    for metadata in ((), as_operator("nemo_ot_forged"), as_operator(revoked.token)):
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await toolplane.admin_stub().DecideApproval(
+                admin_pb.DecideApprovalRequest(
+                    approval_id=approval_id,
+                    decision=admin_pb.APPROVAL_DECISION_APPROVE,
+                    operator="alice",
+                ),
+                metadata=metadata,
+                timeout=10,
+            )
+        assert refused.value.code() is grpc.StatusCode.UNAUTHENTICATED
+        assert error_details(refused.value).reason == "OPERATOR_UNAUTHENTICATED"
+    # Sara's platform account is U-2041-S1, the user the engineering token acts for.
+    with pytest.raises(grpc.aio.AioRpcError) as own:
+        await toolplane.admin_stub().DecideApproval(
+            approve, metadata=as_operator(operators.sara), timeout=10
+        )
+    assert (own.value.code(), error_details(own.value).reason) == (
+        grpc.StatusCode.PERMISSION_DENIED,
+        "SELF_APPROVAL",
+    )
+    with pytest.raises(grpc.aio.AioRpcError) as mismatch:
         await toolplane.admin_stub().DecideApproval(
             admin_pb.DecideApprovalRequest(
-                approval_id=approval_id, decision=admin_pb.APPROVAL_DECISION_APPROVE
+                approval_id=approval_id, decision=admin_pb.APPROVAL_DECISION_APPROVE, operator="bob"
             ),
+            metadata=as_operator(operators.alice),
             timeout=10,
         )
-    assert error_details(anonymous.value).reason == "OPERATOR_REQUIRED"
+    assert error_details(mismatch.value).reason == "OPERATOR_MISMATCH"
+    row = await owner.fetchrow("SELECT * FROM toolplane.approvals WHERE id = $1", approval_id)
+    assert row is not None
+    assert (row["status"], row["decided_by"]) == ("pending", None)
+    decided = await toolplane.admin_stub().DecideApproval(
+        approve, metadata=as_operator(operators.bob), timeout=10
+    )
+    assert decided.approval.decided_by == "bob"
+    assert (
+        await owner.fetchval(
+            "SELECT decided_by_token FROM toolplane.approvals WHERE id = $1", approval_id
+        )
+        == operators.ids["bob"]
+    )
 
 
 async def test_list_approvals_pages_newest_first(
-    toolplane: RunningToolPlane, tokens: AgentTokens, foundry: None
+    toolplane: RunningToolPlane,
+    tokens: AgentTokens,
+    foundry: None,
+    operators: OperatorTokens,
 ) -> None:
     ids = [
         _approval_id(await _call(toolplane, tokens.engineering, {**ARGS, "reason": f"r{i}"}))
@@ -255,6 +335,8 @@ async def test_the_approvals_command_lists_and_decides(
     owner_dsn: str,
     owner: asyncpg.Connection,
     foundry: None,
+    operators: OperatorTokens,
+    tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     approval_id = _approval_id(await _call(toolplane, tokens.engineering, ARGS))
@@ -263,13 +345,21 @@ async def test_the_approvals_command_lists_and_decides(
         await asyncio.to_thread(nemo, ["approvals", "list", "--status", "pending", *database]) == 0
     )
     assert approval_id in capsys.readouterr().out
-    with pytest.raises(SystemExit) as usage:
-        await asyncio.to_thread(nemo, ["approvals", "approve", approval_id, *database])
-    assert usage.value.code == 2  # no --operator
+    # Without the operator's own credential, nothing is decided.
+    assert await asyncio.to_thread(nemo, ["approvals", "approve", approval_id, *database]) == 1
+    assert "no valid operator credential" in capsys.readouterr().err
+    sara, bob = tmp_path / "sara.token", tmp_path / "bob.token"
+    sara.write_text(operators.sara + "\n")
+    bob.write_text(operators.bob + "\n")
+    as_sara = ["--operator-token-file", str(sara)]
     assert (
-        await asyncio.to_thread(
-            nemo, ["approvals", "approve", approval_id, "--operator", "bob", *database]
-        )
+        await asyncio.to_thread(nemo, ["approvals", "approve", approval_id, *as_sara, *database])
+        == 1
+    )
+    assert "own behalf" in capsys.readouterr().err
+    as_bob = ["--operator-token-file", str(bob)]
+    assert (
+        await asyncio.to_thread(nemo, ["approvals", "approve", approval_id, *as_bob, *database])
         == 0
     )
     assert (
@@ -279,14 +369,112 @@ async def test_the_approvals_command_lists_and_decides(
         == "bob"
     )
     assert (
-        await asyncio.to_thread(
-            nemo, ["approvals", "reject", approval_id, "--operator", "bob", *database]
-        )
-        == 1
+        await asyncio.to_thread(nemo, ["approvals", "reject", approval_id, *as_bob, *database]) == 1
     )
     assert "not pending" in capsys.readouterr().err
     ran = await _call(toolplane, tokens.engineering, ARGS)
     assert not ran.is_error
+
+
+async def test_the_operators_command_issues_and_revokes_credentials(
+    owner_dsn: str, owner: asyncpg.Connection, capsys: pytest.CaptureFixture[str]
+) -> None:
+    database = ["--database-url", owner_dsn]
+    try:
+        added = ["operators", "add", "tests-olga", "--user", "U-2041-S7", *database]
+        assert await asyncio.to_thread(nemo, added) == 0
+        issued = ["operators", "issue-token", "tests-olga", *database]
+        assert await asyncio.to_thread(nemo, issued) == 0
+        first, token = capsys.readouterr().out.splitlines()[-2:]
+        token_id = first.split()[3]
+        stored = await owner.fetchval(
+            "SELECT token_hash FROM toolplane.operator_tokens WHERE id = $1", token_id
+        )
+        assert stored == hashlib.sha256(token.encode()).hexdigest()  # never the token itself
+        assert (await operators_authenticate(owner, token)) is not None
+        revoke = ["operators", "revoke-token", token_id, *database]
+        assert await asyncio.to_thread(nemo, revoke) == 0
+        assert (await operators_authenticate(owner, token)) is None
+    finally:
+        await owner.execute("DELETE FROM toolplane.operators WHERE id = 'tests-olga'")
+
+
+async def test_an_approval_is_bound_to_the_token_that_asked(
+    toolplane: RunningToolPlane,
+    tokens: AgentTokens,
+    owner: asyncpg.Connection,
+    foundry: None,
+    operators: OperatorTokens,
+) -> None:
+    approval_id = _approval_id(await _call(toolplane, tokens.engineering, ARGS))
+    await _decide(toolplane, approval_id, approve=True, operator=operators.alice)
+    # Another token of the same agent, bound to the same user: not the call that was approved.
+    sibling = await issue_token(owner, "engineering-agent", user_id="U-2041-S1", label="tests")
+    try:
+        other = _approval_id(await _call(toolplane, sibling.token, ARGS))
+        assert other != approval_id
+        assert await _status(owner) == "active"
+    finally:
+        await revoke_token(owner, sibling.token_id)
+    row = await owner.fetchrow("SELECT * FROM toolplane.approvals WHERE id = $1", approval_id)
+    assert row is not None
+    assert (row["token_id"], row["user_source"], row["status"]) == (
+        tokens.ids[3],
+        "token",
+        "approved",
+    )
+
+
+async def test_approval_requests_are_rate_limited_per_agent_and_user(
+    start_toolplane: StartToolPlane,
+    tokens: AgentTokens,
+    owner: asyncpg.Connection,
+    foundry: None,
+) -> None:
+    limited = await start_toolplane(approval_requests_per_hour=3)
+    ids = [
+        _approval_id(await _call(limited, tokens.engineering, {**ARGS, "reason": f"flood {n}"}))
+        for n in range(3)
+    ]
+    # Asking again for a call already waiting is no new request.
+    assert (
+        _approval_id(await _call(limited, tokens.engineering, {**ARGS, "reason": "flood 0"}))
+        == (ids[0])
+    )
+    flooded = await _call(limited, tokens.engineering, {**ARGS, "reason": "flood 3"})
+    assert flooded.is_error
+    error = error_envelope(flooded)["error"]
+    assert (error["code"], error["retryable"]) == ("RATE_LIMITED", True)
+    assert error["details"]["retry_after_seconds"] > 0
+    count = await owner.fetchval(
+        "SELECT count(*) FROM toolplane.approvals WHERE arguments_json LIKE '%flood%'"
+    )
+    assert count == 3
+
+
+async def test_identical_calls_at_once_run_an_approval_exactly_once(
+    toolplane: RunningToolPlane,
+    tokens: AgentTokens,
+    owner: asyncpg.Connection,
+    foundry: None,
+    operators: OperatorTokens,
+) -> None:
+    waiting = await _call_grpc(toolplane, tokens.engineering, "REQ-race-0", 10)
+    approval_id = str(waiting.error.details["approval_id"])
+    await _decide(toolplane, approval_id, approve=True, operator=operators.alice)
+    responses = await asyncio.gather(
+        *(_call_grpc(toolplane, tokens.engineering, f"REQ-race-{n}", 10) for n in range(1, 7))
+    )
+    ran = [response for response in responses if response.success]
+    assert len(ran) == 1
+    # The others were told the approval is used (a new request) or still in use (retry).
+    codes = {tool_pb2.ErrorCode.Name(r.error.code) for r in responses if not r.success}
+    assert codes <= {"ERROR_CODE_APPROVAL_REQUIRED", "ERROR_CODE_CONFLICT"}
+    assert await _status(owner) == "maintenance"
+    assert (
+        await owner.fetchval("SELECT status FROM toolplane.approvals WHERE id = $1", approval_id)
+        == "consumed"
+    )
 
 
 async def test_operators_see_the_arguments_they_approve(
@@ -360,10 +548,11 @@ async def test_an_approved_call_cut_short_keeps_its_approval(
     owner: asyncpg.Connection,
     audit_rows: Any,
     foundry: None,
+    operators: OperatorTokens,
 ) -> None:
     waiting = await _call_grpc(toolplane, tokens.engineering, "REQ-cut-1", 10)
     approval_id = str(waiting.error.details["approval_id"])
-    await _decide(toolplane, approval_id, approve=True)
+    await _decide(toolplane, approval_id, approve=True, operator=operators.alice)
     # Someone else holds the application's row: the approved write waits past its deadline.
     locker = await connect(owner_dsn)
     try:
@@ -371,9 +560,14 @@ async def test_an_approved_call_cut_short_keeps_its_approval(
             await locker.execute(
                 "SELECT 1 FROM toolplane.applications WHERE id = $1 FOR UPDATE", APP
             )
-            with pytest.raises(grpc.aio.AioRpcError) as cut:
-                await _call_grpc(toolplane, tokens.engineering, "REQ-cut-2", 1.0)
-            assert cut.value.code() is grpc.StatusCode.DEADLINE_EXCEEDED
+            # Cut short by its deadline: the caller gives up, or the tool plane, which bounds
+            # the approved write by the same deadline, answers first that nothing changed.
+            cut: object
+            try:
+                cut = (await _call_grpc(toolplane, tokens.engineering, "REQ-cut-2", 1.0)).error.code
+            except grpc.aio.AioRpcError as gave_up:
+                cut = gave_up.code()
+            assert cut in (grpc.StatusCode.DEADLINE_EXCEEDED, tool_pb2.ERROR_CODE_DEPENDENCY_ERROR)
     finally:
         await locker.close()
 

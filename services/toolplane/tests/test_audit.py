@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import signal
 import sys
@@ -17,15 +18,24 @@ import asyncpg
 import httpx
 import pytest
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from pydantic import BaseModel, ConfigDict
 
 from nemo_core.db import Pool, connect, create_pool, dsn_with
 from nemo_ops.migrate import migrate
 from nemo_ops.seed import seed
 from nemo_testing.ports import free_port, wait_for_port
+from nemo_toolplane.access_store import AgentRules
+from nemo_toolplane.approvals import ApprovalGate
 from nemo_toolplane.audit import AuditEntry, AuditLog, CallStatus
+from nemo_toolplane.docs_library import DocsLibrary
 from nemo_toolplane.envelope import ErrorCode
-from nemo_toolplane.policy import Decision
+from nemo_toolplane.policy import Decision, Grant
+from nemo_toolplane.principal import Principal
+from nemo_toolplane.ratelimit import KeyedRateLimiter
+from nemo_toolplane.registry import Mode, Registry, Risk, ToolDefinition
+from nemo_toolplane.router import ToolRouter
 from nemo_toolplane.tokens import issue_token
+from nemo_toolplane.tool_context import Services, ToolContext
 
 from .conftest import (
     CALLER_TOKENS,
@@ -232,8 +242,96 @@ async def test_rows_hold_identifiers_never_input_or_output(
     assert not result.is_error
     assert not profile.is_error
     rows = await audit_rows(request_id="REQ-audit-no-input")
-    stored = json.dumps([dict(row) for row in rows], default=str)
     assert len(rows) == 2
+    # What the agent saw is referenced, not copied: the snapshot key is the one place the
+    # output's pseudonym appears (the key names it, by the snapshot layout).
+    refs = [row["input_ref"] for row in rows]
+    assert refs[0] is None
+    assert refs[1].startswith("ai-context/")
+    stored = json.dumps(
+        [{**dict(row), "input_ref": None} for row in rows], default=str, ensure_ascii=False
+    )
     assert "zebra" not in stored
     assert profile.structured_content["learner_ref"] not in stored
     assert "learner:L-2041-1" in stored
+
+
+class _Nothing(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+async def _nothing(ctx: ToolContext, args: _Nothing) -> _Nothing:
+    return _Nothing()
+
+
+async def test_a_hung_audit_database_loses_no_row_silently_and_does_not_hold_shutdown(
+    toolplane_dsn: str, owner_dsn: str, caplog: pytest.LogCaptureFixture, tmp_path: Any
+) -> None:
+    calls, buffer, grace = 10_000, 1_000, 1.0
+    pool = await create_pool(toolplane_dsn, max_size=2)
+    audit = AuditLog(
+        pool,
+        flush_seconds=0.01,
+        batch_size=100,
+        max_pending=buffer,
+        statement_timeout=0.3,
+        grace_seconds=grace,
+    )
+    audit.start()
+    tool = ToolDefinition(
+        name="test.nothing", version=1, description="test", risk=Risk.LOW, mode=Mode.READ,
+        input_model=_Nothing, output_model=_Nothing, execute=_nothing,
+    )  # fmt: skip
+    router = ToolRouter(
+        registry=Registry([tool]),
+        approvals=ApprovalGate(pool, ttl_seconds=60),
+        audit=audit,
+        services=Services(context=None, pool=pool, docs=DocsLibrary(tmp_path, "https://x")),  # type: ignore[arg-type]
+        environment="development",
+        limiter=KeyedRateLimiter(1e9, 10**9),
+    )
+    rules = AgentRules(grants=(Grant("test.*", "*", "*", Mode.READ),), policies=())
+    session = f"S-hung-{uuid.uuid4()}"
+    # Another transaction holds the table: every insert waits, and would wait forever.
+    locker = await connect(owner_dsn)
+    hold = locker.transaction()
+    await hold.start()
+    await locker.execute("LOCK TABLE toolplane.audit_logs IN ACCESS EXCLUSIVE MODE")
+    stopping = asyncio.Event()
+    watcher = asyncio.create_task(audit.watch(stopping))
+    try:
+        with caplog.at_level(logging.ERROR, logger="nemo_toolplane.audit"):
+            for n in range(calls):
+                principal = Principal("research-agent", session, None, f"REQ-hung-{n}")
+                outcome = await router.call(principal, rules, "test.nothing", {}, transport="grpc")
+                assert outcome.error is None  # the calls themselves are unaffected
+                assert audit.pending <= buffer + 100
+            stopping.set()
+            await watcher
+            # Shutdown ends within the grace period (a margin for a loaded machine), hung or not.
+            async with asyncio.timeout(grace + 2.0):
+                await audit.close()
+    finally:
+        await hold.rollback()
+        await locker.close()
+        await pool.close()
+    assert audit.peak_pending <= buffer
+    logged = {
+        record.audit["request_id"]  # type: ignore[attr-defined]
+        for record in caplog.records
+        if getattr(record, "audit", {}).get("session_id") == session
+    }
+    owner = await connect(owner_dsn)
+    try:
+        stored = {
+            row["request_id"]
+            for row in await owner.fetch(
+                "SELECT request_id FROM toolplane.audit_logs WHERE session_id = $1", session
+            )
+        }
+    finally:
+        await owner.close()
+    # Every call is either stored or in the log, and counted there.
+    assert stored | logged == {f"REQ-hung-{n}" for n in range(calls)}
+    assert audit.dropped_rows > 0
+    assert audit.dropped_rows + audit.failed_rows == len(logged)

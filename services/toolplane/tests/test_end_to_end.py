@@ -73,6 +73,8 @@ async def test_a_learner_out_of_reach_or_missing_is_the_same_authorization_error
         "AUTHORIZATION_ERROR",
         f"learner:{learner_id}",
     )
+    # The same rule refused both: not even the operator's record tells them apart.
+    assert row["metadata"]["rule"] == "access:no_relation"
 
 
 async def test_quadratic_equations_finds_structured_knowledge_nodes(

@@ -20,7 +20,7 @@ from nemo_toolplane.audit import AuditLog
 from nemo_toolplane.context_client import ContextClient
 from nemo_toolplane.docs_library import DocsLibrary
 from nemo_toolplane.policy import Effect, Grant, Policy
-from nemo_toolplane.principal import Principal
+from nemo_toolplane.principal import Principal, UserSource
 from nemo_toolplane.ratelimit import KeyedRateLimiter
 from nemo_toolplane.registry import Mode, Registry, Risk, ToolDefinition
 from nemo_toolplane.router import ToolRouter, _mentions, audit_name
@@ -122,7 +122,9 @@ RULES = AgentRules(grants=(Grant("test.*", "user", "*", Mode.READ),), policies=(
 
 
 def principal(request_id: str) -> Principal:
-    return Principal("learning-agent", "S-router", "U-2041-P1", request_id)
+    return Principal(
+        "learning-agent", "S-router", "U-2041-P1", request_id, user_source=UserSource.TOKEN
+    )
 
 
 async def test_a_result_naming_the_learner_is_blocked(

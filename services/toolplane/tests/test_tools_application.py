@@ -10,7 +10,7 @@ import pytest
 
 from nemo.toolplane.v1 import toolplane_admin_service_pb2 as admin_pb
 
-from .conftest import AgentTokens, RunningToolPlane
+from .conftest import AgentTokens, OperatorTokens, RunningToolPlane, as_operator
 from .mcp_http import error_envelope
 
 
@@ -76,6 +76,7 @@ async def test_an_approved_change_of_a_retired_application_is_a_conflict(
     audit_rows: Any,
     owner: asyncpg.Connection,
     retired_web: None,
+    operators: OperatorTokens,
 ) -> None:
     args = {"application_id": "nemo12-web", "status": "active", "reason": "bring it back"}
     async with toolplane.mcp(tokens.engineering, {"X-Request-Id": "REQ-retired"}) as client:
@@ -83,10 +84,9 @@ async def test_an_approved_change_of_a_retired_application_is_a_conflict(
         approval_id = error_envelope(waiting)["error"]["details"]["approval_id"]
         await toolplane.admin_stub().DecideApproval(
             admin_pb.DecideApprovalRequest(
-                approval_id=approval_id,
-                decision=admin_pb.APPROVAL_DECISION_APPROVE,
-                operator="alice",
+                approval_id=approval_id, decision=admin_pb.APPROVAL_DECISION_APPROVE
             ),
+            metadata=as_operator(operators.alice),
             timeout=10,
         )
         conflict = await client.call_tool("application.set_status", args)

@@ -5,13 +5,20 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from typing import Any
 
 import asyncpg
 import pytest
+from pydantic import SecretStr
 
+from nemo.context.v1 import context_service_pb2 as context_pb
+from nemo.context.v1 import context_service_pb2_grpc as context_grpc
+from nemo_core.client import create_channel
 from nemo_toolplane.tokens import issue_token, revoke_token
+from nemo_toolplane.tools import build_registry
+from nemo_toolplane.tools.views import view_result
 
-from .conftest import AgentTokens, RunningToolPlane
+from .conftest import CONTEXT_AUDIT_TOKEN, AgentTokens, RunningToolPlane
 from .mcp_http import error_envelope
 
 VIEWS = {
@@ -50,6 +57,39 @@ async def test_every_learner_tool_returns_its_view(
     assert 10 <= profile["age_years"] <= 16
     next_experience = results["learning.get_next_learning_experience"].structured_content
     assert next_experience["next_experience"]["reason"]
+
+
+async def test_the_audit_row_of_a_learner_read_leads_to_exactly_what_the_agent_saw(
+    toolplane: RunningToolPlane, tokens: AgentTokens, context_address: str, audit_rows: Any
+) -> None:
+    results = {}
+    for tool in VIEWS:
+        headers = {"X-Request-Id": f"REQ-seen-{tool}"}
+        async with toolplane.mcp(tokens.learning_parent, headers) as client:
+            results[tool] = await client.call_tool(tool, {"learner_id": "L-2041-3"})
+    registry = build_registry()
+    channel = create_channel(
+        context_address, toolplane.settings, token=SecretStr(CONTEXT_AUDIT_TOKEN)
+    )
+    try:
+        audit = context_grpc.ContextServiceStub(channel)
+        refs = set()
+        for tool, result in results.items():
+            assert not result.is_error, result.structured_content
+            [row] = await audit_rows(request_id=f"REQ-seen-{tool}")
+            assert row["resource"] == "learner:L-2041-3"
+            # The auditor needs nothing but the row: its input_ref, read back and verified.
+            snapshot = await audit.GetSnapshot(
+                context_pb.GetSnapshotRequest(input_ref=row["input_ref"]), timeout=10
+            )
+            definition = registry.resolve(tool)
+            assert definition is not None
+            seen = view_result(snapshot.bundle, definition.output_model)
+            assert seen.model_dump(mode="json") == result.structured_content, tool
+            refs.add(row["input_ref"])
+        assert len(refs) == len(VIEWS)  # one snapshot per read
+    finally:
+        await channel.close()
 
 
 @pytest.fixture

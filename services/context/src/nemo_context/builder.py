@@ -19,6 +19,14 @@ from nemo.context.v1 import context_service_pb2
 from nemo.context.v1 import learner_context_pb2 as pb
 from nemo.type.v1 import locale_pb2
 from nemo_context import slices
+from nemo_context.access import (
+    Decision,
+    Reach,
+    RefusalRule,
+    agent_reach,
+    authorize,
+    out_of_reach,
+)
 from nemo_context.acl import check_purpose_caller
 from nemo_context.gate import (
     Gated,
@@ -31,10 +39,18 @@ from nemo_context.gate import (
 )
 from nemo_context.ids import check_learner_id
 from nemo_context.pseudonym import Pseudonymizer
-from nemo_context.purposes import CONVERSATION, POLICY_VERSION, Purpose, Slice, purpose_named
+from nemo_context.purposes import (
+    AGENT_VIEW,
+    CONVERSATION,
+    POLICY_VERSION,
+    Purpose,
+    Slice,
+    purpose_named,
+)
 from nemo_context.render import render_bundle
 from nemo_context.repository import LearnerRecord, LearnerRepository
 from nemo_context.snapshots import SnapshotStore, with_snapshot
+from nemo_core.db import Connection
 from nemo_core.errors import ServiceError
 
 BUILD_VERSION: Final = "context-builder-1"
@@ -44,6 +60,13 @@ LEARNER_NOT_FOUND: Final = "LEARNER_NOT_FOUND"
 INVALID_LOCALE: Final = "INVALID_LOCALE"
 WRONG_PURPOSE_KIND: Final = "WRONG_PURPOSE_KIND"
 INVALID_EVALUATED_AT: Final = "INVALID_EVALUATED_AT"
+AGENT_ACCESS_NOT_APPLICABLE: Final = "AGENT_ACCESS_NOT_APPLICABLE"
+
+# Unreachable in practice (access is decided in the read's transaction), but a learner gone
+# after an allowed check still gets the one refusal agents see.
+_NO_LEARNER: Final = Decision(
+    context_service_pb2.ACCESS_BASIS_UNSPECIFIED, RefusalRule.NOT_IN_SCOPE
+)
 
 
 def learner_not_found() -> ServiceError:
@@ -72,9 +95,15 @@ class ContextBuilder:
         locale: locale_pb2.Locale.ValueType,
         *,
         as_of: datetime | None = None,
+        reach: Reach | None = None,
     ) -> Gated[pb.ContextBundle]:
         """The gated bundle of ``learner_id`` for ``purpose``, rendered in ``locale``, as of
-        ``as_of`` (the server's clock when None)."""
+        ``as_of`` (the server's clock when None).
+
+        With ``reach`` (agent views), access is decided in the transaction that reads the
+        learner, before its data is read: a learner out of reach and one that does not exist
+        are the same PERMISSION_DENIED / ``LEARNER_OUT_OF_REACH``.
+        """
         check_learner_id(learner_id)
         if locale not in locale_pb2.Locale.values():
             raise ServiceError(
@@ -82,10 +111,19 @@ class ContextBuilder:
                 INVALID_LOCALE,
                 "locale must be LOCALE_VI or LOCALE_EN (or unset for Vietnamese)",
             )
+        check = None
+        if reach is not None:
+            granted = reach
+
+            async def check(conn: Connection) -> None:
+                decision = await authorize(conn, learner_id, granted)
+                if not decision.allowed:
+                    raise out_of_reach(decision)
+
         built_at = as_of or self._clock()
-        record = await self._repository.read(learner_id, purpose, built_at)
+        record = await self._repository.read(learner_id, purpose, built_at, check=check)
         if record is None:
-            raise learner_not_found()
+            raise learner_not_found() if reach is None else out_of_reach(_NO_LEARNER)
         _refuse_identifier_columns(record)
         bundle = assemble(
             record,
@@ -120,8 +158,20 @@ async def build_context(
             WRONG_PURPOSE_KIND,
             "conversation purposes are built with BuildConversationContext",
         )
+    has_access = request.HasField("agent_access")
+    reach = None
+    if purpose.kind == AGENT_VIEW:
+        reach = agent_reach(request.agent_access, present=has_access)
+    elif has_access:
+        raise ServiceError(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            AGENT_ACCESS_NOT_APPLICABLE,
+            "agent_access applies to agent views only",
+        )
     as_of = evaluated_at(request)
-    bundle = await builder.build(request.learner_id, purpose, request.locale, as_of=as_of)
+    bundle = await builder.build(
+        request.learner_id, purpose, request.locale, as_of=as_of, reach=reach
+    )
     return await with_snapshot(snapshots, bundle) if request.persist else bundle
 
 

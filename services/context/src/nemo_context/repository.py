@@ -25,7 +25,7 @@ and cached; the fragments are the readable part.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import lru_cache
@@ -202,14 +202,19 @@ class LearnerRecord:
     with a forbidden name fails the build instead of being dropped unseen."""
 
 
+#: Runs first in the transaction that reads the learner, on its connection; raising refuses the
+#: read (an agent view's access check: it then sees the same snapshot of the data as the read).
+ReadCheck = Callable[[Connection], Awaitable[None]]
+
+
 class LearnerRepository(Protocol):
     """Reads what one purpose may see of one learner (the seam tests inject other sources at)."""
 
     async def read(
-        self, learner_id: str, purpose: Purpose, as_of: datetime
+        self, learner_id: str, purpose: Purpose, as_of: datetime, *, check: ReadCheck | None = None
     ) -> LearnerRecord | None:
         """The learner's data for ``purpose`` as of ``as_of``; None when the learner does not
-        exist."""
+        exist. ``check`` runs first, in the same transaction."""
 
 
 @lru_cache(maxsize=64)
@@ -271,9 +276,11 @@ class PostgresLearnerRepository:
         """The statement of each purpose (tests substitute a broken one)."""
 
     async def read(
-        self, learner_id: str, purpose: Purpose, as_of: datetime
+        self, learner_id: str, purpose: Purpose, as_of: datetime, *, check: ReadCheck | None = None
     ) -> LearnerRecord | None:
         async with learner_transaction(self._pool, [learner_id], readonly=True) as conn:
+            if check is not None:
+                await check(conn)
             row = await conn.fetchrow(self._statements(purpose), learner_id, as_of)
         return None if row is None else _record(row)
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from dataclasses import dataclass
+from functools import partial
 
 from nemo.toolplane.v1 import (
     toolplane_admin_service_pb2,
@@ -10,7 +13,7 @@ from nemo.toolplane.v1 import (
     toolplane_service_pb2,
     toolplane_service_pb2_grpc,
 )
-from nemo_core.db import create_pool
+from nemo_core.db import Pool, create_pool
 from nemo_core.server import Service, ServiceSetup
 from nemo_toolplane.access_cache import AccessCache
 from nemo_toolplane.access_store import AccessStore
@@ -28,6 +31,8 @@ from nemo_toolplane.servicer import ToolPlaneAdminServicer, ToolPlaneServicer
 from nemo_toolplane.settings import ToolPlaneSettings
 from nemo_toolplane.tool_context import Services
 from nemo_toolplane.tools import build_registry
+
+logger = logging.getLogger(__name__)
 
 SERVICE_NAME = "toolplane"
 # CallTool may call the context service: without a deadline, a stuck dependency would hold the
@@ -52,14 +57,24 @@ async def assemble(settings: ToolPlaneSettings) -> ToolPlane:
     )
     context = ContextClient(settings)
     audit = AuditLog(
-        pool, flush_seconds=settings.audit_flush_seconds, batch_size=settings.audit_batch_size
+        pool,
+        flush_seconds=settings.audit_flush_seconds,
+        batch_size=settings.audit_batch_size,
+        max_pending=settings.audit_buffer_rows,
+        statement_timeout=settings.audit_statement_timeout_seconds,
+        grace_seconds=settings.grace_period_seconds,
     )
     audit.start()
     access = AccessCache(AccessStore(pool), settings.database_url.get_secret_value())
     registry = build_registry()
     router = ToolRouter(
         registry=registry,
-        approvals=ApprovalGate(pool, ttl_seconds=settings.approval_ttl_seconds),
+        approvals=ApprovalGate(
+            pool,
+            ttl_seconds=settings.approval_ttl_seconds,
+            requests_per_hour=settings.approval_requests_per_hour,
+            busy_wait_seconds=settings.approval_busy_wait_seconds,
+        ),
         audit=audit,
         services=Services(
             context=context,
@@ -95,11 +110,25 @@ async def assemble(settings: ToolPlaneSettings) -> ToolPlane:
         ],
         acl=ACL,
         deadline_required=DEADLINE_REQUIRED,
-        background=[edge.run, access.run],
+        background=[edge.run, access.run, audit.watch],
         # Run last registered first: pending audit rows are written before the pool closes.
-        cleanup=[pool.close, context.close, audit.close],
+        cleanup=[
+            partial(close_pool, pool, settings.audit_statement_timeout_seconds),
+            context.close,
+            audit.close,
+        ],
     )
     return ToolPlane(setup=setup, router=router, audit=audit, edge=edge, access=access)
+
+
+async def close_pool(pool: Pool, seconds: float) -> None:
+    """Close the pool, or terminate it when a connection does not let go in time (a hung
+    database must not hold the process past its shutdown)."""
+    try:
+        await asyncio.wait_for(pool.close(), seconds)
+    except TimeoutError:
+        logger.warning("database pool did not close in time; terminating its connections")
+        pool.terminate()
 
 
 async def build(settings: ToolPlaneSettings) -> ServiceSetup:

@@ -1,18 +1,25 @@
 """Approvals: a person lets one exact call run once.
 
-A call that needs approval creates a request bound to everything that made it: agent, user, tool
-id and version, a digest of the canonical arguments and the version of the policy that required
-it, with an expiry. The request also keeps the arguments themselves and the resource, because an
-operator must see what the call would change before approving it. An operator approves or
-rejects it; the same call repeated with the same arguments before the expiry then runs exactly
-once. Changed arguments, another agent or user, a changed policy, or an expired approval need a
+A call that needs approval creates a request bound to everything that made it: agent, token,
+user and where that user came from, tool id and version, a digest of the canonical arguments and
+the version of the policy that required it, with an expiry. Requests are rate limited per agent
+and user, so an agent cannot flood operators. The request also keeps the arguments themselves
+and the resource, because an operator must see what the call would change before approving it.
+An operator (an authenticated person, never the user the call acts for) approves or rejects
+it; the same call repeated with the same arguments before the expiry then runs exactly once.
+Changed arguments, another token, agent or user, a changed policy, or an expired approval need a
 new one. There is no path that lets a call through without an approver.
 
 "Exactly once" is a transaction: the approval is consumed in the same database transaction as
 the tool's own write (the executor writes through :meth:`ToolContext.transaction`), so a call that
 fails, times out or is cancelled leaves both the data and the approval as they were, and the
-agent can repeat it. A write tool whose effect lies outside this database could not join that
-transaction and would have to make its effect idempotent by approval id; there is none yet.
+agent can repeat it. A repeat that arrives while an earlier attempt still holds the approval
+(one cut short whose transaction has not rolled back yet) waits for it, up to a bound: it then
+runs under the approval if the earlier attempt let go of it, needs a new approval if that attempt
+used it, and is told to retry (:class:`ApprovalBusy`) if it is still running; it never files a
+second request for a call that is already approved. A write tool whose effect lies outside this
+database could not join that transaction and would have to make its effect idempotent by approval
+id; there is none yet.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import base64
 import hashlib
 import json
 import re
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -30,6 +38,7 @@ from typing import Any, TypeVar
 import asyncpg
 
 from nemo_core.db import Connection, Pool
+from nemo_toolplane.operators import Operator
 
 T = TypeVar("T")
 
@@ -72,6 +81,29 @@ def _sha256(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+class SelfApproval(ApprovalError):
+    """The operator is the user the call was made for."""
+
+    def __init__(self, approval_id: str) -> None:
+        super().__init__(f"approval {approval_id} is for a call made on the operator's own behalf")
+
+
+class ApprovalBusy(Exception):
+    """An identical call is running under the approval; the repeat may retry shortly."""
+
+
+class ApprovalCutShort(Exception):
+    """The approved call ended after its caller's deadline; nothing of it was committed."""
+
+
+class ApprovalRequestsLimited(Exception):
+    """The agent asked for too many approvals for this user recently."""
+
+    def __init__(self, retry_after_seconds: float) -> None:
+        super().__init__("too many approval requests")
+        self.retry_after_seconds = retry_after_seconds
+
+
 @dataclass(frozen=True)
 class CallBinding:
     """The call an approval is for: what it is bound to, and what an operator is shown."""
@@ -86,6 +118,9 @@ class CallBinding:
     #: What the call is about ("learner:L-2041-1"); shown, not compared (it comes from the
     #: arguments).
     resource: str | None = None
+    #: The agent token of the call (None for an agent's legacy token) and its user's source.
+    token_id: str | None = None
+    user_source: str = "none"
 
     @property
     def arguments_digest(self) -> str:
@@ -111,47 +146,67 @@ class Approval:
     decided_at: datetime | None
     decided_by: str | None
     decision_note: str | None
+    token_id: str | None = None
+    user_source: str | None = None
 
 
 _COLUMNS = """id AS approval_id, agent_id, user_id, tool_id, arguments_digest, arguments_json,
     resource, policy_name, policy_version, status, request_id, created_at, expires_at,
-    decided_at, decided_by, decision_note"""
+    decided_at, decided_by, decision_note, token_id, user_source"""
+
+# What an approval is bound to, in the order of _bound_values.
+_BOUND = """agent_id = $1 AND user_id IS NOT DISTINCT FROM $2 AND tool_id = $3
+      AND arguments_digest = $4 AND policy_version = $5
+      AND token_id IS NOT DISTINCT FROM $6 AND user_source = $7"""
 
 _EXPIRE = """
 UPDATE toolplane.approvals SET status = 'expired'
 WHERE status IN ('pending', 'approved') AND expires_at <= now()
 """
 
-# SKIP LOCKED: a second identical call while the first runs does not queue behind it holding a
-# connection; it finds no usable approval and is told to get one.
+# No SKIP LOCKED: a repeat while an earlier attempt holds the approval waits for it (bounded by
+# the transaction's lock_timeout), then sees it approved again (that attempt rolled back) or
+# consumed (it committed), never "missing".
 _CONSUME = f"""
 UPDATE toolplane.approvals SET status = 'consumed', consumed_at = now()
 WHERE id = (
     SELECT id FROM toolplane.approvals
-    WHERE agent_id = $1 AND user_id IS NOT DISTINCT FROM $2 AND tool_id = $3
-      AND arguments_digest = $4 AND policy_version = $5
+    WHERE {_BOUND}
       AND status = 'approved' AND expires_at > now()
     ORDER BY created_at
     LIMIT 1
-    FOR UPDATE SKIP LOCKED)
+    FOR UPDATE)
 RETURNING {_COLUMNS}
 """
 
 _PENDING = f"""
 SELECT {_COLUMNS} FROM toolplane.approvals
-WHERE agent_id = $1 AND user_id IS NOT DISTINCT FROM $2 AND tool_id = $3
-  AND arguments_digest = $4 AND policy_version = $5
+WHERE {_BOUND}
   AND status = 'pending' AND expires_at > now()
 """
 
 # The partial unique index on pending approvals makes a concurrent duplicate a no-op.
 _REQUEST = f"""
 INSERT INTO toolplane.approvals (agent_id, user_id, tool_id, arguments_digest, policy_version,
-    policy_name, arguments_json, resource, request_id, expires_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, now() + make_interval(secs => $10))
+    token_id, user_source, policy_name, arguments_json, resource, request_id, expires_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, now() + make_interval(secs => $12))
 ON CONFLICT DO NOTHING
 RETURNING {_COLUMNS}
 """
+
+# Requests of one agent for one user within the window, oldest first; serialized per requester
+# by the advisory lock taken before it, so concurrent requests cannot all slip under the limit.
+_RECENT_REQUESTS = """
+SELECT created_at FROM toolplane.approvals
+WHERE agent_id = $1 AND coalesce(user_id, '') = coalesce($2, '')
+  AND created_at > now() - make_interval(secs => $3)
+ORDER BY created_at
+"""
+
+_REQUESTER_LOCK = "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))"
+
+#: Window over which approval requests are counted.
+REQUEST_WINDOW_SECONDS = 3600.0
 
 
 def _approval(row: asyncpg.Record) -> Approval:
@@ -165,37 +220,83 @@ def _bound_values(binding: CallBinding) -> tuple[str | None, ...]:
         binding.tool_id,
         binding.arguments_digest,
         binding.policy_version,
+        binding.token_id,
+        binding.user_source,
     )
 
 
 class ApprovalGate:
     """The gate on calls that need approval: run one under a matching approval, or request one."""
 
-    def __init__(self, pool: Pool, *, ttl_seconds: int) -> None:
+    def __init__(
+        self,
+        pool: Pool,
+        *,
+        ttl_seconds: int,
+        requests_per_hour: int = 20,
+        busy_wait_seconds: float = 5.0,
+    ) -> None:
         self._pool = pool
         self._ttl_seconds = ttl_seconds
+        self._requests_per_hour = requests_per_hour
+        self._busy_wait_seconds = busy_wait_seconds
 
     async def run_approved(
-        self, binding: CallBinding, run: Callable[[Approval, Connection], Awaitable[T]]
+        self,
+        binding: CallBinding,
+        run: Callable[[Approval, Connection], Awaitable[T]],
+        *,
+        deadline: float | None = None,
     ) -> tuple[Approval, T] | None:
         """Run ``run`` under a matching approval, or return None when there is none.
 
         The approval is consumed inside a transaction that ``run`` gets the connection of; it
-        commits only when ``run`` returns. Whatever ``run`` raises (a tool error, a timeout, a
-        cancellation) rolls the transaction back, so the approval stays usable.
+        commits only when ``run`` returns before ``deadline`` (the caller's, as
+        :func:`time.monotonic`): whatever ``run`` raises (a tool error, a timeout, a
+        cancellation), and a ``run`` that ends after the caller gave up, roll it back, so the
+        approval stays usable and a call cut short never takes effect. An approval held by an
+        identical call still running is waited for, at most the busy wait (or until
+        ``deadline``); :class:`ApprovalBusy` when it is still held then.
         """
+        wait = self._busy_wait_seconds
+        if deadline is not None:
+            wait = min(wait, deadline - time.monotonic())
         async with self._pool.acquire() as conn, conn.transaction():
-            row = await conn.fetchrow(_CONSUME, *_bound_values(binding))
+            await conn.execute(f"SET LOCAL lock_timeout = {max(1, int(wait * 1000))}")
+            try:
+                row = await conn.fetchrow(_CONSUME, *_bound_values(binding))
+            except asyncpg.LockNotAvailableError:
+                raise ApprovalBusy from None
+            # The tool's own writes wait for locks as anywhere else, within the caller's time.
+            await conn.execute("SET LOCAL lock_timeout = DEFAULT")
             if row is None:
                 return None
+            if deadline is not None:
+                left_ms = max(1, int((deadline - time.monotonic()) * 1000))
+                await conn.execute(f"SET LOCAL statement_timeout = {left_ms}")
             approval = _approval(row)
-            return approval, await run(approval, conn)
+            result = await run(approval, conn)
+            if deadline is not None and time.monotonic() >= deadline:
+                raise ApprovalCutShort
+            return approval, result
 
     async def request(self, binding: CallBinding, request_id: str) -> Approval:
-        """The pending approval request of this call, created if there is none."""
+        """The pending approval request of this call, created if there is none and the agent
+        has not asked for too many for this user lately (:class:`ApprovalRequestsLimited`)."""
         values = _bound_values(binding)
         async with self._pool.acquire() as conn, conn.transaction():
             await conn.execute(_EXPIRE)
+            pending = await conn.fetchrow(_PENDING, *values)
+            if pending is not None:
+                return _approval(pending)
+            await conn.execute(_REQUESTER_LOCK, f"{binding.agent_id}/{binding.user_id or ''}")
+            recent = await conn.fetch(
+                _RECENT_REQUESTS, binding.agent_id, binding.user_id, REQUEST_WINDOW_SECONDS
+            )
+            if len(recent) >= self._requests_per_hour:
+                oldest: datetime = recent[len(recent) - self._requests_per_hour]["created_at"]
+                elapsed = (datetime.now(UTC) - oldest).total_seconds()
+                raise ApprovalRequestsLimited(max(1.0, REQUEST_WINDOW_SECONDS - elapsed))
             for _ in range(2):
                 created = await conn.fetchrow(
                     _REQUEST, *values, binding.policy_name, binding.arguments_json,
@@ -242,36 +343,37 @@ class ApprovalStore:
         return approvals, _encode_cursor(last.created_at, last.approval_id)
 
     async def decide(
-        self, approval_id: str, *, approve: bool, operator: str, note: str
+        self, approval_id: str, *, approve: bool, operator: Operator, note: str
     ) -> Approval:
-        """Approve or reject a pending approval."""
+        """Approve or reject a pending approval as ``operator``; never one of a call made on
+        the operator's own behalf (:class:`SelfApproval`)."""
         async with self._pool.acquire() as conn, conn.transaction():
             await conn.execute(_EXPIRE)
+            current = await conn.fetchrow(
+                "SELECT status, user_id FROM toolplane.approvals WHERE id = $1 FOR UPDATE",
+                approval_id,
+            )
+            if current is None:
+                raise ApprovalNotFound(f"no approval {approval_id}")
+            if current["user_id"] is not None and current["user_id"] in operator.identities:
+                raise SelfApproval(approval_id)
             row = await conn.fetchrow(
                 f"""
                 UPDATE toolplane.approvals
-                SET status = $2, decided_by = $3, decided_at = now(), decision_note = $4
+                SET status = $2, decided_by = $3, decided_by_token = $4, decided_at = now(),
+                    decision_note = $5
                 WHERE id = $1 AND status = 'pending'
                 RETURNING {_COLUMNS}
                 """,
                 approval_id,
                 ApprovalStatus.APPROVED.value if approve else ApprovalStatus.REJECTED.value,
-                operator,
+                operator.operator_id,
+                operator.token_id,
                 note or None,
             )
             if row is not None:
                 return _approval(row)
-            current = await _status_of(conn, approval_id)
-        if current is None:
-            raise ApprovalNotFound(f"no approval {approval_id}")
-        raise ApprovalNotPending(approval_id, current)
-
-
-async def _status_of(conn: Connection, approval_id: str) -> ApprovalStatus | None:
-    status = await conn.fetchval(
-        "SELECT status FROM toolplane.approvals WHERE id = $1", approval_id
-    )
-    return ApprovalStatus(status) if status is not None else None
+        raise ApprovalNotPending(approval_id, ApprovalStatus(current["status"]))
 
 
 # Approval ids are UUIDs; a cursor carries one back.

@@ -1,10 +1,16 @@
 """The audit log: one row per authenticated call, written in batches off the request path.
 
 Every outcome is recorded (unknown tool, invalid input, each denial, approval required, success,
-failure) with identifiers only: the resource (``learner:L-2041-1``) and the error code, never the
-call's input or output. Rows wait in memory at most ``flush_seconds``; a failing store is logged
-(each row in full, so the log still holds the record) and counted, and never fails the call.
-Closing writes every row still pending, so a graceful shutdown loses none.
+failure) with identifiers only: the resource (``learner:L-2041-1``) and the error code, never
+the call's input or output. Rows wait in memory at most ``flush_seconds``. No row is lost
+silently, even when the database hangs: every statement has a time limit
+(``statement_timeout``, which also bounds waiting for a connection), the rows waiting in memory
+are bounded (``max_pending``), and a row that is not stored (the store refused or timed out,
+the buffer was full, shutdown came first) is logged in full, so the log holds the record, and
+counted. Calls never wait for the store.
+Closing writes the rows still pending within what is left of the shutdown's grace period (from
+the moment shutdown starts, :meth:`AuditLog.watch`), so a graceful shutdown loses none while the
+database answers and never waits past the grace period when it does not.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
@@ -54,15 +61,25 @@ class AuditEntry:
     duration_ms: float
     environment: str
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    #: Made by the server for this call (the agent's request id may repeat).
+    call_id: str | None = None
+    #: The agent token of the call; None for an agent's legacy unbound token.
+    token_id: str | None = None
+    #: Where ``user_id`` came from: none, token, caller or asserted.
+    user_source: str | None = None
+    #: Snapshot of the learner data the call returned (``GetSnapshot`` reads it).
+    input_ref: str | None = None
 
 
 _INSERT = """
 INSERT INTO toolplane.audit_logs (request_id, "timestamp", agent_id, session_id, user_id,
-    tool_id, resource, decision, status, error_code, duration_ms, environment, metadata)
-SELECT r, t, a, s, u, tool, res, d, st, e, ms, env, m::jsonb
+    tool_id, resource, decision, status, error_code, duration_ms, environment, metadata,
+    call_id, token_id, user_source, input_ref)
+SELECT r, t, a, s, u, tool, res, d, st, e, ms, env, m::jsonb, c, tk, us, ir
 FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::text[], $5::text[], $6::text[],
             $7::text[], $8::text[], $9::text[], $10::text[], $11::float8[], $12::text[],
-            $13::text[]) AS x(r, t, a, s, u, tool, res, d, st, e, ms, env, m)
+            $13::text[], $14::text[], $15::text[], $16::text[], $17::text[])
+    AS x(r, t, a, s, u, tool, res, d, st, e, ms, env, m, c, tk, us, ir)
 """
 
 
@@ -81,6 +98,10 @@ def _columns(batch: Sequence[AuditEntry]) -> list[list[Any]]:
         [entry.duration_ms for entry in batch],
         [entry.environment for entry in batch],
         [json.dumps(dict(entry.metadata), separators=(",", ":")) for entry in batch],
+        [entry.call_id for entry in batch],
+        [entry.token_id for entry in batch],
+        [entry.user_source for entry in batch],
+        [entry.input_ref for entry in batch],
     ]
 
 
@@ -93,15 +114,23 @@ class AuditLog:
         *,
         flush_seconds: float,
         batch_size: int,
+        max_pending: int = 10_000,
+        statement_timeout: float = 5.0,
+        grace_seconds: float = 10.0,
         meter: metrics.Meter | None = None,
     ) -> None:
         self._pool = pool
         self._flush_seconds = flush_seconds
         self._batch_size = batch_size
+        self._max_pending = max_pending
+        self._statement_timeout = statement_timeout
+        self._grace_seconds = grace_seconds
         self._pending: list[AuditEntry] = []
+        self._writing: list[AuditEntry] = []
         self._wakeup = asyncio.Event()
         self._write_lock = asyncio.Lock()
         self._closing = False
+        self._deadline: float | None = None
         self._writer: asyncio.Task[None] | None = None
         meter = meter or metrics.get_meter(__name__)
         self._written = meter.create_counter(
@@ -110,34 +139,80 @@ class AuditLog:
         self._failed = meter.create_counter(
             "nemo.toolplane.audit.rows_failed",
             unit="{row}",
-            description="Audit rows the store refused; each is in the error log instead.",
+            description="Audit rows the store refused or did not answer for, or that shutdown "
+            "left unwritten; each is in the error log instead.",
+        )
+        self._dropped = meter.create_counter(
+            "nemo.toolplane.audit.rows_dropped",
+            unit="{row}",
+            description="Audit rows that found the buffer full (the store is slow or down); each "
+            "is in the error log instead.",
         )
         self.failed_rows = 0
-        """Rows the store refused since start (also exported as an OpenTelemetry counter)."""
+        """Rows not stored since start, buffer overflow excluded (also an OpenTelemetry counter)."""
+        self.dropped_rows = 0
+        """Rows that found the buffer full since start (also an OpenTelemetry counter)."""
+        self.peak_pending = 0
+        """Most rows ever waiting in memory at once (never above ``max_pending``)."""
+
+    @property
+    def pending(self) -> int:
+        """Rows waiting in memory or being written now."""
+        return len(self._pending) + len(self._writing)
 
     def start(self) -> None:
         """Start the background writer (needs a running event loop)."""
         if self._writer is None:
             self._writer = asyncio.create_task(self._write_until_closed())
 
+    async def watch(self, stopping: asyncio.Event) -> None:
+        """Background task: when shutdown starts, the grace period the final flush must end
+        in starts too."""
+        await stopping.wait()
+        self._deadline = time.monotonic() + self._grace_seconds
+
     def record(self, entry: AuditEntry) -> None:
         """Queue one entry; never blocks and never raises into the call."""
         if self._closing and self._writer is None:
             logger.error("audit entry after close", extra={"audit": _loggable(entry)})
             return
+        if len(self._pending) >= self._max_pending:
+            self.dropped_rows += 1
+            self._dropped.add(1)
+            logger.error("audit buffer full; row not stored", extra={"audit": _loggable(entry)})
+            return
         self._pending.append(entry)
+        self.peak_pending = max(self.peak_pending, len(self._pending))
         # Wake the writer when a batch starts (it then waits up to flush_seconds) or is full.
         if len(self._pending) == 1 or len(self._pending) >= self._batch_size:
             self._wakeup.set()
 
     async def close(self) -> None:
-        """Stop waiting for batches to fill and write every pending entry."""
+        """Stop waiting for batches to fill and write every pending entry, within what is left
+        of the grace period (the whole of it when shutdown was not watched); what is still not
+        written then is logged and counted."""
         self._closing = True
         self._wakeup.set()
-        if self._writer is not None:
-            await self._writer
+        remaining = (
+            self._grace_seconds
+            if self._deadline is None
+            else max(0.0, self._deadline - time.monotonic())
+        )
+        try:
+            async with asyncio.timeout(remaining):
+                if self._writer is not None:
+                    await self._writer
+                await self._flush()
+        except TimeoutError:
+            if self._writer is not None:
+                self._writer.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await self._writer
+            left = self._pending + self._writing
+            self._pending, self._writing = [], []
+            self._not_stored(left, "audit rows not written before the end of the grace period")
+        finally:
             self._writer = None
-        await self._flush()
 
     async def _write_until_closed(self) -> None:
         while True:
@@ -160,21 +235,29 @@ class AuditLog:
         # One writer at a time, so flush() returns only after earlier batches are stored too.
         async with self._write_lock:
             while self._pending:
-                batch = self._pending[: self._batch_size]
+                self._writing = self._pending[: self._batch_size]
                 del self._pending[: self._batch_size]
-                await self._write(batch)
+                await self._write(self._writing)
+                self._writing = []
 
     async def _write(self, batch: list[AuditEntry]) -> None:
         try:
-            await self._pool.execute(_INSERT, *_columns(batch))
+            # Bounded twice: a pool whose connections all hang, and a statement that never ends.
+            async with self._pool.acquire(timeout=self._statement_timeout) as conn:
+                await conn.execute(_INSERT, *_columns(batch), timeout=self._statement_timeout)
         except Exception:
-            self.failed_rows += len(batch)
-            self._failed.add(len(batch))
             logger.exception("audit store failed; the rows follow in the log")
-            for entry in batch:
-                logger.error("audit row not stored", extra={"audit": _loggable(entry)})
+            self._not_stored(batch, "audit row not stored")
             return
         self._written.add(len(batch))
+
+    def _not_stored(self, rows: list[AuditEntry], message: str) -> None:
+        if not rows:
+            return
+        self.failed_rows += len(rows)
+        self._failed.add(len(rows))
+        for entry in rows:
+            logger.error(message, extra={"audit": _loggable(entry)})
 
 
 def _loggable(entry: AuditEntry) -> dict[str, Any]:

@@ -14,7 +14,8 @@ from nemo_core.db import Pool
 
 _LIST = """
 SELECT id, request_id, "timestamp", agent_id, session_id, user_id, tool_id, resource, decision,
-       status, error_code, duration_ms, environment, metadata
+       status, error_code, duration_ms, environment, metadata, call_id, token_id, user_source,
+       input_ref
 FROM toolplane.audit_logs
 WHERE ($1::text IS NULL OR agent_id = $1)
   AND ($2::text IS NULL OR request_id = $2)
@@ -64,6 +65,10 @@ class StoredAuditEntry:
     duration_ms: float | None
     environment: str
     metadata: Mapping[str, Any]
+    call_id: str | None = None
+    token_id: str | None = None
+    user_source: str | None = None
+    input_ref: str | None = None
 
 
 async def list_entries(

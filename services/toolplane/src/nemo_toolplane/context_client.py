@@ -3,13 +3,19 @@
 Every call carries the tool plane's caller token and a timeout (the gRPC caller's remaining
 deadline when shorter than ``context_timeout_seconds``). Failures become tool errors: an
 unreachable or slow context service is ``DEPENDENCY_ERROR`` (retryable); knowledge arguments it
-refuses are ``VALIDATION_ERROR``, since they come from the agent as they are; a blocked leak or
-any other failure is ``INTERNAL_ERROR`` with the detail in the log only.
+refuses are ``VALIDATION_ERROR``, since they come from the agent as they are; a learner out of
+reach (or missing) is ``AUTHORIZATION_ERROR``, with the rule that refused it for the audit row
+only; a blocked leak or any other failure is ``INTERNAL_ERROR`` with the detail in the log only.
+
+Calls about a learner carry a :class:`LearnerReach`: who the agent acts for, where that user came
+from, and the grants' resource scopes. The context service decides access from it, for agent
+views in the same transaction that reads the view.
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 import grpc
 import grpc.aio
@@ -17,10 +23,12 @@ import grpc.aio
 from nemo.context.v1 import context_service_pb2 as pb
 from nemo.context.v1 import context_service_pb2_grpc as pb_grpc
 from nemo.context.v1 import learner_context_pb2
+from nemo.type.v1 import user_source_pb2
 from nemo_core.client import create_channel
 from nemo_core.deadlines import downstream_timeout
 from nemo_core.errors import ServiceError, error_details
 from nemo_toolplane.envelope import ErrorCode, ToolError, internal_error
+from nemo_toolplane.principal import UserSource
 from nemo_toolplane.settings import ToolPlaneSettings
 
 logger = logging.getLogger(__name__)
@@ -39,9 +47,42 @@ def dependency_error() -> ToolError:
     return ToolError(ErrorCode.DEPENDENCY_ERROR, "the context service is unavailable; retry later")
 
 
-def not_reachable() -> ToolError:
-    """The one answer for a learner out of reach, whether or not it exists (no id probing)."""
-    return ToolError(ErrorCode.AUTHORIZATION_ERROR, "the learner is not within this call's reach")
+#: The context service's reason for an agent view whose learner is out of reach or missing.
+LEARNER_OUT_OF_REACH = "LEARNER_OUT_OF_REACH"
+
+USER_SOURCES = {
+    UserSource.NONE: user_source_pb2.USER_SOURCE_NONE,
+    UserSource.TOKEN: user_source_pb2.USER_SOURCE_TOKEN,
+    UserSource.CALLER: user_source_pb2.USER_SOURCE_CALLER,
+    UserSource.ASSERTED: user_source_pb2.USER_SOURCE_ASSERTED,
+}
+
+
+@dataclass(frozen=True)
+class LearnerReach:
+    """What decides whether a call may reach a learner: the user the agent acts for, where that
+    user came from, and the resource scopes of the grants covering the call."""
+
+    user_id: str | None
+    user_source: UserSource
+    scopes: tuple[str, ...]
+
+    def message(self) -> pb.AgentAccess:
+        return pb.AgentAccess(
+            user_id=self.user_id or "",
+            user_source=USER_SOURCES[self.user_source],
+            resource_scopes=self.scopes,
+        )
+
+
+def not_reachable(rule: str = "") -> ToolError:
+    """The one answer for a learner out of reach, whether or not it exists (no id probing);
+    ``rule`` (the context service's refusal) goes to the audit row only."""
+    return ToolError(
+        ErrorCode.AUTHORIZATION_ERROR,
+        "the learner is not within this call's reach",
+        audit={"rule": f"access:{rule or 'unknown'}"},
+    )
 
 
 def _refused_arguments(reason: str | None) -> ToolError:
@@ -68,6 +109,8 @@ def _translate(
         return dependency_error()
     if details.code is grpc.StatusCode.NOT_FOUND:
         return not_found
+    if details.code is grpc.StatusCode.PERMISSION_DENIED and details.reason == LEARNER_OUT_OF_REACH:
+        return not_reachable(details.metadata.get("rule", ""))
     if agent_input and details.code is grpc.StatusCode.INVALID_ARGUMENT:
         return _refused_arguments(details.reason)
     logger.error(
@@ -95,20 +138,36 @@ class ContextClient:
             raise dependency_error() from None
         return self._timeout if remaining is None else min(remaining, self._timeout)
 
-    async def check_access(self, user_id: str | None, learner_id: str, scope: str) -> bool:
-        """Whether the user may reach the learner under a grant's resource scope."""
-        request = pb.CheckLearnerAccessRequest(
-            user_id=user_id or "", learner_id=learner_id, resource_scope=scope
-        )
-        try:
-            response = await self._stub.CheckLearnerAccess(request, timeout=self._call_timeout())
-        except grpc.aio.AioRpcError as error:
-            raise _translate(error, "CheckLearnerAccess", not_reachable()) from None
-        return bool(response.allowed)
+    async def check_access(self, learner_id: str, reach: LearnerReach) -> str | None:
+        """None when one of the reach's scopes lets the user reach the learner; otherwise the
+        rules that refused it."""
+        refusals: list[str] = []
+        for scope in reach.scopes:
+            request = pb.CheckLearnerAccessRequest(
+                user_id=reach.user_id or "",
+                learner_id=learner_id,
+                resource_scope=scope,
+                user_source=USER_SOURCES[reach.user_source],
+            )
+            try:
+                response = await self._stub.CheckLearnerAccess(
+                    request, timeout=self._call_timeout()
+                )
+            except grpc.aio.AioRpcError as error:
+                raise _translate(error, "CheckLearnerAccess", not_reachable()) from None
+            if response.allowed:
+                return None
+            refusals.append(response.refusal_rule)
+        return ",".join(dict.fromkeys(refusals))
 
-    async def agent_view(self, learner_id: str, view: str) -> learner_context_pb2.ContextBundle:
-        """The gated, pseudonymous bundle of one agent view."""
-        request = pb.BuildContextRequest(learner_id=learner_id, purpose=view)
+    async def agent_view(
+        self, learner_id: str, view: str, reach: LearnerReach, *, persist: bool
+    ) -> learner_context_pb2.ContextBundle:
+        """The gated, pseudonymous bundle of one agent view, authorized by the context service
+        in the same call; with ``persist``, its snapshot reference is in ``input_ref``."""
+        request = pb.BuildContextRequest(
+            learner_id=learner_id, purpose=view, persist=persist, agent_access=reach.message()
+        )
         try:
             response = await self._stub.BuildContext(request, timeout=self._call_timeout())
         except grpc.aio.AioRpcError as error:

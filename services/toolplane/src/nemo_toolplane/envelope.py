@@ -44,12 +44,15 @@ class ToolError(Exception):
         *,
         details: Mapping[str, Any] | None = None,
         retryable: bool | None = None,
+        audit: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
         self.details: Mapping[str, Any] = MappingProxyType(dict(details or {}))
         self.retryable = code in RETRYABLE_BY_DEFAULT if retryable is None else retryable
+        #: Facts for the call's audit row only (the rule that refused it), never shown.
+        self.audit: Mapping[str, Any] = MappingProxyType(dict(audit or {}))
 
     def __repr__(self) -> str:
         return f"ToolError({self.code}, {self.message!r})"

@@ -50,9 +50,15 @@ from starlette.types import Message, Receive, Scope, Send
 from nemo_toolplane.access_cache import AccessCache
 from nemo_toolplane.access_store import AgentRules
 from nemo_toolplane.audit import CallStatus
+from nemo_toolplane.envelope import ErrorCode, ToolError
 from nemo_toolplane.jsonrpc_shape import Message as JsonRpcMessage
 from nemo_toolplane.jsonrpc_shape import VersionProblem, parse, version_problem
-from nemo_toolplane.principal import InvalidIdentifier, Principal, build_principal
+from nemo_toolplane.principal import (
+    InvalidIdentifier,
+    Principal,
+    build_principal,
+    refusal_principal,
+)
 from nemo_toolplane.ratelimit import KeyedRateLimiter
 from nemo_toolplane.registry import Registry
 from nemo_toolplane.router import ListedTool, ToolRouter
@@ -69,6 +75,10 @@ _META_PREFIX = "dev.nemo/"
 ERROR_META_KEY = f"{_META_PREFIX}error"
 #: Largest request body accepted; tool arguments are small.
 MAX_BODY_BYTES = 1024 * 1024
+_AUTHENTICATION_REQUIRED = ToolError(
+    ErrorCode.AUTHENTICATION_ERROR,
+    "a valid agent token is required (Authorization: Bearer <token>)",
+)
 
 INSTRUCTIONS = (
     "Nemo tool plane: capabilities on the Nemo learning platform. Learner data is pseudonymous "
@@ -125,7 +135,11 @@ def _caller(
     state = request.scope["state"] if request is not None else {}
     caller = state.get(_CALLER_KEY)
     if caller is None:
-        raise MCPError(types.INTERNAL_ERROR, "request reached the server unauthenticated")
+        raise MCPError(
+            types.INTERNAL_ERROR,
+            "request reached the server unauthenticated",
+            _AUTHENTICATION_REQUIRED.envelope(),
+        )
     if routing:
         state[_ROUTED_KEY] = True
     principal, rules = caller
@@ -294,21 +308,25 @@ class McpEndpoint:
         principal = caller[0]
         state = scope.setdefault("state", {})
         state[_CALLER_KEY] = caller
-        request_id = principal.request_id.encode()
+        ids = [(b"x-request-id", principal.request_id.encode()),
+               (b"x-nemo-call-id", principal.call_id.encode())]  # fmt: skip
 
         async def send_with_request_id(message: Message) -> None:
             if message["type"] == "http.response.start":
-                message["headers"] = [*message.get("headers", ()), (b"x-request-id", request_id)]
+                message["headers"] = [*message.get("headers", ()), *ids]
             await send(message)
 
+        # Refused from here on, an authenticated request still leaves its audit row.
         try:
             body = await _read_body(receive)
         except _BodyTooLarge:
+            self._router.refuse(principal, None, transport="mcp", problem="body too large")
             too_large = _jsonrpc_error(413, types.INVALID_REQUEST, "Request body too large")
             await too_large(scope, receive, send_with_request_id)
             return
         if body.lstrip()[:1] == b"[":
             # JSON-RPC batches were removed from MCP: exactly one message per POST.
+            self._router.refuse(principal, None, transport="mcp", problem="batch")
             batch = _jsonrpc_error(
                 400, types.INVALID_REQUEST, "Send exactly one JSON-RPC message per POST"
             )
@@ -326,10 +344,8 @@ class McpEndpoint:
             return
         version = _version_refusal(Headers(scope=scope).get("mcp-protocol-version"), message)
         if version is not None:
-            if tool_call is not None:
-                self._router.refuse(
-                    principal, tool_call.tool_name, transport="mcp", problem="protocol version"
-                )
+            name = tool_call.tool_name if tool_call is not None else None
+            self._router.refuse(principal, name, transport="mcp", problem="protocol version")
             await version(scope, receive, send_with_request_id)
             return
         # W3C trace context from the HTTP headers; the SDK prefers one carried in `_meta`.
@@ -355,10 +371,16 @@ class McpEndpoint:
             source = client[0] if client else "unknown"
             if self._auth_failures.exhausted(source):
                 retry = max(1, round(self._auth_failures.retry_after(source)))
+                limited = ToolError(
+                    ErrorCode.RATE_LIMITED,
+                    "too many failed authentications from this address",
+                    details={"retry_after_seconds": retry},
+                )
                 return _jsonrpc_error(
                     429,
                     types.INVALID_REQUEST,
                     "Too many failed authentications",
+                    data=limited.envelope(),
                     **{"Retry-After": str(retry)},
                 ), None
             self._auth_failures.acquire(source)
@@ -372,10 +394,12 @@ class McpEndpoint:
             challenge = 'Bearer realm="nemo-toolplane"' + (
                 ', error="invalid_token"' if token else ""
             )
+            # The same envelope as every tool-level failure, so an agent branches on one code.
             return _jsonrpc_error(
                 401,
                 types.INVALID_REQUEST,
                 "Authentication required",
+                data=_AUTHENTICATION_REQUIRED.envelope(),
                 **{"WWW-Authenticate": challenge},
             ), None
 
@@ -384,13 +408,17 @@ class McpEndpoint:
                 405, types.INVALID_REQUEST, "Method not allowed", Allow="POST"
             ), None
 
+        session_id = headers.get("x-nemo12-session-id") or headers.get("mcp-session-id")
+        user_id, request_id = headers.get("x-nemo12-user-id"), headers.get("x-request-id")
         try:
             principal = build_principal(
-                access.identity,
-                session_id=headers.get("x-nemo12-session-id") or headers.get("mcp-session-id"),
-                user_id=headers.get("x-nemo12-user-id"),
-                request_id=headers.get("x-request-id"),
+                access.identity, session_id=session_id, user_id=user_id, request_id=request_id
             )
         except InvalidIdentifier as invalid:
+            # Audited under the ids that are usable: an unusable one is not kept.
+            refused = refusal_principal(
+                access.identity, session_id=session_id, user_id=user_id, request_id=request_id
+            )
+            self._router.refuse(refused, None, transport="mcp", problem="identifier")
             return _jsonrpc_error(400, types.INVALID_REQUEST, str(invalid)), None
         return None, (principal, access.rules)

@@ -95,6 +95,9 @@ class ToolDefinition(Generic[In, Out]):
     output_model: type[Out]
     execute: Callable[[ToolContext, In], Awaitable[Out]] = field(repr=False)
     learner_id_field: str | None = None
+    #: The executor's read from the context service decides whether the call may reach the
+    #: learner (agent views): the router then does not ask the context service first.
+    authorized_in_context: bool = False
 
     def __post_init__(self) -> None:
         if not _NAME_PATTERN.match(self.name):
@@ -105,6 +108,8 @@ class ToolDefinition(Generic[In, Out]):
             self.learner_id_field not in self.input_model.model_fields
         ):
             raise ValueError(f"tool {self.name!r} names no input field {self.learner_id_field!r}")
+        if self.authorized_in_context and self.learner_id_field is None:
+            raise ValueError(f"tool {self.name!r} is authorized in context but names no learner")
 
     @property
     def tool_id(self) -> str:

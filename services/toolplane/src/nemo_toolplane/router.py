@@ -3,6 +3,12 @@
     rate limit -> identify tool -> validate arguments -> load grants and policies -> policy
     -> resource authorization (tools about a learner) -> approval gate -> execute -> audit
 
+Resource authorization is the context service's: for agent views it is decided in the same call
+that reads the view (one round trip); for other tools about a learner, and for any call that
+needs an approval (no request is put to an operator for a learner out of reach), the router asks
+it first. Either way it decides on who the call acts for, where that user came from (a user the
+agent merely asserted reaches nobody) and the covering grants' resource scopes.
+
 The router holds no domain logic: it knows what a tool is, not what any tool does. Every branch,
 unknown tools, invalid input and denials included, ends in exactly one audit row, so the log shows
 who is probing for permissions, not only who succeeded; an edge that refuses a call as malformed
@@ -23,16 +29,35 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+import asyncpg
 from opentelemetry import metrics
 from pydantic import ValidationError
 
 from nemo_core.db import Connection
+from nemo_core.deadlines import downstream_timeout
+from nemo_core.errors import ServiceError
 from nemo_toolplane.access_store import AgentRules
-from nemo_toolplane.approvals import Approval, ApprovalGate, CallBinding, canonical_arguments
+from nemo_toolplane.approvals import (
+    Approval,
+    ApprovalBusy,
+    ApprovalCutShort,
+    ApprovalGate,
+    ApprovalRequestsLimited,
+    CallBinding,
+    canonical_arguments,
+)
 from nemo_toolplane.audit import AuditEntry, AuditLog, CallStatus
-from nemo_toolplane.context_client import not_reachable
+from nemo_toolplane.context_client import LearnerReach, not_reachable
 from nemo_toolplane.envelope import ErrorCode, ToolError, internal_error
-from nemo_toolplane.policy import Decision, Grant, Request, ToolFacts, Verdict, evaluate, visible
+from nemo_toolplane.policy import (
+    Decision,
+    Request,
+    ToolFacts,
+    Verdict,
+    evaluate,
+    grant_covers_tool,
+    visible,
+)
 from nemo_toolplane.principal import Principal
 from nemo_toolplane.ratelimit import KeyedRateLimiter
 from nemo_toolplane.registry import AnyTool, Registry, listed_version_name
@@ -84,6 +109,8 @@ class _Trace:
     metadata: dict[str, Any] = field(default_factory=dict)
     #: The policy's decision once made; a call stopped before it is recorded as denied.
     decision: Decision = Decision.DENY
+    #: Snapshot of the learner data the call returned, when it returned any.
+    input_ref: str | None = None
 
 
 _AUDITABLE_NAME = re.compile(r"[A-Za-z0-9_.:*-]{1,128}")
@@ -185,8 +212,17 @@ class ToolRouter:
             limited = self._limited(principal.agent_id)
             return self._finish(record, Decision.DENY, CallStatus.DENIED, error=limited)
         if tool is None:
-            missing = ToolError(ErrorCode.RESOURCE_NOT_FOUND, f"no tool {name!r}")
-            return self._finish(record, Decision.DENY, CallStatus.NOT_FOUND, error=missing)
+            return self._finish(record, Decision.DENY, CallStatus.NOT_FOUND, error=_no_tool(name))
+        if not any(grant_covers_tool(grant, tool_facts(tool)) for grant in rules.grants):
+            # Rule 1, decided before the arguments are looked at: a tool the agent holds no grant
+            # for answers exactly as one that does not exist, and as fast, so an agent cannot
+            # map the registry by probing. The audit row says what really happened.
+            record.metadata.update({"rule": 1, "answered_as": "unknown tool"})
+            refused = ToolError(
+                ErrorCode.AUTHORIZATION_ERROR, "the agent holds no grant for this tool"
+            )
+            self._finish(record, Decision.DENY, CallStatus.DENIED, error=refused)
+            return CallOutcome(None, CallStatus.NOT_FOUND, Decision.DENY, error=_no_tool(name))
         try:
             return await self._route(record, rules, tool, {} if arguments is None else arguments)
         except asyncio.CancelledError:
@@ -237,25 +273,35 @@ class ToolRouter:
         if verdict.decision is Decision.DENY:
             return self._finish(record, Decision.DENY, CallStatus.DENIED, error=_denial(verdict))
 
+        reach = None
         if learner_id is not None:
-            try:
-                await self._authorize(principal, learner_id, verdict.grants)
-            except ToolError as refused:
-                status = (
-                    CallStatus.DENIED
-                    if refused.code is ErrorCode.AUTHORIZATION_ERROR
-                    else CallStatus.ERROR
-                )
-                return self._finish(record, Decision.DENY, status, error=refused)
+            scopes = tuple(dict.fromkeys(grant.resource_scope for grant in verdict.grants))
+            reach = LearnerReach(principal.user_id, principal.user_source, scopes)
+            if not (tool.authorized_in_context and verdict.decision is Decision.ALLOW):
+                try:
+                    await self._authorize(learner_id, reach)
+                except ToolError as refused:
+                    return self._refused(record, refused)
 
         if verdict.decision is Decision.REQUIRE_APPROVAL:
-            return await self._approved_call(record, tool, args, learner_id, verdict)
+            return await self._approved_call(record, tool, args, learner_id, verdict, reach)
 
         try:
-            output = await self._execute(tool, args, principal, learner_id)
+            output = await self._execute(record, tool, args, learner_id, reach)
         except ToolError as failed:
+            if failed.code is ErrorCode.AUTHORIZATION_ERROR:
+                return self._refused(record, failed)
             return self._finish(record, verdict.decision, CallStatus.ERROR, error=failed)
         return self._finish(record, verdict.decision, CallStatus.SUCCESS, output=output)
+
+    def _refused(self, record: _Trace, refused: ToolError) -> CallOutcome:
+        """A call stopped by resource authorization (or by its dependency failing while
+        deciding): denied, with the rule that refused it on the audit row."""
+        record.metadata.update(refused.audit)
+        status = (
+            CallStatus.DENIED if refused.code is ErrorCode.AUTHORIZATION_ERROR else CallStatus.ERROR
+        )
+        return self._finish(record, Decision.DENY, status, error=refused)
 
     def _decide(
         self, principal: Principal, rules: AgentRules, tool: AnyTool, resource: str
@@ -278,14 +324,11 @@ class ToolRouter:
             rules.remember(key, verdict)
         return verdict
 
-    async def _authorize(
-        self, principal: Principal, learner_id: str, grants: tuple[Grant, ...]
-    ) -> None:
+    async def _authorize(self, learner_id: str, reach: LearnerReach) -> None:
         """Knowing a learner id is not access: one of the covering grants' scopes must reach it."""
-        for scope in dict.fromkeys(grant.resource_scope for grant in grants):
-            if await self._services.context.check_access(principal.user_id, learner_id, scope):
-                return
-        raise not_reachable()
+        refusal = await self._services.context.check_access(learner_id, reach)
+        if refusal is not None:
+            raise not_reachable(refusal)
 
     async def _approved_call(
         self,
@@ -294,6 +337,7 @@ class ToolRouter:
         args: Any,
         learner_id: str | None,
         verdict: Verdict,
+        reach: LearnerReach | None,
     ) -> CallOutcome:
         """Run the call under an approval of exactly this call, which is used up only if the call
         succeeds; without one, return the pending request an operator must decide."""
@@ -307,21 +351,42 @@ class ToolRouter:
             policy_name=policy.name if policy else None,
             policy_version=policy.versioned_name if policy else "critical-risk@builtin",
             resource=record.resource,
+            token_id=principal.token_id,
+            user_source=principal.user_source.value,
         )
 
         async def run(approval: Approval, conn: Connection) -> dict[str, Any]:
             record.metadata["approval_id"] = approval.approval_id
-            return await self._execute(tool, args, principal, learner_id, conn)
+            return await self._execute(record, tool, args, learner_id, reach, conn)
 
         try:
-            ran = await self._approvals.run_approved(binding, run)
+            ran = await self._approvals.run_approved(binding, run, deadline=_deadline())
         except ToolError as failed:
             return self._finish(record, Decision.REQUIRE_APPROVAL, CallStatus.ERROR, error=failed)
+        except ApprovalCutShort:
+            return self._finish(
+                record, Decision.REQUIRE_APPROVAL, CallStatus.ERROR, error=_out_of_time()
+            )
+        except ApprovalBusy:
+            busy = ToolError(
+                ErrorCode.CONFLICT,
+                "an identical call is running under this approval; repeat it once it has ended",
+                retryable=True,
+            )
+            return self._finish(record, Decision.REQUIRE_APPROVAL, CallStatus.ERROR, error=busy)
         if ran is not None:
             return self._finish(
                 record, Decision.REQUIRE_APPROVAL, CallStatus.SUCCESS, output=ran[1]
             )
-        approval = await self._approvals.request(binding, principal.request_id)
+        try:
+            approval = await self._approvals.request(binding, principal.request_id)
+        except ApprovalRequestsLimited as limited:
+            flood = ToolError(
+                ErrorCode.RATE_LIMITED,
+                "too many approval requests from this agent for this user; wait for decisions",
+                details={"retry_after_seconds": round(limited.retry_after_seconds)},
+            )
+            return self._finish(record, Decision.REQUIRE_APPROVAL, CallStatus.DENIED, error=flood)
         record.metadata["approval_id"] = approval.approval_id
         waiting = ToolError(
             ErrorCode.APPROVAL_REQUIRED,
@@ -338,14 +403,15 @@ class ToolRouter:
 
     async def _execute(
         self,
+        record: _Trace,
         tool: AnyTool,
         args: Any,
-        principal: Principal,
         learner_id: str | None,
+        reach: LearnerReach | None,
         approval_connection: Connection | None = None,
     ) -> dict[str, Any]:
         _executions.add(1, {"nemo.tool.id": tool.tool_id})
-        context = ToolContext(principal, self._services, approval_connection)
+        context = ToolContext(record.principal, self._services, approval_connection, reach=reach)
         try:
             result = await tool.execute(context, args)
             output: dict[str, Any] = tool.output_model.model_validate(result).model_dump(
@@ -353,6 +419,9 @@ class ToolRouter:
             )
         except ToolError:
             raise
+        except asyncpg.QueryCanceledError:
+            # The statement timeout of an approved call: its caller's deadline came first.
+            raise _out_of_time() from None
         except Exception:
             logger.exception("tool executor failed", extra={"tool_id": tool.tool_id})
             raise internal_error() from None
@@ -361,6 +430,8 @@ class ToolRouter:
                 "blocked a result naming the learner's id", extra={"tool_id": tool.tool_id}
             )
             raise internal_error()
+        # Only a result the agent gets is on record as what it saw.
+        record.input_ref = ",".join(context.input_refs) or None
         return output
 
     def _finish(
@@ -388,6 +459,10 @@ class ToolRouter:
                 duration_ms=(time.perf_counter() - record.started) * 1000,
                 environment=self._environment,
                 metadata={"transport": record.transport, **record.metadata},
+                call_id=principal.call_id,
+                token_id=principal.token_id,
+                user_source=principal.user_source.value,
+                input_ref=record.input_ref,
             )
         )
         return CallOutcome(
@@ -397,6 +472,27 @@ class ToolRouter:
             output=output,
             error=error,
         )
+
+
+def _deadline() -> float | None:
+    """The caller's deadline (gRPC) as :func:`time.monotonic`; None without one (MCP)."""
+    try:
+        remaining = downstream_timeout()
+    except ServiceError:
+        remaining = 0.0
+    return None if remaining is None else time.monotonic() + remaining
+
+
+def _out_of_time() -> ToolError:
+    return ToolError(
+        ErrorCode.DEPENDENCY_ERROR,
+        "the call ran out of time; nothing was changed",
+        retryable=True,
+    )
+
+
+def _no_tool(name: str) -> ToolError:
+    return ToolError(ErrorCode.RESOURCE_NOT_FOUND, f"no tool {name!r}")
 
 
 def _denial(verdict: Verdict) -> ToolError:

@@ -21,11 +21,14 @@ from nemo.toolplane.v1 import toolplane_admin_service_pb2 as admin_pb
 from nemo.toolplane.v1 import toolplane_admin_service_pb2_grpc as admin_pb_grpc
 from nemo.toolplane.v1 import toolplane_service_pb2 as pb
 from nemo.toolplane.v1 import toolplane_service_pb2_grpc as pb_grpc
+from nemo.type.v1 import user_source_pb2
+from nemo_core.callers import current_caller
 from nemo_core.db import Pool
 from nemo_core.errors import ServiceError
-from nemo_toolplane import audit_query, tokens
+from nemo_toolplane import audit_query, operators, tokens
 from nemo_toolplane.access_cache import AccessCache
 from nemo_toolplane.access_store import AgentRules
+from nemo_toolplane.acl import USER_VOUCHING_CALLERS
 from nemo_toolplane.approvals import (
     Approval,
     ApprovalError,
@@ -33,9 +36,11 @@ from nemo_toolplane.approvals import (
     ApprovalNotPending,
     ApprovalStatus,
     ApprovalStore,
+    SelfApproval,
 )
+from nemo_toolplane.context_client import USER_SOURCES
 from nemo_toolplane.policy import Decision
-from nemo_toolplane.principal import InvalidIdentifier, Principal, build_principal
+from nemo_toolplane.principal import InvalidIdentifier, Principal, UserSource, build_principal
 from nemo_toolplane.ratelimit import KeyedRateLimiter
 from nemo_toolplane.registry import AnyTool, Mode, Risk
 from nemo_toolplane.router import ToolRouter
@@ -113,6 +118,16 @@ def _timestamp(value: Any) -> timestamp_pb2.Timestamp:
     return stamp
 
 
+def _bearer(context: Context) -> str | None:
+    """The bearer token in the ``authorization`` metadata (an agent's or an operator's)."""
+    token = None
+    for key, value in context.invocation_metadata() or ():
+        if key == "authorization" and isinstance(value, str):
+            scheme, _, rest = value.partition(" ")
+            token = rest.strip() if scheme.lower() == "bearer" else None
+    return token or None
+
+
 def peer_host(peer: str) -> str:
     """The client address of a gRPC peer ("ipv4:127.0.0.1:5555" -> "127.0.0.1"), so failed
     authentications count per address across both edges."""
@@ -136,11 +151,7 @@ class ToolPlaneServicer(pb_grpc.ToolPlaneServiceServicer):
     async def _caller(
         self, context: Context, *, session_id: str = "", user_id: str = "", request_id: str = ""
     ) -> tuple[Principal, AgentRules]:
-        token = None
-        for key, value in context.invocation_metadata() or ():
-            if key == "authorization" and isinstance(value, str):
-                scheme, _, rest = value.partition(" ")
-                token = rest.strip() if scheme.lower() == "bearer" else None
+        token = _bearer(context)
         access = await self._access.load(token) if token else None
         if access is None:
             # Only failures are held against the address: a valid token always gets through.
@@ -159,7 +170,11 @@ class ToolPlaneServicer(pb_grpc.ToolPlaneServiceServicer):
             )
         try:
             principal = build_principal(
-                access.identity, session_id=session_id, user_id=user_id, request_id=request_id
+                access.identity,
+                session_id=session_id,
+                user_id=user_id,
+                request_id=request_id,
+                vouched=current_caller() in USER_VOUCHING_CALLERS,
             )
         except InvalidIdentifier as invalid:
             raise invalid_argument("INVALID_IDENTIFIER", str(invalid)) from None
@@ -190,6 +205,7 @@ class ToolPlaneServicer(pb_grpc.ToolPlaneServiceServicer):
             request_id=principal.request_id,
             tool_id=outcome.tool.tool_id if outcome.tool is not None else "",
             decision=_DECISION[outcome.decision],
+            call_id=principal.call_id,
         )
         if outcome.output is not None:
             response.result.CopyFrom(_struct(outcome.output))
@@ -222,10 +238,17 @@ def approval_message(approval: Approval) -> approval_pb2.Approval:
         decision_note=approval.decision_note or "",
         arguments_json=approval.arguments_json or "",
         resource=approval.resource or "",
+        token_id=approval.token_id or "",
+        user_source=_user_source(approval.user_source),
     )
     if approval.decided_at is not None:
         message.decide_time.CopyFrom(_timestamp(approval.decided_at))
     return message
+
+
+def _user_source(value: str | None) -> user_source_pb2.UserSource.ValueType:
+    """A stored user source; unspecified on rows written before sources were kept."""
+    return USER_SOURCES[UserSource(value)] if value else user_source_pb2.USER_SOURCE_UNSPECIFIED
 
 
 def _page_size(value: int, default: int, maximum: int) -> int:
@@ -252,7 +275,11 @@ class ToolPlaneAdminServicer(admin_pb_grpc.ToolPlaneAdminServiceServicer):
         try:
             async with self._pool.acquire() as conn:
                 issued = await tokens.issue_token(
-                    conn, request.agent_id, user_id=request.user_id or None, label=request.label
+                    conn,
+                    request.agent_id,
+                    user_id=request.user_id or None,
+                    label=request.label,
+                    unbound=request.unbound,
                 )
         except tokens.UnknownAgent as missing:
             raise ServiceError(grpc.StatusCode.NOT_FOUND, "AGENT_NOT_FOUND", str(missing)) from None
@@ -260,7 +287,13 @@ class ToolPlaneAdminServicer(admin_pb_grpc.ToolPlaneAdminServiceServicer):
             raise ServiceError(
                 grpc.StatusCode.FAILED_PRECONDITION, "AGENT_NOT_ACTIVE", str(disabled)
             ) from None
-        return admin_pb.IssueAgentTokenResponse(token_id=issued.token_id, token=issued.token)
+        except tokens.UserRequired as unbound:
+            raise ServiceError(
+                grpc.StatusCode.FAILED_PRECONDITION, "USER_REQUIRED", str(unbound)
+            ) from None
+        return admin_pb.IssueAgentTokenResponse(
+            token_id=issued.token_id, token=issued.token, reach=issued.reach
+        )
 
     async def RevokeAgentToken(
         self, request: admin_pb.RevokeAgentTokenRequest, context: Context
@@ -294,22 +327,37 @@ class ToolPlaneAdminServicer(admin_pb_grpc.ToolPlaneAdminServiceServicer):
     async def DecideApproval(
         self, request: admin_pb.DecideApprovalRequest, context: Context
     ) -> admin_pb.DecideApprovalResponse:
+        operator = await operators.authenticate(self._pool, _bearer(context))
+        if operator is None:
+            raise ServiceError(
+                grpc.StatusCode.UNAUTHENTICATED,
+                "OPERATOR_UNAUTHENTICATED",
+                'deciding needs the operator\'s own credential in the "authorization" metadata '
+                '("Bearer <operator token>")',
+            )
         if not request.approval_id:
             raise invalid_argument("APPROVAL_REQUIRED", "name the approval to decide")
         if request.decision == admin_pb.APPROVAL_DECISION_UNSPECIFIED:
             raise invalid_argument("DECISION_REQUIRED", "decide APPROVE or REJECT")
-        if not request.operator.strip():
-            raise invalid_argument("OPERATOR_REQUIRED", "name the operator who decides")
+        named = request.operator.strip()
+        if named and named != operator.operator_id:
+            raise invalid_argument(
+                "OPERATOR_MISMATCH", "the operator named is not the one the credential proves"
+            )
         try:
             approval = await self._approvals.decide(
                 request.approval_id,
                 approve=request.decision == admin_pb.APPROVAL_DECISION_APPROVE,
-                operator=request.operator.strip(),
+                operator=operator,
                 note=request.note,
             )
         except ApprovalNotFound as missing:
             raise ServiceError(
                 grpc.StatusCode.NOT_FOUND, "APPROVAL_NOT_FOUND", str(missing)
+            ) from None
+        except SelfApproval as own:
+            raise ServiceError(
+                grpc.StatusCode.PERMISSION_DENIED, "SELF_APPROVAL", str(own)
             ) from None
         except ApprovalNotPending as decided:
             raise ServiceError(
@@ -357,4 +405,8 @@ def _audit_message(entry: audit_query.StoredAuditEntry) -> audit_pb2.AuditEntry:
         duration_ms=round(entry.duration_ms or 0),
         environment=entry.environment,
         metadata=_struct(dict(entry.metadata)),
+        call_id=entry.call_id or "",
+        token_id=entry.token_id or "",
+        user_source=_user_source(entry.user_source),
+        input_ref=entry.input_ref or "",
     )

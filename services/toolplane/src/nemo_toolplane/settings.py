@@ -77,6 +77,19 @@ class ToolPlaneSettings(ServiceSettings):
         description="How long an approval request stays usable: an operator must approve it and "
         "the agent repeat the call within this time.",
     )
+    approval_requests_per_hour: int = Field(
+        20,
+        gt=0,
+        description="New approval requests one agent may file for one user per hour; beyond them "
+        "the call gets RATE_LIMITED instead of another request for the operators.",
+    )
+    approval_busy_wait_seconds: float = Field(
+        5.0,
+        gt=0,
+        description="Longest a repeated approved call waits for an earlier attempt that still "
+        "holds the approval (the caller's shorter deadline wins); it then gets CONFLICT "
+        "(retryable), never a second approval request.",
+    )
     audit_flush_seconds: float = Field(
         0.2,
         gt=0,
@@ -85,6 +98,18 @@ class ToolPlaneSettings(ServiceSettings):
     )
     audit_batch_size: int = Field(
         500, gt=0, description="Most audit rows written in one statement."
+    )
+    audit_buffer_rows: int = Field(
+        10_000,
+        gt=0,
+        description="Most audit rows waiting in memory for the database; beyond them (the "
+        "database is slow or down) each row is logged in full instead, and counted.",
+    )
+    audit_statement_timeout_seconds: float = Field(
+        5.0,
+        gt=0,
+        description="Longest one audit write may wait for a connection and then for its "
+        "statement; rows of a write that fails or times out are logged in full instead.",
     )
     docs_dir: Path = Field(
         Path("docs"),

@@ -1,7 +1,10 @@
 """Agent tokens: issued once, stored only as SHA-256, optionally bound to a user.
 
 A token is an identity ("I am learning-agent, acting for U-2041-P1"), never a permission: what the
-agent may do comes from its grants and the policies.
+agent may do comes from its grants and the policies. A user id an agent sends itself is only
+recorded, so an unbound token reaches no learner through grants scoped to the user: issuing one
+for an agent that holds such grants is refused unless asked for explicitly, since it is almost
+always a token that was meant to be bound.
 """
 
 from __future__ import annotations
@@ -32,6 +35,10 @@ class UnknownToken(TokenError):
     """No token has that id."""
 
 
+class UserRequired(TokenError):
+    """The agent holds grants scoped to the user it acts for, and no user was given."""
+
+
 @dataclass(frozen=True)
 class IssuedToken:
     """A freshly issued token; ``token`` is shown once and never stored."""
@@ -40,6 +47,8 @@ class IssuedToken:
     token: str
     agent_id: str
     user_id: str | None
+    #: What the token can and cannot do, in a sentence for the operator who issued it.
+    reach: str = ""
 
 
 def hash_token(token: str) -> str:
@@ -48,14 +57,35 @@ def hash_token(token: str) -> str:
 
 
 async def issue_token(
-    conn: Connection, agent_id: str, *, user_id: str | None = None, label: str = ""
+    conn: Connection,
+    agent_id: str,
+    *,
+    user_id: str | None = None,
+    label: str = "",
+    unbound: bool = False,
 ) -> IssuedToken:
-    """Create a token for an active agent and store its hash."""
+    """Create a token for an active agent and store its hash.
+
+    Without ``user_id``, an agent holding grants scoped to the user gets a token only when
+    ``unbound`` says so (:class:`UserRequired` otherwise).
+    """
     status = await conn.fetchval("SELECT status FROM toolplane.agents WHERE id = $1", agent_id)
     if status is None:
         raise UnknownAgent(f"no agent {agent_id!r}")
     if status != "active":
         raise AgentNotActive(f"agent {agent_id!r} is {status}, not active")
+    user_scoped: list[str] = await conn.fetchval(
+        "SELECT coalesce(array_agg(tool_pattern ORDER BY tool_pattern), '{}') "
+        "FROM toolplane.grants WHERE agent_id = $1 AND btrim(resource_scope) = 'user'",
+        agent_id,
+    )
+    if user_id is None and user_scoped and not unbound:
+        raise UserRequired(
+            f"agent {agent_id!r} reads learners for the user it acts for "
+            f"({', '.join(user_scoped)}); an unbound token reaches none of them, since a user id "
+            "the agent sends is recorded, never trusted. Bind the token to a user, or ask for "
+            "an unbound token explicitly"
+        )
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
     token_id = await conn.fetchval(
         "INSERT INTO toolplane.agent_tokens (agent_id, token_hash, user_id, label) "
@@ -65,18 +95,48 @@ async def issue_token(
         user_id,
         label,
     )
-    return IssuedToken(token_id=token_id, token=token, agent_id=agent_id, user_id=user_id)
+    return IssuedToken(
+        token_id=token_id,
+        token=token,
+        agent_id=agent_id,
+        user_id=user_id,
+        reach=describe_reach(user_id, user_scoped),
+    )
+
+
+def describe_reach(user_id: str | None, user_scoped: list[str]) -> str:
+    """What a token can and cannot do, for the operator issuing it."""
+    if user_id is not None:
+        return (
+            f"acts for {user_id} only (a user id the agent sends is ignored); reaches the "
+            "learners that user may reach through grants scoped to the user"
+        )
+    if user_scoped:
+        return (
+            "bound to no user: grants scoped to the user reach no learner "
+            f"({', '.join(user_scoped)}); a user id the agent sends is recorded, never trusted "
+            "(unless an internal caller trusted to vouch for users sends it); grants with a "
+            "fixed scope work as granted"
+        )
+    return "bound to no user: the agent's grants have fixed scopes and work as granted"
 
 
 async def revoke_token(conn: Connection, token_id: str) -> datetime:
     """Revoke a token; revoking it again keeps the first revocation time."""
+    revoked_at = await revoke_in(conn, "toolplane.agent_tokens", token_id)
+    if revoked_at is None:
+        raise UnknownToken(f"no token {token_id!r}")
+    return revoked_at
+
+
+async def revoke_in(conn: Connection, table: str, token_id: str) -> datetime | None:
+    """Revoke a credential of ``table`` (agent or operator tokens), keeping the first revocation
+    time; None when no credential has that id."""
     revoked_at: datetime | None = await conn.fetchval(
-        "UPDATE toolplane.agent_tokens SET revoked_at = coalesce(revoked_at, now()) "
+        f"UPDATE {table} SET revoked_at = coalesce(revoked_at, now()) "  # noqa: S608  a module constant
         "WHERE id = $1 RETURNING revoked_at",
         token_id,
     )
-    if revoked_at is None:
-        raise UnknownToken(f"no token {token_id!r}")
     return revoked_at
 
 

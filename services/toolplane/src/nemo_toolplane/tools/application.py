@@ -1,10 +1,17 @@
 """Application domain: the registry of the platform's systems, so agents reason about the platform
 from data rather than from assumptions; and ``set_status``, the one write on the tool plane's own
-data (HIGH risk, so it waits for a person's approval)."""
+data (HIGH risk, so it waits for a person's approval).
+
+An application's ``metadata`` is free JSON that operators (and ``set_status``) write. What agents
+get of it never names a person: keys that hold user keys or contact details are left out at any
+depth (:data:`PERSONAL_KEY`), whoever wrote them. Who changed a status is in the audit log and the
+approval, not in the metadata.
+"""
 
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime
 from typing import Any, Literal
 
@@ -90,6 +97,23 @@ class SetStatusResult(BaseModel):
     status: Status
 
 
+#: Metadata keys that name a person (``user_id``, ``owner_user``, ``users``, ``email``...).
+PERSONAL_KEY = re.compile(r"user|email|phone|learner|guardian|parent", re.IGNORECASE)
+
+
+def agent_metadata(value: Any) -> Any:
+    """``value`` without the entries whose key names a person, at any depth."""
+    if isinstance(value, dict):
+        return {
+            key: agent_metadata(item)
+            for key, item in value.items()
+            if not PERSONAL_KEY.search(str(key))
+        }
+    if isinstance(value, list):
+        return [agent_metadata(item) for item in value]
+    return value
+
+
 _SELECT = """
 SELECT id AS application_id, name, domain, repository, repository_path, environment, owner,
        status, description, architecture_reference, database, deployment_target, metadata,
@@ -119,7 +143,8 @@ async def _list(ctx: ToolContext, args: ListApplicationsArgs) -> ListApplication
 
 async def _get(ctx: ToolContext, args: ApplicationArgs) -> Application:
     async with ctx.pool.acquire() as conn:
-        return Application.model_validate(await _fetch(conn, args.application_id))
+        row = await _fetch(conn, args.application_id)
+    return Application.model_validate({**row, "metadata": agent_metadata(row["metadata"])})
 
 
 async def _repository(ctx: ToolContext, args: ApplicationArgs) -> Repository:
@@ -133,12 +158,13 @@ async def _environment(ctx: ToolContext, args: ApplicationArgs) -> Environment:
 
 
 async def _set_status(ctx: ToolContext, args: SetStatusArgs) -> SetStatusResult:
+    # Agents read the metadata back: it names the change, never the person behind it (the
+    # call's audit row, found by its call id, does).
     change = {
         "status": args.status,
         "reason": args.reason,
         "agent_id": ctx.principal.agent_id,
-        "user_id": ctx.principal.user_id,
-        "request_id": ctx.principal.request_id,
+        "call_id": ctx.principal.call_id,
     }
     # The call's transaction: under an approval, the approval is used up only if this commits.
     async with ctx.transaction() as conn:

@@ -1,9 +1,11 @@
 """Agent views of a learner: results built only from the context service's gated bundles.
 
 A learner tool names one agent view (a purpose of the context service's purpose table); the
-context service decides what the view holds, binds exactly that learner, pseudonymises it and
-passes the identifier gate. The tool keeps only the slices its output model declares. The five
-measures (coverage, mastery, evidence, confidence, readiness) stay separate fields.
+context service decides whether the call may reach the learner and what the view holds, binds
+exactly that learner, pseudonymises it and passes the identifier gate, all in one call. Every
+view is snapshotted, and its ``input_ref`` goes to the call's audit row. The tool keeps only the
+slices its output model declares. The five measures (coverage, mastery, evidence, confidence,
+readiness) stay separate fields.
 """
 
 from __future__ import annotations
@@ -195,7 +197,12 @@ def view_tool(
     """A LOW-risk read tool returning one agent view of the learner named in its arguments."""
 
     async def execute(ctx: ToolContext, args: LearnerArgs) -> Result:
-        return view_result(await ctx.context.agent_view(args.learner_id, view), output_model)
+        # Persisted: every agent read of a learner can be reproduced from its audit row.
+        bundle = await ctx.context.agent_view(
+            args.learner_id, view, ctx.learner_reach(), persist=True
+        )
+        ctx.record_input(bundle.input_ref)
+        return view_result(bundle, output_model)
 
     return ToolDefinition(
         name=name,
@@ -207,4 +214,5 @@ def view_tool(
         output_model=output_model,
         execute=execute,
         learner_id_field="learner_id",
+        authorized_in_context=True,
     )

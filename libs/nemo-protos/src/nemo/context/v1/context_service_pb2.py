@@ -29,49 +29,52 @@ from nemo.context.v1 import knowledge_pb2 as nemo_dot_context_dot_v1_dot_knowled
 from nemo.context.v1 import learner_context_pb2 as nemo_dot_context_dot_v1_dot_learner__context__pb2
 from nemo.context.v1 import purpose_pb2 as nemo_dot_context_dot_v1_dot_purpose__pb2
 from nemo.type.v1 import locale_pb2 as nemo_dot_type_dot_v1_dot_locale__pb2
+from nemo.type.v1 import user_source_pb2 as nemo_dot_type_dot_v1_dot_user__source__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n%nemo/context/v1/context_service.proto\x12\x0fnemo.context.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\"nemo/context/v1/conversation.proto\x1a\x1fnemo/context/v1/item_bank.proto\x1a\x1fnemo/context/v1/knowledge.proto\x1a%nemo/context/v1/learner_context.proto\x1a\x1dnemo/context/v1/purpose.proto\x1a\x19nemo/type/v1/locale.proto\"\xa3\x01\n\x13\x42uildContextRequest\x12\x12\n\nlearner_id\x18\x01 \x01(\t\x12\x0f\n\x07purpose\x18\x02 \x01(\t\x12\x0f\n\x07persist\x18\x03 \x01(\x08\x12$\n\x06locale\x18\x04 \x01(\x0e\x32\x14.nemo.type.v1.Locale\x12\x30\n\x0c\x65valuated_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"F\n\x14\x42uildContextResponse\x12.\n\x06\x62undle\x18\x01 \x01(\x0b\x32\x1e.nemo.context.v1.ContextBundle\"\x8b\x01\n\x1f\x42uildConversationContextRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x0f\n\x07turn_id\x18\x02 \x01(\t\x12\x1c\n\x14\x63urrent_user_message\x18\x03 \x01(\t\x12\x14\n\x0ctoken_budget\x18\x04 \x01(\x05\x12\x0f\n\x07persist\x18\x05 \x01(\x08\"W\n BuildConversationContextResponse\x12\x33\n\x06\x62undle\x18\x01 \x01(\x0b\x32#.nemo.context.v1.ConversationBundle\"\xcc\x01\n\x11RecordTurnRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x0f\n\x07turn_id\x18\x02 \x01(\t\x12.\n\x08messages\x18\x03 \x03(\x0b\x32\x1c.nemo.context.v1.TurnMessage\x12\x31\n\x05state\x18\x04 \x01(\x0b\x32\".nemo.context.v1.ConversationState\x12/\n\x07summary\x18\x05 \x01(\x0b\x32\x1e.nemo.context.v1.SummaryUpdate\"K\n\x12RecordTurnResponse\x12\x1c\n\x14stored_message_count\x18\x01 \x01(\x05\x12\x17\n\x0fsummary_version\x18\x02 \x01(\x05\"X\n\x19\x43heckLearnerAccessRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x12\n\nlearner_id\x18\x02 \x01(\t\x12\x16\n\x0eresource_scope\x18\x03 \x01(\t\"Z\n\x1a\x43heckLearnerAccessResponse\x12\x0f\n\x07\x61llowed\x18\x01 \x01(\x08\x12+\n\x05\x62\x61sis\x18\x02 \x01(\x0e\x32\x1c.nemo.context.v1.AccessBasis\"V\n\x16SearchKnowledgeRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\r\n\x05limit\x18\x02 \x01(\x05\x12\x0f\n\x07subject\x18\x03 \x01(\t\x12\r\n\x05grade\x18\x04 \x01(\x05\"F\n\x17SearchKnowledgeResponse\x12+\n\x04hits\x18\x01 \x03(\x0b\x32\x1d.nemo.context.v1.KnowledgeHit\"*\n\x17GetKnowledgeNodeRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\t\"w\n\x18GetKnowledgeNodeResponse\x12,\n\x04node\x18\x01 \x01(\x0b\x32\x1e.nemo.context.v1.KnowledgeNode\x12-\n\x05\x65\x64ges\x18\x02 \x03(\x0b\x32\x1e.nemo.context.v1.KnowledgeEdge\"\'\n\x12GetSnapshotRequest\x12\x11\n\tinput_ref\x18\x01 \x01(\t\"\xc2\x01\n\x13GetSnapshotResponse\x12\x11\n\tinput_ref\x18\x01 \x01(\t\x12\x0e\n\x06sha256\x18\x02 \x01(\t\x12\x16\n\x0e\x63\x61nonical_json\x18\x03 \x01(\x0c\x12.\n\x06\x62undle\x18\x04 \x01(\x0b\x32\x1e.nemo.context.v1.ContextBundle\x12@\n\x13\x63onversation_bundle\x18\x05 \x01(\x0b\x32#.nemo.context.v1.ConversationBundle\"\x15\n\x13ListPurposesRequest\"Z\n\x14ListPurposesResponse\x12\x16\n\x0epolicy_version\x18\x01 \x01(\t\x12*\n\x08purposes\x18\x02 \x03(\x0b\x32\x18.nemo.context.v1.Purpose*\x8e\x02\n\x0b\x41\x63\x63\x65ssBasis\x12\x1c\n\x18\x41\x43\x43\x45SS_BASIS_UNSPECIFIED\x10\x00\x12\x1a\n\x16\x41\x43\x43\x45SS_BASIS_SCOPE_ALL\x10\x01\x12#\n\x1f\x41\x43\x43\x45SS_BASIS_SCOPE_LEARNER_LIST\x10\x02\x12\x1d\n\x19\x41\x43\x43\x45SS_BASIS_SCOPE_FAMILY\x10\x03\x12\x15\n\x11\x41\x43\x43\x45SS_BASIS_SELF\x10\x04\x12\x1e\n\x1a\x41\x43\x43\x45SS_BASIS_FAMILY_MEMBER\x10\x05\x12\x19\n\x15\x41\x43\x43\x45SS_BASIS_GUARDIAN\x10\x06\x12\x16\n\x12\x41\x43\x43\x45SS_BASIS_STAFF\x10\x07\x12\x17\n\x13\x41\x43\x43\x45SS_BASIS_MENTOR\x10\x08\x32\xac\x07\n\x0e\x43ontextService\x12[\n\x0c\x42uildContext\x12$.nemo.context.v1.BuildContextRequest\x1a%.nemo.context.v1.BuildContextResponse\x12\x7f\n\x18\x42uildConversationContext\x12\x30.nemo.context.v1.BuildConversationContextRequest\x1a\x31.nemo.context.v1.BuildConversationContextResponse\x12U\n\nRecordTurn\x12\".nemo.context.v1.RecordTurnRequest\x1a#.nemo.context.v1.RecordTurnResponse\x12m\n\x12\x43heckLearnerAccess\x12*.nemo.context.v1.CheckLearnerAccessRequest\x1a+.nemo.context.v1.CheckLearnerAccessResponse\x12\x64\n\x0fSearchKnowledge\x12\'.nemo.context.v1.SearchKnowledgeRequest\x1a(.nemo.context.v1.SearchKnowledgeResponse\x12g\n\x10GetKnowledgeNode\x12(.nemo.context.v1.GetKnowledgeNodeRequest\x1a).nemo.context.v1.GetKnowledgeNodeResponse\x12X\n\x0bGetSnapshot\x12#.nemo.context.v1.GetSnapshotRequest\x1a$.nemo.context.v1.GetSnapshotResponse\x12[\n\x0cListPurposes\x12$.nemo.context.v1.ListPurposesRequest\x1a%.nemo.context.v1.ListPurposesResponse\x12p\n\x13StoreGeneratedItems\x12+.nemo.context.v1.StoreGeneratedItemsRequest\x1a,.nemo.context.v1.StoreGeneratedItemsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n%nemo/context/v1/context_service.proto\x12\x0fnemo.context.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\"nemo/context/v1/conversation.proto\x1a\x1fnemo/context/v1/item_bank.proto\x1a\x1fnemo/context/v1/knowledge.proto\x1a%nemo/context/v1/learner_context.proto\x1a\x1dnemo/context/v1/purpose.proto\x1a\x19nemo/type/v1/locale.proto\x1a\x1enemo/type/v1/user_source.proto\"\xd7\x01\n\x13\x42uildContextRequest\x12\x12\n\nlearner_id\x18\x01 \x01(\t\x12\x0f\n\x07purpose\x18\x02 \x01(\t\x12\x0f\n\x07persist\x18\x03 \x01(\x08\x12$\n\x06locale\x18\x04 \x01(\x0e\x32\x14.nemo.type.v1.Locale\x12\x30\n\x0c\x65valuated_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x32\n\x0c\x61gent_access\x18\x06 \x01(\x0b\x32\x1c.nemo.context.v1.AgentAccess\"f\n\x0b\x41gentAccess\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12-\n\x0buser_source\x18\x02 \x01(\x0e\x32\x18.nemo.type.v1.UserSource\x12\x17\n\x0fresource_scopes\x18\x03 \x03(\t\"F\n\x14\x42uildContextResponse\x12.\n\x06\x62undle\x18\x01 \x01(\x0b\x32\x1e.nemo.context.v1.ContextBundle\"\x8b\x01\n\x1f\x42uildConversationContextRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x0f\n\x07turn_id\x18\x02 \x01(\t\x12\x1c\n\x14\x63urrent_user_message\x18\x03 \x01(\t\x12\x14\n\x0ctoken_budget\x18\x04 \x01(\x05\x12\x0f\n\x07persist\x18\x05 \x01(\x08\"W\n BuildConversationContextResponse\x12\x33\n\x06\x62undle\x18\x01 \x01(\x0b\x32#.nemo.context.v1.ConversationBundle\"\xcc\x01\n\x11RecordTurnRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x0f\n\x07turn_id\x18\x02 \x01(\t\x12.\n\x08messages\x18\x03 \x03(\x0b\x32\x1c.nemo.context.v1.TurnMessage\x12\x31\n\x05state\x18\x04 \x01(\x0b\x32\".nemo.context.v1.ConversationState\x12/\n\x07summary\x18\x05 \x01(\x0b\x32\x1e.nemo.context.v1.SummaryUpdate\"K\n\x12RecordTurnResponse\x12\x1c\n\x14stored_message_count\x18\x01 \x01(\x05\x12\x17\n\x0fsummary_version\x18\x02 \x01(\x05\"\x87\x01\n\x19\x43heckLearnerAccessRequest\x12\x0f\n\x07user_id\x18\x01 \x01(\t\x12\x12\n\nlearner_id\x18\x02 \x01(\t\x12\x16\n\x0eresource_scope\x18\x03 \x01(\t\x12-\n\x0buser_source\x18\x04 \x01(\x0e\x32\x18.nemo.type.v1.UserSource\"p\n\x1a\x43heckLearnerAccessResponse\x12\x0f\n\x07\x61llowed\x18\x01 \x01(\x08\x12+\n\x05\x62\x61sis\x18\x02 \x01(\x0e\x32\x1c.nemo.context.v1.AccessBasis\x12\x14\n\x0crefusal_rule\x18\x03 \x01(\t\"V\n\x16SearchKnowledgeRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\r\n\x05limit\x18\x02 \x01(\x05\x12\x0f\n\x07subject\x18\x03 \x01(\t\x12\r\n\x05grade\x18\x04 \x01(\x05\"F\n\x17SearchKnowledgeResponse\x12+\n\x04hits\x18\x01 \x03(\x0b\x32\x1d.nemo.context.v1.KnowledgeHit\"*\n\x17GetKnowledgeNodeRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\t\"w\n\x18GetKnowledgeNodeResponse\x12,\n\x04node\x18\x01 \x01(\x0b\x32\x1e.nemo.context.v1.KnowledgeNode\x12-\n\x05\x65\x64ges\x18\x02 \x03(\x0b\x32\x1e.nemo.context.v1.KnowledgeEdge\"\'\n\x12GetSnapshotRequest\x12\x11\n\tinput_ref\x18\x01 \x01(\t\"\xc2\x01\n\x13GetSnapshotResponse\x12\x11\n\tinput_ref\x18\x01 \x01(\t\x12\x0e\n\x06sha256\x18\x02 \x01(\t\x12\x16\n\x0e\x63\x61nonical_json\x18\x03 \x01(\x0c\x12.\n\x06\x62undle\x18\x04 \x01(\x0b\x32\x1e.nemo.context.v1.ContextBundle\x12@\n\x13\x63onversation_bundle\x18\x05 \x01(\x0b\x32#.nemo.context.v1.ConversationBundle\"\x15\n\x13ListPurposesRequest\"Z\n\x14ListPurposesResponse\x12\x16\n\x0epolicy_version\x18\x01 \x01(\t\x12*\n\x08purposes\x18\x02 \x03(\x0b\x32\x18.nemo.context.v1.Purpose*\x8e\x02\n\x0b\x41\x63\x63\x65ssBasis\x12\x1c\n\x18\x41\x43\x43\x45SS_BASIS_UNSPECIFIED\x10\x00\x12\x1a\n\x16\x41\x43\x43\x45SS_BASIS_SCOPE_ALL\x10\x01\x12#\n\x1f\x41\x43\x43\x45SS_BASIS_SCOPE_LEARNER_LIST\x10\x02\x12\x1d\n\x19\x41\x43\x43\x45SS_BASIS_SCOPE_FAMILY\x10\x03\x12\x15\n\x11\x41\x43\x43\x45SS_BASIS_SELF\x10\x04\x12\x1e\n\x1a\x41\x43\x43\x45SS_BASIS_FAMILY_MEMBER\x10\x05\x12\x19\n\x15\x41\x43\x43\x45SS_BASIS_GUARDIAN\x10\x06\x12\x16\n\x12\x41\x43\x43\x45SS_BASIS_STAFF\x10\x07\x12\x17\n\x13\x41\x43\x43\x45SS_BASIS_MENTOR\x10\x08\x32\xac\x07\n\x0e\x43ontextService\x12[\n\x0c\x42uildContext\x12$.nemo.context.v1.BuildContextRequest\x1a%.nemo.context.v1.BuildContextResponse\x12\x7f\n\x18\x42uildConversationContext\x12\x30.nemo.context.v1.BuildConversationContextRequest\x1a\x31.nemo.context.v1.BuildConversationContextResponse\x12U\n\nRecordTurn\x12\".nemo.context.v1.RecordTurnRequest\x1a#.nemo.context.v1.RecordTurnResponse\x12m\n\x12\x43heckLearnerAccess\x12*.nemo.context.v1.CheckLearnerAccessRequest\x1a+.nemo.context.v1.CheckLearnerAccessResponse\x12\x64\n\x0fSearchKnowledge\x12\'.nemo.context.v1.SearchKnowledgeRequest\x1a(.nemo.context.v1.SearchKnowledgeResponse\x12g\n\x10GetKnowledgeNode\x12(.nemo.context.v1.GetKnowledgeNodeRequest\x1a).nemo.context.v1.GetKnowledgeNodeResponse\x12X\n\x0bGetSnapshot\x12#.nemo.context.v1.GetSnapshotRequest\x1a$.nemo.context.v1.GetSnapshotResponse\x12[\n\x0cListPurposes\x12$.nemo.context.v1.ListPurposesRequest\x1a%.nemo.context.v1.ListPurposesResponse\x12p\n\x13StoreGeneratedItems\x12+.nemo.context.v1.StoreGeneratedItemsRequest\x1a,.nemo.context.v1.StoreGeneratedItemsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'nemo.context.v1.context_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_ACCESSBASIS']._serialized_start=1904
-  _globals['_ACCESSBASIS']._serialized_end=2174
-  _globals['_BUILDCONTEXTREQUEST']._serialized_start=291
-  _globals['_BUILDCONTEXTREQUEST']._serialized_end=454
-  _globals['_BUILDCONTEXTRESPONSE']._serialized_start=456
-  _globals['_BUILDCONTEXTRESPONSE']._serialized_end=526
-  _globals['_BUILDCONVERSATIONCONTEXTREQUEST']._serialized_start=529
-  _globals['_BUILDCONVERSATIONCONTEXTREQUEST']._serialized_end=668
-  _globals['_BUILDCONVERSATIONCONTEXTRESPONSE']._serialized_start=670
-  _globals['_BUILDCONVERSATIONCONTEXTRESPONSE']._serialized_end=757
-  _globals['_RECORDTURNREQUEST']._serialized_start=760
-  _globals['_RECORDTURNREQUEST']._serialized_end=964
-  _globals['_RECORDTURNRESPONSE']._serialized_start=966
-  _globals['_RECORDTURNRESPONSE']._serialized_end=1041
-  _globals['_CHECKLEARNERACCESSREQUEST']._serialized_start=1043
-  _globals['_CHECKLEARNERACCESSREQUEST']._serialized_end=1131
-  _globals['_CHECKLEARNERACCESSRESPONSE']._serialized_start=1133
-  _globals['_CHECKLEARNERACCESSRESPONSE']._serialized_end=1223
-  _globals['_SEARCHKNOWLEDGEREQUEST']._serialized_start=1225
-  _globals['_SEARCHKNOWLEDGEREQUEST']._serialized_end=1311
-  _globals['_SEARCHKNOWLEDGERESPONSE']._serialized_start=1313
-  _globals['_SEARCHKNOWLEDGERESPONSE']._serialized_end=1383
-  _globals['_GETKNOWLEDGENODEREQUEST']._serialized_start=1385
-  _globals['_GETKNOWLEDGENODEREQUEST']._serialized_end=1427
-  _globals['_GETKNOWLEDGENODERESPONSE']._serialized_start=1429
-  _globals['_GETKNOWLEDGENODERESPONSE']._serialized_end=1548
-  _globals['_GETSNAPSHOTREQUEST']._serialized_start=1550
-  _globals['_GETSNAPSHOTREQUEST']._serialized_end=1589
-  _globals['_GETSNAPSHOTRESPONSE']._serialized_start=1592
-  _globals['_GETSNAPSHOTRESPONSE']._serialized_end=1786
-  _globals['_LISTPURPOSESREQUEST']._serialized_start=1788
-  _globals['_LISTPURPOSESREQUEST']._serialized_end=1809
-  _globals['_LISTPURPOSESRESPONSE']._serialized_start=1811
-  _globals['_LISTPURPOSESRESPONSE']._serialized_end=1901
-  _globals['_CONTEXTSERVICE']._serialized_start=2177
-  _globals['_CONTEXTSERVICE']._serialized_end=3117
+  _globals['_ACCESSBASIS']._serialized_start=2162
+  _globals['_ACCESSBASIS']._serialized_end=2432
+  _globals['_BUILDCONTEXTREQUEST']._serialized_start=323
+  _globals['_BUILDCONTEXTREQUEST']._serialized_end=538
+  _globals['_AGENTACCESS']._serialized_start=540
+  _globals['_AGENTACCESS']._serialized_end=642
+  _globals['_BUILDCONTEXTRESPONSE']._serialized_start=644
+  _globals['_BUILDCONTEXTRESPONSE']._serialized_end=714
+  _globals['_BUILDCONVERSATIONCONTEXTREQUEST']._serialized_start=717
+  _globals['_BUILDCONVERSATIONCONTEXTREQUEST']._serialized_end=856
+  _globals['_BUILDCONVERSATIONCONTEXTRESPONSE']._serialized_start=858
+  _globals['_BUILDCONVERSATIONCONTEXTRESPONSE']._serialized_end=945
+  _globals['_RECORDTURNREQUEST']._serialized_start=948
+  _globals['_RECORDTURNREQUEST']._serialized_end=1152
+  _globals['_RECORDTURNRESPONSE']._serialized_start=1154
+  _globals['_RECORDTURNRESPONSE']._serialized_end=1229
+  _globals['_CHECKLEARNERACCESSREQUEST']._serialized_start=1232
+  _globals['_CHECKLEARNERACCESSREQUEST']._serialized_end=1367
+  _globals['_CHECKLEARNERACCESSRESPONSE']._serialized_start=1369
+  _globals['_CHECKLEARNERACCESSRESPONSE']._serialized_end=1481
+  _globals['_SEARCHKNOWLEDGEREQUEST']._serialized_start=1483
+  _globals['_SEARCHKNOWLEDGEREQUEST']._serialized_end=1569
+  _globals['_SEARCHKNOWLEDGERESPONSE']._serialized_start=1571
+  _globals['_SEARCHKNOWLEDGERESPONSE']._serialized_end=1641
+  _globals['_GETKNOWLEDGENODEREQUEST']._serialized_start=1643
+  _globals['_GETKNOWLEDGENODEREQUEST']._serialized_end=1685
+  _globals['_GETKNOWLEDGENODERESPONSE']._serialized_start=1687
+  _globals['_GETKNOWLEDGENODERESPONSE']._serialized_end=1806
+  _globals['_GETSNAPSHOTREQUEST']._serialized_start=1808
+  _globals['_GETSNAPSHOTREQUEST']._serialized_end=1847
+  _globals['_GETSNAPSHOTRESPONSE']._serialized_start=1850
+  _globals['_GETSNAPSHOTRESPONSE']._serialized_end=2044
+  _globals['_LISTPURPOSESREQUEST']._serialized_start=2046
+  _globals['_LISTPURPOSESREQUEST']._serialized_end=2067
+  _globals['_LISTPURPOSESRESPONSE']._serialized_start=2069
+  _globals['_LISTPURPOSESRESPONSE']._serialized_end=2159
+  _globals['_CONTEXTSERVICE']._serialized_start=2435
+  _globals['_CONTEXTSERVICE']._serialized_end=3375
 # @@protoc_insertion_point(module_scope)

@@ -14,6 +14,7 @@ from nemo.context.v1 import knowledge_pb2 as _knowledge_pb2
 from nemo.context.v1 import learner_context_pb2 as _learner_context_pb2
 from nemo.context.v1 import purpose_pb2 as _purpose_pb2
 from nemo.type.v1 import locale_pb2 as _locale_pb2
+from nemo.type.v1 import user_source_pb2 as _user_source_pb2
 import builtins as _builtins
 import sys
 import typing as _typing
@@ -84,6 +85,7 @@ class BuildContextRequest(_message.Message):
     PERSIST_FIELD_NUMBER: _builtins.int
     LOCALE_FIELD_NUMBER: _builtins.int
     EVALUATED_AT_FIELD_NUMBER: _builtins.int
+    AGENT_ACCESS_FIELD_NUMBER: _builtins.int
     learner_id: _builtins.str
     """Internal learner id; used for binding only and never returned."""
     purpose: _builtins.str
@@ -100,6 +102,10 @@ class BuildContextRequest(_message.Message):
         server's clock when absent.
         """
 
+    @_builtins.property
+    def agent_access(self) -> Global___AgentAccess:
+        """Who an agent view is built for; required for agent views, refused for prompt purposes."""
+
     def __init__(
         self,
         *,
@@ -108,14 +114,51 @@ class BuildContextRequest(_message.Message):
         persist: _builtins.bool = ...,
         locale: _locale_pb2.Locale.ValueType = ...,
         evaluated_at: _timestamp_pb2.Timestamp | None = ...,
+        agent_access: Global___AgentAccess | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["evaluated_at", b"evaluated_at"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["agent_access", b"agent_access", "evaluated_at", b"evaluated_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["evaluated_at", b"evaluated_at", "learner_id", b"learner_id", "locale", b"locale", "persist", b"persist", "purpose", b"purpose"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_access", b"agent_access", "evaluated_at", b"evaluated_at", "learner_id", b"learner_id", "locale", b"locale", "persist", b"persist", "purpose", b"purpose"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___BuildContextRequest: _TypeAlias = BuildContextRequest  # noqa: Y015
+
+@_typing.final
+class AgentAccess(_message.Message):
+    """Who an agent acts for and under which grants: what decides whether it may reach a learner."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    USER_ID_FIELD_NUMBER: _builtins.int
+    USER_SOURCE_FIELD_NUMBER: _builtins.int
+    RESOURCE_SCOPES_FIELD_NUMBER: _builtins.int
+    user_id: _builtins.str
+    """The user the agent acts for; empty when none."""
+    user_source: _user_source_pb2.UserSource.ValueType
+    """Where `user_id` comes from; only USER_SOURCE_TOKEN and USER_SOURCE_CALLER count for the
+    "user" scope.
+    """
+    @_builtins.property
+    def resource_scopes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The resource scopes of the grants that cover the call ("*", "user", "learner:L-1,learner:L-2",
+        "family:F-1"); the learner must be within at least one of them.
+        """
+
+    def __init__(
+        self,
+        *,
+        user_id: _builtins.str = ...,
+        user_source: _user_source_pb2.UserSource.ValueType = ...,
+        resource_scopes: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["resource_scopes", b"resource_scopes", "user_id", b"user_id", "user_source", b"user_source"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AgentAccess: _TypeAlias = AgentAccess  # noqa: Y015
 
 @_typing.final
 class BuildContextResponse(_message.Message):
@@ -282,22 +325,28 @@ class CheckLearnerAccessRequest(_message.Message):
     USER_ID_FIELD_NUMBER: _builtins.int
     LEARNER_ID_FIELD_NUMBER: _builtins.int
     RESOURCE_SCOPE_FIELD_NUMBER: _builtins.int
+    USER_SOURCE_FIELD_NUMBER: _builtins.int
     user_id: _builtins.str
     """The user the agent acts for; may be empty, which reaches no learner under the "user" scope."""
     learner_id: _builtins.str
     """The learner the call is about."""
     resource_scope: _builtins.str
     """A grant's resource scope: "*", "user", "learner:L-2041-1,learner:L-2041-2" or "family:F-2041-1"."""
+    user_source: _user_source_pb2.UserSource.ValueType
+    """Where `user_id` comes from; only USER_SOURCE_TOKEN and USER_SOURCE_CALLER count for the
+    "user" scope (unspecified counts as asserted).
+    """
     def __init__(
         self,
         *,
         user_id: _builtins.str = ...,
         learner_id: _builtins.str = ...,
         resource_scope: _builtins.str = ...,
+        user_source: _user_source_pb2.UserSource.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["learner_id", b"learner_id", "resource_scope", b"resource_scope", "user_id", b"user_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["learner_id", b"learner_id", "resource_scope", b"resource_scope", "user_id", b"user_id", "user_source", b"user_source"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -313,19 +362,26 @@ class CheckLearnerAccessResponse(_message.Message):
 
     ALLOWED_FIELD_NUMBER: _builtins.int
     BASIS_FIELD_NUMBER: _builtins.int
+    REFUSAL_RULE_FIELD_NUMBER: _builtins.int
     allowed: _builtins.bool
     """Whether the user may reach the learner."""
     basis: Global___AccessBasis.ValueType
     """Why access was granted; unspecified when it was not."""
+    refusal_rule: _builtins.str
+    """The rule that refused access, for the caller's audit log ("no_relation", "user_not_vouched",
+    "no_user", "not_in_scope"); empty when access was granted. The same for a learner that does
+    not exist as for one out of reach.
+    """
     def __init__(
         self,
         *,
         allowed: _builtins.bool = ...,
         basis: Global___AccessBasis.ValueType = ...,
+        refusal_rule: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["allowed", b"allowed", "basis", b"basis"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["allowed", b"allowed", "basis", b"basis", "refusal_rule", b"refusal_rule"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

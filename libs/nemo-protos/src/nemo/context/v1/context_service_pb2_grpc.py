@@ -96,10 +96,16 @@ class ContextServiceServicer:
     """
 
     def BuildContext(self, request, context):
-        """Builds the bundle of one learner for one declared purpose or agent view. Errors:
-        INVALID_ARGUMENT (UNKNOWN_PURPOSE, INVALID_LEARNER_ID, WRONG_PURPOSE_KIND for a conversation
-        purpose), PERMISSION_DENIED (PURPOSE_NOT_ALLOWED: the gateway builds prompt purposes, the
-        tool plane agent views), NOT_FOUND (LEARNER_NOT_FOUND), INTERNAL (CONTEXT_LEAK_BLOCKED).
+        """Builds the bundle of one learner for one declared purpose or agent view. An agent view is
+        authorized here, in the transaction that reads it: the request names who the agent acts for
+        and under which resource scopes (`agent_access`). Errors: INVALID_ARGUMENT (UNKNOWN_PURPOSE,
+        INVALID_LEARNER_ID, WRONG_PURPOSE_KIND for a conversation purpose, AGENT_ACCESS_REQUIRED for
+        an agent view without `agent_access`, AGENT_ACCESS_NOT_APPLICABLE for a prompt purpose with
+        one, INVALID_RESOURCE_SCOPE), PERMISSION_DENIED (PURPOSE_NOT_ALLOWED: the gateway builds
+        prompt purposes, the tool plane agent views; LEARNER_OUT_OF_REACH: the agent view's learner
+        is out of reach or does not exist, indistinguishably, with the refusing rule in the metadata
+        under "rule"), NOT_FOUND (LEARNER_NOT_FOUND, prompt purposes only), INTERNAL
+        (CONTEXT_LEAK_BLOCKED).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

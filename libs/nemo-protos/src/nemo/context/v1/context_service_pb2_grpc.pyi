@@ -40,10 +40,16 @@ class ContextServiceStub:
     @_typing.overload
     def __new__(cls, channel: _aio.Channel) -> ContextServiceAsyncStub: ...
     BuildContext: _grpc.UnaryUnaryMultiCallable[_context_service_pb2.BuildContextRequest, _context_service_pb2.BuildContextResponse]
-    """Builds the bundle of one learner for one declared purpose or agent view. Errors:
-    INVALID_ARGUMENT (UNKNOWN_PURPOSE, INVALID_LEARNER_ID, WRONG_PURPOSE_KIND for a conversation
-    purpose), PERMISSION_DENIED (PURPOSE_NOT_ALLOWED: the gateway builds prompt purposes, the
-    tool plane agent views), NOT_FOUND (LEARNER_NOT_FOUND), INTERNAL (CONTEXT_LEAK_BLOCKED).
+    """Builds the bundle of one learner for one declared purpose or agent view. An agent view is
+    authorized here, in the transaction that reads it: the request names who the agent acts for
+    and under which resource scopes (`agent_access`). Errors: INVALID_ARGUMENT (UNKNOWN_PURPOSE,
+    INVALID_LEARNER_ID, WRONG_PURPOSE_KIND for a conversation purpose, AGENT_ACCESS_REQUIRED for
+    an agent view without `agent_access`, AGENT_ACCESS_NOT_APPLICABLE for a prompt purpose with
+    one, INVALID_RESOURCE_SCOPE), PERMISSION_DENIED (PURPOSE_NOT_ALLOWED: the gateway builds
+    prompt purposes, the tool plane agent views; LEARNER_OUT_OF_REACH: the agent view's learner
+    is out of reach or does not exist, indistinguishably, with the refusing rule in the metadata
+    under "rule"), NOT_FOUND (LEARNER_NOT_FOUND, prompt purposes only), INTERNAL
+    (CONTEXT_LEAK_BLOCKED).
     """
     BuildConversationContext: _grpc.UnaryUnaryMultiCallable[_context_service_pb2.BuildConversationContextRequest, _context_service_pb2.BuildConversationContextResponse]
     """Builds the bundle for one chat turn."""
@@ -77,10 +83,16 @@ class ContextServiceAsyncStub(ContextServiceStub):
 
     def __init__(self, channel: _aio.Channel) -> None: ...
     BuildContext: _aio.UnaryUnaryMultiCallable[_context_service_pb2.BuildContextRequest, _context_service_pb2.BuildContextResponse]  # type: ignore[assignment]
-    """Builds the bundle of one learner for one declared purpose or agent view. Errors:
-    INVALID_ARGUMENT (UNKNOWN_PURPOSE, INVALID_LEARNER_ID, WRONG_PURPOSE_KIND for a conversation
-    purpose), PERMISSION_DENIED (PURPOSE_NOT_ALLOWED: the gateway builds prompt purposes, the
-    tool plane agent views), NOT_FOUND (LEARNER_NOT_FOUND), INTERNAL (CONTEXT_LEAK_BLOCKED).
+    """Builds the bundle of one learner for one declared purpose or agent view. An agent view is
+    authorized here, in the transaction that reads it: the request names who the agent acts for
+    and under which resource scopes (`agent_access`). Errors: INVALID_ARGUMENT (UNKNOWN_PURPOSE,
+    INVALID_LEARNER_ID, WRONG_PURPOSE_KIND for a conversation purpose, AGENT_ACCESS_REQUIRED for
+    an agent view without `agent_access`, AGENT_ACCESS_NOT_APPLICABLE for a prompt purpose with
+    one, INVALID_RESOURCE_SCOPE), PERMISSION_DENIED (PURPOSE_NOT_ALLOWED: the gateway builds
+    prompt purposes, the tool plane agent views; LEARNER_OUT_OF_REACH: the agent view's learner
+    is out of reach or does not exist, indistinguishably, with the refusing rule in the metadata
+    under "rule"), NOT_FOUND (LEARNER_NOT_FOUND, prompt purposes only), INTERNAL
+    (CONTEXT_LEAK_BLOCKED).
     """
     BuildConversationContext: _aio.UnaryUnaryMultiCallable[_context_service_pb2.BuildConversationContextRequest, _context_service_pb2.BuildConversationContextResponse]  # type: ignore[assignment]
     """Builds the bundle for one chat turn."""
@@ -117,10 +129,16 @@ class ContextServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _context_service_pb2.BuildContextRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_context_service_pb2.BuildContextResponse, _abc.Awaitable[_context_service_pb2.BuildContextResponse]]:
-        """Builds the bundle of one learner for one declared purpose or agent view. Errors:
-        INVALID_ARGUMENT (UNKNOWN_PURPOSE, INVALID_LEARNER_ID, WRONG_PURPOSE_KIND for a conversation
-        purpose), PERMISSION_DENIED (PURPOSE_NOT_ALLOWED: the gateway builds prompt purposes, the
-        tool plane agent views), NOT_FOUND (LEARNER_NOT_FOUND), INTERNAL (CONTEXT_LEAK_BLOCKED).
+        """Builds the bundle of one learner for one declared purpose or agent view. An agent view is
+        authorized here, in the transaction that reads it: the request names who the agent acts for
+        and under which resource scopes (`agent_access`). Errors: INVALID_ARGUMENT (UNKNOWN_PURPOSE,
+        INVALID_LEARNER_ID, WRONG_PURPOSE_KIND for a conversation purpose, AGENT_ACCESS_REQUIRED for
+        an agent view without `agent_access`, AGENT_ACCESS_NOT_APPLICABLE for a prompt purpose with
+        one, INVALID_RESOURCE_SCOPE), PERMISSION_DENIED (PURPOSE_NOT_ALLOWED: the gateway builds
+        prompt purposes, the tool plane agent views; LEARNER_OUT_OF_REACH: the agent view's learner
+        is out of reach or does not exist, indistinguishably, with the refusing rule in the metadata
+        under "rule"), NOT_FOUND (LEARNER_NOT_FOUND, prompt purposes only), INTERNAL
+        (CONTEXT_LEAK_BLOCKED).
         """
 
     @_abc_1.abstractmethod

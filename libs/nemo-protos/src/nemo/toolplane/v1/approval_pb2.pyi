@@ -7,6 +7,7 @@ from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from nemo.type.v1 import user_source_pb2 as _user_source_pb2
 import builtins as _builtins
 import sys
 import typing as _typing
@@ -75,6 +76,8 @@ class Approval(_message.Message):
     DECISION_NOTE_FIELD_NUMBER: _builtins.int
     ARGUMENTS_JSON_FIELD_NUMBER: _builtins.int
     RESOURCE_FIELD_NUMBER: _builtins.int
+    TOKEN_ID_FIELD_NUMBER: _builtins.int
+    USER_SOURCE_FIELD_NUMBER: _builtins.int
     approval_id: _builtins.str
     """Approval id."""
     agent_id: _builtins.str
@@ -92,7 +95,7 @@ class Approval(_message.Message):
     request_id: _builtins.str
     """Request id of the call that created the approval."""
     decided_by: _builtins.str
-    """Operator who decided; empty while pending."""
+    """Operator who decided (the operator id their credential proves); empty while pending."""
     decision_note: _builtins.str
     """Operator's note on the decision."""
     arguments_json: _builtins.str
@@ -102,6 +105,10 @@ class Approval(_message.Message):
     """
     resource: _builtins.str
     """What the call is about, for example "learner:L-2041-1"; empty when the tool names no resource."""
+    token_id: _builtins.str
+    """The agent token of the call the approval is bound to; empty for an agent's legacy token."""
+    user_source: _user_source_pb2.UserSource.ValueType
+    """Where the call's user came from; part of what the approval is bound to."""
     @_builtins.property
     def create_time(self) -> _timestamp_pb2.Timestamp:
         """When the approval was requested."""
@@ -132,10 +139,12 @@ class Approval(_message.Message):
         decision_note: _builtins.str = ...,
         arguments_json: _builtins.str = ...,
         resource: _builtins.str = ...,
+        token_id: _builtins.str = ...,
+        user_source: _user_source_pb2.UserSource.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "decide_time", b"decide_time", "expire_time", b"expire_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "approval_id", b"approval_id", "arguments_json", b"arguments_json", "arguments_sha256", b"arguments_sha256", "create_time", b"create_time", "decide_time", b"decide_time", "decided_by", b"decided_by", "decision_note", b"decision_note", "expire_time", b"expire_time", "policy_version", b"policy_version", "request_id", b"request_id", "resource", b"resource", "status", b"status", "tool_id", b"tool_id", "user_id", b"user_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "approval_id", b"approval_id", "arguments_json", b"arguments_json", "arguments_sha256", b"arguments_sha256", "create_time", b"create_time", "decide_time", b"decide_time", "decided_by", b"decided_by", "decision_note", b"decision_note", "expire_time", b"expire_time", "policy_version", b"policy_version", "request_id", b"request_id", "resource", b"resource", "status", b"status", "token_id", b"token_id", "tool_id", b"tool_id", "user_id", b"user_id", "user_source", b"user_source"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -24,19 +24,20 @@ _sym_db = _symbol_database.Default()
 
 from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
+from nemo.type.v1 import user_source_pb2 as nemo_dot_type_dot_v1_dot_user__source__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dnemo/toolplane/v1/audit.proto\x12\x11nemo.toolplane.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xfd\x02\n\nAuditEntry\x12\x10\n\x08\x61udit_id\x18\x01 \x01(\x03\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12(\n\x04time\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x10\n\x08\x61gent_id\x18\x04 \x01(\t\x12\x12\n\nsession_id\x18\x05 \x01(\t\x12\x0f\n\x07user_id\x18\x06 \x01(\t\x12\x0f\n\x07tool_id\x18\x07 \x01(\t\x12\x10\n\x08resource\x18\x08 \x01(\t\x12-\n\x08\x64\x65\x63ision\x18\t \x01(\x0e\x32\x1b.nemo.toolplane.v1.Decision\x12-\n\x06status\x18\n \x01(\x0e\x32\x1d.nemo.toolplane.v1.CallStatus\x12\x12\n\nerror_code\x18\x0b \x01(\t\x12\x13\n\x0b\x64uration_ms\x18\x0c \x01(\x05\x12\x13\n\x0b\x65nvironment\x18\r \x01(\t\x12)\n\x08metadata\x18\x0e \x01(\x0b\x32\x17.google.protobuf.Struct*j\n\x08\x44\x65\x63ision\x12\x18\n\x14\x44\x45\x43ISION_UNSPECIFIED\x10\x00\x12\x12\n\x0e\x44\x45\x43ISION_ALLOW\x10\x01\x12\x11\n\rDECISION_DENY\x10\x02\x12\x1d\n\x19\x44\x45\x43ISION_REQUIRE_APPROVAL\x10\x03*\xc8\x01\n\nCallStatus\x12\x1b\n\x17\x43\x41LL_STATUS_UNSPECIFIED\x10\x00\x12\x17\n\x13\x43\x41LL_STATUS_SUCCESS\x10\x01\x12\x16\n\x12\x43\x41LL_STATUS_DENIED\x10\x02\x12!\n\x1d\x43\x41LL_STATUS_APPROVAL_REQUIRED\x10\x03\x12\x17\n\x13\x43\x41LL_STATUS_INVALID\x10\x04\x12\x19\n\x15\x43\x41LL_STATUS_NOT_FOUND\x10\x05\x12\x15\n\x11\x43\x41LL_STATUS_ERROR\x10\x06\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dnemo/toolplane/v1/audit.proto\x12\x11nemo.toolplane.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1enemo/type/v1/user_source.proto\"\xe2\x03\n\nAuditEntry\x12\x10\n\x08\x61udit_id\x18\x01 \x01(\x03\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12(\n\x04time\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x10\n\x08\x61gent_id\x18\x04 \x01(\t\x12\x12\n\nsession_id\x18\x05 \x01(\t\x12\x0f\n\x07user_id\x18\x06 \x01(\t\x12\x0f\n\x07tool_id\x18\x07 \x01(\t\x12\x10\n\x08resource\x18\x08 \x01(\t\x12-\n\x08\x64\x65\x63ision\x18\t \x01(\x0e\x32\x1b.nemo.toolplane.v1.Decision\x12-\n\x06status\x18\n \x01(\x0e\x32\x1d.nemo.toolplane.v1.CallStatus\x12\x12\n\nerror_code\x18\x0b \x01(\t\x12\x13\n\x0b\x64uration_ms\x18\x0c \x01(\x05\x12\x13\n\x0b\x65nvironment\x18\r \x01(\t\x12)\n\x08metadata\x18\x0e \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x0f\n\x07\x63\x61ll_id\x18\x0f \x01(\t\x12\x10\n\x08token_id\x18\x10 \x01(\t\x12-\n\x0buser_source\x18\x11 \x01(\x0e\x32\x18.nemo.type.v1.UserSource\x12\x11\n\tinput_ref\x18\x12 \x01(\t*j\n\x08\x44\x65\x63ision\x12\x18\n\x14\x44\x45\x43ISION_UNSPECIFIED\x10\x00\x12\x12\n\x0e\x44\x45\x43ISION_ALLOW\x10\x01\x12\x11\n\rDECISION_DENY\x10\x02\x12\x1d\n\x19\x44\x45\x43ISION_REQUIRE_APPROVAL\x10\x03*\xc8\x01\n\nCallStatus\x12\x1b\n\x17\x43\x41LL_STATUS_UNSPECIFIED\x10\x00\x12\x17\n\x13\x43\x41LL_STATUS_SUCCESS\x10\x01\x12\x16\n\x12\x43\x41LL_STATUS_DENIED\x10\x02\x12!\n\x1d\x43\x41LL_STATUS_APPROVAL_REQUIRED\x10\x03\x12\x17\n\x13\x43\x41LL_STATUS_INVALID\x10\x04\x12\x19\n\x15\x43\x41LL_STATUS_NOT_FOUND\x10\x05\x12\x15\n\x11\x43\x41LL_STATUS_ERROR\x10\x06\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'nemo.toolplane.v1.audit_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_DECISION']._serialized_start=499
-  _globals['_DECISION']._serialized_end=605
-  _globals['_CALLSTATUS']._serialized_start=608
-  _globals['_CALLSTATUS']._serialized_end=808
-  _globals['_AUDITENTRY']._serialized_start=116
-  _globals['_AUDITENTRY']._serialized_end=497
+  _globals['_DECISION']._serialized_start=632
+  _globals['_DECISION']._serialized_end=738
+  _globals['_CALLSTATUS']._serialized_start=741
+  _globals['_CALLSTATUS']._serialized_end=941
+  _globals['_AUDITENTRY']._serialized_start=148
+  _globals['_AUDITENTRY']._serialized_end=630
 # @@protoc_insertion_point(module_scope)

@@ -8,6 +8,7 @@ from google.protobuf import message as _message
 from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from nemo.type.v1 import user_source_pb2 as _user_source_pb2
 import builtins as _builtins
 import sys
 import typing as _typing
@@ -107,6 +108,10 @@ class AuditEntry(_message.Message):
     DURATION_MS_FIELD_NUMBER: _builtins.int
     ENVIRONMENT_FIELD_NUMBER: _builtins.int
     METADATA_FIELD_NUMBER: _builtins.int
+    CALL_ID_FIELD_NUMBER: _builtins.int
+    TOKEN_ID_FIELD_NUMBER: _builtins.int
+    USER_SOURCE_FIELD_NUMBER: _builtins.int
+    INPUT_REF_FIELD_NUMBER: _builtins.int
     audit_id: _builtins.int
     """Row id, increasing."""
     request_id: _builtins.str
@@ -131,13 +136,27 @@ class AuditEntry(_message.Message):
     """Time spent on the call, in milliseconds."""
     environment: _builtins.str
     """Environment the tool plane runs in."""
+    call_id: _builtins.str
+    """Made by the server for this call (returned to the agent as `X-Nemo-Call-Id` or
+    `CallToolResponse.call_id`); unique even when agents reuse request ids.
+    """
+    token_id: _builtins.str
+    """The agent token of the call; empty for an agent's legacy unbound token."""
+    user_source: _user_source_pb2.UserSource.ValueType
+    """Where `user_id` came from: the token, a caller trusted to vouch for users, or the agent itself."""
+    input_ref: _builtins.str
+    """Snapshot of the learner data the call returned (read it with the context service's
+    GetSnapshot); empty when it returned none.
+    """
     @_builtins.property
     def time(self) -> _timestamp_pb2.Timestamp:
         """When the call arrived."""
 
     @_builtins.property
     def metadata(self) -> _struct_pb2.Struct:
-        """Extra facts about the call (policy name, approval id); never input or output."""
+        """Extra facts about the call (the deciding rule, policy name, approval id, what was malformed);
+        never input or output.
+        """
 
     def __init__(
         self,
@@ -156,10 +175,14 @@ class AuditEntry(_message.Message):
         duration_ms: _builtins.int = ...,
         environment: _builtins.str = ...,
         metadata: _struct_pb2.Struct | None = ...,
+        call_id: _builtins.str = ...,
+        token_id: _builtins.str = ...,
+        user_source: _user_source_pb2.UserSource.ValueType = ...,
+        input_ref: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["metadata", b"metadata", "time", b"time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "audit_id", b"audit_id", "decision", b"decision", "duration_ms", b"duration_ms", "environment", b"environment", "error_code", b"error_code", "metadata", b"metadata", "request_id", b"request_id", "resource", b"resource", "session_id", b"session_id", "status", b"status", "time", b"time", "tool_id", b"tool_id", "user_id", b"user_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "audit_id", b"audit_id", "call_id", b"call_id", "decision", b"decision", "duration_ms", b"duration_ms", "environment", b"environment", "error_code", b"error_code", "input_ref", b"input_ref", "metadata", b"metadata", "request_id", b"request_id", "resource", b"resource", "session_id", b"session_id", "status", b"status", "time", b"time", "token_id", b"token_id", "tool_id", b"tool_id", "user_id", b"user_id", "user_source", b"user_source"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

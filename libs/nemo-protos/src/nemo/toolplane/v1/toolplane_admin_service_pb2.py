@@ -27,35 +27,35 @@ from nemo.toolplane.v1 import approval_pb2 as nemo_dot_toolplane_dot_v1_dot_appr
 from nemo.toolplane.v1 import audit_pb2 as nemo_dot_toolplane_dot_v1_dot_audit__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n/nemo/toolplane/v1/toolplane_admin_service.proto\x12\x11nemo.toolplane.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a nemo/toolplane/v1/approval.proto\x1a\x1dnemo/toolplane/v1/audit.proto\"J\n\x16IssueAgentTokenRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x0f\n\x07user_id\x18\x02 \x01(\t\x12\r\n\x05label\x18\x03 \x01(\t\":\n\x17IssueAgentTokenResponse\x12\x10\n\x08token_id\x18\x01 \x01(\t\x12\r\n\x05token\x18\x02 \x01(\t\"+\n\x17RevokeAgentTokenRequest\x12\x10\n\x08token_id\x18\x01 \x01(\t\"K\n\x18RevokeAgentTokenResponse\x12/\n\x0brevoke_time\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"p\n\x14ListApprovalsRequest\x12\x31\n\x06status\x18\x01 \x01(\x0e\x32!.nemo.toolplane.v1.ApprovalStatus\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\"`\n\x15ListApprovalsResponse\x12.\n\tapprovals\x18\x01 \x03(\x0b\x32\x1b.nemo.toolplane.v1.Approval\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\x83\x01\n\x15\x44\x65\x63ideApprovalRequest\x12\x13\n\x0b\x61pproval_id\x18\x01 \x01(\t\x12\x35\n\x08\x64\x65\x63ision\x18\x02 \x01(\x0e\x32#.nemo.toolplane.v1.ApprovalDecision\x12\x10\n\x08operator\x18\x03 \x01(\t\x12\x0c\n\x04note\x18\x04 \x01(\t\"G\n\x16\x44\x65\x63ideApprovalResponse\x12-\n\x08\x61pproval\x18\x01 \x01(\x0b\x32\x1b.nemo.toolplane.v1.Approval\"\x91\x01\n\x17ListAuditEntriesRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12)\n\x05since\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x11\n\tpage_size\x18\x04 \x01(\x05\x12\x12\n\npage_token\x18\x05 \x01(\t\"c\n\x18ListAuditEntriesResponse\x12.\n\x07\x65ntries\x18\x01 \x03(\x0b\x32\x1d.nemo.toolplane.v1.AuditEntry\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t*r\n\x10\x41pprovalDecision\x12!\n\x1d\x41PPROVAL_DECISION_UNSPECIFIED\x10\x00\x12\x1d\n\x19\x41PPROVAL_DECISION_APPROVE\x10\x01\x12\x1c\n\x18\x41PPROVAL_DECISION_REJECT\x10\x02\x32\xa6\x04\n\x15ToolPlaneAdminService\x12h\n\x0fIssueAgentToken\x12).nemo.toolplane.v1.IssueAgentTokenRequest\x1a*.nemo.toolplane.v1.IssueAgentTokenResponse\x12k\n\x10RevokeAgentToken\x12*.nemo.toolplane.v1.RevokeAgentTokenRequest\x1a+.nemo.toolplane.v1.RevokeAgentTokenResponse\x12\x62\n\rListApprovals\x12\'.nemo.toolplane.v1.ListApprovalsRequest\x1a(.nemo.toolplane.v1.ListApprovalsResponse\x12\x65\n\x0e\x44\x65\x63ideApproval\x12(.nemo.toolplane.v1.DecideApprovalRequest\x1a).nemo.toolplane.v1.DecideApprovalResponse\x12k\n\x10ListAuditEntries\x12*.nemo.toolplane.v1.ListAuditEntriesRequest\x1a+.nemo.toolplane.v1.ListAuditEntriesResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n/nemo/toolplane/v1/toolplane_admin_service.proto\x12\x11nemo.toolplane.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a nemo/toolplane/v1/approval.proto\x1a\x1dnemo/toolplane/v1/audit.proto\"[\n\x16IssueAgentTokenRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x0f\n\x07user_id\x18\x02 \x01(\t\x12\r\n\x05label\x18\x03 \x01(\t\x12\x0f\n\x07unbound\x18\x04 \x01(\x08\"I\n\x17IssueAgentTokenResponse\x12\x10\n\x08token_id\x18\x01 \x01(\t\x12\r\n\x05token\x18\x02 \x01(\t\x12\r\n\x05reach\x18\x03 \x01(\t\"+\n\x17RevokeAgentTokenRequest\x12\x10\n\x08token_id\x18\x01 \x01(\t\"K\n\x18RevokeAgentTokenResponse\x12/\n\x0brevoke_time\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"p\n\x14ListApprovalsRequest\x12\x31\n\x06status\x18\x01 \x01(\x0e\x32!.nemo.toolplane.v1.ApprovalStatus\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\"`\n\x15ListApprovalsResponse\x12.\n\tapprovals\x18\x01 \x03(\x0b\x32\x1b.nemo.toolplane.v1.Approval\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\x83\x01\n\x15\x44\x65\x63ideApprovalRequest\x12\x13\n\x0b\x61pproval_id\x18\x01 \x01(\t\x12\x35\n\x08\x64\x65\x63ision\x18\x02 \x01(\x0e\x32#.nemo.toolplane.v1.ApprovalDecision\x12\x10\n\x08operator\x18\x03 \x01(\t\x12\x0c\n\x04note\x18\x04 \x01(\t\"G\n\x16\x44\x65\x63ideApprovalResponse\x12-\n\x08\x61pproval\x18\x01 \x01(\x0b\x32\x1b.nemo.toolplane.v1.Approval\"\x91\x01\n\x17ListAuditEntriesRequest\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12)\n\x05since\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x11\n\tpage_size\x18\x04 \x01(\x05\x12\x12\n\npage_token\x18\x05 \x01(\t\"c\n\x18ListAuditEntriesResponse\x12.\n\x07\x65ntries\x18\x01 \x03(\x0b\x32\x1d.nemo.toolplane.v1.AuditEntry\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t*r\n\x10\x41pprovalDecision\x12!\n\x1d\x41PPROVAL_DECISION_UNSPECIFIED\x10\x00\x12\x1d\n\x19\x41PPROVAL_DECISION_APPROVE\x10\x01\x12\x1c\n\x18\x41PPROVAL_DECISION_REJECT\x10\x02\x32\xa6\x04\n\x15ToolPlaneAdminService\x12h\n\x0fIssueAgentToken\x12).nemo.toolplane.v1.IssueAgentTokenRequest\x1a*.nemo.toolplane.v1.IssueAgentTokenResponse\x12k\n\x10RevokeAgentToken\x12*.nemo.toolplane.v1.RevokeAgentTokenRequest\x1a+.nemo.toolplane.v1.RevokeAgentTokenResponse\x12\x62\n\rListApprovals\x12\'.nemo.toolplane.v1.ListApprovalsRequest\x1a(.nemo.toolplane.v1.ListApprovalsResponse\x12\x65\n\x0e\x44\x65\x63ideApproval\x12(.nemo.toolplane.v1.DecideApprovalRequest\x1a).nemo.toolplane.v1.DecideApprovalResponse\x12k\n\x10ListAuditEntries\x12*.nemo.toolplane.v1.ListAuditEntriesRequest\x1a+.nemo.toolplane.v1.ListAuditEntriesResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'nemo.toolplane.v1.toolplane_admin_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_APPROVALDECISION']._serialized_start=1094
-  _globals['_APPROVALDECISION']._serialized_end=1208
+  _globals['_APPROVALDECISION']._serialized_start=1126
+  _globals['_APPROVALDECISION']._serialized_end=1240
   _globals['_ISSUEAGENTTOKENREQUEST']._serialized_start=168
-  _globals['_ISSUEAGENTTOKENREQUEST']._serialized_end=242
-  _globals['_ISSUEAGENTTOKENRESPONSE']._serialized_start=244
-  _globals['_ISSUEAGENTTOKENRESPONSE']._serialized_end=302
-  _globals['_REVOKEAGENTTOKENREQUEST']._serialized_start=304
-  _globals['_REVOKEAGENTTOKENREQUEST']._serialized_end=347
-  _globals['_REVOKEAGENTTOKENRESPONSE']._serialized_start=349
-  _globals['_REVOKEAGENTTOKENRESPONSE']._serialized_end=424
-  _globals['_LISTAPPROVALSREQUEST']._serialized_start=426
-  _globals['_LISTAPPROVALSREQUEST']._serialized_end=538
-  _globals['_LISTAPPROVALSRESPONSE']._serialized_start=540
-  _globals['_LISTAPPROVALSRESPONSE']._serialized_end=636
-  _globals['_DECIDEAPPROVALREQUEST']._serialized_start=639
-  _globals['_DECIDEAPPROVALREQUEST']._serialized_end=770
-  _globals['_DECIDEAPPROVALRESPONSE']._serialized_start=772
-  _globals['_DECIDEAPPROVALRESPONSE']._serialized_end=843
-  _globals['_LISTAUDITENTRIESREQUEST']._serialized_start=846
-  _globals['_LISTAUDITENTRIESREQUEST']._serialized_end=991
-  _globals['_LISTAUDITENTRIESRESPONSE']._serialized_start=993
-  _globals['_LISTAUDITENTRIESRESPONSE']._serialized_end=1092
-  _globals['_TOOLPLANEADMINSERVICE']._serialized_start=1211
-  _globals['_TOOLPLANEADMINSERVICE']._serialized_end=1761
+  _globals['_ISSUEAGENTTOKENREQUEST']._serialized_end=259
+  _globals['_ISSUEAGENTTOKENRESPONSE']._serialized_start=261
+  _globals['_ISSUEAGENTTOKENRESPONSE']._serialized_end=334
+  _globals['_REVOKEAGENTTOKENREQUEST']._serialized_start=336
+  _globals['_REVOKEAGENTTOKENREQUEST']._serialized_end=379
+  _globals['_REVOKEAGENTTOKENRESPONSE']._serialized_start=381
+  _globals['_REVOKEAGENTTOKENRESPONSE']._serialized_end=456
+  _globals['_LISTAPPROVALSREQUEST']._serialized_start=458
+  _globals['_LISTAPPROVALSREQUEST']._serialized_end=570
+  _globals['_LISTAPPROVALSRESPONSE']._serialized_start=572
+  _globals['_LISTAPPROVALSRESPONSE']._serialized_end=668
+  _globals['_DECIDEAPPROVALREQUEST']._serialized_start=671
+  _globals['_DECIDEAPPROVALREQUEST']._serialized_end=802
+  _globals['_DECIDEAPPROVALRESPONSE']._serialized_start=804
+  _globals['_DECIDEAPPROVALRESPONSE']._serialized_end=875
+  _globals['_LISTAUDITENTRIESREQUEST']._serialized_start=878
+  _globals['_LISTAUDITENTRIESREQUEST']._serialized_end=1023
+  _globals['_LISTAUDITENTRIESRESPONSE']._serialized_start=1025
+  _globals['_LISTAUDITENTRIESRESPONSE']._serialized_end=1124
+  _globals['_TOOLPLANEADMINSERVICE']._serialized_start=1243
+  _globals['_TOOLPLANEADMINSERVICE']._serialized_end=1793
 # @@protoc_insertion_point(module_scope)

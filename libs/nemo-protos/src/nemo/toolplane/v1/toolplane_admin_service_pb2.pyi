@@ -55,22 +55,28 @@ class IssueAgentTokenRequest(_message.Message):
     AGENT_ID_FIELD_NUMBER: _builtins.int
     USER_ID_FIELD_NUMBER: _builtins.int
     LABEL_FIELD_NUMBER: _builtins.int
+    UNBOUND_FIELD_NUMBER: _builtins.int
     agent_id: _builtins.str
     """Agent id, for example "learning-agent"."""
     user_id: _builtins.str
     """User the token acts for; empty for an unbound token."""
     label: _builtins.str
     """Free label to recognise the token later."""
+    unbound: _builtins.bool
+    """Issue a token bound to no user even though the agent holds grants scoped to the user (which
+    such a token cannot use).
+    """
     def __init__(
         self,
         *,
         agent_id: _builtins.str = ...,
         user_id: _builtins.str = ...,
         label: _builtins.str = ...,
+        unbound: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "label", b"label", "user_id", b"user_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "label", b"label", "unbound", b"unbound", "user_id", b"user_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -84,19 +90,23 @@ class IssueAgentTokenResponse(_message.Message):
 
     TOKEN_ID_FIELD_NUMBER: _builtins.int
     TOKEN_FIELD_NUMBER: _builtins.int
+    REACH_FIELD_NUMBER: _builtins.int
     token_id: _builtins.str
     """Token id, used to revoke it."""
     token: _builtins.str
     """The token itself; shown only here."""
+    reach: _builtins.str
+    """What the token can and cannot do, in a sentence for the operator."""
     def __init__(
         self,
         *,
         token_id: _builtins.str = ...,
         token: _builtins.str = ...,
+        reach: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["token", b"token", "token_id", b"token_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["reach", b"reach", "token", b"token", "token_id", b"token_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -221,7 +231,9 @@ class DecideApprovalRequest(_message.Message):
     decision: Global___ApprovalDecision.ValueType
     """Approve or reject."""
     operator: _builtins.str
-    """Operator making the decision."""
+    """Operator making the decision; optional, and when set it must be the operator the credential
+    proves (the decision always records that one).
+    """
     note: _builtins.str
     """Note recorded with the decision."""
     def __init__(

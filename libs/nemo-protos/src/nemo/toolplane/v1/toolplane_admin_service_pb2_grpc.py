@@ -68,7 +68,9 @@ class ToolPlaneAdminServiceServicer:
 
     def IssueAgentToken(self, request, context):
         """Issues a new token for an agent, optionally bound to a user. The token is returned once and
-        stored only as its SHA-256.
+        stored only as its SHA-256. A token bound to no user reaches no learner through grants scoped
+        to the user, so for an agent holding such grants it is FAILED_PRECONDITION / USER_REQUIRED
+        unless `unbound` asks for it.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -89,7 +91,11 @@ class ToolPlaneAdminServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def DecideApproval(self, request, context):
-        """Approves or rejects a pending approval request.
+        """Approves or rejects a pending approval request, as the operator whose own credential is in the
+        "authorization" metadata ("Bearer <operator token>"). Errors: UNAUTHENTICATED
+        (OPERATOR_UNAUTHENTICATED), PERMISSION_DENIED (SELF_APPROVAL: the call was made on the
+        operator's own behalf), FAILED_PRECONDITION (APPROVAL_NOT_PENDING), NOT_FOUND
+        (APPROVAL_NOT_FOUND).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -35,14 +35,21 @@ class ToolPlaneAdminServiceStub:
     def __new__(cls, channel: _aio.Channel) -> ToolPlaneAdminServiceAsyncStub: ...
     IssueAgentToken: _grpc.UnaryUnaryMultiCallable[_toolplane_admin_service_pb2.IssueAgentTokenRequest, _toolplane_admin_service_pb2.IssueAgentTokenResponse]
     """Issues a new token for an agent, optionally bound to a user. The token is returned once and
-    stored only as its SHA-256.
+    stored only as its SHA-256. A token bound to no user reaches no learner through grants scoped
+    to the user, so for an agent holding such grants it is FAILED_PRECONDITION / USER_REQUIRED
+    unless `unbound` asks for it.
     """
     RevokeAgentToken: _grpc.UnaryUnaryMultiCallable[_toolplane_admin_service_pb2.RevokeAgentTokenRequest, _toolplane_admin_service_pb2.RevokeAgentTokenResponse]
     """Revokes an agent token."""
     ListApprovals: _grpc.UnaryUnaryMultiCallable[_toolplane_admin_service_pb2.ListApprovalsRequest, _toolplane_admin_service_pb2.ListApprovalsResponse]
     """Lists approval requests."""
     DecideApproval: _grpc.UnaryUnaryMultiCallable[_toolplane_admin_service_pb2.DecideApprovalRequest, _toolplane_admin_service_pb2.DecideApprovalResponse]
-    """Approves or rejects a pending approval request."""
+    """Approves or rejects a pending approval request, as the operator whose own credential is in the
+    "authorization" metadata ("Bearer <operator token>"). Errors: UNAUTHENTICATED
+    (OPERATOR_UNAUTHENTICATED), PERMISSION_DENIED (SELF_APPROVAL: the call was made on the
+    operator's own behalf), FAILED_PRECONDITION (APPROVAL_NOT_PENDING), NOT_FOUND
+    (APPROVAL_NOT_FOUND).
+    """
     ListAuditEntries: _grpc.UnaryUnaryMultiCallable[_toolplane_admin_service_pb2.ListAuditEntriesRequest, _toolplane_admin_service_pb2.ListAuditEntriesResponse]
     """Reads the audit log, newest first."""
 
@@ -53,14 +60,21 @@ class ToolPlaneAdminServiceAsyncStub(ToolPlaneAdminServiceStub):
     def __init__(self, channel: _aio.Channel) -> None: ...
     IssueAgentToken: _aio.UnaryUnaryMultiCallable[_toolplane_admin_service_pb2.IssueAgentTokenRequest, _toolplane_admin_service_pb2.IssueAgentTokenResponse]  # type: ignore[assignment]
     """Issues a new token for an agent, optionally bound to a user. The token is returned once and
-    stored only as its SHA-256.
+    stored only as its SHA-256. A token bound to no user reaches no learner through grants scoped
+    to the user, so for an agent holding such grants it is FAILED_PRECONDITION / USER_REQUIRED
+    unless `unbound` asks for it.
     """
     RevokeAgentToken: _aio.UnaryUnaryMultiCallable[_toolplane_admin_service_pb2.RevokeAgentTokenRequest, _toolplane_admin_service_pb2.RevokeAgentTokenResponse]  # type: ignore[assignment]
     """Revokes an agent token."""
     ListApprovals: _aio.UnaryUnaryMultiCallable[_toolplane_admin_service_pb2.ListApprovalsRequest, _toolplane_admin_service_pb2.ListApprovalsResponse]  # type: ignore[assignment]
     """Lists approval requests."""
     DecideApproval: _aio.UnaryUnaryMultiCallable[_toolplane_admin_service_pb2.DecideApprovalRequest, _toolplane_admin_service_pb2.DecideApprovalResponse]  # type: ignore[assignment]
-    """Approves or rejects a pending approval request."""
+    """Approves or rejects a pending approval request, as the operator whose own credential is in the
+    "authorization" metadata ("Bearer <operator token>"). Errors: UNAUTHENTICATED
+    (OPERATOR_UNAUTHENTICATED), PERMISSION_DENIED (SELF_APPROVAL: the call was made on the
+    operator's own behalf), FAILED_PRECONDITION (APPROVAL_NOT_PENDING), NOT_FOUND
+    (APPROVAL_NOT_FOUND).
+    """
     ListAuditEntries: _aio.UnaryUnaryMultiCallable[_toolplane_admin_service_pb2.ListAuditEntriesRequest, _toolplane_admin_service_pb2.ListAuditEntriesResponse]  # type: ignore[assignment]
     """Reads the audit log, newest first."""
 
@@ -74,7 +88,9 @@ class ToolPlaneAdminServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_toolplane_admin_service_pb2.IssueAgentTokenResponse, _abc.Awaitable[_toolplane_admin_service_pb2.IssueAgentTokenResponse]]:
         """Issues a new token for an agent, optionally bound to a user. The token is returned once and
-        stored only as its SHA-256.
+        stored only as its SHA-256. A token bound to no user reaches no learner through grants scoped
+        to the user, so for an agent holding such grants it is FAILED_PRECONDITION / USER_REQUIRED
+        unless `unbound` asks for it.
         """
 
     @_abc_1.abstractmethod
@@ -99,7 +115,12 @@ class ToolPlaneAdminServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _toolplane_admin_service_pb2.DecideApprovalRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_toolplane_admin_service_pb2.DecideApprovalResponse, _abc.Awaitable[_toolplane_admin_service_pb2.DecideApprovalResponse]]:
-        """Approves or rejects a pending approval request."""
+        """Approves or rejects a pending approval request, as the operator whose own credential is in the
+        "authorization" metadata ("Bearer <operator token>"). Errors: UNAUTHENTICATED
+        (OPERATOR_UNAUTHENTICATED), PERMISSION_DENIED (SELF_APPROVAL: the call was made on the
+        operator's own behalf), FAILED_PRECONDITION (APPROVAL_NOT_PENDING), NOT_FOUND
+        (APPROVAL_NOT_FOUND).
+        """
 
     @_abc_1.abstractmethod
     def ListAuditEntries(

@@ -27,7 +27,7 @@ from nemo.toolplane.v1 import audit_pb2 as nemo_dot_toolplane_dot_v1_dot_audit__
 from nemo.toolplane.v1 import tool_pb2 as nemo_dot_toolplane_dot_v1_dot_tool__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n)nemo/toolplane/v1/toolplane_service.proto\x12\x11nemo.toolplane.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1dnemo/toolplane/v1/audit.proto\x1a\x1cnemo/toolplane/v1/tool.proto\"\x12\n\x10ListToolsRequest\";\n\x11ListToolsResponse\x12&\n\x05tools\x18\x01 \x03(\x0b\x32\x17.nemo.toolplane.v1.Tool\"\x84\x01\n\x0f\x43\x61llToolRequest\x12\x0c\n\x04tool\x18\x01 \x01(\t\x12*\n\targuments\x18\x02 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x12\n\nsession_id\x18\x03 \x01(\t\x12\x0f\n\x07user_id\x18\x04 \x01(\t\x12\x12\n\nrequest_id\x18\x05 \x01(\t\"\xcd\x01\n\x10\x43\x61llToolResponse\x12\x0f\n\x07success\x18\x01 \x01(\x08\x12\'\n\x06result\x18\x02 \x01(\x0b\x32\x17.google.protobuf.Struct\x12+\n\x05\x65rror\x18\x03 \x01(\x0b\x32\x1c.nemo.toolplane.v1.ToolError\x12\x12\n\nrequest_id\x18\x04 \x01(\t\x12\x0f\n\x07tool_id\x18\x05 \x01(\t\x12-\n\x08\x64\x65\x63ision\x18\x06 \x01(\x0e\x32\x1b.nemo.toolplane.v1.Decision2\xbf\x01\n\x10ToolPlaneService\x12V\n\tListTools\x12#.nemo.toolplane.v1.ListToolsRequest\x1a$.nemo.toolplane.v1.ListToolsResponse\x12S\n\x08\x43\x61llTool\x12\".nemo.toolplane.v1.CallToolRequest\x1a#.nemo.toolplane.v1.CallToolResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n)nemo/toolplane/v1/toolplane_service.proto\x12\x11nemo.toolplane.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1dnemo/toolplane/v1/audit.proto\x1a\x1cnemo/toolplane/v1/tool.proto\"\x12\n\x10ListToolsRequest\";\n\x11ListToolsResponse\x12&\n\x05tools\x18\x01 \x03(\x0b\x32\x17.nemo.toolplane.v1.Tool\"\x84\x01\n\x0f\x43\x61llToolRequest\x12\x0c\n\x04tool\x18\x01 \x01(\t\x12*\n\targuments\x18\x02 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x12\n\nsession_id\x18\x03 \x01(\t\x12\x0f\n\x07user_id\x18\x04 \x01(\t\x12\x12\n\nrequest_id\x18\x05 \x01(\t\"\xde\x01\n\x10\x43\x61llToolResponse\x12\x0f\n\x07success\x18\x01 \x01(\x08\x12\'\n\x06result\x18\x02 \x01(\x0b\x32\x17.google.protobuf.Struct\x12+\n\x05\x65rror\x18\x03 \x01(\x0b\x32\x1c.nemo.toolplane.v1.ToolError\x12\x12\n\nrequest_id\x18\x04 \x01(\t\x12\x0f\n\x07tool_id\x18\x05 \x01(\t\x12-\n\x08\x64\x65\x63ision\x18\x06 \x01(\x0e\x32\x1b.nemo.toolplane.v1.Decision\x12\x0f\n\x07\x63\x61ll_id\x18\x07 \x01(\t2\xbf\x01\n\x10ToolPlaneService\x12V\n\tListTools\x12#.nemo.toolplane.v1.ListToolsRequest\x1a$.nemo.toolplane.v1.ListToolsResponse\x12S\n\x08\x43\x61llTool\x12\".nemo.toolplane.v1.CallToolRequest\x1a#.nemo.toolplane.v1.CallToolResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -41,7 +41,7 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_CALLTOOLREQUEST']._serialized_start=237
   _globals['_CALLTOOLREQUEST']._serialized_end=369
   _globals['_CALLTOOLRESPONSE']._serialized_start=372
-  _globals['_CALLTOOLRESPONSE']._serialized_end=577
-  _globals['_TOOLPLANESERVICE']._serialized_start=580
-  _globals['_TOOLPLANESERVICE']._serialized_end=771
+  _globals['_CALLTOOLRESPONSE']._serialized_end=594
+  _globals['_TOOLPLANESERVICE']._serialized_start=597
+  _globals['_TOOLPLANESERVICE']._serialized_end=788
 # @@protoc_insertion_point(module_scope)

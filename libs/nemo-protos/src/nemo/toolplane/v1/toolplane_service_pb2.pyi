@@ -81,7 +81,10 @@ class CallToolRequest(_message.Message):
     session_id: _builtins.str
     """Session id; a new one is assigned when empty."""
     user_id: _builtins.str
-    """User the agent acts for; ignored when the agent token is bound to a user."""
+    """User the agent acts for; ignored when the agent token is bound to a user. It counts for
+    learners reached through grants scoped to the user only when the caller is trusted to vouch
+    for users (the "platform" caller); from any other caller it is recorded, never trusted.
+    """
     request_id: _builtins.str
     """Request id; a new one is assigned when empty."""
     @_builtins.property
@@ -117,6 +120,7 @@ class CallToolResponse(_message.Message):
     REQUEST_ID_FIELD_NUMBER: _builtins.int
     TOOL_ID_FIELD_NUMBER: _builtins.int
     DECISION_FIELD_NUMBER: _builtins.int
+    CALL_ID_FIELD_NUMBER: _builtins.int
     success: _builtins.bool
     """True when the tool ran and succeeded."""
     request_id: _builtins.str
@@ -125,6 +129,8 @@ class CallToolResponse(_message.Message):
     """The resolved versioned tool id; empty when the tool is unknown."""
     decision: _audit_pb2.Decision.ValueType
     """The policy decision."""
+    call_id: _builtins.str
+    """Made by the server for this call; its audit row carries it."""
     @_builtins.property
     def result(self) -> _struct_pb2.Struct:
         """The tool's structured result, when it succeeded."""
@@ -142,10 +148,11 @@ class CallToolResponse(_message.Message):
         request_id: _builtins.str = ...,
         tool_id: _builtins.str = ...,
         decision: _audit_pb2.Decision.ValueType = ...,
+        call_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["error", b"error", "result", b"result"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["decision", b"decision", "error", b"error", "request_id", b"request_id", "result", b"result", "success", b"success", "tool_id", b"tool_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["call_id", b"call_id", "decision", b"decision", "error", b"error", "request_id", b"request_id", "result", b"result", "success", b"success", "tool_id", b"tool_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

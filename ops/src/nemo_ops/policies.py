@@ -1,0 +1,55 @@
+"""`nemo policies check`: report stored grants and policies that can never match."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+from nemo_core.db import connect
+from nemo_toolplane.policy_check import find_dead_rules
+from nemo_toolplane.router import tool_facts
+from nemo_toolplane.tools import build_registry
+
+HELP = "check stored grants and policies for rows that can never match"
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "Read every grant and enabled policy as the policy engine would and report each row that "
+        "can never match: broken conditions (a broken deny policy denies nothing), unknown "
+        "environments, modes, effects or resource scopes, tool patterns no registered tool has, "
+        "agent scopes no agent has, conditions no tool in scope meets. Exits 1 when it finds any."
+    )
+    parser.add_argument("action", choices=("check",))
+
+
+async def _check(database_url: str) -> int:
+    conn = await connect(database_url)
+    try:
+        grants = await conn.fetch(
+            "SELECT id, agent_id, tool_pattern, resource_scope, environment_scope, permission "
+            "FROM toolplane.grants ORDER BY id"
+        )
+        policies = await conn.fetch(
+            "SELECT name, effect, agent_scope, tool_scope, environment_scope, conditions, enabled "
+            "FROM toolplane.policies ORDER BY priority, name"
+        )
+        agents = [row["id"] for row in await conn.fetch("SELECT id FROM toolplane.agents")]
+    finally:
+        await conn.close()
+    tools = [tool_facts(tool) for tool in build_registry().versions()]
+    findings = find_dead_rules(
+        [dict(row) for row in grants], [dict(row) for row in policies], agents, tools
+    )
+    for finding in findings:
+        print(finding)
+    print(
+        f"{len(grants)} grant(s), {len(policies)} polic(ies): {len(findings)} problem(s)",
+        file=sys.stderr,
+    )
+    return 1 if findings else 0
+
+
+def run_command(args: argparse.Namespace) -> int:
+    return asyncio.run(_check(args.database_url))
