@@ -3,10 +3,10 @@ mutants (``equivalent.toml``)."""
 
 from __future__ import annotations
 
+import re
 import tomllib
 from collections.abc import Collection
 from dataclasses import dataclass
-import re
 from pathlib import Path
 
 from mutation.mutants import Mutant

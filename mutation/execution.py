@@ -5,8 +5,8 @@ hypothesis, the third-party libraries, the generated stubs and ``nemo-core``, wh
 service), then forks a child per mutant. The child puts an import hook in front of the others
 that compiles the mutated tree in place of the file, and runs pytest in-process on the tests
 that executed the mutated lines in the unmutated run first, fastest first, then the others,
-stopping at the first failure. Everything of the repository but those two libraries is imported afresh by each child,
-so every module that imports the mutated one sees the mutant.
+stopping at the first failure. Everything of the repository but those two libraries is imported
+afresh by each child, so every module that imports the mutated one sees the mutant.
 
 Hypothesis runs derandomized and without its example database, so a run's verdicts do not
 depend on an earlier run; without deadlines and speed health checks, so a loaded machine cannot

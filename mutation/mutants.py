@@ -348,7 +348,7 @@ class _Walker:
         if isinstance(node, ast.Dict) and field == "values" and index is not None:
             key = node.keys[index]
             if key is not None:
-                shown = key.value if isinstance(key, ast.Constant) else ast.unparse(key)
+                shown = str(key.value) if isinstance(key, ast.Constant) else ast.unparse(key)
                 child = replace(child, scope=f"{here.scope}[{shown}]")
         return child
 
