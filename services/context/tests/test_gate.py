@@ -21,6 +21,7 @@ from google.protobuf.struct_pb2 import Struct
 from google.rpc import error_details_pb2
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from nemo.context.v1 import conversation_pb2, knowledge_pb2
 from nemo.context.v1 import learner_context_pb2 as pb
@@ -36,6 +37,7 @@ from nemo_context.gate import (
 from nemo_context.ids import is_key
 from nemo_context.render import render_bundle
 from nemo_core.errors import ServiceError
+from nemo_core.telemetry import attach_metric_reader
 
 from .conftest import CounterTotal
 
@@ -675,6 +677,27 @@ def test_a_blocked_bundle_raises_internal_leak_blocked_and_is_logged_and_counted
     for secret in ("L-2041-1", hidden, "Nguyễn"):
         assert secret not in logged
     assert record.__dict__["gate_rule"] == "encoded_value"
+
+
+def test_the_blocked_counter_is_exported_with_its_meter_unit_and_description(
+    counter_total: CounterTotal,
+) -> None:
+    reader = InMemoryMetricReader()
+    attach_metric_reader(reader)  # counter_total has configured the process's meter provider
+    with pytest.raises(ServiceError):
+        gate(pb.ContextBundle(rendered_text="Học sinh L-2041-1"), forbidden_values=LINKED)
+    data = reader.get_metrics_data()
+    assert data is not None
+    [metric] = [
+        metric
+        for resource in data.resource_metrics
+        for scope in resource.scope_metrics
+        if scope.scope.name == "nemo_context.gate"
+        for metric in scope.metrics
+        if metric.name == "nemo.context.gate.blocked"
+    ]
+    assert metric.unit == "{bundle}"
+    assert "identifier gate" in metric.description
 
 
 def test_gated_values_come_only_from_the_gate() -> None:
