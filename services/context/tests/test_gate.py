@@ -277,6 +277,34 @@ def test_every_spelling_and_encoding_of_a_key_is_found(data: st.DataObject) -> N
     assert _blocked(text, frozenset({key})), ascii(text)
 
 
+# Unicode's Default_Ignorable_Code_Point (DerivedCoreProperties.txt), assigned or not: a renderer
+# shows none of them, so any of them can split a key unseen.
+DEFAULT_IGNORABLE_RANGES = [
+    (0x00AD, 0x00AD), (0x034F, 0x034F), (0x061C, 0x061C), (0x115F, 0x1160), (0x17B4, 0x17B5),
+    (0x180B, 0x180F), (0x200B, 0x200F), (0x202A, 0x202E), (0x2060, 0x206F), (0x3164, 0x3164),
+    (0xFE00, 0xFE0F), (0xFEFF, 0xFEFF), (0xFFA0, 0xFFA0), (0xFFF0, 0xFFF8), (0x1BCA0, 0x1BCA3),
+    (0x1D173, 0x1D17A), (0xE0000, 0xE0FFF),
+]  # fmt: skip
+DEFAULT_IGNORABLE = st.one_of(
+    [st.integers(first, last).map(chr) for first, last in DEFAULT_IGNORABLE_RANGES]
+)
+
+
+@PROPERTY
+@given(key=KEYS, ignorable=DEFAULT_IGNORABLE, data=st.data())
+def test_a_key_split_by_any_default_ignorable_code_point_is_found(
+    key: str, ignorable: str, data: st.DataObject
+) -> None:
+    cut = data.draw(st.integers(1, len(key) - 1))
+    assert _blocked(f"xem {key[:cut]}{ignorable}{key[cut:]} nhé", frozenset({key}))
+
+
+@pytest.mark.parametrize("first, last", DEFAULT_IGNORABLE_RANGES)
+def test_both_ends_of_every_default_ignorable_range_split_no_key(first: int, last: int) -> None:
+    for code in (first, last):
+        assert _blocked(f"L-2041{chr(code)}-1", LINKED), hex(code)
+
+
 @PROPERTY
 @given(key=KEYS, suffix=st.sampled_from(["0", "7", "x", "A9"]))
 def test_a_longer_key_that_starts_with_a_key_passes(key: str, suffix: str) -> None:

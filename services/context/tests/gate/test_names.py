@@ -232,7 +232,15 @@ def test_the_words_of_a_name_come_from_its_case_digits_and_separators() -> None:
     assert not is_forbidden_name("nodeIDs")
     assert not is_forbidden_name("")
     assert not is_forbidden_name("__")
-    assert not is_forbidden_name("x" * 65 + "email")  # too long to split: one word
+    assert not is_forbidden_name("x" * 65 + "email")  # not made of words: read as one word
+
+
+@pytest.mark.parametrize("repeat", [1, 15, 16, 17, 200])
+def test_a_run_together_name_is_split_however_long(repeat: int) -> None:
+    assert is_forbidden_name("node" * repeat + "email")
+    assert is_forbidden_name("email" + "topic" * repeat)
+    assert is_forbidden_name("lesson" * repeat + "phonenumber")
+    assert not is_forbidden_name("node" * repeat + "code")
 
 
 def test_names_are_listed_in_their_order() -> None:
