@@ -299,7 +299,7 @@ def test_a_key_split_by_any_default_ignorable_code_point_is_found(
     assert _blocked(f"xem {key[:cut]}{ignorable}{key[cut:]} nhé", frozenset({key}))
 
 
-@pytest.mark.parametrize("first, last", DEFAULT_IGNORABLE_RANGES)
+@pytest.mark.parametrize(("first", "last"), DEFAULT_IGNORABLE_RANGES)
 def test_both_ends_of_every_default_ignorable_range_split_no_key(first: int, last: int) -> None:
     for code in (first, last):
         assert _blocked(f"L-2041{chr(code)}-1", LINKED), hex(code)
@@ -698,13 +698,15 @@ def test_a_blocked_bundle_raises_internal_leak_blocked_and_is_logged_and_counted
         gate(bundle, forbidden_values=LINKED)
     assert raised.value.code is grpc.StatusCode.INTERNAL
     assert raised.value.reason == CONTEXT_LEAK_BLOCKED
-    assert "L-2041-1" not in raised.value.message
+    assert raised.value.message == "the context could not be returned safely"
     assert counter_total("nemo.context.gate.blocked", {"rule": "encoded_value"}) == before + 1
     [record] = [r for r in caplog.records if r.name == "nemo_context.gate"]
     logged = json.dumps({**vars(record), "args": None, "msg": record.getMessage()}, default=str)
     for secret in ("L-2041-1", hidden, "Nguyễn"):
         assert secret not in logged
+    assert record.getMessage() == "identifier gate blocked a bundle"
     assert record.__dict__["gate_rule"] == "encoded_value"
+    assert record.__dict__["gate_location"] == "ContextBundle"
 
 
 def test_the_blocked_counter_is_exported_with_its_meter_unit_and_description(
@@ -725,29 +727,34 @@ def test_the_blocked_counter_is_exported_with_its_meter_unit_and_description(
         if metric.name == "nemo.context.gate.blocked"
     ]
     assert metric.unit == "{bundle}"
-    assert "identifier gate" in metric.description
+    assert "identifier gate" in (metric.description or "")
 
 
 def test_gated_values_come_only_from_the_gate() -> None:
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="only gate"):
         Gated(pb.ContextBundle(), frozenset(), key=object())
 
 
-def test_text_added_after_gating_is_checked_too() -> None:
+def test_text_added_after_gating_is_checked_too(counter_total: CounterTotal) -> None:
     gated = gate(pb.ContextBundle(rendered_text="lớp 8"), forbidden_values=LINKED)
     ref = "ai-context/2026-11-29/nemo_0123456789ab0123456789ab/x.json"
     referenced = gated.with_text(input_ref=ref)
     assert referenced.message.input_ref == ref
     assert referenced.message.rendered_text == "lớp 8"
     assert gated.message.input_ref == ""  # the gated original is left as it was
-    for fields in ({"input_ref": "ai-context/L-2041-1/x.json"}, {"email": "x"}):
+    for fields, rule in (
+        ({"input_ref": "ai-context/L-2041-1/x.json"}, "value"),
+        ({"email": "x"}, "field_name"),
+    ):
+        before = counter_total("nemo.context.gate.blocked", {"rule": rule})
         with pytest.raises(ServiceError) as raised:
             gated.with_text(**fields)
         assert raised.value.reason == CONTEXT_LEAK_BLOCKED
+        assert counter_total("nemo.context.gate.blocked", {"rule": rule}) == before + 1
 
 
 def test_a_single_string_of_forbidden_values_is_refused() -> None:
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="collection of strings"):
         gate(pb.ContextBundle(), forbidden_values="L-2041-1")
 
 
