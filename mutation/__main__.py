@@ -1,10 +1,12 @@
 """`make mutate`: the mutation score of each rule module, its survivors, and a failing exit below
 the threshold.
 
-``python -m mutation [MODULE ...] [--jobs N] [--list]``: MODULE is a module's slug in
-``modules.toml`` (all by default); ``--jobs`` is the number of mutants run at once (default: half
-the cores, at least one; ``NEMO_MUTATE_JOBS`` too); ``--list`` prints the mutants and runs
-nothing. The score of a module is killed / (mutants - equivalent): the mutants listed in
+``python -m mutation [MODULE ...] [--jobs N] [--list] [--only ID ...]``: MODULE is a module's
+slug in ``modules.toml`` (all by default); ``--jobs`` is the number of mutants run at once
+(default: half the cores, at least one; ``NEMO_MUTATE_JOBS`` too); ``--list`` prints the mutants
+and runs nothing; ``--only`` runs just the mutants whose id matches one of the patterns (``*``
+matches any text), to check that a new test kills the survivors of an earlier run, and scores
+that selection only. The score of a module is killed / (mutants - equivalent): the mutants listed in
 ``equivalent.toml`` beside the configuration, each with the argument why no test can kill it,
 are not run; an entry that matches no mutant is an error, so the list stays true as the code
 changes.
@@ -17,9 +19,16 @@ import ast
 import os
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
-from mutation.config import Equivalents, RuleModule, load_equivalents, load_modules
+from mutation.config import (
+    Equivalents,
+    RuleModule,
+    glob_pattern,
+    load_equivalents,
+    load_modules,
+)
 from mutation.execution import (
     Job,
     Outcome,
@@ -41,6 +50,9 @@ def _arguments() -> argparse.Namespace:
     default_jobs = int(os.environ.get("NEMO_MUTATE_JOBS") or max(1, (os.cpu_count() or 2) // 2))
     parser.add_argument("--jobs", type=int, default=default_jobs)
     parser.add_argument("--list", action="store_true", help="print the mutants, run nothing")
+    parser.add_argument(
+        "--only", nargs="+", default=[], metavar="ID", help="run only mutants matching these ids"
+    )
     parser.add_argument("--root", type=Path, default=HERE.parent, help=argparse.SUPPRESS)
     parser.add_argument(
         "--config", type=Path, default=HERE / "modules.toml", help=argparse.SUPPRESS
@@ -76,9 +88,17 @@ class Tally:
 
 
 def _run_module(
-    root: Path, module: RuleModule, equivalents: Equivalents, jobs: int, logs: Path
+    root: Path,
+    module: RuleModule,
+    equivalents: Equivalents,
+    jobs: int,
+    logs: Path,
+    only: Sequence[str],
 ) -> Tally:
     mutants = [m for source in module.sources for m in mutants_of(root, source)]
+    if only:
+        chosen = [glob_pattern(pattern) for pattern in only]
+        mutants = [m for m in mutants if any(p.fullmatch(m.id) for p in chosen)]
     equivalent = {m.id for m in mutants if equivalents.covers(m)}
     tally = Tally(module, mutants, equivalent)
     print(f"{module.name}: {len(mutants)} mutants, {len(equivalent)} listed as equivalent")
@@ -171,7 +191,12 @@ def main() -> int:
         return 0
     started = time.monotonic()
     logs = scratch()
-    tallies = [_run_module(root, module, equivalents, arguments.jobs, logs) for module in modules]
+    tallies = [
+        _run_module(root, module, equivalents, arguments.jobs, logs, arguments.only)
+        for module in modules
+    ]
+    if arguments.only:
+        print("\nscores of the selected mutants only (--only), not of the modules:")
     _print_results(tallies, threshold)
     print(f"\n{(time.monotonic() - started) / 60:.1f} min with {arguments.jobs} job(s); "
           f"survivors' output in {logs}")  # fmt: skip

@@ -59,7 +59,9 @@ class Equivalent:
 
     def covers(self, mutant: Mutant) -> bool:
         values = dict(zip(_FIELDS, mutant_fields(mutant), strict=True))
-        return all(_glob(pattern).fullmatch(values[field]) for field, pattern in self.selector)
+        return all(
+            glob_pattern(pattern).fullmatch(values[field]) for field, pattern in self.selector
+        )
 
     def __str__(self) -> str:
         return ", ".join(f"{field} = {pattern!r}" for field, pattern in self.selector)
@@ -81,12 +83,14 @@ class Equivalents:
         return [
             entry
             for entry in self.entries
-            if any(_glob(dict(entry.selector)["file"]).fullmatch(source) for source in sources)
+            if any(
+                glob_pattern(dict(entry.selector)["file"]).fullmatch(source) for source in sources
+            )
             and not any(entry.covers(mutant) for mutant in mutants)
         ]
 
 
-def _glob(pattern: str) -> re.Pattern[str]:
+def glob_pattern(pattern: str) -> re.Pattern[str]:
     """``*`` matches any text; every other character, brackets included, only itself."""
     return re.compile(".*".join(re.escape(part) for part in pattern.split("*")), re.DOTALL)
 

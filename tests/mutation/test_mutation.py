@@ -159,3 +159,22 @@ def test_docstrings_annotations_type_forms_and_exports_are_never_mutated(
 ) -> None:
     (tmp_path / "m.py").write_text(source, encoding="utf-8")
     assert list(mutants_of(tmp_path, "m.py")) == []
+
+
+def test_only_runs_and_scores_the_selected_mutants(tmp_path: Path) -> None:
+    config = _sample(tmp_path, "")
+    run = subprocess.run(
+        [
+            sys.executable, "-m", "mutation", "--root", str(tmp_path), "--config", str(config),
+            "--only", f"{M}LIMIT::*", f"{M}allowed::string*",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )  # fmt: skip
+    assert "sample rule: 2 mutants, 0 listed as equivalent" in run.stdout, run.stdout
+    assert "scores of the selected mutants only" in run.stdout
+    assert "| sample rule | 2 | 1 | 0 | 1 | 50.0% **below** |" in run.stdout
+    assert run.returncode == 1
