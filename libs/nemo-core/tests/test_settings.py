@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from nemo_core_echo import TOKENS, EchoSettings
 from pydantic import ValidationError
+from pydantic_settings import SettingsError
 
 from nemo_core.settings import (
     DEFAULT_CALLER_TOKEN_METADATA_KEY,
@@ -107,11 +108,14 @@ def test_invalid_settings_are_rejected(values: dict[str, object]) -> None:
         EchoSettings(**values)  # type: ignore[arg-type]
 
 
-def test_token_and_token_file_are_exclusive(tmp_path: Path) -> None:
+def test_token_and_token_file_are_exclusive(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     token_file = tmp_path / "client-token"
     token_file.write_text("file-token-0123456789")
-    with pytest.raises(ValidationError, match="not both"):
-        EchoSettings(client_token="env-token-0123456789", client_token_file=token_file)
+    monkeypatch.setenv("NEMO_ECHO_CLIENT_TOKEN_FILE", str(token_file))
+    with pytest.raises(SettingsError, match="not both"):
+        EchoSettings(client_token="env-token-0123456789")
 
 
 @pytest.mark.parametrize("address", ["127.0.0.1:0", "[::]:50051", "0.0.0.0:8080", "localhost:1"])
@@ -183,19 +187,29 @@ def test_a_variable_that_is_not_json_is_reported_without_its_value(
     assert SECRET not in report
 
 
-@pytest.mark.parametrize("content", [json.dumps({"gateway": [SECRET]}), f'{{"gateway": {SECRET}'])
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        (
+            json.dumps({"gateway": [SECRET]}),
+            "NEMO_ECHO_CALLER_TOKENS: Input should be a valid string",
+        ),
+        (f'{{"gateway": {SECRET}', "NEMO_ECHO_CALLER_TOKENS_FILE must hold JSON"),
+    ],
+)
 def test_a_bad_secret_file_is_reported_without_its_content(
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
     tmp_path: Path,
     content: str,
+    problem: str,
 ) -> None:
     tokens_file = tmp_path / "caller-tokens.json"
     tokens_file.write_text(content)
     report = _invalid_settings_report(
         monkeypatch, caplog, NEMO_ECHO_CALLER_TOKENS_FILE=str(tokens_file)
     )
-    assert "caller_tokens_file must hold a JSON object" in report
+    assert problem in report
     assert SECRET not in report
 
 

@@ -8,15 +8,13 @@ import hashlib
 import grpc
 import pytest
 
-from nemo.context.v1 import purpose_pb2
-from nemo_context.acl import PURPOSE_KINDS_BY_CALLER, PURPOSE_NOT_ALLOWED, check_purpose_caller
+from nemo_context.acl import PURPOSE_KINDS_BY_CALLER, check_purpose_caller
 from nemo_context.gate import forbidden_names_in
 from nemo_context.purposes import (
     AGENT_VIEW,
     CONVERSATION,
     PROMPT,
     PURPOSES,
-    UNKNOWN_PURPOSE,
     Purpose,
     Slice,
     _table,
@@ -24,6 +22,7 @@ from nemo_context.purposes import (
     purpose_table,
 )
 from nemo_core.errors import ServiceError
+from nemo_protos.context.v1 import purpose_pb2
 
 # The table as the policy declares it, in the words of the wire (ListPurposes): kind, slices in
 # order, and the mastery, evidence and retention limits.
@@ -187,7 +186,7 @@ def test_an_unknown_purpose_is_an_error_never_an_empty_bundle() -> None:
         with pytest.raises(ServiceError) as raised:
             purpose_named(name)
         assert raised.value.code is grpc.StatusCode.INVALID_ARGUMENT
-        assert raised.value.reason == UNKNOWN_PURPOSE == "UNKNOWN_PURPOSE"
+        assert raised.value.reason == "UNKNOWN_PURPOSE"
         assert "ListPurposes" in raised.value.message  # where the caller finds the names
 
 
@@ -213,7 +212,7 @@ def test_callers_build_only_their_kinds_of_purpose() -> None:
                 continue
             with pytest.raises(ServiceError) as raised:
                 check_purpose_caller(caller, purpose)
-            assert raised.value.reason == PURPOSE_NOT_ALLOWED
+            assert raised.value.reason == "PURPOSE_NOT_ALLOWED"
     assert ("gateway", "tutor_chat") in allowed
     assert ("gateway", "learning_state") not in allowed
     assert ("toolplane", "tutor_hint") not in allowed

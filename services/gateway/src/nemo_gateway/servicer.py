@@ -11,24 +11,25 @@ import grpc.aio
 from google.protobuf import json_format, struct_pb2, timestamp_pb2
 from pydantic import ValidationError
 
-from nemo.gateway.v1 import gateway_service_pb2 as pb
-from nemo.gateway.v1 import gateway_service_pb2_grpc as pb_grpc
 from nemo_core.callers import current_caller
+from nemo_core.limits import KeyedInFlightLimit
+from nemo_core.structs import ValueNotSet, value_to_python
 from nemo_gateway.chat import ChatStreamer
 from nemo_gateway.errors import (
-    invalid_evaluated_at,
+    invalid_evaluate_time,
     invalid_variables,
     learner_data_refused,
     learner_required,
     unknown_prompt,
     wrong_rpc,
 )
-from nemo_gateway.limits import PerCallerLimit
 from nemo_gateway.prompts.knowledge import AnswerVariables, grounded_answer_message
 from nemo_gateway.prompts.registry import REGISTRY, AnySpec
 from nemo_gateway.prompts.spec import Lang, Rpc, Strict
 from nemo_gateway.prompts.tutor import ChatVariables
 from nemo_gateway.runner import Clock, PromptRunner
+from nemo_protos.gateway.v1 import gateway_service_pb2 as pb
+from nemo_protos.gateway.v1 import gateway_service_pb2_grpc as pb_grpc
 
 Context: TypeAlias = grpc.aio.ServicerContext[Any, Any]
 S = TypeVar("S", bound=Strict)
@@ -67,31 +68,8 @@ def _clock(evaluated_at: timestamp_pb2.Timestamp, present: bool) -> Clock:
             return Clock(evaluated_at.ToDatetime(tzinfo=UTC), from_server=False)
         except ValueError:
             # Outside the Timestamp range (years 1 to 9999) or nanos out of range.
-            raise invalid_evaluated_at() from None
+            raise invalid_evaluate_time() from None
     return Clock(datetime.now(UTC), from_server=True)
-
-
-class _ValueNotSet(ValueError):
-    """A Struct value with no kind set: legal on the wire, but it holds no value."""
-
-
-def _plain(value: struct_pb2.Value) -> Any:
-    """A Struct value as plain Python; much cheaper than a JSON round trip, and than the
-    well-known-type helpers (``Struct.items()``), which look every key up again."""
-    kind = value.WhichOneof("kind")
-    if kind == "struct_value":
-        return _struct_values(value.struct_value)
-    if kind == "list_value":
-        return [_plain(item) for item in value.list_value.values]
-    if kind == "null_value":
-        return None
-    if kind is None:
-        raise _ValueNotSet
-    return getattr(value, kind)
-
-
-def _struct_values(variables: struct_pb2.Struct) -> dict[str, Any]:
-    return {key: _plain(item) for key, item in variables.fields.items()}
 
 
 def _variables(prompt_id: str, variables: struct_pb2.Struct) -> dict[str, Any]:
@@ -99,8 +77,8 @@ def _variables(prompt_id: str, variables: struct_pb2.Struct) -> dict[str, Any]:
     values: dict[str, Any] = {}
     for key, item in variables.fields.items():
         try:
-            values[key] = _plain(item)
-        except _ValueNotSet:
+            values[key] = value_to_python(item)
+        except ValueNotSet:
             raise invalid_variables(prompt_id, f"{key}: a value has no kind set") from None
     return values
 
@@ -108,7 +86,9 @@ def _variables(prompt_id: str, variables: struct_pb2.Struct) -> dict[str, Any]:
 class GatewayServicer(pb_grpc.GatewayServiceServicer):
     """The GatewayService RPCs."""
 
-    def __init__(self, runner: PromptRunner, chat: ChatStreamer, callers: PerCallerLimit) -> None:
+    def __init__(
+        self, runner: PromptRunner, chat: ChatStreamer, callers: KeyedInFlightLimit
+    ) -> None:
         self._runner = runner
         self._chat = chat
         self._callers = callers
@@ -123,7 +103,7 @@ class GatewayServicer(pb_grpc.GatewayServiceServicer):
             raise learner_required(spec.prompt_id)
         values = _variables(spec.prompt_id, request.variables)
         variables = _validate(spec.variables, spec.prompt_id, values)
-        clock = _clock(request.evaluated_at, request.HasField("evaluated_at"))
+        clock = _clock(request.evaluate_time, request.HasField("evaluate_time"))
         caller = current_caller()
         with self._callers.hold(caller):
             prepared = await self._runner.prepare(
@@ -151,7 +131,7 @@ class GatewayServicer(pb_grpc.GatewayServiceServicer):
                 "token_budget": request.token_budget,
             },
         )
-        clock = _clock(request.evaluated_at, request.HasField("evaluated_at"))
+        clock = _clock(request.evaluate_time, request.HasField("evaluate_time"))
         with self._callers.hold(current_caller()):
             async for response in self._chat.stream(
                 spec, variables, Lang.from_proto(request.locale), clock
@@ -172,7 +152,7 @@ class GatewayServicer(pb_grpc.GatewayServiceServicer):
                 ],
             },
         )
-        clock = _clock(request.evaluated_at, request.HasField("evaluated_at"))
+        clock = _clock(request.evaluate_time, request.HasField("evaluate_time"))
         caller = current_caller()
         with self._callers.hold(caller):
             prepared = await self._runner.prepare(

@@ -5,7 +5,9 @@ context service decides whether the call may reach the learner and what the view
 exactly that learner, pseudonymises it and passes the identifier gate, all in one call. Every
 view is snapshotted, and its ``input_ref`` goes to the call's audit row. The tool keeps only the
 slices its output model declares. The five measures (coverage, mastery, evidence, confidence,
-readiness) stay separate fields.
+readiness) stay separate fields. Results keep the keys their tool versions were published with:
+where the bundle's field was renamed since (the ``*_time`` timestamps), a validation alias reads
+it under its new name.
 """
 
 from __future__ import annotations
@@ -14,17 +16,30 @@ from collections.abc import Callable
 from typing import Annotated, Any, TypeVar
 
 from google.protobuf.json_format import MessageToDict
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
-from nemo.context.v1 import learner_context_pb2
+from nemo_core.identifiers import KEY_PATTERN, KEY_RULE, is_key
+from nemo_protos.context.v1 import learner_context_pb2
 from nemo_toolplane.registry import Mode, Risk, ToolDefinition
 from nemo_toolplane.tool_context import ToolContext
 
-LEARNER_ID = Field(
-    pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$",
-    description="Id of the learner, for example L-2041-1. Results name the learner only by a "
-    "pseudonymous learner_ref.",
-)
+
+def _learner_key(value: str) -> str:
+    if not is_key(value):
+        raise ValueError(f"learner_id must be {KEY_RULE}")
+    return value
+
+
+LearnerId = Annotated[
+    str,
+    AfterValidator(_learner_key),
+    Field(
+        json_schema_extra={"pattern": f"^{KEY_PATTERN}$"},
+        description="Id of the learner, for example L-2041-1. Results name the learner only by a "
+        "pseudonymous learner_ref.",
+    ),
+]
+"""A learner id argument: a key (``nemo_core.identifiers``)."""
 
 
 def _short_enum(prefix: str) -> Callable[[Any], Any]:
@@ -46,7 +61,11 @@ class _Slice(BaseModel):
 
 class Provenance(_Slice):
     version: int = Field(0, description="Version of the computed learner model.")
-    computed_at: str | None = Field(None, description="When the learning engine computed it.")
+    computed_at: str | None = Field(
+        None,
+        description="When the learning engine computed it.",
+        validation_alias="compute_time",
+    )
     engine_version: str = Field("", description="Version of the engine that computed it.")
 
 
@@ -86,7 +105,7 @@ class LearningProgress(_Slice):
     gap_count: int = 0
     unknown_count: int = 0
     evidence_last_7_days: int = 0
-    last_activity_at: str | None = None
+    last_activity_at: str | None = Field(None, validation_alias="last_activity_time")
     period: str = Field("", description='Period of the activity figures, e.g. "2026-W47".')
     sessions: int | None = None
     minutes: int | None = None
@@ -170,7 +189,7 @@ class ViewResult(_Slice):
     learner_ref: str = Field(description="Stable pseudonym of the learner.")
     view: str = Field(description="The agent view of the context service that built the result.")
     policy_version: str = Field("", description="Version of the purpose table that applied.")
-    built_at: str | None = None
+    built_at: str | None = Field(None, validation_alias="build_time")
 
 
 class LearnerArgs(BaseModel):
@@ -178,7 +197,7 @@ class LearnerArgs(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    learner_id: Annotated[str, LEARNER_ID]
+    learner_id: LearnerId
 
 
 Result = TypeVar("Result", bound=ViewResult)
