@@ -9,7 +9,7 @@ UV_VERSION := 0.13.9
 RUN := $(UV) run --frozen
 # One mypy run per package: each has its own tests/conftest.py, which one run would see as duplicates.
 MYPY_TARGETS := libs/nemo-core libs/nemo-testing libs/nemo-eval services/context services/gateway services/toolplane \
-	ops "benchmarks libs/nemo-protos/generate.py conftest.py tests local-model/serve.py"
+	ops "benchmarks mutation libs/nemo-protos/generate.py conftest.py tests local-model/serve.py"
 # deptry per package: its sources against its own pyproject.toml; then the test and benchmark code
 # against the root's (configured there). The stubs package is installed editable, so deptry is told
 # that nemo-protos provides `nemo_protos`.
@@ -17,7 +17,7 @@ PACKAGES := libs/nemo-core libs/nemo-protos libs/nemo-testing libs/nemo-eval ser
 	services/toolplane ops
 DEPTRY := $(RUN) deptry --package-module-name-map nemo-protos=nemo_protos
 
-.PHONY: help install generate lint test bench run soak eval local-model clean
+.PHONY: help install generate lint test mutate bench run soak eval local-model clean
 
 help: ## List the targets.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -45,6 +45,9 @@ lint: install ## buf lint and breaking (against main), ruff, import contracts, d
 
 test: install local-model ## The whole suite against real PostgreSQL, S3 API, gRPC and HTTP peers and the local model.
 	$(RUN) pytest
+
+mutate: install ## Mutation score of each rule module (>= 90%), survivors listed; slow, not in test.
+	$(RUN) python -m mutation
 
 bench: install ## Benchmarks, as ratios against baselines measured in the same run.
 	$(RUN) python -m benchmarks

@@ -21,11 +21,13 @@ from google.protobuf.struct_pb2 import Struct
 from google.rpc import error_details_pb2
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from nemo_context.gate import Gated, find_forbidden_name, find_leak, gate, is_forbidden_name
 from nemo_context.render import render_bundle
 from nemo_core.errors import ServiceError
 from nemo_core.identifiers import is_key
+from nemo_core.telemetry import attach_metric_reader
 from nemo_protos.context.v1 import conversation_pb2, knowledge_pb2
 from nemo_protos.context.v1 import learner_context_pb2 as pb
 from nemo_protos.type.v1 import locale_pb2
@@ -266,6 +268,34 @@ def test_every_spelling_and_encoding_of_a_key_is_found(data: st.DataObject) -> N
     before, after = data.draw(AROUND)
     text = f"{before}{variant}{after}"
     assert _blocked(text, frozenset({key})), ascii(text)
+
+
+# Unicode's Default_Ignorable_Code_Point (DerivedCoreProperties.txt), assigned or not: a renderer
+# shows none of them, so any of them can split a key unseen.
+DEFAULT_IGNORABLE_RANGES = [
+    (0x00AD, 0x00AD), (0x034F, 0x034F), (0x061C, 0x061C), (0x115F, 0x1160), (0x17B4, 0x17B5),
+    (0x180B, 0x180F), (0x200B, 0x200F), (0x202A, 0x202E), (0x2060, 0x206F), (0x3164, 0x3164),
+    (0xFE00, 0xFE0F), (0xFEFF, 0xFEFF), (0xFFA0, 0xFFA0), (0xFFF0, 0xFFF8), (0x1BCA0, 0x1BCA3),
+    (0x1D173, 0x1D17A), (0xE0000, 0xE0FFF),
+]  # fmt: skip
+DEFAULT_IGNORABLE = st.one_of(
+    [st.integers(first, last).map(chr) for first, last in DEFAULT_IGNORABLE_RANGES]
+)
+
+
+@PROPERTY
+@given(key=KEYS, ignorable=DEFAULT_IGNORABLE, data=st.data())
+def test_a_key_split_by_any_default_ignorable_code_point_is_found(
+    key: str, ignorable: str, data: st.DataObject
+) -> None:
+    cut = data.draw(st.integers(1, len(key) - 1))
+    assert _blocked(f"xem {key[:cut]}{ignorable}{key[cut:]} nhé", frozenset({key}))
+
+
+@pytest.mark.parametrize(("first", "last"), DEFAULT_IGNORABLE_RANGES)
+def test_both_ends_of_every_default_ignorable_range_split_no_key(first: int, last: int) -> None:
+    for code in (first, last):
+        assert _blocked(f"L-2041{chr(code)}-1", LINKED), hex(code)
 
 
 @PROPERTY
@@ -661,35 +691,63 @@ def test_a_blocked_bundle_raises_internal_leak_blocked_and_is_logged_and_counted
         gate(bundle, forbidden_values=LINKED)
     assert raised.value.code is grpc.StatusCode.INTERNAL
     assert raised.value.reason == "CONTEXT_LEAK_BLOCKED"
-    assert "L-2041-1" not in raised.value.message
+    assert raised.value.message == "the context could not be returned safely"
     assert counter_total("nemo.context.gate.blocked", {"rule": "encoded_value"}) == before + 1
     [record] = [r for r in caplog.records if r.name == "nemo_context.gate"]
     logged = json.dumps({**vars(record), "args": None, "msg": record.getMessage()}, default=str)
     for secret in ("L-2041-1", hidden, "Nguyễn"):
         assert secret not in logged
+    assert record.getMessage() == "identifier gate blocked a bundle"
     assert record.__dict__["gate_rule"] == "encoded_value"
+    assert record.__dict__["gate_location"] == "ContextBundle"
+
+
+def test_the_blocked_counter_is_exported_with_its_meter_unit_and_description(
+    counter_total: CounterTotal,
+) -> None:
+    reader = InMemoryMetricReader()
+    attach_metric_reader(reader)  # counter_total has configured the process's meter provider
+    with pytest.raises(ServiceError):
+        gate(pb.ContextBundle(rendered_text="Học sinh L-2041-1"), forbidden_values=LINKED)
+    data = reader.get_metrics_data()
+    assert data is not None
+    [metric] = [
+        metric
+        for resource in data.resource_metrics
+        for scope in resource.scope_metrics
+        if scope.scope.name == "nemo_context.gate"
+        for metric in scope.metrics
+        if metric.name == "nemo.context.gate.blocked"
+    ]
+    assert metric.unit == "{bundle}"
+    assert "identifier gate" in (metric.description or "")
 
 
 def test_gated_values_come_only_from_the_gate() -> None:
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="only gate"):
         Gated(pb.ContextBundle(), frozenset(), key=object())
 
 
-def test_text_added_after_gating_is_checked_too() -> None:
+def test_text_added_after_gating_is_checked_too(counter_total: CounterTotal) -> None:
     gated = gate(pb.ContextBundle(rendered_text="lớp 8"), forbidden_values=LINKED)
     ref = "ai-context/2026-11-29/nemo_0123456789ab0123456789ab/x.json"
     referenced = gated.with_text(input_ref=ref)
     assert referenced.message.input_ref == ref
     assert referenced.message.rendered_text == "lớp 8"
     assert gated.message.input_ref == ""  # the gated original is left as it was
-    for fields in ({"input_ref": "ai-context/L-2041-1/x.json"}, {"email": "x"}):
+    for fields, rule in (
+        ({"input_ref": "ai-context/L-2041-1/x.json"}, "value"),
+        ({"email": "x"}, "field_name"),
+    ):
+        before = counter_total("nemo.context.gate.blocked", {"rule": rule})
         with pytest.raises(ServiceError) as raised:
             gated.with_text(**fields)
         assert raised.value.reason == "CONTEXT_LEAK_BLOCKED"
+        assert counter_total("nemo.context.gate.blocked", {"rule": rule}) == before + 1
 
 
 def test_a_single_string_of_forbidden_values_is_refused() -> None:
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="collection of strings"):
         gate(pb.ContextBundle(), forbidden_values="L-2041-1")
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+
 import grpc
 import pytest
 
@@ -9,37 +12,95 @@ from nemo_context.acl import PURPOSE_KINDS_BY_CALLER, check_purpose_caller
 from nemo_context.gate import forbidden_names_in
 from nemo_context.purposes import (
     AGENT_VIEW,
+    CONVERSATION,
     PROMPT,
     PURPOSES,
     Purpose,
     Slice,
+    _table,
     purpose_named,
     purpose_table,
 )
 from nemo_core.errors import ServiceError
 from nemo_protos.context.v1 import purpose_pb2
 
+# The table as the policy declares it, in the words of the wire (ListPurposes): kind, slices in
+# order, and the mastery, evidence and retention limits.
+DECLARED = {
+    "item_generation": ("PROMPT", ("profile", "mastery"), (8, 0, 0)),
+    "tutor_hint": ("PROMPT", ("profile", "mastery", "recent_evidence"), (5, 10, 0)),
+    "plan_explanation": ("PROMPT", ("profile", "mastery", "goal"), (12, 0, 0)),
+    "portrait_summary": ("PROMPT", ("profile", "mastery", "goal", "retention"), (12, 0, 10)),
+    "tutor_chat": (
+        "CONVERSATION",
+        (
+            "profile",
+            "conversation_history",
+            "conversation_summary",
+            "conversation_state",
+            "knowledge",
+        ),
+        (0, 0, 0),
+    ),
+    "profile": ("AGENT_VIEW", ("profile", "age"), (0, 0, 0)),
+    "context": ("AGENT_VIEW", ("context",), (0, 0, 0)),
+    "learning_progress": ("AGENT_VIEW", ("learning_progress",), (0, 0, 0)),
+    "competency_profile": ("AGENT_VIEW", ("competency_profile",), (0, 0, 0)),
+    "readiness": ("AGENT_VIEW", ("readiness",), (0, 0, 0)),
+    "mastery": ("AGENT_VIEW", ("mastery",), (30, 0, 0)),
+    "current_plan": ("AGENT_VIEW", ("current_plan",), (0, 0, 0)),
+    "next_learning_experience": ("AGENT_VIEW", ("next_experience",), (0, 0, 0)),
+    "learning_state": (
+        "AGENT_VIEW",
+        ("profile", "age", "context", "learning_progress", "readiness", "next_experience"),
+        (0, 0, 0),
+    ),
+}
 
-@pytest.mark.parametrize(
-    ("name", "slices", "mastery", "evidence", "retention"),
-    [
-        ("item_generation", ("profile", "mastery"), 8, 0, 0),
-        ("tutor_hint", ("profile", "mastery", "recent_evidence"), 5, 10, 0),
-        ("plan_explanation", ("profile", "mastery", "goal"), 12, 0, 0),
-        ("portrait_summary", ("profile", "mastery", "goal", "retention"), 12, 0, 10),
-    ],
+# The policy version and the digest of the table it names (ListPurposes without the version, in
+# deterministic bytes). Any change to a row is a policy change: bump POLICY_VERSION, then record
+# the new pair here.
+RECORDED_POLICY = (
+    "purposes-2026-11.1",
+    "493894753023b192f5532a370a1f9524302fd7c765e9dfaa20ff4d64252e6540",
 )
-def test_prompt_purposes_declare_their_slices_and_limits(
-    name: str, slices: tuple[str, ...], mastery: int, evidence: int, retention: int
-) -> None:
-    purpose = PURPOSES[name]
-    assert purpose.kind == PROMPT
-    assert tuple(purpose.slices) == slices
-    assert (purpose.mastery_limit, purpose.evidence_limit, purpose.retention_limit) == (
-        mastery,
-        evidence,
-        retention,
+
+
+def test_every_purpose_declares_its_kind_slices_and_limits_in_order() -> None:
+    served = {
+        row.name: (
+            purpose_pb2.PurposeKind.Name(row.kind).removeprefix("PURPOSE_KIND_"),
+            tuple(row.slices),
+            (row.mastery_limit, row.evidence_limit, row.retention_limit),
+        )
+        for row in purpose_table().purposes
+    }
+    assert served == DECLARED
+    assert list(served) == list(DECLARED)  # declaration order, as ListPurposes promises
+
+
+def test_the_table_cannot_change_without_a_new_policy_version() -> None:
+    table = purpose_table()
+    version = table.policy_version
+    table.ClearField("policy_version")
+    digest = hashlib.sha256(table.SerializeToString(deterministic=True)).hexdigest()
+    assert (version, digest) == RECORDED_POLICY, (
+        "the purpose table changed: bump POLICY_VERSION and record the new version and digest"
     )
+
+
+def test_code_that_reads_the_table_cannot_change_it() -> None:
+    with pytest.raises(TypeError):
+        PURPOSES["tutor_hint_wide"] = PURPOSES["tutor_hint"]  # type: ignore[index]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        PURPOSES["tutor_hint"].evidence_limit = 1000  # type: ignore[misc]
+
+
+def test_a_purpose_declares_exactly_its_slices() -> None:
+    hint, items = purpose_named("tutor_hint"), purpose_named("item_generation")
+    assert hint.declares(Slice("recent_evidence"))
+    assert not items.declares(Slice("recent_evidence"))
+    assert not purpose_named("profile").declares(Slice("mastery"))
 
 
 def test_agent_views_cover_every_learner_tool_and_the_composite() -> None:
@@ -73,6 +134,51 @@ def test_a_limit_without_its_slice_or_a_slice_without_a_limit_is_refused() -> No
         Purpose("x", PROMPT, (Slice.PROFILE,), "reason", mastery_limit=3)
     with pytest.raises(ValueError, match="go together"):
         Purpose("x", PROMPT, (Slice.PROFILE, Slice.RECENT_EVIDENCE), "reason")
+    with pytest.raises(ValueError, match="go together"):
+        Purpose("x", AGENT_VIEW, (Slice.READINESS,), "reason", retention_limit=1)
+    # A limit of one is a limit.
+    row = Purpose(
+        "x", PROMPT, (Slice.MASTERY, Slice.RETENTION), "r", mastery_limit=1, retention_limit=1
+    )
+    assert (row.mastery_limit, row.evidence_limit, row.retention_limit) == (1, 0, 1)
+
+
+def test_a_slice_declared_twice_is_refused() -> None:
+    with pytest.raises(ValueError, match="x declares a slice twice"):
+        Purpose("x", AGENT_VIEW, (Slice.AGE, Slice.PROFILE, Slice.AGE), "reason")
+
+
+CONVERSATION_ONLY = (
+    "conversation_history",
+    "conversation_summary",
+    "conversation_state",
+    "knowledge",
+)
+
+
+@pytest.mark.parametrize("slice_name", CONVERSATION_ONLY)
+def test_conversation_slices_belong_to_conversation_purposes_alone(slice_name: str) -> None:
+    for kind in (PROMPT, AGENT_VIEW):
+        with pytest.raises(ValueError, match="x declares a conversation slice"):
+            Purpose("x", kind, (Slice.PROFILE, Slice(slice_name)), "reason")
+    chat = Purpose("x", CONVERSATION, (Slice.PROFILE, Slice.AGE, Slice(slice_name)), "reason")
+    assert chat.declares(Slice(slice_name))
+
+
+@pytest.mark.parametrize("slice_name", ["mastery", "goal", "context", "readiness", "current_plan"])
+def test_a_conversation_purpose_declares_only_what_a_conversation_bundle_holds(
+    slice_name: str,
+) -> None:
+    limit = {"mastery_limit": 5} if slice_name == "mastery" else {}
+    with pytest.raises(ValueError, match="conversation purpose x declares a slice it cannot hold"):
+        Purpose("x", CONVERSATION, (Slice.PROFILE, Slice(slice_name)), "reason", **limit)
+
+
+def test_a_purpose_declared_twice_is_refused() -> None:
+    row = Purpose("x", AGENT_VIEW, (Slice.AGE,), "reason")
+    with pytest.raises(ValueError, match="purpose x is declared twice"):
+        _table([row, Purpose("y", AGENT_VIEW, (Slice.AGE,), "reason"), row])
+    assert list(_table([row])) == ["x"]
 
 
 def test_an_unknown_purpose_is_an_error_never_an_empty_bundle() -> None:
@@ -81,6 +187,7 @@ def test_an_unknown_purpose_is_an_error_never_an_empty_bundle() -> None:
             purpose_named(name)
         assert raised.value.code is grpc.StatusCode.INVALID_ARGUMENT
         assert raised.value.reason == "UNKNOWN_PURPOSE"
+        assert "ListPurposes" in raised.value.message  # where the caller finds the names
 
 
 def test_purpose_table_message_mirrors_the_rows() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -64,3 +66,79 @@ def test_the_slice_and_the_repair_work_on_the_fenced_body(before: str, after: st
     assert (sliced.value, sliced.step) == ({"a": [1]}, Step.BRACE_SLICE)
     repaired = extract_json(f'{before}\n```\n{{"t": "\\Theta"}}\n```\n{after}', "object")
     assert (repaired.value, repaired.step) == ({"t": "\\Theta"}, Step.BACKSLASH_REPAIR)
+
+
+# What touches the JSON in the prose is never part of it, whatever it is.
+
+_NO_BRACKETS = st.text(
+    alphabet=st.characters(codec="utf-8", exclude_characters="{}[]`"), max_size=12
+)
+_SCALARS = st.none() | st.booleans() | st.integers() | st.text(alphabet='ab đ}]\\"\n', max_size=6)
+_OBJECTS = st.dictionaries(
+    st.text(alphabet="abcđ }", max_size=4),
+    st.recursive(_SCALARS, lambda inner: st.lists(inner, max_size=3), max_leaves=6),
+    min_size=1,
+    max_size=3,
+)
+
+
+@given(value=_OBJECTS, before=_NO_BRACKETS, after=_NO_BRACKETS)
+def test_json_in_prose_is_sliced_from_its_first_opener_to_its_last_closer(
+    value: dict[str, object], before: str, after: str
+) -> None:
+    text = json.dumps(value, ensure_ascii=False)
+    parsed = extract_json(f"{before}{text}{after}", "object")
+    assert parsed.value == value
+    if parsed.step is Step.BRACE_SLICE:
+        assert parsed.source == text
+    listed = extract_json(f"{before}[{text}]{after}", "array")
+    assert listed.value == [value]
+
+
+def test_punctuation_right_after_the_closer_is_prose() -> None:
+    for after in (".", "!", ")", "”", "…", "đ", "\\"):
+        parsed = extract_json(f'Kết quả: {{"a": 1}}{after}', "object")
+        assert (parsed.value, parsed.step, parsed.source) == (
+            {"a": 1},
+            Step.BRACE_SLICE,
+            '{"a": 1}',
+        )
+        listed = extract_json(f"Danh sách [1, 2]{after}", "array")
+        assert (listed.value, listed.source) == ([1, 2], "[1, 2]")
+
+
+# A failure says what is wrong: the pipeline sends its text back to the model in the re-ask.
+
+
+def test_an_answer_without_the_top_level_brackets_says_so() -> None:
+    for text, top, brackets in (
+        ("Xin lỗi, tôi không biết.", "object", "{...}"),
+        ("đáp án } rồi {", "object", "{...}"),  # a closer before the opener is no object
+        ('{"a": 1}', "array", "[...]"),
+        ("] và [", "array", "[...]"),
+    ):
+        with pytest.raises(ParseFailure) as raised:
+            extract_json(text, top)  # type: ignore[arg-type]
+        assert str(raised.value) == f"no {brackets} in the answer", text
+
+
+def test_invalid_json_is_reported_with_where_the_parser_stopped() -> None:
+    with pytest.raises(ParseFailure) as raised:
+        extract_json('Đây: {"a": 1,}', "object")
+    assert str(raised.value).startswith("not valid JSON: ")
+    assert "line 1 column" in str(raised.value)
+
+
+def test_json_nested_past_the_parsers_limit_is_a_failure_that_says_so() -> None:
+    deep = "[" * 100_000 + "]" * 100_000
+    with pytest.raises(ParseFailure) as raised:
+        extract_json(deep, "array")
+    assert str(raised.value) == "the JSON is nested too deeply"
+
+
+def test_the_steps_are_named_as_the_run_record_names_its_reason() -> None:
+    # run.proto: the reason of a repaired run is the name of the last step it needed.
+    assert (Step.BRACE_SLICE.value, Step.BACKSLASH_REPAIR.value) == (
+        "BRACE_SLICE",
+        "BACKSLASH_REPAIR",
+    )

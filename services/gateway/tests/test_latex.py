@@ -124,13 +124,21 @@ def test_a_short_relation_before_a_word_is_a_line_break_before_that_word() -> No
     assert ambiguous_latex(r'{"t": "x \nin A, y \ni b."}') == ["\\ni", "\\nin"]
 
 
-def test_a_command_that_is_an_english_word_opens_a_line_when_prose_follows() -> None:
-    # "exists", "subset", "less", "mid", "parallel" open English lines; LaTeX gives them a
-    # symbol, a single letter or a command to work on.
-    prose = (
-        r'{"t": "A solution\nexists in every case\nsubset of the plan\nless than before'
-        r'\nmid term\nparallel lines meet\nexists."}'
-    )
+def test_a_quantifier_or_set_relation_that_is_an_english_word_opens_a_line_of_prose() -> None:
+    # "exists" and "subset" open English lines; as LaTeX they take a variable, a set, a symbol
+    # or a command, one letter or one character.
+    prose = r'{"t": "A solution\nexists in every case\nsubset of the plan\nexists."}'
     assert ambiguous_latex(prose) == []
-    latex = r'{"t": "\nexists x \in A, B \nsubset C, a \nless b, p \nmid q, \nexists \alpha"}'
-    assert ambiguous_latex(latex) == ["\\nexists", "\\nless", "\\nmid", "\\nsubset"]
+    latex = r'{"t": "\nexists x \in A, B \nsubset C, \nexists \alpha, \nsubset(A)"}'
+    assert ambiguous_latex(latex) == ["\\nexists", "\\nsubset"]
+
+
+def test_a_relation_longer_than_a_short_word_takes_the_word_after_it_as_its_operand() -> None:
+    # "\nmid" (does not divide) and "\nleq" take products as operands: a word after them is
+    # not read as prose.
+    assert ambiguous_latex(r'{"t": "a \nmid bc, x \nleq ab"}') == ["\\nleq", "\\nmid"]
+
+
+def test_every_command_is_found_after_line_breaks_and_list_items_before_it() -> None:
+    source = r'{"t": "Dòng một\nhai: x \ne 0\nd) 7\ne) 8 và y \nleq 3"}'
+    assert ambiguous_latex(source) == ["\\ne", "\\nleq"]

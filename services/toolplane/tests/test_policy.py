@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 
@@ -48,6 +50,7 @@ APPROVE_PRODUCTION_WRITES = Policy(
     conditions='{"mode": "write"}',
 )
 DEMO_POLICIES = (DENY_LEARNER_WRITES, APPROVE_HIGH_WRITES, APPROVE_PRODUCTION_WRITES)
+MIGRATIONS = Path(__file__).resolve().parents[3] / "ops" / "src" / "nemo_ops" / "migrations"
 
 
 @dataclass(frozen=True)
@@ -88,6 +91,11 @@ CASES = [
     Case("the exact versioned id", READ, (grant("learner.get_profile:v1"),), ALLOW),
     Case("another version's id does not", READ, (grant("learner.get_profile:v2"),), NO_GRANT),
     Case("a comma list", READ, (grant("coral.search_knowledge, learner.get_profile"),), ALLOW),
+    Case("a comma list with a versioned id", READ,
+         (grant("coral.search_knowledge, learner.get_profile:v1"),), ALLOW),
+    Case("an empty pattern item covers nothing", READ, (grant(" , "),), NO_GRANT),
+    Case("a bare name does not cover a longer name", READ, (grant("learner.get_profile_v"),),
+         NO_GRANT),
     Case("a glob of another domain", READ, (grant("learning.*"),), NO_GRANT),
     # Rule 2: the grant must cover the environment.
     Case("grant only in production", READ, (grant("learner.*", env="production"),), WRONG_ENV),
@@ -128,6 +136,32 @@ CASES = [
          ALLOW, (Policy("deny-learners", Effect.DENY, resource_scope="learner:*"),)),
     Case("deny by versioned tool id", READ, (grant("learner.*"),), denied_by("deny-v1"),
          (Policy("deny-v1", Effect.DENY, tool_scope="learner.get_profile:v1"),)),
+    Case("deny by exact bare tool name", READ, (grant("learner.*"),), denied_by("deny-name"),
+         (Policy("deny-name", Effect.DENY, tool_scope="learner.get_profile"),)),
+    Case("deny by another tool's name", READ, (grant("learner.*"),), ALLOW,
+         (Policy("deny-name", Effect.DENY, tool_scope="learner.get_profiles, learner.get"),)),
+    Case("deny by another version's id", READ, (grant("learner.*"),), ALLOW,
+         (Policy("deny-v2", Effect.DENY, tool_scope="learner.get_profile:v2"),)),
+    Case("deny with a mode condition the tool meets", READ, (grant("learner.*"),),
+         denied_by("deny-reads"),
+         (Policy("deny-reads", Effect.DENY, conditions='{"mode": "read"}'),)),
+    Case("deny with a mode condition the tool does not meet", READ, (grant("learner.*"),), ALLOW,
+         (Policy("deny-writes", Effect.DENY, conditions='{"mode": "write"}'),)),
+    Case("deny from exactly the risk the tool has", WRITE_MEDIUM,
+         (grant("learning.*", Mode.WRITE),), denied_by("deny-medium"),
+         (Policy("deny-medium", Effect.DENY, conditions='{"risk_at_least": "MEDIUM"}'),)),
+    Case("deny from a lower risk", WRITE_APP, (grant("application.*", Mode.WRITE),),
+         denied_by("deny-low"),
+         (Policy("deny-low", Effect.DENY,
+                 conditions='{"risk_at_least": "LOW", "mode": "write"}'),)),
+    Case("both conditions must hold", WRITE_MEDIUM, (grant("learning.*", Mode.WRITE),), ALLOW,
+         (Policy("deny-high-writes", Effect.DENY,
+                 conditions='{"risk_at_least": "HIGH", "mode": "write"}'),)),
+    Case("a deny policy for the agent in another environment", READ, (grant("learner.*"),), ALLOW,
+         (Policy("deny-staging", Effect.DENY, agent_scope="learning-agent",
+                 environment_scope="staging"),)),
+    Case("an empty item in a scope list matches nothing", READ, (grant("learner.*"),), ALLOW,
+         (Policy("deny-blank-item", Effect.DENY, tool_scope=" , ,"),)),
     Case("deny in production only, in development", READ, (grant("learner.*"),), ALLOW,
          (Policy("deny-prod", Effect.DENY, environment_scope="production"),)),
     Case("deny in production only, in production", READ, (grant("learner.*"),),
@@ -233,3 +267,55 @@ def test_listing_applies_only_the_grant_rules() -> None:
     assert not visible(
         Request("learning-agent", READ, (grant("learner.*", env="production"),), (), "development")
     )
+
+
+def _check_values(column: str) -> set[str]:
+    """The values the database accepts in a column (its CHECK constraint in migration 0005)."""
+    sql = (MIGRATIONS / "0005_toolplane.sql").read_text(encoding="utf-8")
+    match = re.search(rf"\b{column}\s+text NOT NULL CHECK \({column} IN \(([^)]*)\)\)", sql)
+    assert match is not None, column
+    return {value.strip().strip("'") for value in match.group(1).split(",")}
+
+
+def test_decisions_and_effects_are_the_values_the_database_stores() -> None:
+    # Every decision is written to the audit log, every stored effect is read back as one.
+    assert {decision.value for decision in Decision} == _check_values("decision")
+    assert {effect.value for effect in Effect} == _check_values("effect")
+
+
+def test_every_rule_tells_the_agent_why_in_its_own_words() -> None:
+    reasons = [rule.reason for rule in RULES]
+    assert all(reason and reason == reason.strip() for reason in reasons)
+    assert len(set(reasons)) == len(RULES)
+    denied = evaluate(Request("learning-agent", READ, (), (), "development"))
+    assert denied.reason == RULES[0].reason != ""
+
+
+def test_a_policy_is_named_with_its_version_the_first_by_default() -> None:
+    assert Policy("deny-x", Effect.DENY).versioned_name == "deny-x@v1"
+    assert Policy("deny-x", Effect.DENY, version=4).versioned_name == "deny-x@v4"
+
+
+@pytest.mark.parametrize(
+    ("conditions", "problem"),
+    [
+        ('{"mode": "read"', "not JSON"),
+        ('["mode", "read"]', "not a JSON object"),
+        ('"read"', "not a JSON object"),
+        ('{"mode": "read", "owner": "x", "actor": 1}', "unknown keys ['actor', 'owner']"),
+        ('{"risk_at_least": "EXTREME"}', "unknown risk or mode"),
+        ('{"mode": "delete"}', "unknown risk or mode"),
+        ('{"mode": ["read"]}', "unknown risk or mode"),
+    ],
+)
+def test_a_broken_policy_is_logged_with_what_is_wrong(
+    caplog: pytest.LogCaptureFixture, conditions: str, problem: str
+) -> None:
+    broken = Policy("deny-broken", Effect.DENY, conditions=conditions)
+    verdict = evaluate(Request("learning-agent", READ, (grant("learner.*"),), (broken,), "dev"))
+    assert verdict.decision is Decision.ALLOW  # a broken deny denies nothing
+    [record] = [r for r in caplog.records if r.name == "nemo_toolplane.policy"]
+    assert record.levelname == "WARNING"
+    assert "deny-broken" in record.getMessage()
+    assert "broken conditions" in record.getMessage()
+    assert (record.__dict__["policy"], record.__dict__["problem"]) == ("deny-broken", problem)

@@ -28,20 +28,29 @@ _PHRASE_LENGTHS: Final = sorted({len(phrase) for phrase in FORBIDDEN_PHRASES})
 
 
 def _split_run_together(word: str) -> list[str]:
-    """``word`` split into vocabulary words (fewest pieces), or ``[word]`` when it cannot be."""
-    if word in VOCABULARY or len(word) > 64:
+    """``word`` split into vocabulary words (fewest pieces, the first such split on a tie), or
+    ``[word]`` when it cannot be. Linear in the word's length, so no name is too long to read."""
+    if word in VOCABULARY:
         return [word]
-    best: list[list[str] | None] = [[]] + [None] * len(word)
+    # pieces[end]: fewest words covering word[:end] (None: not coverable); start[end]: where
+    # the last of them begins.
+    pieces: list[int | None] = [0] + [None] * len(word)
+    start_of: list[int] = [0] * (len(word) + 1)
     for end in range(1, len(word) + 1):
         for start in range(max(0, end - _LONGEST_WORD), end):
-            head = best[start]
-            if head is not None and word[start:end] in VOCABULARY:
-                candidate = [*head, word[start:end]]
-                current = best[end]
-                if current is None or len(candidate) < len(current):
-                    best[end] = candidate
-    found = best[len(word)]
-    return found if found is not None else [word]
+            before = pieces[start]
+            if before is not None and word[start:end] in VOCABULARY:
+                current = pieces[end]
+                if current is None or before + 1 < current:
+                    pieces[end], start_of[end] = before + 1, start
+    if pieces[len(word)] is None:
+        return [word]
+    split: list[str] = []
+    end = len(word)
+    while end:
+        split.append(word[start_of[end] : end])
+        end = start_of[end]
+    return split[::-1]
 
 
 def name_words(name: str) -> tuple[str, ...]:

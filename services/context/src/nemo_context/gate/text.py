@@ -49,13 +49,16 @@ KEY_CHARACTERS: Final = "abcdefghijklmnopqrstuvwxyz0123456789-._:"
 """What keys are made of, in lower case (see ``nemo_core.identifiers``)."""
 
 _EXTRA_IGNORABLE: Final = (
-    "\u034f\u115f\u1160\u17b4\u17b5\u180b\u180c\u180d\u180f\u3164\uffa0"
+    "\u034f\u115f\u1160\u17b4\u17b5\u180b\u180c\u180d\u180f\u2065\u3164\uffa0"
     + "".join(chr(code) for code in range(0xFE00, 0xFE10))
-    + "".join(chr(code) for code in range(0xE0100, 0xE01F0))
+    + "".join(chr(code) for code in range(0xFFF0, 0xFFF9))
+    + "".join(chr(code) for code in range(0xE0000, 0xE1000))
 )
-"""Default-ignorable code points that are not format characters (category Cf): the combining
-grapheme joiner, Hangul fillers, Khmer inherent vowels, Mongolian variation selectors and the
-variation selectors."""
+"""Default-ignorable code points (Unicode's Default_Ignorable_Code_Point) that are not format
+characters (category Cf): the combining grapheme joiner, Hangul fillers, Khmer inherent vowels,
+Mongolian variation selectors, the variation selectors, and the unassigned code points Unicode
+reserves as ignorable (U+2065, U+FFF0 to U+FFF8, the rest of U+E0000 to U+E0FFF). Renderers hide
+all of them, so each could split a key unseen."""
 
 
 _VIETNAMESE_AND_TYPOGRAPHY: Final = (

@@ -58,14 +58,14 @@ _NEWLINE_WORD = re.compile(_UNESCAPED + r"(n[A-Za-z]+)(?![^\W\d_])")
 # What cannot start an operand, in JSON source: closing or list punctuation, "=", the string's
 # closing quote.
 _NO_OPERAND = re.compile(r' *[).,:;="]')
-PROSE_WORDS = frozenset(
-    {"e", "i", "in", "is", "exists", "less", "mid", "parallel", "sim", "subset"}
-)
-"""The ``n`` commands whose letters after the ``n`` are a word that opens lines of English or
-Vietnamese prose: reviewed against the generated list, which holds no other such word but
-single letters (``\\nu`` is read as the symbol: "\\nu là tần số" is LaTeX far more often than a
-line that starts with "u"), fragments (``\\not``, ``\\neq``, ``\\natural``) and words without
-their Vietnamese marks (``\\ncong``)."""
+PROSE_WORDS = frozenset({"e", "i", "in", "is", "exists", "subset"})
+"""The ``n`` commands whose letters after the ``n`` are a word that opens lines of prose, and
+whose operand in LaTeX is one symbol, one letter or a command. Reviewed against the generated
+list: the other words in it are relations that take a product or a segment ("a \\nmid bc",
+"AB \\nparallel CD", "\\nless", "\\nsim"), where reading a word after them as prose would
+accept a destroyed formula; the rest are fragments (``\\not``, ``\\neq``, ``\\natural``), single
+letters (``\\nu`` is read as the symbol: "\\nu là tần số" is LaTeX far more often than a line that
+starts with "u") and words without their Vietnamese marks (``\\ncong``)."""
 # After such a command: a word of two letters or more, or a single letter (an article, a
 # pronoun) that such a word follows.
 _WORD_NEXT = re.compile(r" *(?:[^\W\d_] +)?[^\W\d_]{2}")

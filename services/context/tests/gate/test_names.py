@@ -1,0 +1,255 @@
+"""Forbidden field names, concept by concept, in every way a field name is written.
+
+The vocabulary is this file's own statement of what must never leave the service (a person's
+name, contact, birth, pictures, accounts elsewhere, identity documents, the child's own words,
+and the keys of people, households and schools) and of names that are safe, written from those
+concepts and never read from the gate's tables: a word taken out of a table fails here. Every
+concept is checked in every spelling, exhaustively, so the verdict never depends on a draw.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from nemo_context.gate import forbidden_names_in, is_forbidden_name
+
+
+def _spellings(words: tuple[str, ...]) -> list[str]:
+    """snake, SCREAMING, camel, Pascal, kebab, run together (both cases), dotted and spaced."""
+    camel = words[0] + "".join(word.capitalize() for word in words[1:])
+    together = "".join(words)
+    return [
+        "_".join(words),
+        "_".join(words).upper(),
+        camel,
+        camel[0].upper() + camel[1:],
+        "-".join(words),
+        together,
+        together.upper(),
+        ".".join(words),
+        " ".join(words),
+    ]
+
+
+def _refused_in_no_spelling(concepts: list[tuple[str, ...]]) -> list[str]:
+    return [s for words in concepts for s in _spellings(words) if not is_forbidden_name(s)]
+
+
+def _refused_in_some_spelling(concepts: list[tuple[str, ...]]) -> list[str]:
+    return [s for words in concepts for s in _spellings(words) if is_forbidden_name(s)]
+
+
+PERSONAL = [
+    # A person's name, however it is qualified.
+    *((word, "name") for word in ("first", "last", "middle", "given", "display", "real")),
+    *((word, "name") for word in ("legal", "maiden", "full", "nick", "sur", "user")),
+    ("full", "names"),
+    ("nick", "names"),
+    ("sur", "names"),
+    ("his", "name"),
+    ("her", "name"),
+    ("my", "name"),
+    ("their", "names"),
+    ("guardian", "name"),
+    ("name",),
+    ("names",),
+    # Contact and whereabouts.
+    ("email",),
+    ("emails",),
+    ("mail",),
+    ("contact", "email"),
+    ("secondary", "email"),
+    ("phone",),
+    ("phones",),
+    ("telephone",),
+    ("tele", "phones"),
+    ("cell", "phone"),
+    ("work", "phone"),
+    ("primary", "phone"),
+    ("mobile", "number"),
+    ("sdt",),
+    ("address",),
+    ("addresses",),
+    ("home", "address"),
+    ("street",),
+    # Birth.
+    ("birth",),
+    ("birthday",),
+    ("birthdate",),
+    ("birthplace",),
+    ("born",),
+    ("dob",),
+    ("date", "of", "birth"),
+    ("day", "of", "birth"),
+    ("place", "of", "birth"),
+    ("year", "of", "birth"),
+    # Pictures and accounts elsewhere.
+    ("avatar",),
+    ("avatars",),
+    ("avatar", "url"),
+    ("photo",),
+    ("photos",),
+    ("photo", "urls"),
+    ("selfie",),
+    ("profile", "picture"),
+    ("profile", "pic"),
+    ("profile", "image"),
+    ("facebook", "link"),
+    ("instagram",),
+    ("tiktok",),
+    ("twitter",),
+    ("zalo",),
+    ("linkedin",),
+    ("social", "links"),
+    ("social", "profile"),
+    ("links", "json"),
+    # Identity documents.
+    ("passport",),
+    ("ssn",),
+    ("cccd",),
+    ("cmnd",),
+    ("national", "id"),
+    ("citizen", "id"),
+    # People the child is linked to, and the child's own words.
+    ("guardian",),
+    ("guardians",),
+    ("payload",),
+    ("verbatim",),
+    # Vietnamese column names, without diacritics.
+    ("ho", "ten"),
+    ("ho", "va", "ten"),
+    ("ngay", "sinh"),
+    ("dien", "thoai"),
+    ("so", "dien", "thoai"),
+    ("dia", "chi"),
+    ("ten", "truong"),
+]
+
+PEOPLE = [
+    "user", "users", "learner", "learners", "student", "students", "pupil", "pupils", "child",
+    "children", "kid", "kids", "family", "families", "parent", "parents", "mentor", "mentors",
+    "teacher", "teachers", "member", "members", "owner", "owners", "account", "accounts",
+    "person", "people", "sibling", "siblings", "supporter", "supporters", "school", "schools",
+    "guardian", "guardians",
+]  # fmt: skip
+"""Whose keys are for binding only: people, households, schools."""
+KEYS = ["id", "ids", "key", "keys", "uid", "uuid", "code", "number", "no"]
+"""What a key of someone is called."""
+
+SAFE = [
+    # Names of things, not of people.
+    *(
+        (thing, "name")
+        for thing in (
+            "node",
+            "subject",
+            "strand",
+            "topic",
+            "lesson",
+            "unit",
+            "course",
+            "package",
+            "competency",
+            "skill",
+            "milestone",
+            "activity",
+            "tool",
+            "prompt",
+            "model",
+            "file",
+        )
+    ),
+    # Keys of things; a person before a thing is the thing's qualifier.
+    ("node", "id"),
+    ("node", "ids"),
+    ("topic", "node", "id"),
+    ("parent", "node", "id"),
+    ("message", "id"),
+    ("turn", "id"),
+    ("session", "id"),
+    ("error", "code"),
+    ("page", "number"),
+    ("learner", "ref"),
+    # Words that hold a forbidden word's letters, and the parts of forbidden phrases alone.
+    ("photosynthesis",),
+    ("phoneme",),
+    ("hostname",),
+    ("tournament",),
+    ("named", "entity"),
+    ("social", "studies"),
+    ("national", "curriculum"),
+    ("profile",),
+    ("picture",),
+    ("links",),
+    ("citizen",),
+    ("mobile",),
+    ("number",),
+    ("ten",),
+    ("truong",),
+    ("ngay",),
+    ("sinh",),
+    ("json",),
+    ("title",),
+    ("grade",),
+    ("mastery",),
+]
+
+
+def test_every_personal_concept_is_forbidden_in_every_spelling() -> None:
+    assert _refused_in_no_spelling(PERSONAL) == []
+
+
+@pytest.mark.parametrize("person", PEOPLE)
+def test_a_key_of_a_person_a_household_or_a_school_is_forbidden(person: str) -> None:
+    assert _refused_in_no_spelling([(person, key) for key in KEYS]) == []
+    assert _refused_in_no_spelling([("primary", person, "id"), ("their", person, "ids")]) == []
+    assert not is_forbidden_name(person) or person.startswith("guardian")  # alone: a word
+
+
+def test_the_same_keys_of_things_are_not() -> None:
+    things = ["node", "message", "item", "topic", "session", "turn", "page", "error"]
+    assert _refused_in_some_spelling([(thing, key) for thing in things for key in KEYS]) == []
+
+
+def test_names_of_things_and_ordinary_words_pass_in_every_spelling() -> None:
+    assert _refused_in_some_spelling(SAFE) == []
+
+
+def test_a_safe_name_is_safe_only_whole() -> None:
+    assert is_forbidden_name("learner_tool_name")
+    assert is_forbidden_name("school_name")
+    assert is_forbidden_name("file_name_of_user")
+
+
+def test_the_words_of_a_name_come_from_its_case_digits_and_separators() -> None:
+    assert is_forbidden_name("learnerIDs")
+    assert is_forbidden_name("userID2")
+    assert is_forbidden_name("email2")
+    assert is_forbidden_name("HTMLEmail")
+    assert is_forbidden_name("\uff25\uff2d\uff21\uff29\uff2c")  # EMAIL in full width
+    assert not is_forbidden_name("nodeIDs")
+    assert not is_forbidden_name("")
+    assert not is_forbidden_name("__")
+    assert not is_forbidden_name("x" * 65 + "email")  # not made of words: read as one word
+
+
+@pytest.mark.parametrize("repeat", [1, 15, 16, 17, 200])
+def test_a_run_together_name_is_split_however_long(repeat: int) -> None:
+    assert is_forbidden_name("node" * repeat + "email")
+    assert is_forbidden_name("email" + "topic" * repeat)
+    assert is_forbidden_name("lesson" * repeat + "phonenumber")
+    assert not is_forbidden_name("node" * repeat + "code")
+
+
+def test_names_are_listed_in_their_order() -> None:
+    names = ["node_id", "email", "title", "userId", "display_name", "tool_name"]
+    assert forbidden_names_in(names) == ["email", "userId", "display_name"]
+
+
+def test_concepts_and_spellings_combine_freely() -> None:
+    # Two forbidden concepts in one name, and forbidden words inside longer names.
+    for first, second in itertools.product(["email", "phone", "dob"], ["status", "verified"]):
+        assert is_forbidden_name(f"{first}_{second}")
+        assert is_forbidden_name(f"{second}{first.capitalize()}")
