@@ -223,6 +223,8 @@ def _stack(owner_dsn: str, tokens: tuple[str, str], state: Path) -> Iterator[Sta
         "NEMO_TOOLPLANE_DOCS_DIR": str(REPOSITORY / "docs"),
         "NEMO_TOOLPLANE_AGENT_CALLS_PER_SECOND": "1000000",
         "NEMO_TOOLPLANE_AGENT_CALL_BURST": "1000000",
+        "NEMO_TOOLPLANE_USER_CALLS_PER_SECOND": "1000000",
+        "NEMO_TOOLPLANE_USER_CALL_BURST": "1000000",
         "NEMO_TOOLPLANE_LOG_LEVEL": "WARNING",
     }
     os.environ.update({**context_env, **toolplane_env})

@@ -27,13 +27,14 @@ from nemo_testing.ports import free_port, wait_for_port
 from nemo_toolplane.access_store import AgentRules
 from nemo_toolplane.approvals import ApprovalGate
 from nemo_toolplane.audit import AuditEntry, AuditLog, CallStatus
+from nemo_toolplane.call_limits import CallLimiter
 from nemo_toolplane.docs_library import DocsLibrary
 from nemo_toolplane.envelope import ErrorCode
 from nemo_toolplane.policy import Decision, Grant
 from nemo_toolplane.principal import Principal
-from nemo_toolplane.ratelimit import KeyedRateLimiter
 from nemo_toolplane.registry import Mode, Registry, Risk, ToolDefinition
 from nemo_toolplane.router import ToolRouter
+from nemo_toolplane.shared_buckets import SharedBuckets
 from nemo_toolplane.tokens import issue_token
 from nemo_toolplane.tool_context import Services, ToolContext
 
@@ -288,7 +289,7 @@ async def test_a_hung_audit_database_loses_no_row_silently_and_does_not_hold_shu
         audit=audit,
         services=Services(context=None, pool=pool, docs=DocsLibrary(tmp_path, "https://x")),  # type: ignore[arg-type]
         environment="development",
-        limiter=KeyedRateLimiter(1e9, 10**9),
+        limiter=CallLimiter([], SharedBuckets(pool, timeout=1)),
     )
     rules = AgentRules(grants=(Grant("test.*", "*", "*", Mode.READ),), policies=())
     session = f"S-hung-{uuid.uuid4()}"

@@ -50,6 +50,7 @@ from starlette.types import Message, Receive, Scope, Send
 from nemo_toolplane.access_cache import AccessCache
 from nemo_toolplane.access_store import AgentRules
 from nemo_toolplane.audit import CallStatus
+from nemo_toolplane.auth_failures import FailedAuthentications
 from nemo_toolplane.envelope import ErrorCode, ToolError
 from nemo_toolplane.jsonrpc_shape import Message as JsonRpcMessage
 from nemo_toolplane.jsonrpc_shape import VersionProblem, parse, version_problem
@@ -59,7 +60,6 @@ from nemo_toolplane.principal import (
     build_principal,
     refusal_principal,
 )
-from nemo_toolplane.ratelimit import KeyedRateLimiter
 from nemo_toolplane.registry import Registry
 from nemo_toolplane.router import ListedTool, ToolRouter
 
@@ -283,7 +283,7 @@ class McpEndpoint:
         registry: Registry,
         access: AccessCache,
         *,
-        auth_failures: KeyedRateLimiter,
+        auth_failures: FailedAuthentications,
     ) -> None:
         self.server = build_mcp_server(router, registry)
         self.manager = StreamableHTTPSessionManager(
@@ -369,8 +369,9 @@ class McpEndpoint:
         if access is None:
             client = scope.get("client")
             source = client[0] if client else "unknown"
-            if self._auth_failures.exhausted(source):
-                retry = max(1, round(self._auth_failures.retry_after(source)))
+            wait = await self._auth_failures.charge(source)
+            if wait is not None:
+                retry = max(1, round(wait))
                 limited = ToolError(
                     ErrorCode.RATE_LIMITED,
                     "too many failed authentications from this address",
@@ -383,7 +384,6 @@ class McpEndpoint:
                     data=limited.envelope(),
                     **{"Retry-After": str(retry)},
                 ), None
-            self._auth_failures.acquire(source)
             logger.warning(
                 "mcp request refused: no valid agent token",
                 extra={

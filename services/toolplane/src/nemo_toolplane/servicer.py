@@ -38,10 +38,10 @@ from nemo_toolplane.approvals import (
     ApprovalStore,
     SelfApproval,
 )
+from nemo_toolplane.auth_failures import FailedAuthentications
 from nemo_toolplane.context_client import USER_SOURCES
 from nemo_toolplane.policy import Decision
 from nemo_toolplane.principal import InvalidIdentifier, Principal, UserSource, build_principal
-from nemo_toolplane.ratelimit import KeyedRateLimiter
 from nemo_toolplane.registry import AnyTool, Mode, Risk
 from nemo_toolplane.router import ToolRouter
 
@@ -142,7 +142,7 @@ class ToolPlaneServicer(pb_grpc.ToolPlaneServiceServicer):
     """ListTools and CallTool for internal agents."""
 
     def __init__(
-        self, router: ToolRouter, access: AccessCache, auth_failures: KeyedRateLimiter
+        self, router: ToolRouter, access: AccessCache, auth_failures: FailedAuthentications
     ) -> None:
         self._router = router
         self._access = access
@@ -155,14 +155,12 @@ class ToolPlaneServicer(pb_grpc.ToolPlaneServiceServicer):
         access = await self._access.load(token) if token else None
         if access is None:
             # Only failures are held against the address: a valid token always gets through.
-            peer = peer_host(context.peer())
-            if self._auth_failures.exhausted(peer):
+            if await self._auth_failures.charge(peer_host(context.peer())) is not None:
                 raise ServiceError(
                     grpc.StatusCode.RESOURCE_EXHAUSTED,
                     "AUTHENTICATION_RATE_LIMITED",
                     "too many failed authentications from this address",
                 )
-            self._auth_failures.acquire(peer)
             raise ServiceError(
                 grpc.StatusCode.UNAUTHENTICATED,
                 "AGENT_UNAUTHENTICATED",
