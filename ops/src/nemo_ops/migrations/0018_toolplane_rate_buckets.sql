@@ -11,11 +11,11 @@ CREATE UNLOGGED TABLE toolplane.rate_buckets (
     tokens  double precision NOT NULL,
     -- The database's clock, the one every replica shares, at the last charge.
     updated timestamptz NOT NULL,
-    -- When the bucket is full again if nothing more is taken.
+    -- When the bucket is full again if nothing more is taken. Not indexed: every charge
+    -- changes it, and an unindexed column keeps the update a heap-only one; the purge reads the
+    -- table (as many rows as recently active sources) once a minute.
     full_at timestamptz NOT NULL
 );
-
-CREATE INDEX rate_buckets_full_at ON toolplane.rate_buckets (full_at);
 
 -- Take one token from each named bucket, or from none: a call refused by one limit spends
 -- nothing of the others, so a source refused by its own limit cannot drain a limit it shares
@@ -34,12 +34,14 @@ DECLARE
     moment timestamptz := clock_timestamp();
     wanted integer := cardinality(keys);
     found integer;
+    locked text[];
+    levels double precision[];
+    fills double precision[];
 BEGIN
     IF cardinality(rates) <> wanted OR cardinality(bursts) <> wanted THEN
         RAISE EXCEPTION 'take_tokens: keys, rates and bursts differ in length';
     END IF;
-    IF EXISTS (SELECT FROM unnest(rates, bursts) AS u(rate, burst)
-               WHERE NOT (rate > 0 AND burst >= 1)) THEN
+    IF NOT (0 < ALL (rates) AND 1 <= ALL (bursts)) THEN
         RAISE EXCEPTION 'take_tokens: every rate must be positive and every burst at least 1';
     END IF;
     wait := 0;
@@ -47,20 +49,23 @@ BEGIN
         RETURN;
     END IF;
     FOR attempt IN 1..2 LOOP
+        -- Rows found by the primary key (= ANY), each with its rate and burst by its place in
+        -- the arrays; level is what the bucket holds now, refilled since its last charge.
         SELECT count(*),
                coalesce(max(CASE WHEN level < 1 THEN (1 - level) / rate END), 0),
                (array_agg(key ORDER BY CASE WHEN level < 1 THEN (1 - level) / rate END
-                                       DESC NULLS LAST))[1]
-        INTO found, wait, refused
+                                       DESC NULLS LAST))[1],
+               array_agg(key), array_agg(level), array_agg((burst + 1 - level) / rate)
+        INTO found, wait, refused, locked, levels, fills
         FROM (
-            SELECT b.key, u.rate,
-                   least(u.burst, b.tokens + extract(epoch FROM moment - b.updated) * u.rate)
+            SELECT b.key, rates[i] AS rate, bursts[i] AS burst,
+                   least(bursts[i], b.tokens + extract(epoch FROM moment - b.updated) * rates[i])
                        AS level
-            FROM toolplane.rate_buckets b
-            JOIN unnest(keys, rates, bursts) AS u(key, rate, burst) ON u.key = b.key
+            FROM toolplane.rate_buckets b, array_position(keys, b.key) AS i
+            WHERE b.key = ANY (keys)
             ORDER BY b.key
             FOR UPDATE OF b
-        ) locked;
+        ) current;
         EXIT WHEN found = wanted;
         -- Some bucket has no row yet: create it full (a concurrent creator wins quietly).
         INSERT INTO toolplane.rate_buckets (key, tokens, updated, full_at)
@@ -76,14 +81,10 @@ BEGIN
         RETURN;
     END IF;
     refused := NULL;
-    -- Every expression reads the row as it was: the level before this charge.
     UPDATE toolplane.rate_buckets b
-    SET tokens = least(u.burst, b.tokens + extract(epoch FROM moment - b.updated) * u.rate) - 1,
-        updated = moment,
-        full_at = moment + make_interval(secs => (u.burst + 1 - least(u.burst,
-            b.tokens + extract(epoch FROM moment - b.updated) * u.rate)) / u.rate)
-    FROM unnest(keys, rates, bursts) AS u(key, rate, burst)
-    WHERE b.key = u.key;
+    SET tokens = n.level - 1, updated = moment, full_at = moment + make_interval(secs => n.fill)
+    FROM unnest(locked, levels, fills) AS n(key, level, fill)
+    WHERE b.key = ANY (keys) AND b.key = n.key;
 END
 $$;
 
