@@ -10,9 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal, Self
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
+from nemo_core.client import channel_target
 from nemo_core.settings import ServiceSettings
 
 ProviderName = Literal["baseline", "openai", "anthropic"]
@@ -32,7 +33,12 @@ class GatewaySettings(ServiceSettings):
         "127.0.0.1:50052",
         description="host:port the gRPC server listens on (0.0.0.0:50052 in a container).",
     )
-    context_address: str = Field("127.0.0.1:50051", description="host:port of the context service.")
+    context_address: str = Field(
+        "127.0.0.1:50051",
+        description="host:port of the context service; calls are balanced over every address "
+        "it resolves to (a headless Service: dns:///NAME:PORT), or over a comma-separated list "
+        "of IP host:port addresses.",
+    )
     provider: ProviderName = Field(
         "baseline",
         description="Model provider: `baseline` (no model; every prompt returns its "
@@ -150,6 +156,12 @@ class GatewaySettings(ServiceSettings):
         le=50,
         description="Knowledge passages a grounded answer retrieves when the caller gives none.",
     )
+
+    @field_validator("context_address")
+    @classmethod
+    def _check_context_address(cls, value: str) -> str:
+        channel_target(value)
+        return value
 
     @model_validator(mode="after")
     def _resolve_key_files(self) -> Self:

@@ -8,6 +8,7 @@ from typing import Literal, Self
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
+from nemo_core.client import channel_target
 from nemo_core.settings import ServiceSettings
 from nemo_toolplane.call_limits import DEFAULT_TOOL_CALL_LIMITS, CallLimit
 from nemo_toolplane.origins import check_host_pattern, check_origin_pattern
@@ -33,7 +34,12 @@ class ToolPlaneSettings(ServiceSettings):
     database_pool_size: int = Field(
         10, gt=0, description="Maximum PostgreSQL connections of this process."
     )
-    context_address: str = Field("127.0.0.1:50051", description="host:port of the context service.")
+    context_address: str = Field(
+        "127.0.0.1:50051",
+        description="host:port of the context service; calls are balanced over every address "
+        "it resolves to (a headless Service: dns:///NAME:PORT), or over a comma-separated list "
+        "of IP host:port addresses.",
+    )
     environment: Literal["development", "staging", "production"] = Field(
         "development",
         description="Environment the tool plane runs in; grants and policies match against it.",
@@ -182,6 +188,12 @@ class ToolPlaneSettings(ServiceSettings):
                 "(the agent and user limits cover every tool)"
             )
         return self
+
+    @field_validator("context_address")
+    @classmethod
+    def _check_context_address(cls, value: str) -> str:
+        channel_target(value)
+        return value
 
     @field_validator("allowed_origins")
     @classmethod
