@@ -8,16 +8,16 @@ UV := $(shell command -v uv 2>/dev/null || echo .tools/bin/uv)
 UV_VERSION := 0.13.9
 RUN := $(UV) run --frozen
 # One mypy run per package: each has its own tests/conftest.py, which one run would see as duplicates.
-MYPY_TARGETS := libs/nemo-core libs/nemo-testing services/context services/gateway services/toolplane \
-	ops "benchmarks libs/nemo-protos/generate.py conftest.py tests"
+MYPY_TARGETS := libs/nemo-core libs/nemo-testing libs/nemo-eval services/context services/gateway services/toolplane \
+	ops "benchmarks libs/nemo-protos/generate.py conftest.py tests local-model/serve.py"
 # deptry per package: its sources against its own pyproject.toml; then the test and benchmark code
 # against the root's (configured there). The stubs package is installed editable, so deptry is told
 # that nemo-protos provides `nemo`.
-PACKAGES := libs/nemo-core libs/nemo-protos libs/nemo-testing services/context services/gateway \
+PACKAGES := libs/nemo-core libs/nemo-protos libs/nemo-testing libs/nemo-eval services/context services/gateway \
 	services/toolplane ops
 DEPTRY := $(RUN) deptry --package-module-name-map nemo-protos=nemo
 
-.PHONY: help install generate lint test bench run soak clean
+.PHONY: help install generate lint test bench run soak eval local-model clean
 
 help: ## List the targets.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -43,7 +43,7 @@ lint: install ## buf lint and breaking (against main), ruff, import contracts, d
 	$(DEPTRY) .
 	@for target in $(MYPY_TARGETS); do echo "mypy $$target"; $(RUN) mypy $$target; done
 
-test: install ## The whole suite against real PostgreSQL, S3 API, gRPC and HTTP peers.
+test: install local-model ## The whole suite against real PostgreSQL, S3 API, gRPC and HTTP peers and the local model.
 	$(RUN) pytest
 
 bench: install ## Benchmarks, as ratios against baselines measured in the same run.
@@ -52,8 +52,16 @@ bench: install ## Benchmarks, as ratios against baselines measured in the same r
 soak: install ## The whole stack under a realistic mix for NEMO_SOAK_SECONDS (default 120).
 	$(RUN) python -m benchmarks.soak
 
-run: install ## Start the whole local stack on embedded defaults; Ctrl-C stops it.
+# `make run NEMO_GATEWAY_PROVIDER=local` (or the variable in the environment) runs the gateway on the
+# local model, which is built first.
+run: install $(if $(filter local,$(NEMO_GATEWAY_PROVIDER)),local-model) ## Start the whole local stack on embedded defaults; Ctrl-C stops it.
 	$(RUN) nemo dev up
+
+eval: install local-model ## Every prompt over a fixed input set against the configured provider (the local model by default).
+	$(RUN) python -m nemo_eval
+
+local-model: $(UV) ## Build the local model server (llama.cpp is compiled once, about 10 minutes on 2 cores).
+	@local-model/build.sh $(UV) .nemo/local-model-build.log
 
 clean: ## Remove the environment and local state.
 	rm -rf .venv .tools .nemo

@@ -22,12 +22,14 @@ import grpc.aio
 import httpx
 import psutil
 import pytest
+from google.protobuf import struct_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
     ProtoReflectionDescriptorDatabase,
 )
 
 from nemo.context.v1 import context_service_pb2, context_service_pb2_grpc
+from nemo.gateway.v1 import gateway_service_pb2, gateway_service_pb2_grpc
 from nemo_core.errors import error_details
 from nemo_ops.embedded_pg import start_embedded_postgres
 from nemo_testing.ports import free_port
@@ -35,6 +37,8 @@ from nemo_testing.ports import free_port
 NEMO = str(Path(sys.executable).with_name("nemo"))
 STARTUP_SECONDS = 120
 STOP_SECONDS = 10
+#: A prompt's deadline on the local model, on two shared cores.
+LOCAL_MODEL_SECONDS = 120
 
 REQUIRED_VARIABLES = (
     "DATABASE_URL",
@@ -113,20 +117,32 @@ def _environment(database_url: str | None = None) -> dict[str, str]:
     return env
 
 
+def _struct(**values: str) -> struct_pb2.Struct:
+    struct = struct_pb2.Struct()
+    struct.update(values)
+    return struct
+
+
 def _written_at(path: Path) -> int | None:
     return path.stat().st_mtime_ns if path.exists() else None
 
 
-def _start(state_dir: Path, *, database_url: str | None = None) -> DevStack:
+def _start(
+    state_dir: Path, *, database_url: str | None = None, local_model: bool = False
+) -> DevStack:
     ports = [str(free_port()) for _ in range(4)]
     env = _environment(database_url)
+    args = _args(state_dir, ports)
+    if local_model:
+        env["NEMO_GATEWAY_PROVIDER"] = "local"
+        args += ["--local-model-port", str(free_port())]
     env_file = state_dir / "dev.env"
     # dev.env is written once the stack serves; a previous run's copy stays until then.
     previous = _written_at(env_file)
     output = state_dir.parent / f"{state_dir.name}-{time.monotonic_ns()}.out"
     with output.open("w") as sink:
         process = subprocess.Popen(
-            _args(state_dir, ports),
+            args,
             stdout=sink,
             stderr=subprocess.STDOUT,
             text=True,
@@ -334,3 +350,61 @@ async def test_services_do_not_outlive_a_killed_stack(fast_scratch_dir: Path) ->
     assert not alive, f"orphaned: {[p.cmdline() for p in alive]}"
     # PostgreSQL is detached by design (it survives to keep its data safe); stop it here.
     await asyncio.to_thread(lambda: start_embedded_postgres(state_dir / "pgdata").stop())
+
+
+async def test_the_local_provider_runs_the_gateway_on_the_local_model(
+    fast_scratch_dir: Path,
+) -> None:
+    """`make run NEMO_GATEWAY_PROVIDER=local`: the stack starts the local model server first and
+    the gateway answers from it."""
+    stack = await asyncio.to_thread(_start, fast_scratch_dir / "dev-stack-local", local_model=True)
+    try:
+        env = stack.env
+        assert env["NEMO_LOCAL_MODEL_URL"].startswith("http://127.0.0.1:")
+        async with httpx.AsyncClient(trust_env=False) as client:
+            models = (await client.get(f"{env['NEMO_LOCAL_MODEL_URL']}/models")).json()
+        assert [model["id"] for model in models["data"]] == ["SmolLM2-135M-Instruct"]
+        metadata = ((env["NEMO_CALLER_TOKEN_METADATA_KEY"], env["NEMO_DEV_CALLER_TOKEN_INTERNAL"]),)
+        async with grpc.aio.insecure_channel(env["NEMO_GATEWAY_ADDR"]) as channel:
+            gateway = gateway_service_pb2_grpc.GatewayServiceStub(channel)
+            hint = await gateway.RunPrompt(
+                gateway_service_pb2.RunPromptRequest(
+                    prompt_id="learner.tutor_hint",
+                    learner_id="L-2041-1",
+                    variables=_struct(node_id="math-08-algebraic-identities"),
+                ),
+                metadata=metadata,
+                timeout=LOCAL_MODEL_SECONDS,
+            )
+            events = [
+                event
+                async for event in gateway.StreamPrompt(
+                    gateway_service_pb2.StreamPromptRequest(
+                        prompt_id="tutor.chat_reply",
+                        session_id="CS-L2-TUTOR",
+                        turn_id="T-LOCAL",
+                        user_message="Em chưa hiểu phân số bằng nhau ạ.",
+                    ),
+                    metadata=metadata,
+                    timeout=LOCAL_MODEL_SECONDS,
+                )
+            ]
+        # The run records name the local model, which was asked.
+        assert (hint.run.provider, hint.run.model) == ("local", "SmolLM2-135M-Instruct")
+        assert hint.run.attempts >= 1
+        assert hint.output.tutor_hint.hint
+        assert any(event.text_delta for event in events)
+        reply = events[-1].completed
+        assert (reply.run.provider, reply.run.model) == ("local", "SmolLM2-135M-Instruct")
+        commands = [
+            " ".join(child.cmdline())
+            for child in psutil.Process(stack.process.pid).children(recursive=True)
+        ]
+        assert any("serve.py" in command for command in commands), "the model server runs"
+        children = _stop(stack)
+        _, alive = await asyncio.to_thread(psutil.wait_procs, children, STOP_SECONDS)
+        assert not [child for child in alive if child.status() != "zombie"]
+    finally:
+        if stack.process.poll() is None:
+            stack.process.kill()
+            stack.process.wait()

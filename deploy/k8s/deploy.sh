@@ -3,7 +3,8 @@
 #   1. the namespace, the baseline network policies and the migration Job (the objects labelled
 #      nemo-ai-plane/deploy-phase=migrate), then wait until the Job has migrated the database;
 #   2. everything else, and wait for the rollouts.
-# The services therefore never start against an older schema. Usage: deploy.sh dev|prod
+# The services therefore never start against an older schema.
+# Usage: deploy.sh dev|dev-local-model|prod
 set -euo pipefail
 
 PHASE_SELECTOR="nemo-ai-plane/deploy-phase=migrate"
@@ -12,7 +13,7 @@ DEPLOYMENTS=(nemo-context nemo-gateway nemo-toolplane)
 MIGRATION_TIMEOUT_SECONDS=900
 
 usage() {
-  echo "usage: $0 dev|prod" >&2
+  echo "usage: $0 dev|dev-local-model|prod" >&2
   exit 2
 }
 
@@ -20,6 +21,11 @@ usage() {
 overlay="$(cd "$(dirname "$0")" && pwd)/overlays/$1"
 [[ -f "$overlay/kustomization.yaml" ]] || usage
 namespace="$(sed -n 's/^namespace: *//p' "$overlay/kustomization.yaml")"
+# An overlay with the local-model component waits for the model server too (the gateway's
+# first answers need it).
+if grep -q "components/local-model" "$overlay/kustomization.yaml"; then
+  DEPLOYMENTS=(nemo-local-model "${DEPLOYMENTS[@]}")
+fi
 
 # A Job's pod template cannot change, and each release must migrate with its own image: the
 # previous run's Job goes first (its logs go with it).

@@ -4,6 +4,8 @@ It covers exactly the features the manifests use and refuses any other field, so
 change that needs more fails loudly here instead of rendering something different from kubectl:
 
 - ``resources``: YAML files and directories holding a ``kustomization.yaml``;
+- ``components``: directories holding a ``kind: Component`` kustomization, applied after the
+  resources and before the including kustomization's own generators, as kustomize does;
 - ``configMapGenerator`` with ``envs``, ``literals`` and ``files``, ``behavior`` create or merge,
   and the content-hash name suffix, with references from pod specs renamed to match;
 - ``patches`` given by ``path``: strategic merge patches that find their target by kind and
@@ -37,6 +39,7 @@ _SUPPORTED_FIELDS = frozenset(
         "apiVersion",
         "kind",
         "resources",
+        "components",
         "configMapGenerator",
         "patches",
         "labels",
@@ -93,7 +96,17 @@ def render(directory: Path) -> list[Resource]:
 
 def _build(directory: Path) -> _Build:
     kustomization = _load_kustomization(directory)
+    if kustomization.get("kind") == "Component":
+        raise KustomizeError(f"{directory} is a Component: list it under `components`")
     build = _Build()
+    _add_resources(build, directory, kustomization)
+    for entry in kustomization.get("components", []):
+        _apply_component(build, (directory / entry).resolve())
+    _transform(build, directory, kustomization)
+    return build
+
+
+def _add_resources(build: _Build, directory: Path, kustomization: Mapping[str, Any]) -> None:
     for entry in kustomization.get("resources", []):
         path = directory / entry
         if path.is_dir():
@@ -102,6 +115,19 @@ def _build(directory: Path) -> _Build:
             build.generated |= child.generated
         else:
             build.resources += _load_documents(path)
+
+
+def _apply_component(build: _Build, directory: Path) -> None:
+    """A Component adds its resources to what the including kustomization has so far, then its
+    generators and transformers apply to all of it."""
+    component = _load_kustomization(directory)
+    if component.get("kind") != "Component":
+        raise KustomizeError(f"{directory}: a component must be of kind Component")
+    _add_resources(build, directory, component)
+    _transform(build, directory, component)
+
+
+def _transform(build: _Build, directory: Path, kustomization: Mapping[str, Any]) -> None:
     for generator in kustomization.get("configMapGenerator", []):
         _generate_config_map(build, directory, generator)
     for patch in kustomization.get("patches", []):
@@ -112,7 +138,6 @@ def _build(directory: Path) -> _Build:
         _add_labels(build.resources, labels)
     for image in kustomization.get("images", []):
         _set_image(build.resources, image)
-    return build
 
 
 def _load_kustomization(directory: Path) -> dict[str, Any]:

@@ -26,7 +26,9 @@ K8S = REPO / "deploy" / "k8s"
 DOCKER = REPO / "deploy" / "docker"
 
 #: The overlays a platform engineer applies, by name.
-OVERLAYS: Mapping[str, Path] = {"dev": K8S / "overlays" / "dev", "prod": K8S / "overlays" / "prod"}
+OVERLAYS: Mapping[str, Path] = {
+    name: K8S / "overlays" / name for name in ("dev", "dev-local-model", "prod")
+}
 #: Every kustomization of the tree: the overlays, the shared collector and the base.
 KUSTOMIZATIONS: Mapping[str, Path] = {
     **OVERLAYS,

@@ -94,7 +94,12 @@ def test_the_service_accepts_its_rendered_settings(
         assert settings.client_token is not None
         assert settings.context_address == "nemo-context:50051"
     if deployment == "nemo-gateway":
-        assert settings.provider == ("openai" if overlay == "prod" else "baseline")
+        provider = {"prod": "openai", "dev-local-model": "local"}.get(overlay, "baseline")
+        assert settings.provider == provider
+        if provider == "local":
+            # The component's server, and the model it serves on both tiers.
+            assert settings.llm_base_url == "http://nemo-local-model:8000/v1"
+            assert {settings.model_fast, settings.model_strong} == {"SmolLM2-135M-Instruct"}
         assert settings.llm_api_key.get_secret_value() == "llm-key"
         assert settings.embedding_api_key.get_secret_value() == "embedding-key"
     if deployment == "nemo-toolplane":

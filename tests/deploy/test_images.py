@@ -63,16 +63,22 @@ def direct_dependencies(package: str) -> set[str]:
 
 dockerfiles = pytest.mark.parametrize("image", sorted(IMAGES))
 
+#: The local model server's image: a project of its own (local-model/uv.lock), not a workspace
+#: package, so the package checks below do not apply to it.
+LOCAL_MODEL_DOCKERFILE = "local-model.Dockerfile"
+
 
 def test_there_is_one_dockerfile_per_image() -> None:
     assert sorted(p.name for p in DOCKER.glob("*Dockerfile")) == sorted(
-        dockerfile for dockerfile, _, _ in IMAGES.values()
+        [*(dockerfile for dockerfile, _, _ in IMAGES.values()), LOCAL_MODEL_DOCKERFILE]
     )
 
 
-@dockerfiles
-def test_hadolint_passes(image: str) -> None:
-    dockerfile = DOCKER / IMAGES[image][0]
+@pytest.mark.parametrize(
+    "dockerfile_name", [*sorted(d for d, _, _ in IMAGES.values()), LOCAL_MODEL_DOCKERFILE]
+)
+def test_hadolint_passes(dockerfile_name: str) -> None:
+    dockerfile = DOCKER / dockerfile_name
     result = subprocess.run(
         [str(HADOLINT), "--no-color", "--failure-threshold", "style", str(dockerfile)],
         capture_output=True,
@@ -120,6 +126,24 @@ def test_the_runtime_stage_is_slim_non_root_and_free_of_build_tools(image: str) 
     # Exec form, so SIGTERM reaches the server (which drains) instead of a shell.
     assert json.loads(runtime.all("ENTRYPOINT")[-1]) == [script]
     assert not re.search(r"(TOKEN|PASSWORD|SECRET|API_KEY)", " ".join(runtime.all("ENV")))
+
+
+def test_the_local_model_image_compiles_in_the_builder_and_runs_slim_and_non_root() -> None:
+    builder, runtime = parse_stages(DOCKER / LOCAL_MODEL_DOCKERFILE)
+    # The compilers are in the full image of the same interpreter as the slim runtime.
+    assert builder.base == runtime.base.replace("-slim-", "-")
+    assert _SLIM_PYTHON.match(runtime.base), runtime.base
+    assert [r for r in builder.all("RUN") if " uv sync " in f" {r} "] == [
+        "--mount=type=cache,target=/root/.cache/uv uv sync --frozen --no-dev"
+    ]
+    assert builder.all("WORKDIR") == ["/src/local-model"]
+    user = runtime.all("USER")[-1].split(":")
+    assert all(part.isdigit() and int(part) > 0 for part in user), user
+    # One package in the final image: OpenMP's runtime, pinned; no compiler, no uv.
+    [run] = runtime.all("RUN")
+    assert re.search(r"install --yes --no-install-recommends libgomp1=\S+ ", run)
+    assert not re.search(r"\b(uv|pip|gcc|g\+\+|cmake|git)\b", run)
+    assert json.loads(runtime.all("ENTRYPOINT")[-1])[:2] == ["python", "/opt/nemo/serve.py"]
 
 
 @dockerfiles
@@ -233,8 +257,8 @@ def test_the_build_context_carries_what_the_builds_copy() -> None:
         "docs/architecture.md",
         "ops/src/nemo_ops/migrations/0001_roles_and_schemas.sql",
     ]
-    for image in IMAGES.values():
-        builder, runtime = parse_stages(DOCKER / image[0])
+    for dockerfile in [*(image[0] for image in IMAGES.values()), LOCAL_MODEL_DOCKERFILE]:
+        builder, runtime = parse_stages(DOCKER / dockerfile)
         for stage in (builder, runtime):
             for copy in stage.all("COPY"):
                 if copy.startswith("--from"):

@@ -55,9 +55,14 @@ SERVICES = ("nemo-context", "nemo-gateway", "nemo-toolplane")
 NEMO_PODS = (*SERVICES, MIGRATION_JOB, "stray-pod")
 
 
-def _expected() -> set[Connection]:
+def _expected(overlay: str) -> set[Connection]:
     """The design's list of paths, one line per reason."""
     paths: set[Connection] = set()
+    if overlay == "dev-local-model":
+        # The gateway, and nothing else, calls the local model server; the server calls nothing
+        # but cluster DNS, like every pod of the namespace.
+        paths.add(Connection("nemo-gateway", "nemo-local-model", 8000))
+        paths |= {Connection("nemo-local-model", "kube-dns", p.port, p.protocol) for p in DNS}
     # DNS egress for every pod of the namespace (even one nobody planned for).
     paths |= {Connection(pod, "kube-dns", p.port, p.protocol) for pod in NEMO_PODS for p in DNS}
     # The three services export OTLP to the collector.
@@ -158,7 +163,7 @@ def test_exactly_the_designed_paths_are_open(renderer: str, overlay: str) -> Non
     resources = rendered(renderer, overlay)
     cluster, namespace = _cluster(renderer, resources)
     allowed = cluster.allowed([namespace])
-    expected = _expected()
+    expected = _expected(overlay)
     assert sorted(map(str, allowed - expected)) == [], "paths nobody asked for"
     assert sorted(map(str, expected - allowed)) == [], "designed paths that are closed"
 
@@ -199,11 +204,11 @@ def test_a_path_needs_both_the_senders_egress_and_the_receivers_ingress() -> Non
     # Every pod may now send to the context service, but it still admits only its callers.
     policies["allow-context-egress"]["spec"]["podSelector"] = {}
     cluster, namespace = _cluster("python", resources)
-    assert cluster.allowed([namespace]) == _expected()
+    assert cluster.allowed([namespace]) == _expected("prod")
     # Once the receiver admits everyone too, the stray pod and the Job get through.
     policies["allow-context-ingress"]["spec"]["ingress"][0]["from"] = [{"podSelector": {}}]
     cluster, namespace = _cluster("python", resources)
-    assert cluster.allowed([namespace]) - _expected() == {
+    assert cluster.allowed([namespace]) - _expected("prod") == {
         Connection("stray-pod", "nemo-context", 50051),
         Connection(MIGRATION_JOB, "nemo-context", 50051),
     }

@@ -31,6 +31,7 @@ PAGES = {
     "snapshots.md": "Snapshot retention and purge",
     "audit-log.md": "Read the audit log",
     "scaling.md": "Scale each service",
+    "evaluation.md": "Evaluate the prompts against a model",
 }
 
 _FRONT_MATTER = re.compile(r"\A---\ntitle: (?P<title>[^\n]+)\n---\n\n# (?P<heading>[^\n]+)\n")
@@ -59,6 +60,7 @@ def _code(text: str) -> list[str]:
 def _known_variables() -> set[str]:
     known = {f"{v}{suffix}" for v in ROLE_PASSWORD_ENV.values() for suffix in ("", "_FILE")}
     known.add("NEMO_OWNER_DATABASE_URL")  # read by deploy/k8s/create_secrets.py
+    known.add("NEMO_EVAL_LABEL")  # read by make eval (nemo_eval)
     known.add(OPERATOR_TOKEN_ENV)  # read by `nemo approvals`
     for _, settings in SETTINGS_CLASSES:
         prefix = str(settings.model_config.get("env_prefix", ""))

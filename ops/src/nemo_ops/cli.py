@@ -22,6 +22,7 @@ from nemo_ops import (
     agent_tokens,
     approvals,
     dev,
+    local_model,
     migrate,
     operator_accounts,
     policies,
@@ -93,6 +94,7 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
 # Failures the user can act on: reported as one line, without a traceback.
 _EXPECTED_FAILURES: tuple[type[BaseException], ...] = (
     dev.DevStackError,
+    local_model.LocalModelUnavailable,
     EmbeddedPostgresError,
     ValueError,  # a malformed URL or value given on the command line or in the environment
     migrate.MigrationError,

@@ -2,7 +2,9 @@
 
 Starts embedded PostgreSQL (or uses ``DATABASE_URL``), migrates, seeds, issues demo agent tokens,
 starts the three services as separate processes, waits until each reports SERVING, writes
-``<state-dir>/dev.env`` and stops everything it started on Ctrl-C or SIGTERM.
+``<state-dir>/dev.env`` and stops everything it started on Ctrl-C or SIGTERM. With
+``NEMO_GATEWAY_PROVIDER=local`` it first starts the local model server (SmolLM2-135M-Instruct,
+built by ``make local-model``) and points the gateway at it.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from pathlib import Path
 
 from nemo_core.db import connect, dsn_with
 from nemo_core.settings import DEFAULT_CALLER_TOKEN_METADATA_KEY
+from nemo_ops import local_model
 from nemo_ops.embedded_pg import EmbeddedPostgres, start_embedded_postgres
 from nemo_ops.migrate import migrate, role_passwords_from_env
 from nemo_ops.seed import seed
@@ -124,6 +127,15 @@ class ServiceProcesses:
             name, {**os.environ, **env}, self._log_dir / f"{name}.log"
         )
 
+    async def start_local_model(self, port: int) -> None:
+        """The local model server, loaded and serving before the gateway starts."""
+        name = "local-model"
+        log_path = self._log_dir / f"{name}.log"
+        _progress(f"loading {local_model.MODEL_NAME} on {local_model.base_url(port)}")
+        self.processes[name] = process = await local_model.spawn_local_model(port, log_path)
+        seconds = await local_model.wait_until_loaded(process, port, log_path, progress=_progress)
+        _progress(f"{local_model.MODEL_NAME} loaded in {seconds:.1f} s")
+
     def exited(self) -> dict[str, int]:
         """Services whose process has ended, with their exit codes."""
         return {
@@ -181,6 +193,8 @@ def dev_env(
     ports: Ports,
     caller_tokens: Mapping[str, str],
     agent_tokens: Mapping[str, str],
+    *,
+    local_model_port: int | None = None,
 ) -> dict[str, str]:
     """What `.nemo/dev.env` holds: where everything is and how to authenticate."""
     env = {
@@ -191,6 +205,8 @@ def dev_env(
         "NEMO_MCP_URL": ports.mcp_url,
         "NEMO_CALLER_TOKEN_METADATA_KEY": DEFAULT_CALLER_TOKEN_METADATA_KEY,
     }
+    if local_model_port is not None:
+        env["NEMO_LOCAL_MODEL_URL"] = local_model.base_url(local_model_port)
     for agent, token in agent_tokens.items():
         env[f"NEMO_DEV_TOKEN_{agent.removesuffix('-agent').upper()}_AGENT"] = token
     for identity, token in sorted(caller_tokens.items()):
@@ -216,14 +232,17 @@ def _exclusive(state_dir: Path) -> Iterator[None]:
         yield
 
 
-def _check_ports_free(ports: Ports) -> None:
+def _check_ports_free(ports: Ports, local_model_port: int | None = None) -> None:
     """Refuse to start when a port is taken: readiness checks would find whatever serves it."""
-    for name, port in (
+    checked = [
         ("--context-port", ports.context),
         ("--gateway-port", ports.gateway),
         ("--toolplane-port", ports.toolplane),
         ("--mcp-port", ports.mcp),
-    ):
+    ]
+    if local_model_port is not None:
+        checked.append(("--local-model-port", local_model_port))
+    for name, port in checked:
         with socket.socket() as probe:
             # As the servers bind: a port held only by connections in TIME_WAIT is free to them.
             probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -268,8 +287,19 @@ def _database(state_dir: Path) -> Iterator[tuple[str, EmbeddedPostgres | None]]:
         _progress("stopped embedded PostgreSQL")
 
 
-async def up(state_dir: Path, ports: Ports, caller_tokens: Mapping[str, str]) -> int:
-    """Run the stack until a signal arrives; returns the exit code."""
+def wants_local_model(environ: Mapping[str, str]) -> bool:
+    """Whether the gateway is to run on the local model (``NEMO_GATEWAY_PROVIDER=local``)."""
+    return environ.get("NEMO_GATEWAY_PROVIDER", "").strip().lower() == "local"
+
+
+async def up(
+    state_dir: Path,
+    ports: Ports,
+    caller_tokens: Mapping[str, str],
+    local_model_port: int | None = None,
+) -> int:
+    """Run the stack until a signal arrives; returns the exit code. With
+    ``local_model_port``, the local model server runs there and the gateway uses it."""
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -282,12 +312,21 @@ async def up(state_dir: Path, ports: Ports, caller_tokens: Mapping[str, str]) ->
         environments = service_environments(
             owner_dsn, ports, caller_tokens, state_dir, role_passwords_from_env(os.environ)
         )
+        if local_model_port is not None:
+            environments["gateway"] |= {
+                "NEMO_GATEWAY_PROVIDER": "local",
+                "NEMO_GATEWAY_LLM_BASE_URL": local_model.base_url(local_model_port),
+            }
         try:
+            if local_model_port is not None:
+                await services.start_local_model(local_model_port)
             for name in SERVICES:
                 await services.start(name, environments[name])
             if not await _wait_until_ready(services, ports, stop):
                 return 0 if stop.is_set() else 1
-            env = dev_env(owner_dsn, ports, caller_tokens, agent_tokens)
+            env = dev_env(
+                owner_dsn, ports, caller_tokens, agent_tokens, local_model_port=local_model_port
+            )
             write_private(
                 state_dir / "dev.env",
                 "".join(f"{key}={shlex.quote(value)}\n" for key, value in env.items()),
@@ -314,6 +353,11 @@ def _print_summary(env: Mapping[str, str], state_dir: Path) -> None:
         f"  gateway    grpc  {env['NEMO_GATEWAY_ADDR']}",
         f"  toolplane  grpc  {env['NEMO_TOOLPLANE_ADDR']}",
         f"  MCP edge   http  {env['NEMO_MCP_URL']}",
+        *(
+            [f"  model      http  {env['NEMO_LOCAL_MODEL_URL']}  ({local_model.MODEL_NAME})"]
+            if "NEMO_LOCAL_MODEL_URL" in env
+            else []
+        ),
         "",
         "Demo agent tokens (Authorization: Bearer ...):",
         *(f"  {key}={value}" for key, value in env.items() if key.startswith("NEMO_DEV_TOKEN_")),
@@ -339,14 +383,23 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gateway-port", type=int, default=50052, help="default: 50052")
     parser.add_argument("--toolplane-port", type=int, default=50053, help="default: 50053")
     parser.add_argument("--mcp-port", type=int, default=8080, help="default: 8080")
+    parser.add_argument(
+        "--local-model-port",
+        type=int,
+        default=50054,
+        help="the local model server's port, with NEMO_GATEWAY_PROVIDER=local (default: 50054)",
+    )
 
 
 def run_command(args: argparse.Namespace) -> int:
     ports = Ports(args.context_port, args.gateway_port, args.toolplane_port, args.mcp_port)
     state_dir: Path = args.state_dir.resolve()
     (state_dir / "logs").mkdir(parents=True, exist_ok=True)
+    local_model_port = args.local_model_port if wants_local_model(os.environ) else None
     with _exclusive(state_dir):
-        _check_ports_free(ports)
+        _check_ports_free(ports, local_model_port)
+        if local_model_port is not None:
+            local_model.server_python()  # not built: say so before anything starts
         caller_tokens = load_or_create_caller_tokens(state_dir / "caller-tokens.json")
         load_or_create_pseudonym_key(state_dir / "pseudonym.key")
-        return asyncio.run(up(state_dir, ports, caller_tokens))
+        return asyncio.run(up(state_dir, ports, caller_tokens, local_model_port))

@@ -16,7 +16,7 @@ import os
 import secrets
 import signal
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -161,11 +161,17 @@ async def spawn_service(
     """Start ``python -m nemo_<service>`` with exactly ``env``, appending its output to
     ``log_path``. It runs in its own session (Ctrl-C in a terminal reaches only the parent, which
     stops the services in order) and dies with its parent."""
+    return await spawn_logged((sys.executable, "-m", f"nemo_{service}"), env, log_path)
+
+
+async def spawn_logged(
+    argv: Sequence[str], env: Mapping[str, str], log_path: Path
+) -> asyncio.subprocess.Process:
+    """Start ``argv`` with exactly ``env`` as a service process is started: its own session,
+    dying with its parent, its output appended to ``log_path``."""
     with log_path.open("ab") as log:
         return await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            f"nemo_{service}",
+            *argv,
             env=dict(env),
             stdin=asyncio.subprocess.DEVNULL,
             stdout=log,

@@ -9,8 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import grpc.aio
 from google.protobuf import struct_pb2, timestamp_pb2
 
+from nemo.gateway.v1 import gateway_service_pb2 as gw_pb
 from nemo.gateway.v1 import gateway_service_pb2_grpc
 from nemo_context.app import SERVICE_NAME as CONTEXT_SERVICE_NAME
 from nemo_context.app import build as build_context
@@ -40,6 +42,21 @@ class Gateway:
 
 
 StartGateway = Callable[..., Awaitable[Gateway]]
+
+
+async def collect_stream(
+    gateway: Gateway, request: gw_pb.StreamPromptRequest, deadline_seconds: float = 10
+) -> tuple[list[str], list[gw_pb.StreamPromptResponse], grpc.aio.AioRpcError | None]:
+    """The text deltas, every event, and the error the stream ended with (None if clean)."""
+    events: list[gw_pb.StreamPromptResponse] = []
+    try:
+        async for event in gateway.stub.StreamPrompt(
+            request, metadata=gateway.metadata, timeout=deadline_seconds
+        ):
+            events.append(event)
+    except grpc.aio.AioRpcError as exc:
+        return [e.text_delta for e in events if e.HasField("text_delta")], events, exc
+    return [e.text_delta for e in events if e.HasField("text_delta")], events, None
 
 
 def variables(**values: Any) -> struct_pb2.Struct:

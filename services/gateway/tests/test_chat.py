@@ -27,6 +27,7 @@ from .gateway_testing import (
     Gateway,
     StartGateway,
     chat_session,
+    collect_stream,
     start_context_service,
     stored_messages,
 )
@@ -52,16 +53,7 @@ def _request(session_id: str, turn_id: str = "T2") -> pb.StreamPromptRequest:
 async def _collect(
     gateway: Gateway, request: pb.StreamPromptRequest
 ) -> tuple[list[str], list[pb.StreamPromptResponse], grpc.aio.AioRpcError | None]:
-    """The text deltas, every event, and the error the stream ended with (None if clean)."""
-    events: list[pb.StreamPromptResponse] = []
-    try:
-        async for event in gateway.stub.StreamPrompt(
-            request, metadata=gateway.metadata, timeout=10
-        ):
-            events.append(event)
-    except grpc.aio.AioRpcError as exc:
-        return [e.text_delta for e in events if e.HasField("text_delta")], events, exc
-    return [e.text_delta for e in events if e.HasField("text_delta")], events, None
+    return await collect_stream(gateway, request)
 
 
 @pytest.fixture

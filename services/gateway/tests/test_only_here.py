@@ -52,20 +52,33 @@ ALLOWED: dict[str, tuple[frozenset[str], str]] = {
         frozenset({"base_url"}),
         "points the gateway process under test at the scripted provider",
     ),
+    "ops/src/nemo_ops/dev.py": (
+        frozenset({"base_url"}),
+        "points the gateway it starts at the local model server it starts with it",
+    ),
     "benchmarks/gateway.py": (
         frozenset({"base_url"}),
         "points the gateway under benchmark at the instant provider",
     ),
     "tests/deploy/": (
+        frozenset({"key", "base_url"}),
+        "checks that only the gateway's manifests mount the model keys, and where the rendered "
+        "settings point the gateway",
+    ),
+    "libs/nemo-eval/tests/": (
         frozenset({"key"}),
-        "checks that only the gateway's manifests mount the model keys",
+        "checks that the key settings never reach an evaluation report",
+    ),
+    "libs/nemo-eval/src/nemo_eval/stack.py": (
+        frozenset({"base_url"}),
+        "points the gateway under evaluation at the recording proxy in front of the provider",
     ),
     "libs/nemo-testing/src/nemo_testing/providers.py": (
         frozenset({"endpoint"}),
         "the scripted provider server: it serves the wire formats, it calls no model",
     ),
 }
-SEARCHED = ("libs", "services", "ops", "benchmarks", "tests", "conftest.py")
+SEARCHED = ("libs", "services", "ops", "benchmarks", "tests", "local-model", "conftest.py")
 SKIPPED_PARTS = frozenset({"__pycache__", ".venv", "node_modules"})
 GENERATED = "libs/nemo-protos/src/nemo/"
 

@@ -367,7 +367,8 @@ async def test_a_guardrail_that_raises_falls_back_with_its_own_reason(
     try:
         outcome = await run_model(
             broken, prompt, broken.render(prompt), http,
-            model="m", max_attempts=3, deadline=time.monotonic() + 5,
+            model="m", max_output_tokens=broken.max_output_tokens, max_attempts=3,
+            deadline=time.monotonic() + 5,
         )  # fmt: skip
     finally:
         await http.aclose()

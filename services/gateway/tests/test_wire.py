@@ -38,7 +38,7 @@ async def test_openai_chat_completions(
 async def test_openai_schema_mode_sends_the_prompts_schema_in_one_compact_encoding(
     start_gateway: StartGateway, provider: ScriptedProvider
 ) -> None:
-    gateway = await start_gateway(provider="openai", json_schema_mode=True)
+    gateway = await start_gateway(provider="openai", structured_output="json_schema")
     provider.script(Answer(VALID))
     response = await gateway.stub.RunPrompt(REQUEST, metadata=gateway.metadata, timeout=5)
     [request] = provider.requests
@@ -59,7 +59,7 @@ async def test_openai_schema_mode_sends_the_prompts_schema_in_one_compact_encodi
 async def test_openai_without_schema_mode_asks_for_a_json_object(
     start_gateway: StartGateway, provider: ScriptedProvider
 ) -> None:
-    gateway = await start_gateway(provider="openai", json_schema_mode=False)
+    gateway = await start_gateway(provider="openai", structured_output="json_object")
     provider.script(Answer(VALID))
     await gateway.stub.RunPrompt(REQUEST, metadata=gateway.metadata, timeout=5)
     assert provider.requests[0].json()["response_format"] == {"type": "json_object"}
@@ -113,7 +113,7 @@ async def test_anthropic_gets_the_output_schema_in_its_system_prompt(
 async def test_openai_json_mode_gets_the_output_schema_in_its_system_prompt(
     start_gateway: StartGateway, provider: ScriptedProvider
 ) -> None:
-    gateway = await start_gateway(provider="openai", json_schema_mode=False)
+    gateway = await start_gateway(provider="openai", structured_output="json_object")
     provider.script(Answer(VALID))
     response = await gateway.stub.RunPrompt(REQUEST, metadata=gateway.metadata, timeout=5)
     [request] = provider.requests
@@ -130,7 +130,7 @@ async def test_openai_json_mode_gets_the_output_schema_in_its_system_prompt(
 async def test_openai_schema_mode_does_not_repeat_the_schema_in_the_prompt(
     start_gateway: StartGateway, provider: ScriptedProvider
 ) -> None:
-    gateway = await start_gateway(provider="openai", json_schema_mode=True)
+    gateway = await start_gateway(provider="openai", structured_output="json_schema")
     provider.script(Answer(VALID))
     await gateway.stub.RunPrompt(REQUEST, metadata=gateway.metadata, timeout=5)
     system = provider.requests[0].json()["messages"][0]["content"]

@@ -24,6 +24,7 @@ import contextlib
 import hashlib
 import json
 import sys
+import time
 from collections import deque
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -38,20 +39,29 @@ _READ_SIZE = 65536
 
 @dataclass(frozen=True)
 class Answer:
-    """A whole answer; ``truncated`` makes the finish reason length / max_tokens."""
+    """A whole answer; ``truncated`` makes the finish reason length / max_tokens. ``text`` None
+    sends ``content: null``; ``reasoning`` goes in the message's ``reasoning_content`` (OpenAI
+    wire) or a ``thinking`` block before the text (Anthropic wire), as reasoning servers send
+    it; ``usage`` False leaves token usage out."""
 
-    text: str
+    text: str | None
     truncated: bool = False
     input_tokens: int = 40
     output_tokens: int = 12
+    reasoning: str | None = None
+    usage: bool = True
 
 
 @dataclass(frozen=True)
 class HttpError:
-    """An error status, for example 429 with a Retry-After of ``retry_after`` seconds."""
+    """An error status, for example 429 with a Retry-After of ``retry_after`` seconds (a number,
+    or the header's text as it is, for an HTTP date), with ``body`` as its JSON body."""
 
     status: int
-    retry_after: float | None = None
+    retry_after: float | str | None = None
+    body: Any = field(default_factory=lambda: {"error": "scripted"})
+    headers: tuple[tuple[str, str], ...] = ()
+    """More response headers, for example ``(("retry-after-ms", "1500"),)``."""
 
 
 @dataclass(frozen=True)
@@ -71,6 +81,8 @@ class Stream:
     truncated: bool = False
     delta_delay: float = 0.0
     input_tokens: int = 40
+    usage: bool = True
+    """False: no usage in the stream, as llama-cpp-python's server sends none."""
 
 
 Reply = Answer | HttpError | Hang | Stream
@@ -83,6 +95,8 @@ class RecordedRequest:
     path: str
     headers: dict[str, str]
     body: bytes
+    received_at: float = 0.0
+    """``time.monotonic()`` when the request had arrived whole."""
 
     def json(self) -> Any:
         return json.loads(self.body)
@@ -99,36 +113,51 @@ def _sse(event: str | None, data: Any) -> bytes:
 
 
 def _openai_answer(model: str, answer: Answer) -> dict[str, Any]:
-    return {
+    message: dict[str, Any] = {"role": "assistant", "content": answer.text}
+    if answer.reasoning is not None:
+        message["reasoning_content"] = answer.reasoning
+    payload: dict[str, Any] = {
         "id": "chatcmpl-scripted",
         "object": "chat.completion",
         "model": model,
         "choices": [
             {
                 "index": 0,
-                "message": {"role": "assistant", "content": answer.text},
+                "message": message,
                 "finish_reason": "length" if answer.truncated else "stop",
             }
         ],
-        "usage": {
+    }
+    if answer.usage:
+        payload["usage"] = {
             "prompt_tokens": answer.input_tokens,
             "completion_tokens": answer.output_tokens,
             "total_tokens": answer.input_tokens + answer.output_tokens,
-        },
-    }
+        }
+    return payload
 
 
 def _anthropic_answer(model: str, answer: Answer) -> dict[str, Any]:
-    return {
+    content: list[dict[str, Any]] = []
+    if answer.reasoning is not None:
+        content.append({"type": "thinking", "thinking": answer.reasoning, "signature": "s"})
+    if answer.text is not None:
+        content.append({"type": "text", "text": answer.text})
+    payload: dict[str, Any] = {
         "id": "msg_scripted",
         "type": "message",
         "role": "assistant",
         "model": model,
-        "content": [{"type": "text", "text": answer.text}],
+        "content": content,
         "stop_reason": "max_tokens" if answer.truncated else "end_turn",
         "stop_sequence": None,
-        "usage": {"input_tokens": answer.input_tokens, "output_tokens": answer.output_tokens},
     }
+    if answer.usage:
+        payload["usage"] = {
+            "input_tokens": answer.input_tokens,
+            "output_tokens": answer.output_tokens,
+        }
+    return payload
 
 
 def _openai_stream(model: str, stream: Stream) -> tuple[list[bytes], list[bytes]]:
@@ -147,22 +176,23 @@ def _openai_stream(model: str, stream: Stream) -> tuple[list[bytes], list[bytes]
 
     deltas = [chunk({"content": text}, None) for text in stream.deltas]
     output_tokens = sum(len(text.split()) for text in stream.deltas)
+    usage = _sse(
+        None,
+        {
+            "id": "chatcmpl-scripted",
+            "object": "chat.completion.chunk",
+            "model": model,
+            "choices": [],
+            "usage": {
+                "prompt_tokens": stream.input_tokens,
+                "completion_tokens": output_tokens,
+                "total_tokens": stream.input_tokens + output_tokens,
+            },
+        },
+    )
     closing = [
         chunk({}, "length" if stream.truncated else "stop"),
-        _sse(
-            None,
-            {
-                "id": "chatcmpl-scripted",
-                "object": "chat.completion.chunk",
-                "model": model,
-                "choices": [],
-                "usage": {
-                    "prompt_tokens": stream.input_tokens,
-                    "completion_tokens": output_tokens,
-                    "total_tokens": stream.input_tokens + output_tokens,
-                },
-            },
-        ),
+        *([usage] if stream.usage else []),
         _sse(None, "[DONE]"),
     ]
     return deltas, closing
@@ -344,7 +374,7 @@ class ScriptedProvider:
         path = request.target.decode()
         if self.record:
             headers = {k.decode().lower(): v.decode() for k, v in request.headers}
-            self.requests.append(RecordedRequest(path, headers, body))
+            self.requests.append(RecordedRequest(path, headers, body, time.monotonic()))
             self._arrived.set()
         try:
             payload = json.loads(body)
@@ -364,8 +394,12 @@ class ScriptedProvider:
         elif reply is None:
             await _send_json(connection, writer, 500, {"error": "no scripted reply"})
         elif isinstance(reply, HttpError):
-            extra = [] if reply.retry_after is None else [("retry-after", f"{reply.retry_after:g}")]
-            await _send_json(connection, writer, reply.status, {"error": "scripted"}, extra)
+            extra = list(reply.headers)
+            if isinstance(reply.retry_after, str):
+                extra.append(("retry-after", reply.retry_after))
+            elif reply.retry_after is not None:
+                extra.append(("retry-after", f"{reply.retry_after:g}"))
+            await _send_json(connection, writer, reply.status, reply.body, extra)
         elif isinstance(reply, Hang):
             await asyncio.sleep(reply.seconds)
             raise _Cut

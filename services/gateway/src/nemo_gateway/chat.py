@@ -50,6 +50,7 @@ from nemo_gateway.providers.base import (
     ProviderFailure,
     StreamEnd,
     TextDelta,
+    Usage,
 )
 from nemo_gateway.runner import (
     BASELINE_PROVIDER,
@@ -95,6 +96,8 @@ class _Reply:
             self.tally.finish_reasons.append(end.finish_reason)
             self.tally.response_model = end.response_model
             self.tally.add_usage(end.usage)
+        elif self.tally.requests:
+            self.tally.add_usage(Usage())  # a stream that never ended reported no usage
         if self.rejected is not None:
             reason: str = Reason.GUARDRAIL_REJECTED
         elif self.failure is not None:
@@ -175,9 +178,10 @@ class ChatStreamer:
         request = ModelRequest(
             model=model,
             messages=messages,
-            max_output_tokens=spec.max_output_tokens,
+            max_output_tokens=self._settings.output_tokens(spec.max_output_tokens),
             temperature=spec.temperature,
             output_schema=None,
+            reasoning=spec.reasoning,
         )
         reply = _Reply(SentenceScreen(lambda text: reply_problem(text, prompt)))
         with prompt_span(spec, provider.name, model, "text") as span:
@@ -295,6 +299,7 @@ class ChatStreamer:
                     raise
                 if reply.parts or restarts >= self._settings.max_retries:
                     raise
+                reply.tally.add_usage(Usage())  # the broken stream reported no usage
             restarts += 1
             logger.info("restarting a model stream that broke before its first delta")
 

@@ -125,6 +125,16 @@ def record_tally(span: Span, tally: Tally, *, path: str, reason: str, input_ref:
     )  # fmt: skip
 
 
+def token_usage(tally: Tally) -> run_pb2.TokenUsage:
+    """The run record's usage: unknown counts are flagged, never reported as 0."""
+    return run_pb2.TokenUsage(
+        input_tokens=tally.input_tokens or 0,
+        output_tokens=tally.output_tokens or 0,
+        input_tokens_unknown=tally.input_tokens is None,
+        output_tokens_unknown=tally.output_tokens is None,
+    )
+
+
 def run_record(
     spec: AnySpec,
     clock: Clock,
@@ -146,9 +156,7 @@ def run_record(
         attempts=tally.requests,
         provider=provider,
         model=model,
-        usage=run_pb2.TokenUsage(
-            input_tokens=tally.input_tokens, output_tokens=tally.output_tokens
-        ),
+        usage=token_usage(tally),
         input_ref=input_ref,
         request_sha256=tally.request_sha256,
         evaluated_at=clock.timestamp(),
@@ -261,6 +269,7 @@ class PromptRunner:
                     rendered,
                     provider,
                     model=model,
+                    max_output_tokens=self._settings.output_tokens(spec.max_output_tokens),
                     max_attempts=self._settings.max_answer_attempts,
                     deadline=model_deadline(self._settings.fallback_reserve_seconds),
                 )
@@ -284,9 +293,10 @@ class PromptRunner:
                 {
                     "provider": provider,
                     "temperature": spec.temperature,
-                    "max_output_tokens": spec.max_output_tokens,
+                    "max_output_tokens": self._settings.output_tokens(spec.max_output_tokens),
                     "max_attempts": self._settings.max_answer_attempts,
-                    "json_schema_mode": self._settings.json_schema_mode,
+                    "llm_server": self._settings.llm_server,
+                    "structured_output": self._settings.structured_output,
                 }
             )
             fixed = self._fixed_key_parts[spec.ref] = (parameters, digest(spec.output_schema))

@@ -16,7 +16,15 @@ from pydantic_settings import SettingsConfigDict
 from nemo_core.client import channel_target
 from nemo_core.settings import ServiceSettings
 
-ProviderName = Literal["baseline", "openai", "anthropic"]
+ProviderName = Literal["baseline", "openai", "anthropic", "local"]
+LlmServer = Literal[
+    "auto", "openai", "nim", "vllm", "llama-cpp", "llama-cpp-python", "ollama", "other"
+]
+StructuredOutput = Literal["auto", "json_schema", "json_object_schema", "json_object", "prompt"]
+
+LOCAL_MODEL_NAME = "SmolLM2-135M-Instruct"
+"""The model the local provider serves (its name on the local server)."""
+LOCAL_BASE_URL = "http://127.0.0.1:8000/v1"
 
 
 def _read_key(path: Path) -> SecretStr:
@@ -43,14 +51,42 @@ class GatewaySettings(ServiceSettings):
         "baseline",
         description="Model provider: `baseline` (no model; every prompt returns its "
         "deterministic baseline, no key needed), `openai` (any OpenAI-compatible chat "
-        "completions API: OpenAI, NVIDIA NIM, vLLM, Ollama, llama.cpp server) or `anthropic` "
-        "(Anthropic messages API).",
+        "completions API: OpenAI, NVIDIA NIM, vLLM, Ollama, llama.cpp server), `anthropic` "
+        "(Anthropic messages API) or `local` (SmolLM2-135M-Instruct on llama-cpp-python's "
+        "OpenAI-compatible server; `nemo dev up` and `make run` start it, no key needed).",
     )
     llm_base_url: str | None = Field(
         None,
         description="Base URL of the LLM API, for example https://integrate.api.nvidia.com/v1 "
         "(OpenAI-compatible, /chat/completions is appended) or https://api.anthropic.com "
-        "(/v1/messages is appended). Unset: the provider's public endpoint.",
+        "(/v1/messages is appended). Unset: the provider's public endpoint "
+        f"({LOCAL_BASE_URL} for `local`).",
+    )
+    llm_server: LlmServer = Field(
+        "auto",
+        description="Which server answers at an OpenAI-compatible base URL; decides the "
+        "structured-output dialect, the name of the output token limit and how a prompt's "
+        "reasoning is switched: `openai` (strict json_schema, max_completion_tokens, "
+        "reasoning_effort), `nim`, `vllm`, `llama-cpp` (llama.cpp's llama-server) (json_schema, "
+        "max_tokens, chat_template_kwargs.enable_thinking), `llama-cpp-python` (json_object "
+        "with schema), `ollama` (json_schema, which it turns into its format), `other` "
+        "(json_schema, no extra fields). `auto`: `llama-cpp-python` for `local`, `openai` or "
+        "`nim` by the base URL's host, otherwise `other`.",
+    )
+    structured_output: StructuredOutput = Field(
+        "auto",
+        description="How an OpenAI-compatible request asks for an answer that follows the "
+        "prompt's JSON Schema: `json_schema` (response_format json_schema), "
+        "`json_object_schema` (response_format json_object with schema), `json_object` (JSON "
+        "mode, the schema in the system prompt), `prompt` (the schema in the system prompt "
+        "only, for servers that take no response_format). `auto`: the dialect of "
+        "`llm_server`.",
+    )
+    output_token_limit: int | None = Field(
+        None,
+        gt=0,
+        description="Upper bound on every prompt's output tokens (a prompt's own lower limit "
+        "still applies); for slow local models and for tests. Unset: each prompt's limit.",
     )
     llm_api_key: SecretStr | None = Field(
         None, description="Key of the LLM API; never logged. Local servers may need none."
@@ -78,11 +114,6 @@ class GatewaySettings(ServiceSettings):
     model_strong: str = Field(
         "nvidia/nemotron-3-super-120b-a12b",
         description="Model name for prompts of the strong tier.",
-    )
-    json_schema_mode: bool = Field(
-        True,
-        description="Ask OpenAI-compatible providers for schema-constrained output "
-        "(response_format json_schema); turn off for servers that do not support it.",
     )
     ai_enrichment_enabled: bool = Field(
         True,
@@ -116,7 +147,11 @@ class GatewaySettings(ServiceSettings):
         0.25, gt=0, description="Backoff before the first retry; doubled for each further one."
     )
     retry_backoff_max_seconds: float = Field(
-        4.0, gt=0, description="Longest backoff between two retries (Retry-After included)."
+        4.0,
+        gt=0,
+        description="Longest backoff between two retries. A provider's Retry-After is waited "
+        "as it is when it ends before the caller's deadline; otherwise the run fails at once "
+        "(PROVIDER_RATE_LIMITED for 429, PROVIDER_UNAVAILABLE for 5xx).",
     )
     fallback_reserve_seconds: float = Field(
         0.1,
@@ -179,6 +214,21 @@ class GatewaySettings(ServiceSettings):
             object.__setattr__(self, key, _read_key(path))
         return self
 
+    @model_validator(mode="after")
+    def _local_model_names(self) -> Self:
+        # The local server serves one model; tiers name it unless they were set explicitly.
+        if self.provider == "local":
+            for tier in ("model_fast", "model_strong"):
+                if tier not in self.model_fields_set:
+                    object.__setattr__(self, tier, LOCAL_MODEL_NAME)
+        return self
+
     def model_for(self, tier: Literal["fast", "strong"]) -> str:
         """The configured model name of a tier."""
         return self.model_fast if tier == "fast" else self.model_strong
+
+    def output_tokens(self, prompt_limit: int) -> int:
+        """The output token limit of a prompt's model requests."""
+        if self.output_token_limit is None:
+            return prompt_limit
+        return min(prompt_limit, self.output_token_limit)

@@ -72,18 +72,21 @@ def record_result(
     path: str,
     reason: str,
     attempts: int,
-    input_tokens: int,
-    output_tokens: int,
+    input_tokens: int | None,
+    output_tokens: int | None,
     response_model: str,
     finish_reasons: Sequence[str],
     input_ref: str,
 ) -> None:
-    """Response, usage and run attributes; never any prompt or completion text. A path other
-    than MODEL or REPAIRED marks the span failed with the reason."""
+    """Response, usage and run attributes; never any prompt or completion text. A token count
+    that is unknown is left off rather than set to 0. A path other than MODEL or REPAIRED marks
+    the span failed with the reason."""
+    if input_tokens is not None:
+        span.set_attribute("gen_ai.usage.input_tokens", input_tokens)
+    if output_tokens is not None:
+        span.set_attribute("gen_ai.usage.output_tokens", output_tokens)
     span.set_attributes(
         {
-            "gen_ai.usage.input_tokens": input_tokens,
-            "gen_ai.usage.output_tokens": output_tokens,
             "nemo.run.path": path,
             "nemo.run.reason": reason,
             "nemo.run.attempts": attempts,

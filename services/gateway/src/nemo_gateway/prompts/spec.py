@@ -140,6 +140,10 @@ class PromptSpec(Generic[V, M, Out]):
     """What the model can still fix in a schema-valid output: re-asked with the problem, unlike
     a guardrail rejection, which goes straight to the baseline."""
     temperature: float = 0.0
+    reasoning: bool = False
+    """Whether the model may reason before it answers, where the server can switch it (the
+    Nemotron 3 models think unless told not to). Off for every prompt so far: the answers are
+    short, their deadlines tight, and reasoning text is dropped anyway."""
 
     @property
     def ref(self) -> str:

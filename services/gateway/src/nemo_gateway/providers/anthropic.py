@@ -1,8 +1,9 @@
 """Anthropic messages API.
 
-The output schema goes into the system prompt, after the prompt's own system text, as compact
-JSON (the prompts ask for JSON that follows it and the pipeline validates it); the API's own
-structured-output option is a beta this gateway does not depend on.
+Models with structured outputs get the output schema as ``output_config.format`` (rewritten to
+the subset it accepts, :mod:`.schemas`); for the others it goes into the system prompt, after the
+prompt's own system text, as compact JSON. Either way the pipeline validates the answer. Only
+``text`` blocks are the answer: ``thinking`` blocks and deltas are never read.
 """
 
 from __future__ import annotations
@@ -14,17 +15,36 @@ from pydantic import SecretStr
 
 from nemo_gateway.providers.base import (
     ModelRequest,
+    OutputSchema,
+    RawJson,
     StreamEnd,
     StreamEvent,
     TextDelta,
     Usage,
+    encode_json,
 )
 from nemo_gateway.providers.http import ParsedAnswer, parsed_answer, token_count
+from nemo_gateway.providers.schemas import ANTHROPIC, constrained_schema
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 API_VERSION = "2023-06-01"
 TRUNCATED_STOP_REASON = "max_tokens"
 USAGE_KEYS = ("input_tokens", "output_tokens")
+
+#: Model families with structured outputs (Claude Opus 4.1, the 4.5 generation and later); any
+#: other model gets the schema in the system prompt.
+STRUCTURED_OUTPUT_MODELS: tuple[str, ...] = (
+    "claude-opus-4-1", "claude-opus-4-5", "claude-sonnet-4-5", "claude-haiku-4-5",
+    "claude-opus-4-6", "claude-sonnet-4-6", "claude-opus-4-7", "claude-opus-4-8",
+    "claude-opus-5", "claude-sonnet-5", "claude-haiku-5",
+)  # fmt: skip
+
+
+def has_structured_output(model: str) -> bool:
+    """Whether ``model`` takes ``output_config.format`` (``claude-sonnet-4.5`` spelled with a dot
+    and provider prefixes count too)."""
+    name = model.rsplit("/", 1)[-1].lower().replace(".", "-")
+    return any(name.startswith(family) for family in STRUCTURED_OUTPUT_MODELS)
 
 
 class AnthropicMessagesFormat:
@@ -32,6 +52,10 @@ class AnthropicMessagesFormat:
 
     name = "anthropic"
     path = "/v1/messages"
+
+    def __init__(self) -> None:
+        # Encoded once per output schema: the schema's JSON text -> its output_config.
+        self._formats: dict[str, RawJson | None] = {}
 
     def headers(self, api_key: SecretStr | None) -> dict[str, str]:
         headers = {"content-type": "application/json", "anthropic-version": API_VERSION}
@@ -41,8 +65,14 @@ class AnthropicMessagesFormat:
 
     def body(self, request: ModelRequest, *, stream: bool) -> dict[str, Any]:
         parts = [m.content for m in request.messages if m.role == "system"]
-        if request.output_schema is not None:
-            parts.append(request.output_schema.instruction)
+        schema = request.output_schema
+        output_config = (
+            self._output_config(schema)
+            if schema is not None and has_structured_output(request.model)
+            else None
+        )
+        if schema is not None and output_config is None:
+            parts.append(schema.instruction)
         system = "\n\n".join(parts)
         body: dict[str, Any] = {
             "model": request.model,
@@ -56,9 +86,25 @@ class AnthropicMessagesFormat:
         }
         if system:
             body["system"] = system
+        if output_config is not None:
+            body["output_config"] = output_config
         if stream:
             body["stream"] = True
         return body
+
+    def _output_config(self, schema: OutputSchema) -> RawJson | None:
+        """``output_config`` for ``schema``; None when its root is not an object."""
+        key = schema.encoded
+        if key not in self._formats:
+            rewritten = constrained_schema(schema.schema, ANTHROPIC)
+            self._formats[key] = (
+                None
+                if rewritten is None
+                else RawJson(
+                    f'{{"format":{{"type":"json_schema","schema":{encode_json(rewritten)}}}}}'
+                )
+            )
+        return self._formats[key]
 
     def parse(self, payload: Any) -> ParsedAnswer:
         try:

@@ -56,6 +56,8 @@ class ModelRequest:
     temperature: float
     output_schema: OutputSchema | None
     """What the answer must follow; None for free text (chat)."""
+    reasoning: bool = False
+    """Whether the model may reason before it answers, where the server can switch it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,9 +126,17 @@ class ProviderUnavailable(ProviderFailure):
     code = "PROVIDER_UNAVAILABLE"
 
 
+class ProviderRateLimited(ProviderUnavailable):
+    """429 until the retries or the deadline ran out, or a Retry-After that ends past the
+    deadline."""
+
+    code = "PROVIDER_RATE_LIMITED"
+
+
 class ProviderRejected(ProviderFailure):
-    """The provider refused the request (4xx other than 429) or answered in a shape it should
-    not; retrying the same request cannot help."""
+    """The provider refused the request as invalid (400, 422, another 4xx other than 408 and
+    429, or a 500 whose body says the request was invalid) or answered in a shape it should not;
+    sending the same request again cannot help, so it is never retried."""
 
     code = "PROVIDER_REJECTED"
 

@@ -2,14 +2,18 @@
 
 The wire formats (OpenAI-compatible chat completions, Anthropic messages) only build bodies and
 read answers; everything about sending them lives here. The HTTP clients' own retries stay off:
-a request is retried only here, on 429, 5xx and connection errors, and never past the caller's
-deadline. Timeouts are not retried: a provider that did not answer in time would not answer in
-the time that is left either.
+a request is retried only here, on 408, 429, 5xx and connection errors, and never past the
+caller's deadline. A request the provider refused as invalid (400, 422, another 4xx, or a 500
+whose body says the request was invalid) is not retried: the same body would be refused again.
+A provider's Retry-After is honoured as it is: the retry waits that long when the wait ends
+before the deadline, otherwise the call fails at once with the reason. Timeouts are not retried:
+a provider that did not answer in time would not answer in the time that is left either.
 """
 
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import json
 import logging
 import random
@@ -29,6 +33,7 @@ from nemo_gateway.providers.base import (
     Completion,
     ModelRequest,
     ProviderFailure,
+    ProviderRateLimited,
     ProviderRejected,
     ProviderTimeout,
     ProviderUnavailable,
@@ -56,11 +61,9 @@ class RetryPolicy:
     backoff: float
     backoff_max: float
 
-    def delay(self, retry: int, retry_after: float | None) -> float:
-        """Backoff before retry number ``retry`` (0-based): exponential with jitter, or the
-        provider's Retry-After, never above ``backoff_max``."""
-        if retry_after is not None:
-            return min(retry_after, self.backoff_max)
+    def delay(self, retry: int) -> float:
+        """Backoff before retry number ``retry`` (0-based) when the provider named no wait:
+        exponential with jitter, never above ``backoff_max``."""
         ceiling: float = min(self.backoff * 2.0**retry, self.backoff_max)
         # "Equal jitter": at least half the backoff, so callers that failed together spread out
         # without retrying at once.
@@ -149,6 +152,67 @@ class _Refused:
 
     status: int
     retry_after: float | None
+    body: bytes
+    """The start of the error body (at most :data:`ERROR_BODY_BYTES`)."""
+
+
+ERROR_BODY_BYTES = 4096
+"""How much of an error body is read to tell an invalid request from a failing server."""
+
+#: Statuses retried: a timeout the server reported, rate limiting, server errors.
+RETRIED_STATUSES = frozenset({408, 429})
+
+#: Error types and codes (OpenAI style ``{"error": {"type", "code"}}``) that say the request
+#: itself was invalid, whatever the status.
+INVALID_REQUEST_ERRORS = frozenset(
+    {"invalid_request_error", "invalid_request", "context_length_exceeded", "bad_request"}
+)
+
+#: Text of an error message that says the request failed validation: servers built on
+#: FastAPI and pydantic (llama-cpp-python among them) answer 500 with it for a body they could
+#: not validate.
+INVALID_REQUEST_MARKERS: tuple[str, ...] = (
+    "validation error",
+    "RequestValidationError",
+    "'loc': ('body'",
+    "literal_error",
+    "extra_forbidden",
+)
+
+
+def refused_as_invalid(status: int, body: bytes) -> bool:
+    """Whether an error status means the request was invalid (not retried), rather than a
+    server, gateway or rate limit in the way (retried)."""
+    if status in RETRIED_STATUSES:
+        return False
+    if status < 500:
+        return True
+    try:
+        payload = json.loads(body)
+    except ValueError:
+        return False
+    error = payload.get("error") if isinstance(payload, dict) else None
+    if isinstance(error, dict):
+        if {str(error.get("type")), str(error.get("code"))} & INVALID_REQUEST_ERRORS:
+            return True
+        message = str(error.get("message") or "")
+    else:
+        message = str(error or payload.get("detail") or "") if isinstance(payload, dict) else ""
+    return any(marker in message for marker in INVALID_REQUEST_MARKERS)
+
+
+def error_summary(body: bytes) -> str:
+    """The error type or code of an error body, for the log: never its message, which may
+    quote the request."""
+    try:
+        payload = json.loads(body)
+    except ValueError:
+        return ""
+    error = payload.get("error") if isinstance(payload, dict) else None
+    if not isinstance(error, dict):
+        return ""
+    parts = [str(error[key]) for key in ("type", "code") if error.get(key)]
+    return "/".join(parts)[:80]
 
 
 # Transport failures: as the httpx transport reports them (streams) and as aiohttp raises them
@@ -161,14 +225,54 @@ _CONNECTION_ERRORS = (
 )
 
 
-def _retry_after(headers: Mapping[str, str]) -> float | None:
+def retry_after(headers: Mapping[str, str], now: float | None = None) -> float | None:
+    """Seconds the provider asked to wait: ``retry-after-ms`` (OpenAI's), then
+    ``Retry-After`` as seconds or as an HTTP date; None when it named no (readable) wait."""
+    millis = headers.get("retry-after-ms")
+    if millis is not None:
+        try:
+            return max(0.0, float(millis) / 1000)
+        except ValueError:
+            pass
     value = headers.get("retry-after")
     if value is None:
         return None
     try:
         return max(0.0, float(value))
     except ValueError:
-        return None  # an HTTP date: the exponential backoff applies instead
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+async def _read_start(content: aiohttp.StreamReader, limit: int) -> bytes:
+    """Up to ``limit`` bytes of a body, fewer when it ends first."""
+    data = bytearray()
+    while len(data) < limit:
+        chunk = await content.read(limit - len(data))
+        if not chunk:
+            break
+        data += chunk
+    return bytes(data)
+
+
+def _refusal(
+    refused: _Refused, failure: _Failure
+) -> tuple[str, float | None, type[ProviderFailure]]:
+    """The problem, the wait the provider asked for and the failure kind of an error status
+    worth retrying; raises :class:`ProviderRejected` for a request refused as invalid."""
+    status = refused.status
+    if refused_as_invalid(status, refused.body):
+        summary = error_summary(refused.body)
+        detail = f" ({summary})" if summary else ""
+        raise failure(ProviderRejected, f"the provider refused the request: HTTP {status}{detail}")
+    kind = ProviderRateLimited if status == 429 else ProviderUnavailable
+    return f"HTTP {status}", refused.retry_after, kind
 
 
 class _Failure:
@@ -316,7 +420,8 @@ class HttpProvider:
             allow_redirects=False,
         ) as response:
             if response.status >= 400:
-                return _Refused(response.status, _retry_after(response.headers))
+                body = await _read_start(response.content, ERROR_BODY_BYTES)
+                return _Refused(response.status, retry_after(response.headers), body)
             return await response.read()
 
     async def _open_response(self, raw: bytes) -> httpx.Response | _Refused:
@@ -331,14 +436,44 @@ class HttpProvider:
             )
         )
         if response.status_code >= 400:
-            await response.aclose()
-            return _Refused(response.status_code, _retry_after(response.headers))
+            body = bytearray()
+            try:
+                async for chunk in response.aiter_bytes():
+                    body += chunk
+                    if len(body) >= ERROR_BODY_BYTES:
+                        break
+            finally:
+                await response.aclose()
+            return _Refused(
+                response.status_code,
+                retry_after(response.headers),
+                bytes(body[:ERROR_BODY_BYTES]),
+            )
         return response
 
     def _timeout(self, deadline: float | None) -> float:
         if deadline is None:
             return self._policy.request_timeout
         return min(self._policy.request_timeout, deadline - time.monotonic())
+
+    def _wait(
+        self,
+        problem: str,
+        wait: float | None,
+        unavailable: type[ProviderFailure],
+        deadline: float | None,
+        retry: int,
+        failure: _Failure,
+    ) -> float:
+        """How long to wait before retry number ``retry``: the provider's Retry-After as it is,
+        or the backoff; raises when the wait would not end before the deadline."""
+        delay = self._policy.delay(retry) if wait is None else wait
+        if deadline is None and wait is not None and wait > self._policy.request_timeout:
+            raise failure(unavailable, f"{problem}; Retry-After {wait:g} s is too long")
+        if deadline is not None and time.monotonic() + delay >= deadline:
+            asked = "" if wait is None else f" (Retry-After {wait:g} s)"
+            raise failure(unavailable, f"{problem}; no time left to retry{asked}")
+        return delay
 
     async def _with_retries(
         self,
@@ -352,7 +487,8 @@ class HttpProvider:
             if timeout <= 0:
                 raise failure(ProviderTimeout, "no time left before the deadline")
             failure.requests += 1
-            retry_after: float | None = None
+            wait: float | None = None
+            unavailable: type[ProviderFailure] = ProviderUnavailable
             try:
                 async with asyncio.timeout(timeout):
                     result = await attempt()
@@ -368,15 +504,10 @@ class HttpProvider:
             else:
                 if not isinstance(result, _Refused):
                     return result
-                status = result.status
-                if status != 429 and status < 500:
-                    raise failure(ProviderRejected, f"the provider answered HTTP {status}")
-                problem, retry_after = f"HTTP {status}", result.retry_after
+                problem, wait, unavailable = _refusal(result, failure)
             if retry >= self._policy.max_retries:
-                raise failure(ProviderUnavailable, f"{problem}; no retries left")
-            delay = self._policy.delay(retry, retry_after)
-            if deadline is not None and time.monotonic() + delay >= deadline:
-                raise failure(ProviderUnavailable, f"{problem}; no time left to retry")
+                raise failure(unavailable, f"{problem}; no retries left")
+            delay = self._wait(problem, wait, unavailable, deadline, retry, failure)
             logger.info(
                 "retrying model request",
                 extra={"provider": self._wire.name, "problem": problem, "delay_seconds": delay},

@@ -1,9 +1,10 @@
-"""OpenAI-compatible chat completions (OpenAI, NVIDIA NIM, vLLM, Ollama, llama.cpp server).
+"""OpenAI-compatible chat completions (OpenAI, NVIDIA NIM, vLLM, Ollama, llama.cpp's servers).
 
-With ``json_schema_mode`` the output schema goes into ``response_format`` and the server
-constrains the answer to it. Without it (servers that only know JSON mode) the request asks for
-a JSON object and the schema goes into the system prompt as compact JSON, after the prompt's
-own system text.
+The request speaks the dialect of the server behind the base URL (:mod:`.servers`): how the
+output schema is sent (``json_schema``, llama-cpp-python's ``json_object`` with ``schema``, or
+the schema in the system prompt, after the prompt's own system text), the name of the token
+limit, and how a prompt's reasoning is switched. Answers are read from ``content`` only:
+reasoning fields are never the answer, and a leading ``<think>`` block is dropped.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pydantic import SecretStr
 
 from nemo_gateway.providers.base import (
     ModelRequest,
+    OutputSchema,
     RawJson,
     StreamEnd,
     StreamEvent,
@@ -23,6 +25,14 @@ from nemo_gateway.providers.base import (
     encode_json,
 )
 from nemo_gateway.providers.http import ParsedAnswer, parsed_answer, token_count
+from nemo_gateway.providers.reasoning import ReasoningFilter, strip_reasoning
+from nemo_gateway.providers.schemas import OPENAI_STRICT, constrained_schema
+from nemo_gateway.providers.servers import (
+    OPENAI_REASONING_EFFORT,
+    Dialect,
+    ServerProfile,
+    openai_reasons,
+)
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 TRUNCATED_FINISH_REASON = "length"
@@ -32,13 +42,19 @@ _JSON_OBJECT = RawJson('{"type":"json_object"}')
 
 
 class OpenAIChatFormat:
-    """Request and answer shapes of ``POST {base}/chat/completions``."""
+    """Request and answer shapes of ``POST {base}/chat/completions`` for one kind of server."""
 
-    name = "openai"
     path = "/chat/completions"
 
-    def __init__(self, *, json_schema_mode: bool) -> None:
-        self._json_schema_mode = json_schema_mode
+    def __init__(
+        self, profile: ServerProfile, *, dialect: Dialect | None = None, name: str = "openai"
+    ) -> None:
+        self.name = name
+        """Provider name on spans and run records: "openai", or "local" for the local model."""
+        self._profile = profile
+        self._dialect = dialect or profile.dialect
+        # Encoded once per output schema: the schema's JSON text -> its response_format.
+        self._formats: dict[str, RawJson | None] = {}
 
     def headers(self, api_key: SecretStr | None) -> dict[str, str]:
         headers = {"content-type": "application/json"}
@@ -49,43 +65,76 @@ class OpenAIChatFormat:
     def body(self, request: ModelRequest, *, stream: bool) -> dict[str, Any]:
         schema = request.output_schema
         messages = [{"role": m.role, "content": m.content} for m in request.messages]
-        if schema is not None and not self._json_schema_mode:
+        if schema is not None and self._dialect in ("json_object", "prompt"):
             _add_to_system(messages, schema.instruction)
         body: dict[str, Any] = {
             "model": request.model,
             "messages": messages,
             "temperature": request.temperature,
-            "max_tokens": request.max_output_tokens,
+            self._profile.token_limit_field: request.max_output_tokens,
         }
         if schema is not None:
-            # {"type": "json_schema", "json_schema": {"name": ..., "schema": ...}}, with the
-            # schema's JSON encoded once per prompt.
-            body["response_format"] = (
-                RawJson(
-                    '{"type":"json_schema","json_schema":{"name":'
-                    f"{encode_json(schema.name)},"
-                    f'"schema":{schema.encoded}}}}}'
-                )
-                if self._json_schema_mode
-                else _JSON_OBJECT
-            )
+            response_format = self._response_format(schema)
+            if response_format is not None:
+                body["response_format"] = response_format
+        self._switch_reasoning(body, request)
         if stream:
             body["stream"] = True
-            body["stream_options"] = {"include_usage": True}
+            if self._profile.stream_usage:
+                body["stream_options"] = {"include_usage": True}
         return body
+
+    def _response_format(self, schema: OutputSchema) -> RawJson | None:
+        key = schema.encoded
+        if key not in self._formats:
+            self._formats[key] = self._encode_format(schema)
+        return self._formats[key]
+
+    def _encode_format(self, schema: OutputSchema) -> RawJson | None:
+        if self._dialect == "prompt":
+            return None
+        if self._dialect == "json_object":
+            return _JSON_OBJECT
+        if self._dialect == "json_object_schema":
+            return RawJson(f'{{"type":"json_object","schema":{schema.encoded}}}')
+        strict = (
+            constrained_schema(schema.schema, OPENAI_STRICT)
+            if self._profile.strict_schema
+            else None
+        )
+        if strict is not None:
+            return RawJson(
+                '{"type":"json_schema","json_schema":{"name":'
+                f'{encode_json(schema.name)},"strict":true,"schema":{encode_json(strict)}}}}}'
+            )
+        return RawJson(
+            '{"type":"json_schema","json_schema":{"name":'
+            f'{encode_json(schema.name)},"schema":{schema.encoded}}}}}'
+        )
+
+    def _switch_reasoning(self, body: dict[str, Any], request: ModelRequest) -> None:
+        switch = self._profile.reasoning
+        if switch == "chat_template_kwargs":
+            body["chat_template_kwargs"] = {"enable_thinking": request.reasoning}
+        elif switch == "reasoning_effort" and openai_reasons(request.model):
+            body["reasoning_effort"] = OPENAI_REASONING_EFFORT[request.reasoning]
 
     def parse(self, payload: Any) -> ParsedAnswer:
         try:
             choice = payload["choices"][0]
-            text = choice["message"]["content"]
+            message = choice["message"]
             finish_reason = choice.get("finish_reason") or ""
         except (KeyError, IndexError, TypeError):
-            raise ValueError("no choices[0].message.content") from None
+            raise ValueError("no choices[0].message") from None
+        text = message.get("content") if isinstance(message, dict) else None
+        if text is None:
+            # A reasoning model that spent its whole limit thinking answers with no content.
+            text = ""
         if not isinstance(text, str):
             raise ValueError("choices[0].message.content is not text")
         return parsed_answer(
             payload,
-            text=text,
+            text=strip_reasoning(text),
             finish_reason=finish_reason,
             truncated_reason=TRUNCATED_FINISH_REASON,
             usage_keys=USAGE_KEYS,
@@ -105,13 +154,15 @@ def _add_to_system(messages: list[dict[str, str]], text: str) -> None:
 
 
 class OpenAIStreamDecoder:
-    """Chunks ``data: {...}`` until ``data: [DONE]``; usage comes in a last chunk."""
+    """Chunks ``data: {...}`` until ``data: [DONE]``; usage comes in a last chunk when the
+    server sends it (servers that do not leave it unknown)."""
 
     def __init__(self) -> None:
         self._finish_reason = ""
         self._usage = Usage()
         self._model = ""
         self._done = False
+        self._reasoning = ReasoningFilter()
 
     @property
     def finished(self) -> bool:
@@ -120,14 +171,18 @@ class OpenAIStreamDecoder:
     def feed(self, event: str, data: str) -> list[StreamEvent]:
         if data == _DONE:
             self._done = True
-            return [
+            events: list[StreamEvent] = []
+            if rest := self._reasoning.flush():
+                events.append(TextDelta(rest))
+            events.append(
                 StreamEnd(
                     finish_reason=self._finish_reason,
                     truncated=self._finish_reason == TRUNCATED_FINISH_REASON,
                     usage=self._usage,
                     response_model=self._model,
                 )
-            ]
+            )
+            return events
         try:
             chunk = json.loads(data)
         except ValueError:
@@ -140,11 +195,11 @@ class OpenAIStreamDecoder:
         usage = chunk.get("usage")
         if isinstance(usage, dict):
             self._usage = Usage(*(token_count(usage, key) for key in USAGE_KEYS))
-        events: list[StreamEvent] = []
+        events = []
         for choice in chunk.get("choices") or ():
             content = (choice.get("delta") or {}).get("content")
-            if isinstance(content, str) and content:
-                events.append(TextDelta(content))
+            if isinstance(content, str) and content and (text := self._reasoning.feed(content)):
+                events.append(TextDelta(text))
             if choice.get("finish_reason"):
                 self._finish_reason = str(choice["finish_reason"])
         return events

@@ -71,15 +71,27 @@ class Tally:
     """What the provider requests of one run added up to."""
 
     requests: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
+    input_tokens: int | None = 0
+    """None once any request's prompt tokens went unreported: the total is unknown."""
+    output_tokens: int | None = 0
     request_sha256: str = ""
     response_model: str = ""
     finish_reasons: list[str] = field(default_factory=list)
 
     def add_usage(self, usage: Usage) -> None:
-        self.input_tokens += usage.input_tokens or 0
-        self.output_tokens += usage.output_tokens or 0
+        self.input_tokens = _plus(self.input_tokens, usage.input_tokens)
+        self.output_tokens = _plus(self.output_tokens, usage.output_tokens)
+
+    def add_failure(self, failure: ProviderFailure) -> None:
+        """A request that produced no answer: whatever it consumed went unreported."""
+        self.requests += failure.requests
+        self.request_sha256 = failure.request_sha256 or self.request_sha256
+        if failure.requests:
+            self.add_usage(Usage())
+
+
+def _plus(total: int | None, count: int | None) -> int | None:
+    return None if total is None or count is None else total + count
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +152,7 @@ async def run_model(
     provider: ModelProvider,
     *,
     model: str,
+    max_output_tokens: int,
     max_attempts: int,
     deadline: float | None,
 ) -> Outcome:
@@ -158,15 +171,15 @@ async def run_model(
         request = ModelRequest(
             model=model,
             messages=tuple(messages),
-            max_output_tokens=spec.max_output_tokens,
+            max_output_tokens=max_output_tokens,
             temperature=spec.temperature,
             output_schema=spec.request_schema,
+            reasoning=spec.reasoning,
         )
         try:
             completion = await provider.complete(request, deadline)
         except ProviderFailure as failure:
-            tally.requests += failure.requests
-            tally.request_sha256 = failure.request_sha256 or tally.request_sha256
+            tally.add_failure(failure)
             return Outcome(None, Path.FALLBACK, failure.code, tally, str(failure))
         tally.requests += completion.requests
         tally.request_sha256 = completion.request_sha256

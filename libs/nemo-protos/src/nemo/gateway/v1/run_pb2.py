@@ -25,17 +25,17 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19nemo/gateway/v1/run.proto\x12\x0fnemo.gateway.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"9\n\nTokenUsage\x12\x14\n\x0cinput_tokens\x18\x01 \x01(\x05\x12\x15\n\routput_tokens\x18\x02 \x01(\x05\"\xdf\x02\n\tRunRecord\x12\x11\n\tprompt_id\x18\x01 \x01(\t\x12\x16\n\x0eprompt_version\x18\x02 \x01(\t\x12&\n\x04path\x18\x03 \x01(\x0e\x32\x18.nemo.gateway.v1.RunPath\x12\x0e\n\x06reason\x18\x04 \x01(\t\x12\x10\n\x08\x61ttempts\x18\x05 \x01(\x05\x12\x10\n\x08provider\x18\x06 \x01(\t\x12\r\n\x05model\x18\x07 \x01(\t\x12*\n\x05usage\x18\x08 \x01(\x0b\x32\x1b.nemo.gateway.v1.TokenUsage\x12\x11\n\tinput_ref\x18\t \x01(\t\x12\x16\n\x0erequest_sha256\x18\n \x01(\t\x12\x30\n\x0c\x65valuated_at\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12 \n\x18\x65valuated_at_from_server\x18\x0c \x01(\x08\x12\x11\n\tcache_hit\x18\r \x01(\x08*e\n\x07RunPath\x12\x18\n\x14RUN_PATH_UNSPECIFIED\x10\x00\x12\x12\n\x0eRUN_PATH_MODEL\x10\x01\x12\x15\n\x11RUN_PATH_REPAIRED\x10\x02\x12\x15\n\x11RUN_PATH_FALLBACK\x10\x03\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19nemo/gateway/v1/run.proto\x12\x0fnemo.gateway.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"v\n\nTokenUsage\x12\x14\n\x0cinput_tokens\x18\x01 \x01(\x05\x12\x15\n\routput_tokens\x18\x02 \x01(\x05\x12\x1c\n\x14input_tokens_unknown\x18\x03 \x01(\x08\x12\x1d\n\x15output_tokens_unknown\x18\x04 \x01(\x08\"\xdf\x02\n\tRunRecord\x12\x11\n\tprompt_id\x18\x01 \x01(\t\x12\x16\n\x0eprompt_version\x18\x02 \x01(\t\x12&\n\x04path\x18\x03 \x01(\x0e\x32\x18.nemo.gateway.v1.RunPath\x12\x0e\n\x06reason\x18\x04 \x01(\t\x12\x10\n\x08\x61ttempts\x18\x05 \x01(\x05\x12\x10\n\x08provider\x18\x06 \x01(\t\x12\r\n\x05model\x18\x07 \x01(\t\x12*\n\x05usage\x18\x08 \x01(\x0b\x32\x1b.nemo.gateway.v1.TokenUsage\x12\x11\n\tinput_ref\x18\t \x01(\t\x12\x16\n\x0erequest_sha256\x18\n \x01(\t\x12\x30\n\x0c\x65valuated_at\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12 \n\x18\x65valuated_at_from_server\x18\x0c \x01(\x08\x12\x11\n\tcache_hit\x18\r \x01(\x08*e\n\x07RunPath\x12\x18\n\x14RUN_PATH_UNSPECIFIED\x10\x00\x12\x12\n\x0eRUN_PATH_MODEL\x10\x01\x12\x15\n\x11RUN_PATH_REPAIRED\x10\x02\x12\x15\n\x11RUN_PATH_FALLBACK\x10\x03\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'nemo.gateway.v1.run_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_RUNPATH']._serialized_start=492
-  _globals['_RUNPATH']._serialized_end=593
+  _globals['_RUNPATH']._serialized_start=553
+  _globals['_RUNPATH']._serialized_end=654
   _globals['_TOKENUSAGE']._serialized_start=79
-  _globals['_TOKENUSAGE']._serialized_end=136
-  _globals['_RUNRECORD']._serialized_start=139
-  _globals['_RUNRECORD']._serialized_end=490
+  _globals['_TOKENUSAGE']._serialized_end=197
+  _globals['_RUNRECORD']._serialized_start=200
+  _globals['_RUNRECORD']._serialized_end=551
 # @@protoc_insertion_point(module_scope)

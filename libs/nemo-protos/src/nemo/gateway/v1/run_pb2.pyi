@@ -52,25 +52,38 @@ Global___RunPath: _TypeAlias = RunPath  # noqa: Y015
 
 @_typing.final
 class TokenUsage(_message.Message):
-    """Tokens a provider reported."""
+    """Tokens a provider reported. A count is unknown when a provider request was made whose answer
+    reported no count (a failed request, or a server that reports none, as llama-cpp-python does
+    for streams); a run that asked no model used 0.
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
     INPUT_TOKENS_FIELD_NUMBER: _builtins.int
     OUTPUT_TOKENS_FIELD_NUMBER: _builtins.int
+    INPUT_TOKENS_UNKNOWN_FIELD_NUMBER: _builtins.int
+    OUTPUT_TOKENS_UNKNOWN_FIELD_NUMBER: _builtins.int
     input_tokens: _builtins.int
-    """Prompt tokens over all attempts."""
+    """Prompt tokens over all attempts; 0 and meaningless when `input_tokens_unknown`."""
     output_tokens: _builtins.int
-    """Completion tokens over all attempts."""
+    """Completion tokens over all attempts, reasoning tokens included; 0 and meaningless when
+    `output_tokens_unknown`.
+    """
+    input_tokens_unknown: _builtins.bool
+    """True when some attempt's prompt tokens were not reported: the total is unknown."""
+    output_tokens_unknown: _builtins.bool
+    """True when some attempt's completion tokens were not reported: the total is unknown."""
     def __init__(
         self,
         *,
         input_tokens: _builtins.int = ...,
         output_tokens: _builtins.int = ...,
+        input_tokens_unknown: _builtins.bool = ...,
+        output_tokens_unknown: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["input_tokens", b"input_tokens", "output_tokens", b"output_tokens"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["input_tokens", b"input_tokens", "input_tokens_unknown", b"input_tokens_unknown", "output_tokens", b"output_tokens", "output_tokens_unknown", b"output_tokens_unknown"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
