@@ -65,6 +65,7 @@ async def assemble(settings: ToolPlaneSettings) -> ToolPlane:
         max_pending=settings.audit_buffer_rows,
         statement_timeout=settings.audit_statement_timeout_seconds,
         grace_seconds=settings.grace_period_seconds,
+        answer_wait_seconds=settings.audit_answer_wait_seconds,
     )
     audit.start()
     access = AccessCache(

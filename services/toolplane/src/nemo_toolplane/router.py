@@ -111,6 +111,8 @@ class _Trace:
     decision: Decision = Decision.DENY
     #: Snapshot of the learner data the call returned, when it returned any.
     input_ref: str | None = None
+    #: Done once the call's audit row is stored (see :meth:`AuditLog.settle`).
+    stored: asyncio.Future[bool] | None = None
 
 
 _AUDITABLE_NAME = re.compile(r"[A-Za-z0-9_.:*-]{1,128}")
@@ -205,9 +207,23 @@ class ToolRouter:
         *,
         transport: str,
     ) -> CallOutcome:
-        """Run one call through every gate; always returns, and always audits."""
+        """Run one call through every gate; always returns, and always audits: the answer comes
+        once the call's audit row is stored (within the audit log's bound)."""
         tool = self._registry.resolve(name)
         record = _Trace(principal, tool, tool.tool_id if tool else audit_name(name), transport)
+        outcome = await self._call(record, rules, tool, name, arguments)
+        await self._audit.settle(record.stored)
+        return outcome
+
+    async def _call(
+        self,
+        record: _Trace,
+        rules: AgentRules,
+        tool: AnyTool | None,
+        name: str,
+        arguments: Mapping[str, Any] | None,
+    ) -> CallOutcome:
+        principal = record.principal
         admission = await self._limiter.admit(
             principal,
             tool.name if tool else "",
@@ -460,7 +476,7 @@ class ToolRouter:
         error: ToolError | None = None,
     ) -> CallOutcome:
         principal = record.principal
-        self._audit.record(
+        record.stored = self._audit.record(
             AuditEntry(
                 request_id=principal.request_id,
                 timestamp=record.timestamp,

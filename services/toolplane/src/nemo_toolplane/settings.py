@@ -134,10 +134,17 @@ class ToolPlaneSettings(ServiceSettings):
         "(retryable), never a second approval request.",
     )
     audit_flush_seconds: float = Field(
-        0.2,
+        0.0,
+        ge=0,
+        description="Longest an audit row waits for others before its write starts (0: at "
+        "once); the rows of calls that end while a write is in flight share the next one.",
+    )
+    audit_answer_wait_seconds: float = Field(
+        1.0,
         gt=0,
-        description="Longest an audit row waits in memory before it is written; rows are written "
-        "in batches off the request path.",
+        description="Longest a call's answer waits for its audit row to be stored (so a replica "
+        "that dies loses no row of an answered call); past it the call answers anyway, and "
+        "later calls stop waiting until the store accepts a write again.",
     )
     audit_batch_size: int = Field(
         500, gt=0, description="Most audit rows written in one statement."
