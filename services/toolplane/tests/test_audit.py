@@ -5,12 +5,9 @@ store that is logged and counted without failing any call."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
-import os
 import signal
-import sys
 import uuid
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
@@ -25,7 +22,6 @@ from pydantic import BaseModel, ConfigDict
 from nemo_core.db import Pool, connect, create_pool, dsn_with
 from nemo_ops.migrate import migrate
 from nemo_ops.seed import seed
-from nemo_testing.ports import free_port, wait_for_port
 from nemo_toolplane.access_store import AgentRules
 from nemo_toolplane.approvals import ApprovalGate
 from nemo_toolplane.audit import AuditEntry, AuditLog, CallStatus
@@ -41,14 +37,13 @@ from nemo_toolplane.tokens import issue_token
 from nemo_toolplane.tool_context import Services, ToolContext
 
 from .conftest import (
-    CALLER_TOKENS,
-    REPOSITORY,
     AgentTokens,
     RunningToolPlane,
     StartToolPlane,
     counter,
 )
 from .mcp_http import modern_call, post
+from .processes import toolplane_process
 
 
 def entry(session_id: str, n: int, **changes: Any) -> AuditEntry:
@@ -172,35 +167,6 @@ async def test_calls_succeed_while_the_audit_store_fails(
     await plane.stop()
 
 
-@contextlib.asynccontextmanager
-async def _toolplane_process(
-    toolplane_dsn: str, log: Any, **settings: str
-) -> AsyncIterator[tuple[asyncio.subprocess.Process, str]]:
-    """A tool plane in its own process and its MCP URL, once it listens; killed at the end."""
-    grpc_port, mcp_port = free_port(), free_port()
-    env = {
-        **os.environ,
-        "NEMO_TOOLPLANE_DATABASE_URL": toolplane_dsn,
-        "NEMO_TOOLPLANE_LISTEN_ADDRESS": f"127.0.0.1:{grpc_port}",
-        "NEMO_TOOLPLANE_MCP_PORT": str(mcp_port),
-        "NEMO_TOOLPLANE_CALLER_TOKENS": json.dumps(CALLER_TOKENS),
-        "NEMO_TOOLPLANE_DOCS_DIR": str(REPOSITORY / "docs"),
-        "NEMO_TOOLPLANE_LOG_LEVEL": "WARNING",
-        **{f"NEMO_TOOLPLANE_{name.upper()}": value for name, value in settings.items()},
-    }
-    with log.open("wb") as output:
-        process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "nemo_toolplane", env=env, stdout=output, stderr=output
-        )
-    try:
-        await asyncio.to_thread(wait_for_port, mcp_port, 60)
-        yield process, f"http://127.0.0.1:{mcp_port}/mcp"
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
-
-
 # One call of each outcome the log records: success, invalid input, unknown tool, no grant.
 _MIXED_CALLS = [
     modern_call("docs.search_docs", {"query": "audit"}),
@@ -229,7 +195,7 @@ async def test_n_calls_then_sigterm_leave_exactly_n_rows(
     log = tmp_path / "toolplane.log"
     # Rows would otherwise wait a minute: only the shutdown can have written them (the calls
     # stop waiting for their rows after the first wait times out).
-    async with _toolplane_process(
+    async with toolplane_process(
         toolplane_dsn, log, audit_flush_seconds="60", audit_answer_wait_seconds="0.2"
     ) as (process, url):
         session = f"S-sigterm-{uuid.uuid4()}"
@@ -260,7 +226,7 @@ async def test_n_answered_calls_then_sigkill_leave_exactly_n_rows(
     log = tmp_path / "toolplane.log"
     # Rows wait a little for company, so a call that answered before its row was stored would
     # leave the row behind in memory, and SIGKILL would lose it.
-    async with _toolplane_process(
+    async with toolplane_process(
         toolplane_dsn, log, audit_flush_seconds="0.5", audit_answer_wait_seconds="30"
     ) as (process, url):
         session = f"S-sigkill-{uuid.uuid4()}"

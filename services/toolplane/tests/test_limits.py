@@ -1,7 +1,7 @@
 """Limits and failing dependencies: call limits per agent, per user and per tool, repeated failed
 authentications, a limits store that does not answer, and an unreachable context service (the
 buckets themselves are in test_shared_buckets and test_ratelimit; the limits across two
-processes in tests/test_replica_limits)."""
+processes in test_replica_limits, a store that cannot be reached in test_limits_unreachable)."""
 
 from __future__ import annotations
 

@@ -162,14 +162,16 @@ class GatewaySettings(ServiceSettings):
     provider_max_concurrency: int = Field(
         64,
         gt=0,
-        description="Provider requests in flight at once; a prompt that needs one more fails "
-        "with RESOURCE_EXHAUSTED (PROVIDER_BUSY).",
+        description="Provider requests in flight at once on this replica (the provider sees "
+        "the sum: size it as floor(provider concurrency / maxReplicas)); a prompt that needs one "
+        "more fails with RESOURCE_EXHAUSTED (PROVIDER_BUSY).",
     )
     caller_max_concurrency: int = Field(
         32,
         gt=0,
-        description="Gateway RPCs one caller identity may have in flight at once; one more fails "
-        "with RESOURCE_EXHAUSTED (CALLER_BUSY).",
+        description="Gateway RPCs one caller identity may have in flight at once on this "
+        "replica (docs/operations/scaling.md gives the bounds from min and max replicas); one "
+        "more fails with RESOURCE_EXHAUSTED (CALLER_BUSY).",
     )
     cache_max_entries: int = Field(
         1024,
