@@ -8,8 +8,9 @@ caller (this process: asyncpg and the event loop) and of PostgreSQL (all its pro
 key distributions: calls spread over many agents and users, and every call on one agent (its
 bucket row is the hot spot every replica locks in turn).
 
-Invalidation: two access caches listen as two replicas do; each change to the rules (an update
-of a policy) is timed from its commit until both caches have dropped their entries.
+Invalidation: two access caches listen as two replicas do; each change to the rules (a token
+revoked, a grant removed, a deny policy added, in turn) is timed from the start of its
+statement (its commit included) until both caches have dropped their entries.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from nemo_ops.seed import seed
 from nemo_toolplane.access_cache import AccessCache
 from nemo_toolplane.access_store import AccessStore
 from nemo_toolplane.shared_buckets import Bucket, SharedBuckets, bucket_key
+from nemo_toolplane.tokens import issue_token
 
 POOL_SIZE = 10
 AGENTS = 200
@@ -80,7 +82,8 @@ class LimiterBenchmark:
         )
         delays = self.invalidation_ms
         lines.append(
-            f"access change seen by both of two listening replicas ({len(delays)} changes): "
+            f"access change (statement and commit) seen by both of two listening replicas "
+            f"({len(delays)} changes): "
             f"p50 {_quantile(delays, 50):.2f} ms, p99 {self.invalidation_p99_ms:.2f} ms, "
             f"max {max(delays):.2f} ms"
         )
@@ -128,28 +131,44 @@ async def _load(
     return result, used * 1000 / max(1, result.calls)
 
 
+#: The changes timed, in turn: a token revoked, a grant removed, a deny policy added (each then
+#: undone by the next one of its kind, so the rules stay those of the seed).
+_CHANGES = (
+    "UPDATE toolplane.agent_tokens SET revoked_at = CASE WHEN revoked_at IS NULL THEN now() END "
+    "WHERE id = (SELECT min(id) FROM toolplane.agent_tokens)",
+    "WITH removed AS (DELETE FROM toolplane.grants WHERE id = (SELECT max(id) FROM "
+    "toolplane.grants) RETURNING agent_id, tool_pattern, resource_scope, permission) "
+    "INSERT INTO toolplane.grants (agent_id, tool_pattern, resource_scope, permission) "
+    "SELECT * FROM removed",
+    "WITH removed AS (DELETE FROM toolplane.policies WHERE name = 'bench-deny') "
+    "INSERT INTO toolplane.policies (name, effect, agent_scope, tool_scope) "
+    "SELECT 'bench-deny', 'deny', 'research-agent', 'docs.*' "
+    "WHERE NOT EXISTS (SELECT FROM toolplane.policies WHERE name = 'bench-deny')",
+)
+
+
 async def _invalidation_delays(owner_dsn: str, toolplane_dsn: str, pool: Pool) -> list[float]:
     caches = [AccessCache(AccessStore(pool), toolplane_dsn) for _ in range(2)]
     stopping = asyncio.Event()
     listeners = [asyncio.create_task(cache.run(stopping)) for cache in caches]
     owner = await connect(owner_dsn)
+    await issue_token(owner, "research-agent", label="bench")  # the token the changes revoke
     delays = []
     try:
         async with asyncio.timeout(30):
             while not all(cache.listening for cache in caches):  # noqa: ASYNC110  flags, no events
                 await asyncio.sleep(0.01)
-        for _ in range(INVALIDATIONS):
+        for n in range(INVALIDATIONS):
             before = [cache.generation for cache in caches]
-            await owner.execute(
-                "UPDATE toolplane.policies SET description = description "
-                "WHERE name = 'deny-learner-writes'"
-            )
-            committed = time.perf_counter()
+            # From the statement's start: the notification can arrive before the commit's own
+            # answer does, so this is an upper bound (it includes the statement).
+            sent = time.perf_counter()
+            await owner.execute(_CHANGES[n % len(_CHANGES)])
             async with asyncio.timeout(10):
                 # A busy wait: the delay is what is measured, and the caches only keep counters.
                 while any(c.generation == b for c, b in zip(caches, before, strict=True)):  # noqa: ASYNC110
                     await asyncio.sleep(0)
-            delays.append((time.perf_counter() - committed) * 1000)
+            delays.append((time.perf_counter() - sent) * 1000)
     finally:
         stopping.set()
         await asyncio.gather(*listeners)

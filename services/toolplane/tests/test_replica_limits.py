@@ -9,33 +9,18 @@ import contextlib
 import random
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 import asyncpg
 import httpx
 
-from nemo_toolplane.mcp_edge import ERROR_META_KEY
-
 from .conftest import AgentTokens
-from .mcp_http import modern_call, post
+from .mcp_http import modern_call, outcome
 from .processes import toolplane_process
 
 #: Slow enough that nothing refills while a test runs.
 STILL = "0.0001"
 AGENT_BURST, USER_BURST, AUTH_FAILURES = 9, 4, 5
 SEARCH = modern_call("docs.search_docs", {"query": "audit"})
-
-
-async def _outcome(http: httpx.AsyncClient, url: str, token: str) -> str:
-    """ "ok", the error code of a failed call, or the HTTP status of a refused request."""
-    response = await post(url, SEARCH, token=token, client=http)
-    if response.status_code != 200:
-        return str(response.status_code)
-    result: dict[str, Any] = response.json()["result"]
-    if not result.get("isError"):
-        return "ok"
-    error: dict[str, Any] = result["_meta"][ERROR_META_KEY]["error"]
-    return f"{error['code']}/{error['details'].get('limit')}"
 
 
 def _spreads() -> list[list[int]]:
@@ -71,12 +56,14 @@ async def test_limits_hold_for_the_sum_of_two_replicas(
             await owner.execute("DELETE FROM toolplane.rate_buckets")
             # Failures first and alone: their bucket refills a token every 60 / AUTH_FAILURES s.
             failures = await asyncio.gather(
-                *(_outcome(http, urls[n], "nemo_at_guess") for n in spread)
+                *(outcome(http, urls[n], SEARCH, "nemo_at_guess") for n in spread)
             )
             # Concurrently, each request to the replica the spread names.
             research, parent = await asyncio.gather(
-                asyncio.gather(*(_outcome(http, urls[n], tokens.research) for n in spread)),
-                asyncio.gather(*(_outcome(http, urls[n], tokens.learning_parent) for n in spread)),
+                asyncio.gather(*(outcome(http, urls[n], SEARCH, tokens.research) for n in spread)),
+                asyncio.gather(
+                    *(outcome(http, urls[n], SEARCH, tokens.learning_parent) for n in spread)
+                ),
             )
             assert Counter(failures) == {"401": AUTH_FAILURES, "429": 40 - AUTH_FAILURES}, spread
             assert Counter(research) == {
