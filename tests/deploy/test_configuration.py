@@ -71,9 +71,13 @@ def test_the_service_accepts_its_rendered_settings(
         or name.removeprefix(prefix).lower() not in settings_class.model_fields
     }
     assert unknown == set()
-    # Besides the service's own and OpenTelemetry's, only uvicorn's proxy setting (MCP edge).
+    # Besides the service's own and OpenTelemetry's, only uvicorn's proxy setting (MCP edge)
+    # and where the AWS SDK finds static S3 keys (context).
     others = {name for name in environment if not name.startswith(("NEMO_", "OTEL_"))}
-    assert others == ({"FORWARDED_ALLOW_IPS"} if deployment == "nemo-toolplane" else set())
+    assert others == {
+        "nemo-toolplane": {"FORWARDED_ALLOW_IPS"},
+        "nemo-context": {"AWS_SHARED_CREDENTIALS_FILE"},
+    }.get(deployment, set())
 
     for name in list(os.environ):
         if name.startswith(("NEMO_", "OTEL_")):

@@ -8,16 +8,18 @@ import logging
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from nemo_core_echo import TOKENS, EchoSettings
-from pydantic import ValidationError
+from pydantic import SecretStr, ValidationError, model_validator
 
 from nemo_core.settings import (
     DEFAULT_CALLER_TOKEN_METADATA_KEY,
     EXIT_INVALID_SETTINGS,
     ServiceSettings,
     load_settings,
+    secret_from_file,
 )
 
 SECRET = "hunter2-Pa55w0rd-0f-the-database"
@@ -244,3 +246,28 @@ async def test_a_service_with_invalid_settings_exits_without_showing_secrets(mod
     (entry,) = [json.loads(line) for line in output.splitlines() if "invalid settings" in line]
     assert entry["level"] == "ERROR"
     assert "shorter than 16 characters" in json.dumps(entry["problems"])
+
+
+class _WithDatabase(EchoSettings):
+    database_url: SecretStr
+    database_url_file: Path | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _database_url_from_file(cls, data: Any) -> Any:
+        return secret_from_file(data, "database_url")
+
+
+def test_a_required_secret_comes_from_its_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url_file = tmp_path / "url"
+    url_file.write_text(f"postgresql://nemo:{SECRET}@db/nemo\n", encoding="utf-8")
+    monkeypatch.setenv("NEMO_ECHO_DATABASE_URL_FILE", str(url_file))
+    settings = _WithDatabase()
+    assert settings.database_url.get_secret_value() == f"postgresql://nemo:{SECRET}@db/nemo"
+    monkeypatch.setenv("NEMO_ECHO_DATABASE_URL", "postgresql://other@db/nemo")
+    with pytest.raises(ValidationError, match="set database_url or database_url_file, not both"):
+        _WithDatabase()
+    monkeypatch.delenv("NEMO_ECHO_DATABASE_URL_FILE")
+    assert _WithDatabase().database_url.get_secret_value() == "postgresql://other@db/nemo"

@@ -16,7 +16,7 @@ import json
 import logging
 import re
 from pathlib import Path
-from typing import Literal, Self, TypeVar
+from typing import Any, Literal, Self, TypeVar
 
 from pydantic import (
     Field,
@@ -47,6 +47,16 @@ EXIT_INVALID_SETTINGS = 2
 def _read_secret(path: Path) -> str:
     # Kubernetes secret mounts often end with a newline that is not part of the secret.
     return path.read_text(encoding="utf-8").strip()
+
+
+def secret_from_file(data: Any, field: str) -> Any:
+    """For a ``mode="before"`` validator: when ``{field}_file`` is set, ``field`` is read from
+    that file (a mounted Secret), so a required secret can come from either variable."""
+    if not isinstance(data, dict) or not data.get(f"{field}_file"):
+        return data
+    if data.get(field):
+        raise ValueError(f"set {field} or {field}_file, not both")
+    return {**data, field: _read_secret(Path(data[f"{field}_file"]))}
 
 
 class ServiceSettings(BaseSettings):

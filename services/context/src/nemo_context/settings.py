@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal, Self
+from typing import Any, Literal, Self
 
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import SettingsConfigDict
 
-from nemo_core.settings import ServiceSettings
+from nemo_core.settings import ServiceSettings, secret_from_file
 
 MIN_PSEUDONYM_KEY_LENGTH = 32
 
@@ -23,7 +23,12 @@ class ContextSettings(ServiceSettings):
         description="host:port the gRPC server listens on (0.0.0.0:50051 in a container).",
     )
     database_url: SecretStr = Field(
-        description="postgresql:// URL connecting as the nemo_context role; required.",
+        description="postgresql:// URL connecting as the nemo_context role; required (or "
+        "database_url_file).",
+    )
+    database_url_file: Path | None = Field(
+        None,
+        description="File holding database_url (a mounted Secret), instead of the variable.",
     )
     database_pool_size: int = Field(
         10, gt=0, description="Maximum PostgreSQL connections of this process."
@@ -93,6 +98,11 @@ class ContextSettings(ServiceSettings):
         ge=0,
         description="Knowledge nodes retrieved for the current message of a conversation.",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _database_url_from_file(cls, data: Any) -> Any:
+        return secret_from_file(data, "database_url")
 
     @model_validator(mode="after")
     def _resolve_pseudonym_key(self) -> Self:
