@@ -20,14 +20,15 @@ CLIENT = EchoSettings(client_token=SecretStr(TOKENS["gateway"]))
 
 
 async def _start(start_echo: StartEcho) -> Running:
-    return await start_echo(max_connection_age_seconds=AGE_SECONDS, grace_period_seconds=2.0)
+    return await start_echo(max_connection_age_seconds=AGE_SECONDS, grace_period_seconds=0.2)
 
 
 async def test_calls_keep_succeeding_across_connection_age(start_echo: StartEcho) -> None:
     running = await _start(start_echo)
     peers: Counter[str] = Counter()
     async with create_channel(running.address, CLIENT) as channel:
-        # A call running while its connection reaches its age finishes on it (the grace).
+        # A call running while its connection reaches its age finishes on it, however much
+        # longer than the shutdown grace it takes.
         slow = asyncio.ensure_future(stub(channel, "Slow")(StringValue(value="1.5"), timeout=10))
         for _ in range(100):  # about 3 seconds: several ages
             reply = await stub(channel, "Peer")(StringValue(), timeout=5)

@@ -61,3 +61,17 @@ def test_environment_variables_are_read_with_the_gateway_prefix(
         False,
         "claude-haiku",
     )
+
+
+@pytest.mark.parametrize("value", ["true", "false", ""])
+def test_a_removed_variable_is_refused_with_what_replaces_it(
+    monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    monkeypatch.setenv("NEMO_GATEWAY_JSON_SCHEMA_MODE", value)
+    with pytest.raises(ValidationError) as caught:
+        GatewaySettings()
+    message = str(caught.value)
+    assert "NEMO_GATEWAY_JSON_SCHEMA_MODE" in message
+    assert "NEMO_GATEWAY_STRUCTURED_OUTPUT" in message
+    monkeypatch.delenv("NEMO_GATEWAY_JSON_SCHEMA_MODE")
+    assert GatewaySettings().structured_output == "auto"

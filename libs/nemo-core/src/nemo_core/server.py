@@ -133,9 +133,10 @@ def _server_options(settings: ServiceSettings) -> list[tuple[str, Any]]:
         # A second process on the same port must fail to start, not share the traffic.
         ("grpc.so_reuseport", 0),
         # A Service balances connections, not calls: a periodic GOAWAY makes clients reconnect,
-        # so new replicas get their share. Calls in flight get the shutdown grace to finish.
+        # so new replicas get their share. Calls in flight finish first: a recycled connection
+        # is not a shutdown, and cutting them at the shutdown grace failed long model answers.
         ("grpc.max_connection_age_ms", int(settings.max_connection_age_seconds * 1000)),
-        ("grpc.max_connection_age_grace_ms", int(settings.grace_period_seconds * 1000)),
+        ("grpc.max_connection_age_grace_ms", int(settings.max_connection_age_grace_seconds * 1000)),
     ]
 
 

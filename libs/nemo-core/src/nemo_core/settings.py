@@ -114,8 +114,16 @@ class ServiceSettings(BaseSettings):
         300.0,
         gt=0,
         description="Age (with 10% jitter) after which the server asks a client to reconnect "
-        "(HTTP/2 GOAWAY), so connections spread over new replicas; calls in flight get "
-        "grace_period_seconds to finish on the old connection.",
+        "(HTTP/2 GOAWAY), so connections spread over new replicas; calls in flight finish on "
+        "the old connection (max_connection_age_grace_seconds).",
+    )
+    max_connection_age_grace_seconds: float = Field(
+        600.0,
+        gt=0,
+        description="How long calls in flight may still run on a connection past its age. The "
+        "connection closes as soon as they end, so this only bounds a call that never does; "
+        "keep it above the longest call the service serves (a model answer on a slow server "
+        "takes far longer than the shutdown grace).",
     )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         "INFO", description="Minimum level of the JSON log lines written to stderr."

@@ -7,6 +7,7 @@ for each other.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Literal, Self
 
@@ -25,6 +26,13 @@ StructuredOutput = Literal["auto", "json_schema", "json_object_schema", "json_ob
 LOCAL_MODEL_NAME = "SmolLM2-135M-Instruct"
 """The model the local provider serves (its name on the local server)."""
 LOCAL_BASE_URL = "http://127.0.0.1:8000/v1"
+
+REMOVED_VARIABLES = {
+    "NEMO_GATEWAY_JSON_SCHEMA_MODE": "set NEMO_GATEWAY_STRUCTURED_OUTPUT (json_schema, "
+    "json_object_schema, json_object or prompt) or NEMO_GATEWAY_LLM_SERVER instead",
+}
+"""Variables that once configured the gateway: still set, they are refused at start rather than
+ignored, since the deployment that sets one expects a behaviour the gateway no longer has."""
 
 
 def _read_key(path: Path) -> SecretStr:
@@ -223,6 +231,15 @@ class GatewaySettings(ServiceSettings):
             for tier in ("model_fast", "model_strong"):
                 if tier not in self.model_fields_set:
                     object.__setattr__(self, tier, LOCAL_MODEL_NAME)
+        return self
+
+    @model_validator(mode="after")
+    def _no_removed_variables(self) -> Self:
+        removed = [
+            f"{name}: {hint}" for name, hint in REMOVED_VARIABLES.items() if name in os.environ
+        ]
+        if removed:
+            raise ValueError("removed settings are set; " + "; ".join(removed))
         return self
 
     def model_for(self, tier: Literal["fast", "strong"]) -> str:
