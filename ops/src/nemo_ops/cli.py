@@ -22,6 +22,7 @@ import asyncpg
 from nemo_ops import (
     agent_tokens,
     approvals,
+    capacity_manifests,
     dev,
     local_model,
     migrate,
@@ -83,6 +84,12 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
         "approvals", approvals.HELP, approvals.configure_parser, approvals.run_command, True
     ),
     Subcommand("policies", policies.HELP, policies.configure_parser, policies.run_command, True),
+    Subcommand(
+        "capacity",
+        capacity_manifests.HELP,
+        capacity_manifests.configure_parser,
+        capacity_manifests.run_command,
+    ),
     Subcommand(
         "operators",
         operator_accounts.HELP,
