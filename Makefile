@@ -12,10 +12,10 @@ MYPY_TARGETS := libs/nemo-core libs/nemo-testing libs/nemo-eval services/context
 	ops "benchmarks libs/nemo-protos/generate.py conftest.py tests local-model/serve.py"
 # deptry per package: its sources against its own pyproject.toml; then the test and benchmark code
 # against the root's (configured there). The stubs package is installed editable, so deptry is told
-# that nemo-protos provides `nemo`.
+# that nemo-protos provides `nemo_protos`.
 PACKAGES := libs/nemo-core libs/nemo-protos libs/nemo-testing libs/nemo-eval services/context services/gateway \
 	services/toolplane ops
-DEPTRY := $(RUN) deptry --package-module-name-map nemo-protos=nemo
+DEPTRY := $(RUN) deptry --package-module-name-map nemo-protos=nemo_protos
 
 .PHONY: help install generate lint test bench run soak eval local-model clean
 

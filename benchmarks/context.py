@@ -29,12 +29,12 @@ import psutil
 
 from benchmarks.grpc_baseline import measure_empty_call
 from benchmarks.load import LoadResult, run_load, server_process
-from nemo.context.v1 import context_service_pb2, context_service_pb2_grpc
 from nemo_core.db import connect, dsn_with
 from nemo_core.settings import DEFAULT_CALLER_TOKEN_METADATA_KEY
 from nemo_ops.embedded_pg import start_embedded_postgres
 from nemo_ops.migrate import migrate
 from nemo_ops.seed import seed
+from nemo_protos.context.v1 import context_service_pb2, context_service_pb2_grpc
 from nemo_testing.ports import free_port
 
 CALLER_TOKEN = "bench-gateway-token-0123456789abcdef"

@@ -33,9 +33,6 @@ from google.protobuf import struct_pb2
 from benchmarks.context import CALLER_TOKEN as CONTEXT_TOKEN
 from benchmarks.grpc_baseline import measure_empty_call, measure_empty_handler
 from benchmarks.load import LoadResult, run_load, server_process
-from nemo.gateway.v1 import gateway_service_pb2 as pb
-from nemo.gateway.v1 import gateway_service_pb2_grpc as pb_grpc
-from nemo.gateway.v1 import run_pb2
 from nemo_core import event_loop
 from nemo_core.server import Server, serve
 from nemo_core.settings import DEFAULT_CALLER_TOKEN_METADATA_KEY
@@ -45,6 +42,9 @@ from nemo_gateway.prompts.spec import Lang, PromptInput
 from nemo_gateway.providers.base import ModelRequest
 from nemo_gateway.providers.factory import build_provider
 from nemo_gateway.settings import GatewaySettings
+from nemo_protos.gateway.v1 import gateway_service_pb2 as pb
+from nemo_protos.gateway.v1 import gateway_service_pb2_grpc as pb_grpc
+from nemo_protos.gateway.v1 import run_pb2
 from nemo_testing.ports import free_port
 
 CALLER_TOKEN = "bench-internal-token-0123456789"

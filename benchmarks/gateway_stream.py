@@ -33,12 +33,12 @@ import psutil
 from benchmarks.context import context_environment, prepare_database, seeded_database
 from benchmarks.gateway import CALLER_TOKEN, gateway_settings
 from benchmarks.load import server_process
-from nemo.gateway.v1 import gateway_service_pb2 as pb
-from nemo.gateway.v1 import gateway_service_pb2_grpc as pb_grpc
 from nemo_core.db import connect, dsn_with
 from nemo_core.settings import DEFAULT_CALLER_TOKEN_METADATA_KEY
 from nemo_gateway.providers.base import Message, ModelRequest, TextDelta
 from nemo_gateway.providers.factory import build_provider
+from nemo_protos.gateway.v1 import gateway_service_pb2 as pb
+from nemo_protos.gateway.v1 import gateway_service_pb2_grpc as pb_grpc
 from nemo_testing.ports import free_port
 
 CONCURRENCIES = (1, 16)

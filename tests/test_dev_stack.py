@@ -28,10 +28,10 @@ from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
     ProtoReflectionDescriptorDatabase,
 )
 
-from nemo.context.v1 import context_service_pb2, context_service_pb2_grpc
-from nemo.gateway.v1 import gateway_service_pb2, gateway_service_pb2_grpc
 from nemo_core.errors import error_details
 from nemo_ops.embedded_pg import start_embedded_postgres
+from nemo_protos.context.v1 import context_service_pb2, context_service_pb2_grpc
+from nemo_protos.gateway.v1 import gateway_service_pb2, gateway_service_pb2_grpc
 from nemo_testing.ports import free_port
 
 NEMO = str(Path(sys.executable).with_name("nemo"))

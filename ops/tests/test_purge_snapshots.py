@@ -13,11 +13,11 @@ from typing import Any
 import aioboto3
 import pytest
 
-from nemo.context.v1 import learner_context_pb2 as lc
 from nemo_context.snapshot_objects import LIFECYCLE_RULE_ID, LocalDirectoryObjects
 from nemo_context.snapshots import DigestedSnapshotStore, persist_snapshot
 from nemo_core.db import create_pool
 from nemo_ops.cli import main
+from nemo_protos.context.v1 import learner_context_pb2 as lc
 from nemo_testing.s3 import S3Endpoint
 
 NEMO = str(Path(sys.executable).with_name("nemo"))

@@ -16,12 +16,12 @@ import grpc.aio
 import pytest
 from google.protobuf import struct_pb2
 
-from nemo.context.v1 import context_service_pb2 as context_pb
-from nemo.gateway.v1 import gateway_service_pb2 as gateway_pb
-from nemo.toolplane.v1 import tool_pb2
-from nemo.toolplane.v1 import toolplane_admin_service_pb2 as admin_pb
-from nemo.toolplane.v1 import toolplane_service_pb2 as toolplane_pb
 from nemo_core.errors import error_details
+from nemo_protos.context.v1 import context_service_pb2 as context_pb
+from nemo_protos.gateway.v1 import gateway_service_pb2 as gateway_pb
+from nemo_protos.toolplane.v1 import tool_pb2
+from nemo_protos.toolplane.v1 import toolplane_admin_service_pb2 as admin_pb
+from nemo_protos.toolplane.v1 import toolplane_service_pb2 as toolplane_pb
 from tests.stack import Stack
 
 from .ledger import Ledger

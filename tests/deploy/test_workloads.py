@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 from google.protobuf.descriptor import FileDescriptor
 
-from nemo.context.v1 import context_service_pb2
-from nemo.gateway.v1 import gateway_service_pb2
-from nemo.toolplane.v1 import toolplane_admin_service_pb2, toolplane_service_pb2
+from nemo_protos.context.v1 import context_service_pb2
+from nemo_protos.gateway.v1 import gateway_service_pb2
+from nemo_protos.toolplane.v1 import toolplane_admin_service_pb2, toolplane_service_pb2
 from tests.deploy.deploy_kustomize import ImageReference, containers_of
 from tests.deploy.deploy_manifests import (
     OVERLAYS,

@@ -15,14 +15,14 @@ import grpc
 import grpc.aio
 from google.protobuf import struct_pb2
 
-from nemo.context.v1 import context_service_pb2, context_service_pb2_grpc
-from nemo.gateway.v1 import gateway_service_pb2 as gateway_pb
-from nemo.gateway.v1 import gateway_service_pb2_grpc
-from nemo.toolplane.v1 import tool_pb2, toolplane_service_pb2_grpc
-from nemo.toolplane.v1 import toolplane_service_pb2 as toolplane_pb
 from nemo_core.errors import error_details
 from nemo_ops.migrate import migrate, role_passwords_from_env
 from nemo_ops.seed import seed
+from nemo_protos.context.v1 import context_service_pb2, context_service_pb2_grpc
+from nemo_protos.gateway.v1 import gateway_service_pb2 as gateway_pb
+from nemo_protos.gateway.v1 import gateway_service_pb2_grpc
+from nemo_protos.toolplane.v1 import tool_pb2, toolplane_service_pb2_grpc
+from nemo_protos.toolplane.v1 import toolplane_service_pb2 as toolplane_pb
 from tests.stack import Stack
 
 #: Tool plane limits high enough that a test's own load is never rate limited.

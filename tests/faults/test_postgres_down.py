@@ -14,10 +14,10 @@ from pathlib import Path
 import grpc
 import pytest
 
-from nemo.context.v1 import context_service_pb2 as context_pb
-from nemo.context.v1 import conversation_pb2
 from nemo_core.db import connect, dsn_with
 from nemo_ops.embedded_pg import EmbeddedPostgres, start_embedded_postgres
+from nemo_protos.context.v1 import context_service_pb2 as context_pb
+from nemo_protos.context.v1 import conversation_pb2
 from tests.stack import StackFactory
 
 from .support import OK, Load, StackClients, migrated_and_seeded, stack_clients, status_kind

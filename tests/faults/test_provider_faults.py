@@ -16,10 +16,10 @@ import grpc
 import pytest
 from google.protobuf import struct_pb2
 
-from nemo.gateway.v1 import gateway_service_pb2 as gateway_pb
-from nemo.gateway.v1 import run_pb2
 from nemo_core.db import connect
 from nemo_core.errors import error_details
+from nemo_protos.gateway.v1 import gateway_service_pb2 as gateway_pb
+from nemo_protos.gateway.v1 import run_pb2
 from nemo_testing.providers import Answer, Hang, HttpError, ScriptedProvider, Stream
 from tests.stack import Stack
 

@@ -22,11 +22,11 @@ import grpc
 import httpx
 from google.protobuf import struct_pb2
 
-from nemo.context.v1 import context_service_pb2 as context_pb
-from nemo.context.v1 import conversation_pb2
-from nemo.toolplane.v1 import tool_pb2
-from nemo.toolplane.v1 import toolplane_service_pb2 as toolplane_pb
 from nemo_core.db import connect
+from nemo_protos.context.v1 import context_service_pb2 as context_pb
+from nemo_protos.context.v1 import conversation_pb2
+from nemo_protos.toolplane.v1 import tool_pb2
+from nemo_protos.toolplane.v1 import toolplane_service_pb2 as toolplane_pb
 from nemo_testing.s3 import moto_s3_server
 from nemo_toolplane.mcp_edge import ERROR_META_KEY
 from tests.stack import Stack, start_replicas

@@ -3,7 +3,7 @@ failed write is counted."""
 
 from __future__ import annotations
 
-from nemo.context.v1 import context_service_pb2 as context_pb
+from nemo_protos.context.v1 import context_service_pb2 as context_pb
 from nemo_testing.otlp import OtlpReceiver
 from nemo_testing.s3 import moto_s3_server
 from tests.stack import StackFactory

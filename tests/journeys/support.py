@@ -16,11 +16,11 @@ from mcp.client.streamable_http import streamable_http_client
 from opentelemetry.sdk.trace import TracerProvider
 from pydantic import SecretStr
 
-from nemo.context.v1 import context_service_pb2, context_service_pb2_grpc
-from nemo.gateway.v1 import gateway_service_pb2_grpc
 from nemo_core.client import create_channel
 from nemo_core.db import connect
 from nemo_core.settings import ServiceSettings
+from nemo_protos.context.v1 import context_service_pb2, context_service_pb2_grpc
+from nemo_protos.gateway.v1 import gateway_service_pb2_grpc
 from nemo_testing.otlp import OtlpReceiver, ReceivedSpan
 from tests.stack import Stack
 

@@ -8,8 +8,8 @@ import json
 
 from google.protobuf import struct_pb2
 
-from nemo.gateway.v1 import gateway_service_pb2 as gateway_pb
-from nemo.gateway.v1 import run_pb2
+from nemo_protos.gateway.v1 import gateway_service_pb2 as gateway_pb
+from nemo_protos.gateway.v1 import run_pb2
 from nemo_testing.otlp import OtlpReceiver
 from nemo_testing.providers import Answer, ScriptedProvider
 from tests.stack import Stack

@@ -10,9 +10,9 @@ from collections.abc import AsyncIterator
 import grpc
 import pytest
 
-from nemo.gateway.v1 import gateway_service_pb2 as gateway_pb
 from nemo_core.db import connect
 from nemo_core.errors import error_details
+from nemo_protos.gateway.v1 import gateway_service_pb2 as gateway_pb
 from nemo_testing.otlp import OtlpReceiver
 from nemo_testing.providers import ScriptedProvider, Stream
 from tests.stack import Stack

@@ -123,8 +123,8 @@ def test_the_input_set_covers_every_prompt_a_caller_can_run() -> None:
 
 
 def test_the_texts_of_an_output_are_its_string_fields_ids_aside() -> None:
-    from nemo.gateway.v1 import outputs_pb2
     from nemo_eval.runner import _texts
+    from nemo_protos.gateway.v1 import outputs_pb2
 
     portrait = outputs_pb2.PortraitSummary(
         summary="Tóm tắt.", strengths=["Chăm chỉ", "Cẩn thận"], growth_areas=[], disclaimer="AI"

@@ -16,14 +16,14 @@ from asyncpg.connection import LoggedQuery
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader, NumberDataPoint
 from pydantic import SecretStr
 
-from nemo.context.v1 import context_service_pb2, context_service_pb2_grpc
-from nemo.type.v1 import user_source_pb2
 from nemo_context.app import SERVICE_NAME, build
 from nemo_context.settings import ContextSettings
 from nemo_core.client import create_channel
 from nemo_core.db import Pool, connect, create_pool, init_connection
 from nemo_core.server import Server
 from nemo_core.telemetry import attach_metric_reader, configure_telemetry
+from nemo_protos.context.v1 import context_service_pb2, context_service_pb2_grpc
+from nemo_protos.type.v1 import user_source_pb2
 from nemo_testing.s3 import S3Endpoint
 
 

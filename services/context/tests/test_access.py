@@ -10,10 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nemo.context.v1 import context_service_pb2 as pb
-from nemo.type.v1 import user_source_pb2 as us
 from nemo_context.access import (
-    INVALID_RESOURCE_SCOPE,
     LearnerFacts,
     Reach,
     RefusalRule,
@@ -22,9 +19,10 @@ from nemo_context.access import (
     decide,
     parse_scope,
 )
-from nemo_context.ids import INVALID_LEARNER_ID
 from nemo_core.db import Pool
 from nemo_core.errors import ServiceError
+from nemo_protos.context.v1 import context_service_pb2 as pb
+from nemo_protos.type.v1 import user_source_pb2 as us
 
 LEARNERS = ("L-2041-1", "L-2041-2", "L-2041-3", "L-2041-10", "L-2041-404")
 Basis: TypeAlias = pb.AccessBasis.ValueType
@@ -209,7 +207,7 @@ async def test_malformed_scopes_are_invalid_arguments(context_pool: Pool, scope:
     with pytest.raises(ServiceError) as caught:
         await check(context_pool, "U-2041-P1", "L-2041-1", scope)
     assert caught.value.code is grpc.StatusCode.INVALID_ARGUMENT
-    assert caught.value.reason == INVALID_RESOURCE_SCOPE
+    assert caught.value.reason == "INVALID_RESOURCE_SCOPE"
 
 
 @pytest.mark.parametrize("learner", ["", "L-2041-1,L-2041-2", "L-2041-1\x00", "L 1", "L-2041-1\n"])
@@ -217,7 +215,7 @@ async def test_learner_id_must_be_one_id(context_pool: Pool, learner: str) -> No
     with pytest.raises(ServiceError) as caught:
         await check(context_pool, "U-2041-P1", learner, "user")
     assert caught.value.code is grpc.StatusCode.INVALID_ARGUMENT
-    assert caught.value.reason == INVALID_LEARNER_ID
+    assert caught.value.reason == "INVALID_LEARNER_ID"
 
 
 @pytest.mark.parametrize(

@@ -9,16 +9,16 @@ import grpc.aio
 import pytest
 from asyncpg.connection import LoggedQuery
 
-from nemo.context.v1 import context_service_pb2 as pb
-from nemo.type.v1 import locale_pb2
-from nemo.type.v1 import user_source_pb2 as us
-from nemo_context.access import LEARNER_OUT_OF_REACH, reach_of
+from nemo_context.access import reach_of
 from nemo_context.builder import ContextBuilder
 from nemo_context.pseudonym import Pseudonymizer
 from nemo_context.purposes import PURPOSES
 from nemo_context.repository import PostgresLearnerRepository
 from nemo_core.db import Pool
 from nemo_core.errors import ServiceError, error_details
+from nemo_protos.context.v1 import context_service_pb2 as pb
+from nemo_protos.type.v1 import locale_pb2
+from nemo_protos.type.v1 import user_source_pb2 as us
 
 from .conftest import RunningContextServer
 
@@ -79,7 +79,7 @@ async def test_a_user_the_agent_named_itself_reads_nobody(
     code, reason, _, metadata = await _refusal(context_server, _request("L-2041-1", user, source))
     assert (code, reason, metadata) == (
         grpc.StatusCode.PERMISSION_DENIED,
-        LEARNER_OUT_OF_REACH,
+        "LEARNER_OUT_OF_REACH",
         {"rule": "user_not_vouched"},
     )
 
@@ -102,7 +102,7 @@ async def test_a_foreign_learner_and_a_missing_one_get_the_same_refusal(
 ) -> None:
     foreign = await _refusal(context_server, _request("L-2041-2", user, source, *scopes))
     missing = await _refusal(context_server, _request("L-2041-404", user, source, *scopes))
-    assert foreign[:2] == (grpc.StatusCode.PERMISSION_DENIED, LEARNER_OUT_OF_REACH)
+    assert foreign[:2] == (grpc.StatusCode.PERMISSION_DENIED, "LEARNER_OUT_OF_REACH")
     assert missing == foreign
 
 

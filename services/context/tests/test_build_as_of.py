@@ -1,4 +1,4 @@
-"""BuildContext as of an evaluation time: the same request with the same ``evaluated_at``
+"""BuildContext as of an evaluation time: the same request with the same ``evaluate_time``
 builds the same bundle, whatever is recorded after it; built without one, the later records are
 read."""
 
@@ -13,11 +13,10 @@ import grpc.aio
 import pytest
 from google.protobuf import timestamp_pb2
 
-from nemo.context.v1 import context_service_pb2 as pb
-from nemo.context.v1 import learner_context_pb2
-from nemo_context.builder import INVALID_EVALUATED_AT
 from nemo_core.db import connect
 from nemo_core.errors import error_details
+from nemo_protos.context.v1 import context_service_pb2 as pb
+from nemo_protos.context.v1 import learner_context_pb2
 
 from .conftest import PARENT, RunningContextServer
 
@@ -66,7 +65,7 @@ async def _build(
     if caller == "toolplane":
         request.agent_access.CopyFrom(PARENT)
     if when is not None:
-        request.evaluated_at.FromDatetime(when)
+        request.evaluate_time.FromDatetime(when)
     response = await server.stub(caller).BuildContext(request, timeout=TIMEOUT)
     return response.bundle
 
@@ -74,7 +73,7 @@ async def _build(
 def _content(bundle: learner_context_pb2.ContextBundle) -> bytes:
     copy = learner_context_pb2.ContextBundle()
     copy.CopyFrom(bundle)
-    copy.ClearField("built_at")
+    copy.ClearField("build_time")
     return copy.SerializeToString(deterministic=True)
 
 
@@ -85,7 +84,7 @@ async def test_the_same_time_builds_the_same_bundle_whatever_came_after(
     caller: str, purpose: str, context_server: RunningContextServer, owner_dsn: str
 ) -> None:
     before = await _build(context_server, caller, purpose, AS_OF)
-    assert before.built_at.ToDatetime(tzinfo=UTC) == AS_OF
+    assert before.build_time.ToDatetime(tzinfo=UTC) == AS_OF
     async with _later_records(owner_dsn):
         after = await _build(context_server, caller, purpose, AS_OF)
         now = await _build(context_server, caller, purpose, None)
@@ -99,11 +98,11 @@ async def test_an_evaluation_time_outside_the_timestamp_range_is_invalid(
     context_server: RunningContextServer,
 ) -> None:
     request = pb.BuildContextRequest(learner_id="L-2041-1", purpose="tutor_hint")
-    request.evaluated_at.CopyFrom(timestamp_pb2.Timestamp(seconds=-62_135_596_801))
+    request.evaluate_time.CopyFrom(timestamp_pb2.Timestamp(seconds=-62_135_596_801))
     with pytest.raises(grpc.aio.AioRpcError) as raised:
         await context_server.stub("gateway").BuildContext(request, timeout=TIMEOUT)
     details = error_details(raised.value)
     assert (details.code, details.reason) == (
         grpc.StatusCode.INVALID_ARGUMENT,
-        INVALID_EVALUATED_AT,
+        "INVALID_EVALUATE_TIME",
     )

@@ -9,12 +9,12 @@ import grpc
 import grpc.aio
 import pytest
 
-from nemo.context.v1 import context_service_pb2 as pb
-from nemo.context.v1 import learner_context_pb2
-from nemo.type.v1 import locale_pb2
 from nemo_context.purposes import POLICY_VERSION, PURPOSES
 from nemo_context.snapshots import canonical_json
 from nemo_core.errors import error_details
+from nemo_protos.context.v1 import context_service_pb2 as pb
+from nemo_protos.context.v1 import learner_context_pb2
+from nemo_protos.type.v1 import locale_pb2
 from nemo_testing.ports import free_port
 from nemo_testing.s3 import S3Endpoint
 

@@ -11,15 +11,7 @@ import grpc
 import pytest
 from google.protobuf import text_format
 
-from nemo.context.v1 import learner_context_pb2 as pb
-from nemo.type.v1 import locale_pb2
-from nemo_context.builder import (
-    BUILD_VERSION,
-    LEARNER_NOT_FOUND,
-    ContextBuilder,
-)
-from nemo_context.gate import CONTEXT_LEAK_BLOCKED
-from nemo_context.ids import INVALID_LEARNER_ID
+from nemo_context.builder import BUILD_VERSION, ContextBuilder
 from nemo_context.pseudonym import Pseudonymizer
 from nemo_context.purposes import CONVERSATION, POLICY_VERSION, PURPOSES, Purpose, Slice
 from nemo_context.repository import (
@@ -31,6 +23,8 @@ from nemo_context.repository import (
 from nemo_core.db import Pool, connect
 from nemo_core.errors import ServiceError
 from nemo_ops.seed_data.progress import EVIDENCE
+from nemo_protos.context.v1 import learner_context_pb2 as pb
+from nemo_protos.type.v1 import locale_pb2
 
 from .conftest import TEST_PSEUDONYM_KEY
 
@@ -41,7 +35,7 @@ ALWAYS_SET = {
     "slices",
     "policy_version",
     "build_version",
-    "built_at",
+    "build_time",
     "locale",
     "rendered_text",
 }
@@ -129,14 +123,14 @@ async def test_evidence_is_only_correct_and_reliability_never_the_answer(
     evidence = bundle.recent_evidence
     assert len(evidence.items) == 10
     assert (evidence.correct_count, evidence.incorrect_count) == (6, 4)
-    times = [item.observed_at.ToDatetime() for item in evidence.items]
+    times = [item.observe_time.ToDatetime() for item in evidence.items]
     assert times == sorted(times, reverse=True)
     for item in evidence.items:
         assert {f.name for f, _ in item.ListFields()} <= {
             "node_id",
             "correct",
             "reliability",
-            "observed_at",
+            "observe_time",
         }
     assert evidence.items[0].reliability == 0.9
     assert not evidence.items[0].correct
@@ -204,7 +198,7 @@ async def test_missing_values_stay_missing_never_zero(builder: ContextBuilder) -
     assert not progress.HasField("provenance")
 
     empty = await _build(builder, "L-2041-10", "learning_state")
-    assert not empty.learning_progress.HasField("last_activity_at")
+    assert not empty.learning_progress.HasField("last_activity_time")
     assert empty.learning_progress.unknown_count == 0
     assert len((await _build(builder, "L-2041-10", "mastery")).mastery) == 0
 
@@ -233,12 +227,12 @@ async def test_unknown_and_malformed_learners_are_precise_errors(builder: Contex
         await _build(builder, "L-2041-404", "tutor_hint")
     assert (missing.value.code, missing.value.reason) == (
         grpc.StatusCode.NOT_FOUND,
-        LEARNER_NOT_FOUND,
+        "LEARNER_NOT_FOUND",
     )
     for bad in ("", "L-2041-1,L-2041-2", "L 1", "x" * 200):
         with pytest.raises(ServiceError) as invalid:
             await _build(builder, bad, "tutor_hint")
-        assert invalid.value.reason == INVALID_LEARNER_ID
+        assert invalid.value.reason == "INVALID_LEARNER_ID"
 
 
 class _AlteredRepository:
@@ -295,7 +289,7 @@ async def test_a_repository_that_leaks_makes_the_build_fail(
     with pytest.raises(ServiceError) as raised:
         await builder.build("L-2041-1", PURPOSES[purpose], locale_pb2.LOCALE_VI)
     assert raised.value.code is grpc.StatusCode.INTERNAL
-    assert raised.value.reason == CONTEXT_LEAK_BLOCKED
+    assert raised.value.reason == "CONTEXT_LEAK_BLOCKED"
 
 
 @pytest.mark.parametrize(
@@ -320,7 +314,7 @@ async def test_a_statement_that_selects_a_key_column_fails_the_build(
         )
     assert (raised.value.code, raised.value.reason) == (
         grpc.StatusCode.INTERNAL,
-        CONTEXT_LEAK_BLOCKED,
+        "CONTEXT_LEAK_BLOCKED",
     )
 
 

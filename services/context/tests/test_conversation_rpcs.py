@@ -8,9 +8,9 @@ import grpc
 import grpc.aio
 import pytest
 
-from nemo.context.v1 import context_service_pb2 as pb
-from nemo.context.v1 import conversation_pb2
 from nemo_core.errors import error_details
+from nemo_protos.context.v1 import context_service_pb2 as pb
+from nemo_protos.context.v1 import conversation_pb2
 
 from .conftest import RunningContextServer
 

@@ -22,20 +22,13 @@ from google.rpc import error_details_pb2
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from nemo.context.v1 import conversation_pb2, knowledge_pb2
-from nemo.context.v1 import learner_context_pb2 as pb
-from nemo.type.v1 import locale_pb2
-from nemo_context.gate import (
-    CONTEXT_LEAK_BLOCKED,
-    Gated,
-    find_forbidden_name,
-    find_leak,
-    gate,
-    is_forbidden_name,
-)
+from nemo_context.gate import Gated, find_forbidden_name, find_leak, gate, is_forbidden_name
 from nemo_context.ids import is_key
 from nemo_context.render import render_bundle
 from nemo_core.errors import ServiceError
+from nemo_protos.context.v1 import conversation_pb2, knowledge_pb2
+from nemo_protos.context.v1 import learner_context_pb2 as pb
+from nemo_protos.type.v1 import locale_pb2
 
 from .conftest import CounterTotal
 
@@ -667,7 +660,7 @@ def test_a_blocked_bundle_raises_internal_leak_blocked_and_is_logged_and_counted
     ):
         gate(bundle, forbidden_values=LINKED)
     assert raised.value.code is grpc.StatusCode.INTERNAL
-    assert raised.value.reason == CONTEXT_LEAK_BLOCKED
+    assert raised.value.reason == "CONTEXT_LEAK_BLOCKED"
     assert "L-2041-1" not in raised.value.message
     assert counter_total("nemo.context.gate.blocked", {"rule": "encoded_value"}) == before + 1
     [record] = [r for r in caplog.records if r.name == "nemo_context.gate"]
@@ -692,7 +685,7 @@ def test_text_added_after_gating_is_checked_too() -> None:
     for fields in ({"input_ref": "ai-context/L-2041-1/x.json"}, {"email": "x"}):
         with pytest.raises(ServiceError) as raised:
             gated.with_text(**fields)
-        assert raised.value.reason == CONTEXT_LEAK_BLOCKED
+        assert raised.value.reason == "CONTEXT_LEAK_BLOCKED"
 
 
 def test_a_single_string_of_forbidden_values_is_refused() -> None:

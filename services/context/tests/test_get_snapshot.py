@@ -9,13 +9,8 @@ import grpc
 import grpc.aio
 import pytest
 
-from nemo.context.v1 import context_service_pb2 as pb
-from nemo_context.snapshot_reads import (
-    INVALID_INPUT_REF,
-    SNAPSHOT_DIGEST_MISMATCH,
-    SNAPSHOT_NOT_FOUND,
-)
 from nemo_core.errors import error_details
+from nemo_protos.context.v1 import context_service_pb2 as pb
 from nemo_testing.s3 import S3Endpoint
 
 from .conftest import RunningContextServer, StartContextServer
@@ -69,7 +64,7 @@ async def test_a_tampered_local_file_is_data_loss(context_server: RunningContext
     path.write_bytes(forged(path.read_bytes()))
     assert await get_error(context_server, bundle.input_ref) == (
         grpc.StatusCode.DATA_LOSS,
-        SNAPSHOT_DIGEST_MISMATCH,
+        "SNAPSHOT_DIGEST_MISMATCH",
     )
 
 
@@ -96,7 +91,7 @@ async def test_a_tampered_s3_object_is_data_loss(
         await s3.put_object(Bucket=s3_bucket, Key=bundle.input_ref, Body=forged(stored))
     assert await get_error(server, bundle.input_ref) == (
         grpc.StatusCode.DATA_LOSS,
-        SNAPSHOT_DIGEST_MISMATCH,
+        "SNAPSHOT_DIGEST_MISMATCH",
     )
     # Putting the original bytes back makes it readable again: the digest is what decides.
     async with s3_session.client("s3", endpoint_url=s3_endpoint.url) as s3:
@@ -112,11 +107,11 @@ async def test_unknown_and_malformed_refs(context_server: RunningContextServer) 
     unknown = bundle.input_ref.rsplit("/", 1)[0] + "/00000000-0000-4000-8000-000000000000.json"
     assert await get_error(context_server, unknown) == (
         grpc.StatusCode.NOT_FOUND,
-        SNAPSHOT_NOT_FOUND,
+        "SNAPSHOT_NOT_FOUND",
     )
     malformed_refs = ("", "ai-context/../../etc/passwd", "L-2041-1", bundle.input_ref + "x")
     for malformed in (*malformed_refs, bundle.input_ref + "\n"):
         assert await get_error(context_server, malformed) == (
             grpc.StatusCode.INVALID_ARGUMENT,
-            INVALID_INPUT_REF,
+            "INVALID_INPUT_REF",
         )

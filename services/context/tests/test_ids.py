@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nemo_context.ids import INVALID_LEARNER_ID, check_learner_id, is_key
+from nemo_context.ids import check_learner_id, is_key
 from nemo_core.errors import ServiceError
 
 
@@ -31,7 +31,7 @@ def test_short_or_plain_values_are_refused(plain: str) -> None:
         check_learner_id(plain)
     assert (raised.value.code, raised.value.reason) == (
         grpc.StatusCode.INVALID_ARGUMENT,
-        INVALID_LEARNER_ID,
+        "INVALID_LEARNER_ID",
     )
 
 

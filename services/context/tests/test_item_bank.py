@@ -11,11 +11,9 @@ import grpc
 import grpc.aio
 import pytest
 
-from nemo.context.v1 import item_bank_pb2 as pb
-from nemo_context.item_bank import INVALID_GENERATED_ITEM, ITEM_ID_CONFLICT
-from nemo_context.knowledge import KNOWLEDGE_NODE_NOT_FOUND
 from nemo_core.db import connect
 from nemo_core.errors import error_details
+from nemo_protos.context.v1 import item_bank_pb2 as pb
 
 from .conftest import RunningContextServer
 
@@ -108,7 +106,7 @@ async def test_a_malformed_item_refuses_the_whole_call(
     details = error_details(raised.value)
     assert (details.code, details.reason, details.metadata["index"]) == (
         grpc.StatusCode.INVALID_ARGUMENT,
-        INVALID_GENERATED_ITEM,
+        "INVALID_GENERATED_ITEM",
         "1",
     )
     assert await _stored(owner_dsn) == []
@@ -123,7 +121,7 @@ async def test_an_unknown_node_or_a_conflicting_id_writes_nothing(
     )
     with pytest.raises(grpc.aio.AioRpcError) as raised:
         await stub.StoreGeneratedItems(unknown, timeout=TIMEOUT)
-    assert error_details(raised.value).reason == KNOWLEDGE_NODE_NOT_FOUND
+    assert error_details(raised.value).reason == "KNOWLEDGE_NODE_NOT_FOUND"
     kept = _item()
     await stub.StoreGeneratedItems(
         pb.StoreGeneratedItemsRequest(items=[kept], generated_by=BY), timeout=TIMEOUT
@@ -134,7 +132,7 @@ async def test_an_unknown_node_or_a_conflicting_id_writes_nothing(
     with pytest.raises(grpc.aio.AioRpcError) as raised:
         await stub.StoreGeneratedItems(conflicting, timeout=TIMEOUT)
     details = error_details(raised.value)
-    assert (details.code, details.reason) == (grpc.StatusCode.ALREADY_EXISTS, ITEM_ID_CONFLICT)
+    assert (details.code, details.reason) == (grpc.StatusCode.ALREADY_EXISTS, "ITEM_ID_CONFLICT")
     assert [row[0] for row in await _stored(owner_dsn)] == [kept.item_id]
 
 
@@ -145,7 +143,7 @@ async def test_the_generating_prompt_must_be_named(
     request = pb.StoreGeneratedItemsRequest(items=[_item()], generated_by=generated_by)
     with pytest.raises(grpc.aio.AioRpcError) as raised:
         await context_server.stub("gateway").StoreGeneratedItems(request, timeout=TIMEOUT)
-    assert error_details(raised.value).reason == INVALID_GENERATED_ITEM
+    assert error_details(raised.value).reason == "INVALID_GENERATED_ITEM"
 
 
 async def test_only_the_gateway_stores_items(context_server: RunningContextServer) -> None:

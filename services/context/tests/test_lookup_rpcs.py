@@ -6,11 +6,9 @@ import grpc
 import grpc.aio
 import pytest
 
-from nemo.context.v1 import context_service_pb2 as pb
-from nemo.type.v1 import user_source_pb2
-from nemo_context.access import INVALID_RESOURCE_SCOPE
-from nemo_context.knowledge import INVALID_LIMIT, KNOWLEDGE_NODE_NOT_FOUND
 from nemo_core.errors import error_details
+from nemo_protos.context.v1 import context_service_pb2 as pb
+from nemo_protos.type.v1 import user_source_pb2
 
 from .conftest import RunningContextServer
 
@@ -56,7 +54,7 @@ async def test_the_tool_plane_checks_access(context_server: RunningContextServer
     details = error_details(raised.value)
     assert (details.code, details.reason, details.domain) == (
         grpc.StatusCode.INVALID_ARGUMENT,
-        INVALID_RESOURCE_SCOPE,
+        "INVALID_RESOURCE_SCOPE",
         "context",
     )
 
@@ -100,10 +98,10 @@ async def test_knowledge_errors_on_the_wire(context_server: RunningContextServer
         )
     assert (error_details(missing.value).code, error_details(missing.value).reason) == (
         grpc.StatusCode.NOT_FOUND,
-        KNOWLEDGE_NODE_NOT_FOUND,
+        "KNOWLEDGE_NODE_NOT_FOUND",
     )
     with pytest.raises(grpc.aio.AioRpcError) as too_many:
         await stub.SearchKnowledge(
             pb.SearchKnowledgeRequest(query="he so goc", limit=500), timeout=TIMEOUT
         )
-    assert error_details(too_many.value).reason == INVALID_LIMIT
+    assert error_details(too_many.value).reason == "INVALID_LIMIT"

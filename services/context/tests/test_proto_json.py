@@ -12,13 +12,13 @@ from google.protobuf.struct_pb2 import Struct
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nemo.type.v1 import locale_pb2
 from nemo_context.builder import ContextBuilder
 from nemo_context.proto_json import message_to_json_object
 from nemo_context.pseudonym import Pseudonymizer
 from nemo_context.purposes import PURPOSES
 from nemo_context.repository import PostgresLearnerRepository
 from nemo_core.db import Pool
+from nemo_protos.type.v1 import locale_pb2
 
 from .conftest import TEST_PSEUDONYM_KEY
 from .test_builder import BUNDLE_PURPOSES

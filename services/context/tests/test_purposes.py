@@ -5,20 +5,19 @@ from __future__ import annotations
 import grpc
 import pytest
 
-from nemo.context.v1 import purpose_pb2
-from nemo_context.acl import PURPOSE_KINDS_BY_CALLER, PURPOSE_NOT_ALLOWED, check_purpose_caller
+from nemo_context.acl import PURPOSE_KINDS_BY_CALLER, check_purpose_caller
 from nemo_context.gate import forbidden_names_in
 from nemo_context.purposes import (
     AGENT_VIEW,
     PROMPT,
     PURPOSES,
-    UNKNOWN_PURPOSE,
     Purpose,
     Slice,
     purpose_named,
     purpose_table,
 )
 from nemo_core.errors import ServiceError
+from nemo_protos.context.v1 import purpose_pb2
 
 
 @pytest.mark.parametrize(
@@ -81,7 +80,7 @@ def test_an_unknown_purpose_is_an_error_never_an_empty_bundle() -> None:
         with pytest.raises(ServiceError) as raised:
             purpose_named(name)
         assert raised.value.code is grpc.StatusCode.INVALID_ARGUMENT
-        assert raised.value.reason == UNKNOWN_PURPOSE
+        assert raised.value.reason == "UNKNOWN_PURPOSE"
 
 
 def test_purpose_table_message_mirrors_the_rows() -> None:
@@ -106,7 +105,7 @@ def test_callers_build_only_their_kinds_of_purpose() -> None:
                 continue
             with pytest.raises(ServiceError) as raised:
                 check_purpose_caller(caller, purpose)
-            assert raised.value.reason == PURPOSE_NOT_ALLOWED
+            assert raised.value.reason == "PURPOSE_NOT_ALLOWED"
     assert ("gateway", "tutor_chat") in allowed
     assert ("gateway", "learning_state") not in allowed
     assert ("toolplane", "tutor_hint") not in allowed

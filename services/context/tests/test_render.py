@@ -6,14 +6,14 @@ import re
 
 import pytest
 
-from nemo.context.v1 import learner_context_pb2 as pb
-from nemo.type.v1 import locale_pb2
 from nemo_context.builder import ContextBuilder
 from nemo_context.pseudonym import Pseudonymizer
 from nemo_context.purposes import CONVERSATION, PURPOSES
 from nemo_context.render import render_bundle
 from nemo_context.repository import PostgresLearnerRepository
 from nemo_core.db import Pool
+from nemo_protos.context.v1 import learner_context_pb2 as pb
+from nemo_protos.type.v1 import locale_pb2
 
 from .conftest import TEST_PSEUDONYM_KEY
 
@@ -109,7 +109,7 @@ def test_dates_are_printed_as_learners_in_vietnam_see_them(
     locale: locale_pb2.Locale.ValueType, printed: str
 ) -> None:
     entry = pb.RetentionEntry(node_id="math-08-identities", node_title="Hằng đẳng thức")
-    entry.due_at.FromJsonString("2026-11-21T20:00:00Z")  # 03:00 on the 22nd in Vietnam
+    entry.due_time.FromJsonString("2026-11-21T20:00:00Z")  # 03:00 on the 22nd in Vietnam
     text = render_bundle(pb.ContextBundle(locale=locale, retention=[entry]))
     assert printed in text
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from nemo.context.v1 import learner_context_pb2 as pb
 from nemo_context import slices
 from nemo_context.slices import knowledge_state
+from nemo_protos.context.v1 import learner_context_pb2 as pb
 
 
 @pytest.mark.parametrize(
@@ -43,7 +43,7 @@ def test_engine_json_of_the_wrong_type_reads_as_missing_not_zero() -> None:
     assert not readiness.HasField("confidence")  # a boolean is not a number
     assert readiness.coverage == 0.4
     assert not readiness.strands
-    assert not readiness.provenance.HasField("computed_at")
+    assert not readiness.provenance.HasField("compute_time")
     assert readiness.provenance.engine_version == "readiness-engine 9"
 
 
@@ -69,7 +69,7 @@ def test_plan_steps_keep_the_engine_order_and_take_titles_from_the_nodes() -> No
 
 def test_a_goal_date_is_midnight_utc() -> None:
     goal = slices.goal({"title": "Thi", "target": None, "due_on": "2028-06-01"})
-    assert goal.due_at.ToJsonString() == "2028-06-01T00:00:00Z"
+    assert goal.due_time.ToJsonString() == "2028-06-01T00:00:00Z"
     assert goal.target == ""
     assert isinstance(goal, pb.Goal)
 

@@ -10,7 +10,6 @@ from pathlib import Path
 import aioboto3
 import pytest
 
-from nemo.context.v1 import learner_context_pb2 as lc
 from nemo_context.snapshot_objects import LocalDirectoryObjects, S3Objects, SnapshotObjects
 from nemo_context.snapshot_retention import purge_snapshots, retention_cutoff
 from nemo_context.snapshots import (
@@ -20,6 +19,7 @@ from nemo_context.snapshots import (
     persist_snapshot,
 )
 from nemo_core.db import Pool, connect
+from nemo_protos.context.v1 import learner_context_pb2 as lc
 from nemo_testing.s3 import S3Endpoint
 
 TODAY = datetime.now(UTC).date()

@@ -12,6 +12,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from datetime import UTC, date, datetime
 from pathlib import Path
+from typing import Any
 
 import aioboto3
 import grpc
@@ -19,7 +20,6 @@ import pytest
 from google.protobuf import json_format
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from nemo.context.v1 import learner_context_pb2 as lc
 from nemo_context.snapshot_objects import (
     LIFECYCLE_RULE_ID,
     LocalDirectoryObjects,
@@ -27,8 +27,9 @@ from nemo_context.snapshot_objects import (
     SnapshotObjects,
     check_key,
 )
-from nemo_context.snapshot_reads import SNAPSHOT_STORE_UNAVAILABLE, read_snapshot
+from nemo_context.snapshot_reads import read_snapshot
 from nemo_context.snapshots import (
+    CONVERSATION_KIND,
     DigestedSnapshotStore,
     SnapshotDigestMismatchError,
     SnapshotNotFoundError,
@@ -39,6 +40,8 @@ from nemo_context.snapshots import (
 from nemo_core.db import Pool, create_pool
 from nemo_core.deadlines import set_time_remaining
 from nemo_core.errors import ServiceError
+from nemo_protos.context.v1 import conversation_pb2 as cv
+from nemo_protos.context.v1 import learner_context_pb2 as lc
 from nemo_testing.ports import free_port
 from nemo_testing.s3 import S3Endpoint
 
@@ -56,7 +59,7 @@ def sample_bundle(learner_ref: str) -> lc.ContextBundle:
         slices=["profile", "mastery", "recent_evidence"],
         policy_version="2026-11-1",
         build_version="1.0.0",
-        built_at=Timestamp(seconds=1_795_000_000),
+        build_time=Timestamp(seconds=1_795_000_000),
         profile=lc.LearnerProfile(grade=8),
         mastery=[
             lc.MasteryEntry(
@@ -81,7 +84,7 @@ def test_canonical_json_is_sorted_compact_utf8_with_proto_field_names() -> None:
     assert '"learner_ref":"nemo_0123456789ab"' in text  # proto names, no whitespace
     assert "learnerRef" not in text
     assert text.startswith(
-        '{"build_version":"1.0.0","built_at":"2026-11-18T11:06:40Z","learner_ref":"nemo_'
+        '{"build_time":"2026-11-18T11:06:40Z","build_version":"1.0.0","learner_ref":"nemo_'
     )
     assert "\n" not in text
     document = json.loads(body)
@@ -99,7 +102,7 @@ def test_canonical_json_is_stable_across_field_order() -> None:
     backward.rendered_text = forward.rendered_text
     backward.mastery.extend(forward.mastery)
     backward.profile.CopyFrom(forward.profile)
-    backward.built_at.CopyFrom(forward.built_at)
+    backward.build_time.CopyFrom(forward.build_time)
     backward.build_version = forward.build_version
     backward.policy_version = forward.policy_version
     backward.slices.extend(forward.slices)
@@ -372,7 +375,7 @@ async def test_unreadable_storage_is_unavailable_not_internal(
         await dead.aclose()
     assert (caught.value.code, caught.value.reason) == (
         grpc.StatusCode.UNAVAILABLE,
-        SNAPSHOT_STORE_UNAVAILABLE,
+        "SNAPSHOT_STORE_UNAVAILABLE",
     )
 
 
@@ -405,3 +408,88 @@ def test_keys_of_wide_refs_and_of_refs_written_before_they_widened_are_snapshot_
 def test_refs_of_other_widths_are_not(digits: int) -> None:
     with pytest.raises(ValueError, match="not a snapshot key"):
         check_key(f"ai-context/2026-12-01/nemo_{'a' * digits}/{uuid.uuid4()}.json")
+
+
+def _at(seconds: int) -> Timestamp:
+    return Timestamp(seconds=1_795_000_000 + seconds)
+
+
+def bundle_with_every_timestamp(learner_ref: str) -> lc.ContextBundle:
+    bundle = sample_bundle(learner_ref)
+    bundle.recent_evidence.items.add(node_id="math-08-slope", correct=True, observe_time=_at(1))
+    bundle.recent_evidence.items.add(node_id="math-08-slope", correct=False, observe_time=_at(2))
+    bundle.goal.CopyFrom(lc.Goal(title="Hệ số góc", target="80%", due_time=_at(3)))
+    bundle.retention.add(node_id="math-08-slope", node_title="Hệ số góc", due_time=_at(4))
+    bundle.learning_progress.last_activity_time.CopyFrom(_at(5))
+    bundle.learning_progress.provenance.CopyFrom(lc.ModelProvenance(version=3, compute_time=_at(6)))
+    bundle.readiness.provenance.CopyFrom(lc.ModelProvenance(version=4, compute_time=_at(7)))
+    return bundle
+
+
+# The timestamp names a bundle had before the v1 tidy, as the snapshots of that time hold them;
+# spelt out here (message path, old key), not taken from the module under test.
+WRITTEN_BEFORE_THE_TIDY = (
+    ((), "build_time", "built_at"),
+    (("recent_evidence", "items"), "observe_time", "observed_at"),
+    (("goal",), "due_time", "due_at"),
+    (("retention",), "due_time", "due_at"),
+    (("learning_progress",), "last_activity_time", "last_activity_at"),
+    (("learning_progress", "provenance"), "compute_time", "computed_at"),
+    (("readiness", "provenance"), "compute_time", "computed_at"),
+)
+
+
+def _nodes(document: Any, path: tuple[str, ...]) -> list[dict[str, Any]]:
+    if not path:
+        return document if isinstance(document, list) else [document]
+    value = document[path[0]]
+    return [
+        n
+        for item in (value if isinstance(value, list) else [value])
+        for n in _nodes(item, path[1:])
+    ]
+
+
+def written_before_the_tidy(bundle: lc.ContextBundle) -> bytes:
+    document = json.loads(canonical_json(bundle))
+    for path, current, old in WRITTEN_BEFORE_THE_TIDY:
+        for node in _nodes(document, path):
+            node[old] = node.pop(current)
+    return json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+async def test_a_snapshot_stored_under_the_old_timestamp_names_reads_back_whole(
+    store: DigestedSnapshotStore,
+) -> None:
+    learner_ref = new_learner_ref()
+    bundle = bundle_with_every_timestamp(learner_ref)
+    body = written_before_the_tidy(bundle)
+    assert b"_time" not in body
+    stored = await store.put(learner_ref, body)
+
+    snapshot = (await read_snapshot(store, stored.input_ref)).message
+    assert snapshot.canonical_json == body  # the stored bytes, as hashed, never rewritten
+    assert snapshot.sha256 == hashlib.sha256(body).hexdigest()
+    assert snapshot.bundle == bundle
+
+
+async def test_a_snapshot_of_the_current_names_reads_back_unchanged(
+    store: DigestedSnapshotStore,
+) -> None:
+    learner_ref = new_learner_ref()
+    bundle = bundle_with_every_timestamp(learner_ref)
+    stored = await persist_snapshot(store, learner_ref, bundle)
+    assert stored is not None
+    assert (await read_snapshot(store, stored.input_ref)).message.bundle == bundle
+
+
+async def test_struct_keys_that_look_like_old_names_are_data_and_stay(
+    store: DigestedSnapshotStore,
+) -> None:
+    learner_ref = new_learner_ref()
+    bundle = cv.ConversationBundle(session_id="S-1", turn_id="T-1", learner_ref=learner_ref)
+    json_format.ParseDict({"built_at": "hôm qua", "due_at": {"built_at": 1}},
+                          bundle.state.extracted_info)  # fmt: skip
+    stored = await store.put(learner_ref, canonical_json(bundle), kind=CONVERSATION_KIND)
+    snapshot = (await read_snapshot(store, stored.input_ref)).message
+    assert snapshot.conversation_bundle == bundle

@@ -11,12 +11,12 @@ import grpc.aio
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from nemo.gateway.v1 import gateway_service_pb2_grpc
 from nemo_core.server import Server
 from nemo_core.settings import DEFAULT_CALLER_TOKEN_METADATA_KEY
 from nemo_core.telemetry import attach_span_exporter, configure_telemetry
 from nemo_gateway.app import SERVICE_NAME, build
 from nemo_gateway.settings import GatewaySettings
+from nemo_protos.gateway.v1 import gateway_service_pb2_grpc
 from nemo_testing.providers import ScriptedProvider
 
 from .gateway_testing import (

@@ -12,14 +12,14 @@ from typing import Any
 import grpc.aio
 from google.protobuf import struct_pb2, timestamp_pb2
 
-from nemo.gateway.v1 import gateway_service_pb2 as gw_pb
-from nemo.gateway.v1 import gateway_service_pb2_grpc
 from nemo_context.app import SERVICE_NAME as CONTEXT_SERVICE_NAME
 from nemo_context.app import build as build_context
 from nemo_context.settings import ContextSettings
 from nemo_core.db import connect
 from nemo_core.server import Server
 from nemo_gateway.settings import GatewaySettings
+from nemo_protos.gateway.v1 import gateway_service_pb2 as gw_pb
+from nemo_protos.gateway.v1 import gateway_service_pb2_grpc
 
 INTERNAL_TOKEN = "internal-caller-token-0123456789"
 CONTEXT_CLIENT_TOKEN = "gateway-client-token-0123456789"

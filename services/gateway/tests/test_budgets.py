@@ -11,8 +11,6 @@ from typing import Any
 import grpc
 import pytest
 
-from nemo.context.v1 import learner_context_pb2 as ctx
-from nemo.gateway.v1 import gateway_service_pb2 as pb
 from nemo_core.client import create_channel
 from nemo_core.errors import error_details
 from nemo_gateway.budget import prompt_tokens
@@ -27,6 +25,8 @@ from nemo_gateway.prompts.tutor import CHAT_MAX_INPUT_TOKENS, conversation_budge
 from nemo_gateway.providers.factory import build_provider
 from nemo_gateway.runner import Clock, Prepared, PromptRunner
 from nemo_gateway.settings import GatewaySettings
+from nemo_protos.context.v1 import learner_context_pb2 as ctx
+from nemo_protos.gateway.v1 import gateway_service_pb2 as pb
 from nemo_testing.providers import Answer, ScriptedProvider
 
 from .gateway_testing import CONTEXT_CLIENT_TOKEN, FIXED_TIME, LLM_KEY, StartGateway

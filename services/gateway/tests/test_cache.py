@@ -12,9 +12,6 @@ from datetime import UTC
 import grpc.aio
 import pytest
 
-from nemo.gateway.v1 import answer_pb2
-from nemo.gateway.v1 import gateway_service_pb2 as pb
-from nemo.gateway.v1 import gateway_service_pb2_grpc as pb_grpc
 from nemo_core.callers import CallerAcl
 from nemo_core.client import create_channel
 from nemo_core.server import Server
@@ -30,6 +27,9 @@ from nemo_gateway.prompts.spec import Lang
 from nemo_gateway.providers.factory import build_provider
 from nemo_gateway.runner import Clock, Prepared, PromptRunner
 from nemo_gateway.settings import GatewaySettings
+from nemo_protos.gateway.v1 import answer_pb2
+from nemo_protos.gateway.v1 import gateway_service_pb2 as pb
+from nemo_protos.gateway.v1 import gateway_service_pb2_grpc as pb_grpc
 from nemo_testing.providers import Answer, ScriptedProvider
 
 from .gateway_testing import CONTEXT_CLIENT_TOKEN, FIXED_TIME, LLM_KEY, StartGateway, variables
@@ -68,7 +68,7 @@ async def two_callers(provider: ScriptedProvider) -> AsyncIterator[pb_grpc.Gatew
 
 async def _ask(stub: pb_grpc.GatewayServiceAsyncStub, caller: str) -> pb.AnswerResponse:
     response: pb.AnswerResponse = await stub.Answer(
-        pb.AnswerRequest(question="(a + b)² là gì?", passages=[PASSAGE], evaluated_at=FIXED_TIME),
+        pb.AnswerRequest(question="(a + b)² là gì?", passages=[PASSAGE], evaluate_time=FIXED_TIME),
         metadata=((DEFAULT_CALLER_TOKEN_METADATA_KEY, TOKENS[caller]),),
         timeout=10,
     )

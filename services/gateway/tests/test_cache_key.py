@@ -11,11 +11,11 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nemo.context.v1 import learner_context_pb2 as ctx
 from nemo_gateway.cache import input_digest, messages_digest
 from nemo_gateway.prompts import coral, knowledge, learner
 from nemo_gateway.prompts.registry import REGISTRY
 from nemo_gateway.prompts.spec import Lang, NumberedSource, PromptInput
+from nemo_protos.context.v1 import learner_context_pb2 as ctx
 
 NOW = datetime(2026, 1, 15, 8, tzinfo=UTC)
 _IDS = st.sampled_from(["", "n1", "n2"])
@@ -34,7 +34,7 @@ def _bundles(draw: st.DrawFn) -> ctx.ContextBundle:
         rendered_text=draw(st.sampled_from(["Ngữ cảnh.", "Ngữ cảnh khác."])),
         input_ref=draw(st.sampled_from(["", "ai-context/a.json"])),
     )
-    bundle.built_at.FromDatetime(NOW - timedelta(seconds=draw(st.integers(0, 5))))
+    bundle.build_time.FromDatetime(NOW - timedelta(seconds=draw(st.integers(0, 5))))
     for node_id, title, state in entries:
         bundle.mastery.add(node_id=node_id, node_title=title, state=state)
     bundle.goal.title = draw(st.sampled_from(["", "Ôn thi"]))

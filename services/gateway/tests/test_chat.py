@@ -14,10 +14,10 @@ import grpc
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from nemo.gateway.v1 import gateway_service_pb2 as pb
-from nemo.gateway.v1 import run_pb2
 from nemo_core.db import connect
 from nemo_core.errors import error_details
+from nemo_protos.gateway.v1 import gateway_service_pb2 as pb
+from nemo_protos.gateway.v1 import run_pb2
 from nemo_testing import corpora
 from nemo_testing.providers import Answer, HttpError, Reply, ScriptedProvider, Stream
 
@@ -46,7 +46,7 @@ def _request(session_id: str, turn_id: str = "T2") -> pb.StreamPromptRequest:
         session_id=session_id,
         turn_id=turn_id,
         user_message=QUESTION,
-        evaluated_at=FIXED_TIME,
+        evaluate_time=FIXED_TIME,
     )
 
 

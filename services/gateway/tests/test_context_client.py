@@ -14,13 +14,13 @@ import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from pydantic import SecretStr
 
-from nemo.gateway.v1 import gateway_service_pb2 as pb
-from nemo.gateway.v1 import gateway_service_pb2_grpc as pb_grpc
 from nemo_core.client import create_channel
 from nemo_core.db import connect
-from nemo_core.errors import error_details
+from nemo_core.errors import ServiceError, error_details
 from nemo_core.interceptor import server_busy
 from nemo_gateway.context_client import _translate
+from nemo_protos.gateway.v1 import gateway_service_pb2 as pb
+from nemo_protos.gateway.v1 import gateway_service_pb2_grpc as pb_grpc
 from nemo_testing.providers import ScriptedProvider
 
 from .gateway_testing import (
@@ -176,3 +176,23 @@ def test_a_saturated_context_service_is_unavailable_for_now_not_a_refusal() -> N
         grpc.StatusCode.UNAVAILABLE,
         "CONTEXT_UNAVAILABLE",
     )
+
+
+def _answer(error: ServiceError, domain: str) -> grpc.aio.AioRpcError:
+    status = error.to_status(domain)
+    return grpc.aio.AioRpcError(
+        status.code,
+        grpc.aio.Metadata(),
+        grpc.aio.Metadata(*status.trailing_metadata),
+        status.details,
+    )
+
+
+def test_a_blocked_bundle_is_known_by_the_context_services_domain_and_reason() -> None:
+    blocked = ServiceError(grpc.StatusCode.INTERNAL, "CONTEXT_LEAK_BLOCKED", "blocked")
+    assert _translate(_answer(blocked, "context")).reason == "CONTEXT_LEAK_BLOCKED"
+    # The same reason from another domain (a proxy or sidecar between the two) is not the
+    # context service's gate: a failure, reported with the reason it came with.
+    elsewhere = _translate(_answer(blocked, "proxy"))
+    assert (elsewhere.code, elsewhere.reason) == (grpc.StatusCode.INTERNAL, "CONTEXT_FAILED")
+    assert elsewhere.metadata["context_reason"] == "CONTEXT_LEAK_BLOCKED"

@@ -8,11 +8,11 @@ import json
 import grpc
 import pytest
 
-from nemo.gateway.v1 import gateway_service_pb2 as pb
-from nemo.gateway.v1 import outputs_pb2, run_pb2
 from nemo_core.db import connect
 from nemo_core.errors import error_details
 from nemo_gateway.prompts.registry import REGISTRY
+from nemo_protos.gateway.v1 import gateway_service_pb2 as pb
+from nemo_protos.gateway.v1 import outputs_pb2, run_pb2
 from nemo_testing.providers import Answer, ScriptedProvider
 
 from .gateway_testing import StartGateway, variables

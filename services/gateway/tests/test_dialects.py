@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from nemo.gateway.v1 import gateway_service_pb2 as pb
-from nemo.gateway.v1 import run_pb2
 from nemo_gateway.prompts.registry import REGISTRY
 from nemo_gateway.providers.schemas import OPENAI_STRICT
+from nemo_protos.gateway.v1 import gateway_service_pb2 as pb
+from nemo_protos.gateway.v1 import run_pb2
 from nemo_testing.providers import Answer, HttpError, ScriptedProvider, Stream
 
 from .gateway_testing import StartGateway, variables

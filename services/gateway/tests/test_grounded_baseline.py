@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from nemo.gateway.v1 import answer_pb2, run_pb2
-from nemo.gateway.v1 import gateway_service_pb2 as pb
+from nemo_protos.gateway.v1 import answer_pb2, run_pb2
+from nemo_protos.gateway.v1 import gateway_service_pb2 as pb
 from nemo_testing import corpora
 from nemo_testing.providers import Answer, ScriptedProvider
 
@@ -31,7 +31,7 @@ def _question(text: str) -> str:
 
 async def _ask(gateway: Gateway, question: str, *passages: answer_pb2.Passage) -> pb.AnswerResponse:
     response: pb.AnswerResponse = await gateway.stub.Answer(
-        pb.AnswerRequest(question=question, passages=passages, evaluated_at=FIXED_TIME),
+        pb.AnswerRequest(question=question, passages=passages, evaluate_time=FIXED_TIME),
         metadata=gateway.metadata,
         timeout=10,
     )

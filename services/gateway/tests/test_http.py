@@ -12,11 +12,11 @@ import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from pydantic import SecretStr
 
-from nemo.gateway.v1 import gateway_service_pb2 as pb
-from nemo.gateway.v1 import run_pb2
 from nemo_gateway.providers.factory import build_provider
 from nemo_gateway.providers.http import RetryPolicy
 from nemo_gateway.settings import GatewaySettings
+from nemo_protos.gateway.v1 import gateway_service_pb2 as pb
+from nemo_protos.gateway.v1 import run_pb2
 from nemo_testing.providers import Answer, HttpError, ScriptedProvider
 
 from .gateway_testing import LLM_KEY, StartGateway, variables

@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 from google.protobuf.message import Message
 
-from nemo.gateway.v1 import answer_pb2, outputs_pb2, run_pb2
-from nemo.gateway.v1 import gateway_service_pb2 as pb
-from nemo.type.v1 import locale_pb2
 from nemo_gateway.prompts import coral
 from nemo_gateway.prompts.spec import Lang, PromptInput
+from nemo_protos.gateway.v1 import answer_pb2, outputs_pb2, run_pb2
+from nemo_protos.gateway.v1 import gateway_service_pb2 as pb
+from nemo_protos.type.v1 import locale_pb2
 from nemo_testing.providers import ScriptedProvider
 
 from .gateway_testing import (
@@ -129,7 +129,7 @@ async def test_every_prompt_returns_its_baseline_byte_for_byte(
 ) -> None:
     request = pb.RunPromptRequest()
     request.CopyFrom(RUN_CASES[name])
-    request.evaluated_at.CopyFrom(FIXED_TIME)
+    request.evaluate_time.CopyFrom(FIXED_TIME)
     response = await switched_off.stub.RunPrompt(
         request, metadata=switched_off.metadata, timeout=10
     )
@@ -177,7 +177,7 @@ async def test_the_answer_rpc_returns_the_baseline_answer(switched_off: Gateway)
         pb.AnswerRequest(
             question="(x + 3)² bằng gì?",
             passages=[answer_pb2.Passage(**passage) for passage in PASSAGES],  # type: ignore[arg-type]
-            evaluated_at=FIXED_TIME,
+            evaluate_time=FIXED_TIME,
         ),
         metadata=switched_off.metadata,
         timeout=10,
@@ -197,7 +197,7 @@ async def test_the_chat_reply_is_the_baseline_and_the_turn_is_recorded(
             session_id=session_id,
             turn_id="T2",
             user_message="Vậy (x + 3)² bằng bao nhiêu ạ?",
-            evaluated_at=FIXED_TIME,
+            evaluate_time=FIXED_TIME,
         )
         events = [
             event

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import json
 
-from nemo.gateway.v1 import answer_pb2, run_pb2
-from nemo.gateway.v1 import gateway_service_pb2 as pb
-from nemo.type.v1 import locale_pb2
 from nemo_gateway.prompts.tags import NEUTRAL_BRACKET
+from nemo_protos.gateway.v1 import answer_pb2, run_pb2
+from nemo_protos.gateway.v1 import gateway_service_pb2 as pb
+from nemo_protos.type.v1 import locale_pb2
 from nemo_testing.providers import Answer, ScriptedProvider
 
 from .gateway_testing import FIXED_TIME, StartGateway
@@ -37,7 +37,7 @@ def _model(covered: bool, answer: str = "") -> Answer:
 async def _answer(
     gateway_stub: object, metadata: tuple[tuple[str, str], ...], **fields: object
 ) -> pb.AnswerResponse:
-    request = pb.AnswerRequest(evaluated_at=FIXED_TIME, **fields)  # type: ignore[arg-type]
+    request = pb.AnswerRequest(evaluate_time=FIXED_TIME, **fields)  # type: ignore[arg-type]
     response: pb.AnswerResponse = await gateway_stub.Answer(  # type: ignore[attr-defined]
         request, metadata=metadata, timeout=10
     )

@@ -8,10 +8,10 @@ import grpc
 import pytest
 from google.protobuf import timestamp_pb2
 
-from nemo.gateway.v1 import gateway_service_pb2 as pb
-from nemo.gateway.v1 import run_pb2
 from nemo_context.pseudonym import Pseudonymizer
 from nemo_core.errors import error_details
+from nemo_protos.gateway.v1 import gateway_service_pb2 as pb
+from nemo_protos.gateway.v1 import run_pb2
 from nemo_testing.providers import Answer, ScriptedProvider
 
 from .gateway_testing import FIXED_TIME, PSEUDONYM_KEY, StartGateway, variables
@@ -29,7 +29,7 @@ async def test_a_hint_carries_the_learner_context_and_names_its_snapshot(
             prompt_id="learner.tutor_hint",
             learner_id="L-2041-1",
             variables=variables(node_id="math-08-algebraic-identities"),
-            evaluated_at=FIXED_TIME,
+            evaluate_time=FIXED_TIME,
         ),
         metadata=gateway.metadata,
         timeout=10,
@@ -124,7 +124,7 @@ async def test_the_pseudonym_in_any_learner_facing_list_entry_is_rejected(
         provider.script(Answer(answer))
         response: pb.RunPromptResponse = await gateway.stub.RunPrompt(
             pb.RunPromptRequest(
-                prompt_id=prompt_id, learner_id="L-2041-1", evaluated_at=FIXED_TIME
+                prompt_id=prompt_id, learner_id="L-2041-1", evaluate_time=FIXED_TIME
             ),
             metadata=gateway.metadata,
             timeout=10,
@@ -152,7 +152,7 @@ async def test_the_evaluation_time_reaches_the_context_service(
     for when in (early, FIXED_TIME, early):
         await gateway.stub.RunPrompt(
             pb.RunPromptRequest(
-                prompt_id="learner.tutor_hint", learner_id="L-2041-1", evaluated_at=when
+                prompt_id="learner.tutor_hint", learner_id="L-2041-1", evaluate_time=when
             ),
             metadata=gateway.metadata,
             timeout=10,

@@ -8,8 +8,8 @@ import json
 import grpc
 import pytest
 
-from nemo.gateway.v1 import gateway_service_pb2 as pb
 from nemo_core.errors import error_details
+from nemo_protos.gateway.v1 import gateway_service_pb2 as pb
 from nemo_testing.providers import Answer, Hang, ScriptedProvider
 
 from .gateway_testing import Gateway, StartGateway, variables

@@ -80,7 +80,7 @@ ALLOWED: dict[str, tuple[frozenset[str], str]] = {
 }
 SEARCHED = ("libs", "services", "ops", "benchmarks", "tests", "local-model", "conftest.py")
 SKIPPED_PARTS = frozenset({"__pycache__", ".venv", "node_modules"})
-GENERATED = "libs/nemo-protos/src/nemo/"
+GENERATED = "libs/nemo-protos/src/nemo_protos/"
 
 
 def _sources() -> list[Path]:

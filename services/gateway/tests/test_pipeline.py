@@ -12,8 +12,6 @@ from typing import Any
 import grpc
 import pytest
 
-from nemo.gateway.v1 import answer_pb2, run_pb2
-from nemo.gateway.v1 import gateway_service_pb2 as pb
 from nemo_core.errors import error_details
 from nemo_gateway.prompts import coral
 from nemo_gateway.prompts.registry import REGISTRY
@@ -21,6 +19,8 @@ from nemo_gateway.prompts.spec import Lang, PromptInput
 from nemo_gateway.providers.factory import build_provider
 from nemo_gateway.settings import GatewaySettings
 from nemo_gateway.structured.pipeline import Path, run_model
+from nemo_protos.gateway.v1 import answer_pb2, run_pb2
+from nemo_protos.gateway.v1 import gateway_service_pb2 as pb
 from nemo_testing.providers import Answer, Hang, HttpError, ScriptedProvider
 
 from . import test_latex as latex_corpus
@@ -41,7 +41,7 @@ WIRES = pytest.mark.parametrize("wire", ["openai", "anthropic"])
 
 def _request() -> pb.RunPromptRequest:
     return pb.RunPromptRequest(
-        prompt_id="coral.evaluate_item", variables=variables(**ITEM), evaluated_at=FIXED_TIME
+        prompt_id="coral.evaluate_item", variables=variables(**ITEM), evaluate_time=FIXED_TIME
     )
 
 
@@ -88,8 +88,8 @@ async def test_valid_json_is_the_model_path(
     assert response.run.provider == wire
     assert response.run.model == gateway.settings.model_fast
     assert (response.run.usage.input_tokens, response.run.usage.output_tokens) == (40, 12)
-    assert response.run.evaluated_at == FIXED_TIME
-    assert not response.run.evaluated_at_from_server
+    assert response.run.evaluate_time == FIXED_TIME
+    assert not response.run.evaluate_time_from_server
 
 
 @WIRES
@@ -283,15 +283,15 @@ async def test_the_request_asks_for_schema_constrained_output(
     assert provider.requests[0].headers["authorization"] == f"Bearer {LLM_KEY}"
 
 
-async def test_without_evaluated_at_the_server_clock_is_used_and_reported(
+async def test_without_evaluate_time_the_server_clock_is_used_and_reported(
     start_gateway: StartGateway, provider: ScriptedProvider
 ) -> None:
     gateway = await start_gateway()
     provider.script(Answer(json.dumps(VALID)))
     request = pb.RunPromptRequest(prompt_id="coral.evaluate_item", variables=variables(**ITEM))
     response = await gateway.stub.RunPrompt(request, metadata=gateway.metadata, timeout=10)
-    assert response.run.evaluated_at_from_server
-    assert response.run.evaluated_at.seconds > FIXED_TIME.seconds
+    assert response.run.evaluate_time_from_server
+    assert response.run.evaluate_time.seconds > FIXED_TIME.seconds
 
 
 async def test_a_deadline_too_short_for_any_answer_still_gets_the_baseline(

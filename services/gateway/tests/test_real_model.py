@@ -23,15 +23,15 @@ import grpc
 import pytest
 from pydantic import ValidationError
 
-from nemo.context.v1 import context_service_pb2, context_service_pb2_grpc
-from nemo.gateway.v1 import gateway_service_pb2 as pb
-from nemo.gateway.v1 import run_pb2
 from nemo_core.settings import DEFAULT_CALLER_TOKEN_METADATA_KEY
 from nemo_gateway.prompts.registry import REGISTRY
 from nemo_gateway.prompts.spec import Lang
 from nemo_gateway.prompts.tags import CONTEXT_TAG, tagged
 from nemo_gateway.providers.reasoning import strip_reasoning
 from nemo_ops import local_model
+from nemo_protos.context.v1 import context_service_pb2, context_service_pb2_grpc
+from nemo_protos.gateway.v1 import gateway_service_pb2 as pb
+from nemo_protos.gateway.v1 import run_pb2
 from nemo_testing.ports import free_port
 from nemo_testing.providers import RecordedRequest
 from nemo_testing.recording_proxy import RecordingProxy
@@ -194,7 +194,7 @@ def assert_truthful(run: run_pb2.RunRecord, proxy: RecordingProxy, prompt_id: st
 
 
 async def _run(gateway: Gateway, request: pb.RunPromptRequest) -> pb.RunPromptResponse:
-    request.evaluated_at.CopyFrom(FIXED_TIME)
+    request.evaluate_time.CopyFrom(FIXED_TIME)
     response: pb.RunPromptResponse = await gateway.stub.RunPrompt(
         request, metadata=gateway.metadata, timeout=DEADLINE_SECONDS
     )
@@ -263,7 +263,7 @@ async def test_grounded_answers_complete_with_a_truthful_run_record(
     gateway: Gateway, proxy: RecordingProxy, question: str
 ) -> None:
     response = await gateway.stub.Answer(
-        pb.AnswerRequest(question=question, evaluated_at=FIXED_TIME),
+        pb.AnswerRequest(question=question, evaluate_time=FIXED_TIME),
         metadata=gateway.metadata,
         timeout=DEADLINE_SECONDS,
     )
@@ -325,7 +325,7 @@ def _stream_request(session_id: str, turn_id: str) -> pb.StreamPromptRequest:
         session_id=session_id,
         turn_id=turn_id,
         user_message=QUESTION,
-        evaluated_at=FIXED_TIME,
+        evaluate_time=FIXED_TIME,
     )
 
 

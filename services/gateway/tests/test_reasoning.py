@@ -7,9 +7,9 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nemo.gateway.v1 import gateway_service_pb2 as pb
-from nemo.gateway.v1 import run_pb2
 from nemo_gateway.providers.reasoning import ReasoningFilter, strip_reasoning
+from nemo_protos.gateway.v1 import gateway_service_pb2 as pb
+from nemo_protos.gateway.v1 import run_pb2
 from nemo_testing.providers import Answer, ScriptedProvider
 
 from .gateway_testing import StartGateway, variables

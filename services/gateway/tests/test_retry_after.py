@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from nemo.gateway.v1 import gateway_service_pb2 as pb
 from nemo_gateway.providers.http import retry_after
+from nemo_protos.gateway.v1 import gateway_service_pb2 as pb
 from nemo_testing.providers import Answer, HttpError, ScriptedProvider
 
 from .gateway_testing import StartGateway, variables

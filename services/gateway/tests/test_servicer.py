@@ -11,9 +11,9 @@ import grpc
 import pytest
 from google.protobuf import timestamp_pb2
 
-from nemo.gateway.v1 import answer_pb2, prompt_pb2
-from nemo.gateway.v1 import gateway_service_pb2 as pb
 from nemo_core.errors import error_details
+from nemo_protos.gateway.v1 import answer_pb2, prompt_pb2
+from nemo_protos.gateway.v1 import gateway_service_pb2 as pb
 from nemo_testing.providers import Answer, ScriptedProvider
 
 from .gateway_testing import StartGateway, variables
@@ -181,22 +181,22 @@ def _with_unset_value() -> pb.RunPromptRequest:
     [
         (
             "RunPrompt",
-            _evaluate_item(evaluated_at=timestamp_pb2.Timestamp(seconds=10**12)),
-            "INVALID_EVALUATED_AT",
+            _evaluate_item(evaluate_time=timestamp_pb2.Timestamp(seconds=10**12)),
+            "INVALID_EVALUATE_TIME",
         ),
         (
             "RunPrompt",
-            _evaluate_item(evaluated_at=timestamp_pb2.Timestamp(seconds=0, nanos=-1)),
-            "INVALID_EVALUATED_AT",
+            _evaluate_item(evaluate_time=timestamp_pb2.Timestamp(seconds=0, nanos=-1)),
+            "INVALID_EVALUATE_TIME",
         ),
         (
             "Answer",
             pb.AnswerRequest(
                 question="Q?",
                 passages=[PASSAGE],
-                evaluated_at=timestamp_pb2.Timestamp(seconds=-(10**12)),
+                evaluate_time=timestamp_pb2.Timestamp(seconds=-(10**12)),
             ),
-            "INVALID_EVALUATED_AT",
+            "INVALID_EVALUATE_TIME",
         ),
         ("RunPrompt", _with_unset_value(), "INVALID_VARIABLES"),
         (
@@ -226,7 +226,7 @@ async def test_malformed_input_is_an_invalid_argument_and_sends_nothing(
     assert provider.requests == []
 
 
-async def test_a_chat_turn_with_an_invalid_evaluated_at_is_refused(
+async def test_a_chat_turn_with_an_invalid_evaluate_time_is_refused(
     start_gateway: StartGateway,
 ) -> None:
     gateway = await start_gateway()
@@ -236,11 +236,11 @@ async def test_a_chat_turn_with_an_invalid_evaluated_at_is_refused(
             session_id="S",
             turn_id="T",
             user_message="Chào",
-            evaluated_at=timestamp_pb2.Timestamp(seconds=10**12),
+            evaluate_time=timestamp_pb2.Timestamp(seconds=10**12),
         ),
         metadata=gateway.metadata,
         timeout=5,
     )
     with pytest.raises(grpc.aio.AioRpcError) as refused:
         await call.read()
-    assert error_details(refused.value).reason == "INVALID_EVALUATED_AT"
+    assert error_details(refused.value).reason == "INVALID_EVALUATE_TIME"

@@ -10,8 +10,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nemo.context.v1 import conversation_pb2 as conv
-from nemo.context.v1 import learner_context_pb2 as ctx
 from nemo_gateway.prompts.knowledge import AnswerVariables, render_answer
 from nemo_gateway.prompts.learner import NoVariables, TutorHintVariables, render_hint, render_plan
 from nemo_gateway.prompts.spec import Lang, NumberedSource, PromptInput
@@ -22,6 +20,8 @@ from nemo_gateway.prompts.tutor import (
     render_chat,
     render_summary,
 )
+from nemo_protos.context.v1 import conversation_pb2 as conv
+from nemo_protos.context.v1 import learner_context_pb2 as ctx
 
 NOW = datetime(2026, 1, 15, 8, tzinfo=UTC)
 

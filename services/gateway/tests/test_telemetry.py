@@ -12,7 +12,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
-from nemo.gateway.v1 import gateway_service_pb2 as pb
+from nemo_protos.gateway.v1 import gateway_service_pb2 as pb
 from nemo_testing.providers import Answer, Hang, HttpError, Reply, ScriptedProvider
 
 from .gateway_testing import FIXED_TIME, Gateway, StartGateway, variables
@@ -38,7 +38,7 @@ async def test_a_learner_prompt_span_has_genai_attributes_and_no_text(
             prompt_id="learner.tutor_hint",
             learner_id="L-2041-1",
             variables=variables(question="Khai triển (2x - 1)²"),
-            evaluated_at=FIXED_TIME,
+            evaluate_time=FIXED_TIME,
         ),
         metadata=gateway.metadata,
         timeout=10,

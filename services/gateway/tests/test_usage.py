@@ -6,9 +6,9 @@ import json
 
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from nemo.gateway.v1 import gateway_service_pb2 as pb
 from nemo_gateway.providers.base import Message, ModelRequest, StreamEnd, Usage
 from nemo_gateway.providers.factory import build_provider
+from nemo_protos.gateway.v1 import gateway_service_pb2 as pb
 from nemo_testing.providers import Answer, Hang, ScriptedProvider, Stream
 
 from .gateway_testing import StartGateway, variables

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from nemo.gateway.v1 import gateway_service_pb2 as pb
 from nemo_gateway.prompts.registry import REGISTRY
+from nemo_protos.gateway.v1 import gateway_service_pb2 as pb
 from nemo_testing.providers import ANTHROPIC_PATH, OPENAI_PATH, Answer, ScriptedProvider
 
 from .gateway_testing import StartGateway, variables

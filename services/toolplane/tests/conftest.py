@@ -21,13 +21,13 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader, NumberDataPoi
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from pydantic import SecretStr
 
-from nemo.toolplane.v1 import toolplane_admin_service_pb2_grpc, toolplane_service_pb2_grpc
 from nemo_context.app import build as build_context
 from nemo_context.settings import ContextSettings
 from nemo_core.client import create_channel
 from nemo_core.db import connect
 from nemo_core.server import Server
 from nemo_core.telemetry import attach_metric_reader, attach_span_exporter, configure_telemetry
+from nemo_protos.toolplane.v1 import toolplane_admin_service_pb2_grpc, toolplane_service_pb2_grpc
 from nemo_toolplane.app import SERVICE_NAME, ToolPlane, assemble
 from nemo_toolplane.operators import add_operator, issue_operator_token
 from nemo_toolplane.settings import ToolPlaneSettings

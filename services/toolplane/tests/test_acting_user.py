@@ -14,11 +14,11 @@ import grpc
 import pytest
 from google.protobuf import struct_pb2
 
-from nemo.toolplane.v1 import tool_pb2
-from nemo.toolplane.v1 import toolplane_admin_service_pb2 as admin_pb
-from nemo.toolplane.v1 import toolplane_service_pb2 as pb
 from nemo_core.errors import error_details
 from nemo_ops.cli import main as nemo
+from nemo_protos.toolplane.v1 import tool_pb2
+from nemo_protos.toolplane.v1 import toolplane_admin_service_pb2 as admin_pb
+from nemo_protos.toolplane.v1 import toolplane_service_pb2 as pb
 from nemo_toolplane.acl import ACL, USER_VOUCHING_CALLERS
 from nemo_toolplane.tokens import UserRequired, issue_token
 

@@ -16,12 +16,12 @@ import grpc
 import pytest
 from google.protobuf import struct_pb2
 
-from nemo.toolplane.v1 import approval_pb2, tool_pb2
-from nemo.toolplane.v1 import toolplane_admin_service_pb2 as admin_pb
-from nemo.toolplane.v1 import toolplane_service_pb2 as pb
 from nemo_core.db import connect
 from nemo_core.errors import error_details
 from nemo_ops.cli import main as nemo
+from nemo_protos.toolplane.v1 import approval_pb2, tool_pb2
+from nemo_protos.toolplane.v1 import toolplane_admin_service_pb2 as admin_pb
+from nemo_protos.toolplane.v1 import toolplane_service_pb2 as pb
 from nemo_toolplane.approvals import arguments_digest
 from nemo_toolplane.operators import authenticate as operators_authenticate
 from nemo_toolplane.operators import issue_operator_token, revoke_operator_token
@@ -263,6 +263,23 @@ async def test_only_an_authenticated_operator_decides_and_never_for_themselves(
             timeout=10,
         )
     assert error_details(mismatch.value).reason == "OPERATOR_MISMATCH"
+    # A request that names no approval, or no decision, is the operator's argument to fix; it
+    # is not the tool result that says a person must approve (ERROR_CODE_APPROVAL_REQUIRED).
+    for incomplete, reason in (
+        (
+            admin_pb.DecideApprovalRequest(decision=admin_pb.APPROVAL_DECISION_APPROVE),
+            "APPROVAL_ID_REQUIRED",
+        ),
+        (admin_pb.DecideApprovalRequest(approval_id=approval_id), "DECISION_REQUIRED"),
+    ):
+        with pytest.raises(grpc.aio.AioRpcError) as missing:
+            await toolplane.admin_stub().DecideApproval(
+                incomplete, metadata=as_operator(operators.alice), timeout=10
+            )
+        assert (missing.value.code(), error_details(missing.value).reason) == (
+            grpc.StatusCode.INVALID_ARGUMENT,
+            reason,
+        )
     row = await owner.fetchrow("SELECT * FROM toolplane.approvals WHERE id = $1", approval_id)
     assert row is not None
     assert (row["status"], row["decided_by"]) == ("pending", None)
@@ -303,16 +320,21 @@ async def test_list_approvals_pages_newest_first(
 
 
 def _cursor(value: object) -> str:
+    """A token in the page-token format (URL-safe base64 of JSON naming the listing)."""
     return base64.urlsafe_b64encode(json.dumps(value).encode()).decode()
 
 
 @pytest.mark.parametrize(
     "token",
     [
-        _cursor(["0001-01-01T00:00:00+14:00", "b4f7"]),  # before the first instant PostgreSQL has
-        _cursor(["2026-01-01T00:00:00", "b4f7"]),  # no time zone
-        _cursor(["2026-01-01T00:00:00+00:00", "a\u0000b"]),
-        _cursor(["2026-01-01T00:00:00+00:00", 5]),
+        # before the first instant PostgreSQL has
+        _cursor(["approvals", "0001-01-01T00:00:00+14:00", "b4f7"]),
+        _cursor(["approvals", "2026-01-01T00:00:00", "b4f7"]),  # no time zone
+        _cursor(["approvals", "2026-01-01T00:00:00+00:00", "a\u0000b"]),
+        _cursor(["approvals", "2026-01-01T00:00:00+00:00", 5]),
+        _cursor(["approvals", "2026-01-01T00:00:00+00:00"]),  # half a position
+        _cursor(["audit", "2026-01-01T00:00:00+00:00", "b4f7"]),  # another listing's
+        _cursor(["2026-01-01T00:00:00+00:00", "b4f7"]),  # no listing
         _cursor({"a": 1}),
         "!!!",
         "tệp",

@@ -10,8 +10,8 @@ from typing import Any
 import httpx
 import pytest
 
-from nemo.toolplane.v1 import toolplane_admin_service_pb2 as admin_pb
-from nemo.type.v1 import user_source_pb2
+from nemo_protos.toolplane.v1 import toolplane_admin_service_pb2 as admin_pb
+from nemo_protos.type.v1 import user_source_pb2
 
 from .conftest import AgentTokens, RunningToolPlane
 from .mcp_http import modern_call, post

@@ -14,10 +14,10 @@ import grpc
 import pytest
 from mcp.shared.exceptions import MCPError
 
-from nemo.toolplane.v1 import tool_pb2
-from nemo.toolplane.v1 import toolplane_service_pb2 as pb
 from nemo_core.db import connect
 from nemo_core.errors import error_details
+from nemo_protos.toolplane.v1 import tool_pb2
+from nemo_protos.toolplane.v1 import toolplane_service_pb2 as pb
 from nemo_testing.ports import free_port
 from nemo_toolplane.tokens import issue_token
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import asyncpg
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from nemo_ops.cli import main as nemo
@@ -94,6 +94,8 @@ _CONDITIONS = st.one_of(
     max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(conditions=_CONDITIONS)
+@example(conditions="\r")
+@example(conditions="  ")
 async def test_the_database_and_the_engine_read_conditions_alike(
     owner: asyncpg.Connection, conditions: str
 ) -> None:

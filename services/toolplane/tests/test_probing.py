@@ -13,7 +13,7 @@ import httpx
 import pytest
 from google.protobuf import json_format
 
-from nemo.toolplane.v1 import tool_pb2
+from nemo_protos.toolplane.v1 import tool_pb2
 from nemo_toolplane.tools import build_registry
 
 from .conftest import AgentTokens, RunningToolPlane

@@ -5,16 +5,17 @@ from __future__ import annotations
 
 import base64
 import json
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import grpc
 import pytest
 from google.protobuf import json_format, struct_pb2
 
-from nemo.toolplane.v1 import audit_pb2, tool_pb2
-from nemo.toolplane.v1 import toolplane_admin_service_pb2 as admin_pb
-from nemo.toolplane.v1 import toolplane_service_pb2 as pb
 from nemo_core.errors import error_details
+from nemo_protos.toolplane.v1 import audit_pb2, tool_pb2
+from nemo_protos.toolplane.v1 import toolplane_admin_service_pb2 as admin_pb
+from nemo_protos.toolplane.v1 import toolplane_service_pb2 as pb
 from nemo_toolplane.servicer import peer_host
 
 from .conftest import AgentTokens, RunningToolPlane
@@ -216,6 +217,34 @@ async def test_operators_read_the_audit_log_newest_first(
     assert [e.request_id for e in first.entries] == ["REQ-grpc-list-2", "REQ-grpc-list-1"]
 
 
+async def test_audit_entries_carry_their_time_and_duration_and_filter_by_start_time(
+    toolplane: RunningToolPlane, tokens: AgentTokens
+) -> None:
+    before = datetime.now(UTC)
+    await call(toolplane, tokens.research, "docs.search_docs", {"query": "audit"},
+               session_id="S-grpc-audit-time", request_id="REQ-grpc-time")  # fmt: skip
+    after = datetime.now(UTC)
+    await toolplane.plane.audit.flush()
+    admin = toolplane.admin_stub()
+    [entry] = (
+        await admin.ListAuditEntries(
+            admin_pb.ListAuditEntriesRequest(request_id="REQ-grpc-time"), timeout=10
+        )
+    ).entries
+    created = entry.create_time.ToDatetime(UTC)
+    assert before - timedelta(seconds=1) <= created <= after + timedelta(seconds=1)
+    # Measured inside the server, so within what the client saw.
+    assert timedelta(0) < entry.duration.ToTimedelta() <= after - before
+
+    async def listed(start: datetime) -> list[str]:
+        request = admin_pb.ListAuditEntriesRequest(request_id="REQ-grpc-time")
+        request.start_time.FromDatetime(start)
+        return [e.request_id for e in (await admin.ListAuditEntries(request, timeout=10)).entries]
+
+    assert await listed(created) == ["REQ-grpc-time"]
+    assert await listed(created + timedelta(microseconds=1)) == []
+
+
 @pytest.mark.parametrize(
     ("peer", "host"),
     [
@@ -228,20 +257,25 @@ def test_failed_authentications_are_counted_per_client_address(peer: str, host: 
     assert peer_host(peer) == host
 
 
-def _token(raw: bytes) -> str:
-    return base64.urlsafe_b64encode(raw).decode()
+def _token(position: str) -> str:
+    """A token in the page-token format: URL-safe base64 of JSON naming the listing first."""
+    return base64.urlsafe_b64encode(f'["audit",{position}]'.encode()).decode()
 
 
 @pytest.mark.parametrize(
     "token",
     [
-        _token(b"99999999999999999999"),  # beyond a bigint
-        _token(b"9223372036854775808"),  # one beyond
-        _token(b"-5"),
-        _token(b"0"),
-        _token(b"12abc"),
-        _token(b" 12"),
-        _token(b"\xff\xfe"),
+        _token("99999999999999999999"),  # beyond a bigint
+        _token("9223372036854775808"),  # one beyond
+        _token("-5"),
+        _token("0"),
+        _token('"12"'),  # the id as text
+        _token("12.0"),
+        _token("true"),
+        _token("12,13"),
+        base64.urlsafe_b64encode(b'["approvals",12]').decode(),  # another listing's
+        base64.urlsafe_b64encode(b"12").decode(),  # a bare id, as tokens once were
+        base64.urlsafe_b64encode(b"\xff\xfe").decode(),
         "not base64 at all!",
         "tệp",
     ],
@@ -257,9 +291,15 @@ async def test_every_malformed_audit_page_token_is_an_invalid_argument(
     assert error_details(refused.value).reason == "INVALID_PAGE_TOKEN"
 
 
-async def test_the_largest_audit_page_token_is_accepted(toolplane: RunningToolPlane) -> None:
+async def test_the_largest_audit_page_token_is_accepted(
+    toolplane: RunningToolPlane, tokens: AgentTokens
+) -> None:
+    # At least one row below the largest id, whichever tests ran before.
+    await call(toolplane, tokens.research, "docs.search_docs", {"query": "audit"},
+               session_id="S-grpc-audit-max", request_id="REQ-grpc-max")  # fmt: skip
+    await toolplane.plane.audit.flush()
     response = await toolplane.admin_stub().ListAuditEntries(
-        admin_pb.ListAuditEntriesRequest(page_token=_token(b"9223372036854775807"), page_size=1),
+        admin_pb.ListAuditEntriesRequest(page_token=_token("9223372036854775807"), page_size=1),
         timeout=10,
     )
     assert len(response.entries) == 1

@@ -8,7 +8,7 @@ from typing import Any
 import asyncpg
 import pytest
 
-from nemo.toolplane.v1 import toolplane_admin_service_pb2 as admin_pb
+from nemo_protos.toolplane.v1 import toolplane_admin_service_pb2 as admin_pb
 
 from .conftest import AgentTokens, OperatorTokens, RunningToolPlane, as_operator
 from .mcp_http import error_envelope

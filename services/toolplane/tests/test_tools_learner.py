@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from datetime import datetime
 from typing import Any
 
 import asyncpg
 import pytest
 from pydantic import SecretStr
 
-from nemo.context.v1 import context_service_pb2 as context_pb
-from nemo.context.v1 import context_service_pb2_grpc as context_grpc
 from nemo_core.client import create_channel
+from nemo_protos.context.v1 import context_service_pb2 as context_pb
+from nemo_protos.context.v1 import context_service_pb2_grpc as context_grpc
 from nemo_toolplane.tokens import issue_token, revoke_token
 from nemo_toolplane.tools import build_registry
 from nemo_toolplane.tools.views import view_result
@@ -57,6 +58,31 @@ async def test_every_learner_tool_returns_its_view(
     assert 10 <= profile["age_years"] <= 16
     next_experience = results["learning.get_next_learning_experience"].structured_content
     assert next_experience["next_experience"]["reason"]
+
+
+async def test_view_tools_keep_the_timestamp_keys_they_were_published_with(
+    toolplane: RunningToolPlane, tokens: AgentTokens
+) -> None:
+    """The contract's fields became ``*_time``; the tools' v1 outputs keep their ``*_at`` keys."""
+    async with toolplane.mcp(tokens.learning_parent) as client:
+        listed = {tool.name: tool for tool in (await client.list_tools()).tools}
+        result = await client.call_tool(
+            "nemo12.get_learner_learning_state", {"learner_id": "L-2041-1"}
+        )
+    assert not result.is_error, result.structured_content
+    content = result.structured_content
+    progress = content["learning_progress"]
+    for stamp in (
+        content["built_at"],
+        progress["last_activity_at"],
+        progress["provenance"]["computed_at"],
+    ):
+        assert datetime.fromisoformat(stamp).tzinfo is not None
+    text = json.dumps(content)
+    assert not [name for name in ("build_time", "compute_time", "_activity_time") if name in text]
+    schema = json.dumps(listed["nemo12.get_learner_learning_state"].output_schema)
+    assert all(f'"{key}"' in schema for key in ("built_at", "last_activity_at", "computed_at"))
+    assert "_time" not in schema
 
 
 async def test_the_audit_row_of_a_learner_read_leads_to_exactly_what_the_agent_saw(

@@ -22,8 +22,9 @@ import grpc
 import grpc.aio
 from pydantic import SecretStr
 
-from nemo_core.errors import Reason, ServiceError
+from nemo_core.errors import ServiceError, shared_error
 from nemo_core.settings import IDENTITY_PATTERN
+from nemo_protos.type.v1.error_reason_pb2 import ErrorReason
 
 _caller: ContextVar[str] = ContextVar("nemo_caller")
 
@@ -46,18 +47,18 @@ def set_current_caller(identity: str) -> None:
 
 def unauthenticated() -> ServiceError:
     """Error for a missing or unknown caller identity."""
-    return ServiceError(
+    return shared_error(
         grpc.StatusCode.UNAUTHENTICATED,
-        Reason.CALLER_UNAUTHENTICATED,
+        ErrorReason.CALLER_UNAUTHENTICATED,
         "the caller could not be identified",
     )
 
 
 def not_allowed(identity: str, method: str) -> ServiceError:
     """Error for a known caller that the ACL does not let use ``method``."""
-    return ServiceError(
+    return shared_error(
         grpc.StatusCode.PERMISSION_DENIED,
-        Reason.CALLER_NOT_ALLOWED,
+        ErrorReason.CALLER_NOT_ALLOWED,
         "the caller may not use this method",
         {"caller": identity, "method": method},
     )

@@ -20,8 +20,15 @@ from typing import Any, TypeAlias
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 import asyncpg
+import grpc
 from asyncpg.pool import PoolConnectionProxy
+from opentelemetry.instrumentation.asyncpg import AsyncPGInstrumentor
 from opentelemetry.instrumentation.utils import suppress_instrumentation
+from opentelemetry.sdk.trace import TracerProvider
+
+from nemo_core.errors import ServiceError, map_exceptions, shared_error
+from nemo_core.telemetry import WithoutErrorMessages, add_instrumentation
+from nemo_protos.type.v1.error_reason_pb2 import ErrorReason
 
 __all__ = [
     "LEARNER_IDS_SETTING",
@@ -30,6 +37,7 @@ __all__ = [
     "Pool",
     "connect",
     "create_pool",
+    "database_unavailable",
     "dsn_with",
     "init_connection",
     "is_database_unavailable",
@@ -73,6 +81,29 @@ def is_database_unavailable(exc: BaseException) -> bool:
         return True
     # File errors carry a filename; socket connect errors do not.
     return isinstance(exc, OSError) and exc.filename is None and exc.errno in _UNREACHABLE_ERRNOS
+
+
+def database_unavailable() -> ServiceError:
+    """What the caller sees of a database that cannot be reached: none of asyncpg's text."""
+    return shared_error(
+        grpc.StatusCode.UNAVAILABLE,
+        ErrorReason.DATABASE_UNAVAILABLE,
+        "the database is unavailable",
+    )
+
+
+def _instrument(provider: TracerProvider) -> None:
+    # Query parameters can hold learner data, so they never go on spans: not as attributes, and
+    # not inside a database error's message (which often quotes the offending value).
+    AsyncPGInstrumentor(capture_parameters=False).instrument(  # type: ignore[no-untyped-call]
+        tracer_provider=WithoutErrorMessages(provider)
+    )
+
+
+# A process that uses the database maps its outages and traces its queries; one that never
+# imports this module (the gateway) ships neither asyncpg nor its instrumentation.
+map_exceptions(is_database_unavailable, database_unavailable)
+add_instrumentation(_instrument)
 
 
 def _dump_json(value: Any) -> str:

@@ -11,7 +11,8 @@ from contextvars import ContextVar
 
 import grpc
 
-from nemo_core.errors import Reason, ServiceError
+from nemo_core.errors import ServiceError, shared_error
+from nemo_protos.type.v1.error_reason_pb2 import ErrorReason
 
 DEFAULT_MARGIN_SECONDS = 0.05
 """Time kept back for the reply to travel back to the caller."""
@@ -21,9 +22,9 @@ _deadline: ContextVar[float | None] = ContextVar("nemo_deadline", default=None)
 
 def deadline_required() -> ServiceError:
     """Error for a call to a fan-out method made without a deadline."""
-    return ServiceError(
+    return shared_error(
         grpc.StatusCode.INVALID_ARGUMENT,
-        Reason.DEADLINE_REQUIRED,
+        ErrorReason.DEADLINE_REQUIRED,
         "this method requires a deadline (set a timeout on the call)",
     )
 
@@ -44,9 +45,9 @@ def downstream_timeout(margin: float = DEFAULT_MARGIN_SECONDS) -> float | None:
         return None
     remaining = deadline - time.monotonic() - margin
     if remaining <= 0:
-        raise ServiceError(
+        raise shared_error(
             grpc.StatusCode.DEADLINE_EXCEEDED,
-            Reason.DEADLINE_EXCEEDED,
+            ErrorReason.DEADLINE_EXCEEDED,
             "the deadline leaves no time for a dependency call",
         )
     return remaining

@@ -2,19 +2,22 @@
 
 Handlers raise :class:`ServiceError`; the server interceptor turns it into a
 ``google.rpc.Status`` (``grpc-status-details-bin``) whose ``ErrorInfo`` carries the stable reason,
-the service name as domain, and string metadata. Any other exception becomes ``INTERNAL`` with a
-generic message: internal text never reaches the wire. Clients read errors back with
-:func:`error_details`.
+the service name as domain, and string metadata. Every reason is a value of a proto enum: the
+service's own ``nemo.<service>.v1.ErrorReason`` (raised through its ``errors`` module), or
+``nemo.type.v1.ErrorReason`` for what this shared code raises, which every service's enum repeats.
+Any other exception becomes ``INTERNAL`` with a generic message: internal text never reaches the
+wire. Clients read errors back with :func:`error_details`, and another service's reason with
+:func:`reason_from`, which checks the domain.
 """
 
 from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from enum import StrEnum
 from types import MappingProxyType
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 import grpc
 import grpc.aio
@@ -22,7 +25,10 @@ from google.protobuf import any_pb2
 from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
-from nemo_core.db import is_database_unavailable
+from nemo_protos.type.v1.error_reason_pb2 import ErrorReason
+
+if TYPE_CHECKING:
+    from google.protobuf.internal.enum_type_wrapper import _EnumTypeWrapper
 
 logger = logging.getLogger(__name__)
 
@@ -39,21 +45,14 @@ MAX_METADATA_VALUE_BYTES = 200
 _ELLIPSIS = "\u2026"
 
 
-class Reason(StrEnum):
-    """Reasons shared by every service; services declare their own next to their handlers."""
-
-    CALLER_UNAUTHENTICATED = "CALLER_UNAUTHENTICATED"
-    CALLER_NOT_ALLOWED = "CALLER_NOT_ALLOWED"
-    SERVER_BUSY = "SERVER_BUSY"
-    DEADLINE_REQUIRED = "DEADLINE_REQUIRED"
-    DEADLINE_EXCEEDED = "DEADLINE_EXCEEDED"
-    DATABASE_UNAVAILABLE = "DATABASE_UNAVAILABLE"
-    DEPENDENCY_UNAVAILABLE = "DEPENDENCY_UNAVAILABLE"
-    INTERNAL = "INTERNAL"
+_Reason = TypeVar("_Reason", bound=int)
 
 
 class ServiceError(Exception):
-    """An error a handler reports to its caller; ``message`` must be safe to show to them."""
+    """An error a handler reports to its caller; ``message`` must be safe to show to them.
+
+    ``reason`` is the name of a value of the raising service's ErrorReason enum: build errors
+    with the service's :class:`ErrorFactory`, never from a string."""
 
     def __init__(
         self,
@@ -104,9 +103,48 @@ def clip(text: str, max_bytes: int) -> str:
     return encoded[:room].decode("utf-8", "ignore") + _ELLIPSIS
 
 
+class ErrorFactory(Generic[_Reason]):
+    """Builds one service's errors from values of its generated ``ErrorReason`` enum: the only
+    way a server makes a :class:`ServiceError`, so every reason it sends is a value of the enum."""
+
+    def __init__(self, reasons: _EnumTypeWrapper[_Reason]) -> None:
+        self._reasons = reasons
+
+    def __call__(
+        self,
+        code: grpc.StatusCode,
+        reason: _Reason,
+        message: str,
+        metadata: Mapping[str, str] | None = None,
+    ) -> ServiceError:
+        return ServiceError(code, self._reasons.Name(reason), message, metadata)
+
+
+#: The errors the shared server code raises for any service (``nemo.type.v1.ErrorReason``).
+shared_error = ErrorFactory(ErrorReason)
+
+
 def internal_error() -> ServiceError:
     """The generic error sent in place of anything unexpected."""
-    return ServiceError(grpc.StatusCode.INTERNAL, Reason.INTERNAL, "internal error")
+    return shared_error(grpc.StatusCode.INTERNAL, ErrorReason.INTERNAL, "internal error")
+
+
+@dataclass(frozen=True)
+class _ExceptionMapping:
+    matches: Callable[[Exception], bool]
+    error: Callable[[], ServiceError]
+
+
+_mappings: list[_ExceptionMapping] = []
+
+
+def map_exceptions(matches: Callable[[Exception], bool], error: Callable[[], ServiceError]) -> None:
+    """Have :func:`to_service_error` answer ``error()`` for an escaped exception that ``matches``.
+
+    Registered by the module that owns a dependency when it is imported (the database helpers
+    map an unreachable database), so this module imports none of them and a service without
+    that dependency never ships it."""
+    _mappings.append(_ExceptionMapping(matches, error))
 
 
 def to_service_error(exc: Exception, *, method: str) -> ServiceError:
@@ -118,13 +156,13 @@ def to_service_error(exc: Exception, *, method: str) -> ServiceError:
     """
     if isinstance(exc, ServiceError):
         return exc
-    if is_database_unavailable(exc):
-        logger.warning(
-            "database unavailable in %s", method, extra={"error_type": type(exc).__name__}
-        )
-        return ServiceError(
-            grpc.StatusCode.UNAVAILABLE, Reason.DATABASE_UNAVAILABLE, "the database is unavailable"
-        )
+    for mapping in _mappings:
+        if mapping.matches(exc):
+            mapped = mapping.error()
+            logger.warning(
+                "%s in %s", mapped.message, method, extra={"error_type": type(exc).__name__}
+            )
+            return mapped
     if isinstance(exc, grpc.aio.AioRpcError):
         downstream = error_details(exc)
         if downstream.code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
@@ -137,14 +175,14 @@ def to_service_error(exc: Exception, *, method: str) -> ServiceError:
                 },
             )
             if downstream.code is grpc.StatusCode.UNAVAILABLE:
-                return ServiceError(
+                return shared_error(
                     grpc.StatusCode.UNAVAILABLE,
-                    Reason.DEPENDENCY_UNAVAILABLE,
+                    ErrorReason.DEPENDENCY_UNAVAILABLE,
                     "a dependency is unavailable",
                 )
-            return ServiceError(
+            return shared_error(
                 grpc.StatusCode.DEADLINE_EXCEEDED,
-                Reason.DEADLINE_EXCEEDED,
+                ErrorReason.DEADLINE_EXCEEDED,
                 "the deadline was exceeded while waiting for a dependency",
             )
     logger.error("unhandled exception in %s", method, exc_info=exc)
@@ -177,3 +215,17 @@ def error_details(exc: grpc.aio.AioRpcError) -> ErrorDetails:
             if detail.Unpack(info):
                 return ErrorDetails(code, message, info.reason, info.domain, dict(info.metadata))
     return ErrorDetails(code, message)
+
+
+def reason_from(
+    details: ErrorDetails, domain: str, reasons: _EnumTypeWrapper[_Reason]
+) -> _Reason | None:
+    """The reason of a failed call as a value of ``reasons``, the ErrorReason enum of the
+    service whose ``domain`` it must come from; None when the error carries no ErrorInfo, comes
+    from another domain (a proxy's, a dependency's), or names a reason the enum does not know."""
+    if details.domain != domain or not details.reason:
+        return None
+    try:
+        return reasons.Value(details.reason)
+    except ValueError:
+        return None

@@ -19,7 +19,8 @@ from google.protobuf.message import DecodeError
 
 from nemo_core.callers import CallerIdentifier, not_allowed, set_current_caller, unauthenticated
 from nemo_core.deadlines import deadline_required, set_time_remaining
-from nemo_core.errors import Reason, ServiceError, to_service_error
+from nemo_core.errors import ServiceError, shared_error, to_service_error
+from nemo_protos.type.v1.error_reason_pb2 import ErrorReason
 
 logger = logging.getLogger(__name__)
 
@@ -54,17 +55,17 @@ def _tolerant(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], 
 
 
 def malformed_request() -> ServiceError:
-    return ServiceError(
+    return shared_error(
         grpc.StatusCode.INVALID_ARGUMENT,
-        "MALFORMED_REQUEST",
+        ErrorReason.MALFORMED_REQUEST,
         "the request is not a valid protobuf message of this method's type",
     )
 
 
 def server_busy() -> ServiceError:
-    return ServiceError(
+    return shared_error(
         grpc.StatusCode.RESOURCE_EXHAUSTED,
-        Reason.SERVER_BUSY,
+        ErrorReason.SERVER_BUSY,
         "the server is handling as many calls as it may at once; retry later",
     )
 

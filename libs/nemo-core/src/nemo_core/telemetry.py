@@ -15,14 +15,13 @@ time; the API forwards them to the provider installed here once it exists.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from typing import Any, Literal
 
 from opentelemetry import metrics, trace
 from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
-from opentelemetry.instrumentation.asyncpg import AsyncPGInstrumentor
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
@@ -32,6 +31,7 @@ from opentelemetry.util.types import Attributes
 
 _provider: TracerProvider | None = None
 _meter_provider: MeterProvider | None = None
+_instrumentations: list[Callable[[TracerProvider], None]] = []
 
 Signal = Literal["traces", "metrics"]
 
@@ -47,9 +47,20 @@ def otlp_export_requested(environ: Mapping[str, str], signal: Signal = "traces")
     )
 
 
+def add_instrumentation(install: Callable[[TracerProvider], None]) -> None:
+    """Run ``install`` with the process's tracer provider, now or once it is configured.
+
+    The module that owns a traced library registers it when imported (the database helpers
+    instrument asyncpg), so this module imports none of them and a service without that library
+    never ships it."""
+    _instrumentations.append(install)
+    if _provider is not None:
+        install(_provider)
+
+
 def configure_telemetry(service_name: str) -> TracerProvider:
-    """Install the process's tracer and meter providers and asyncpg instrumentation; later calls
-    reuse them.
+    """Install the process's tracer and meter providers and the registered instrumentations;
+    later calls reuse them.
 
     ``OTEL_SERVICE_NAME`` and ``OTEL_RESOURCE_ATTRIBUTES`` override ``service_name`` as usual.
     """
@@ -68,16 +79,13 @@ def configure_telemetry(service_name: str) -> TracerProvider:
     meter_provider = MeterProvider(resource=resource, metric_readers=readers)
     metrics.set_meter_provider(meter_provider)
     _meter_provider = meter_provider
-    # Query parameters can hold learner data, so they never go on spans: not as attributes, and
-    # not inside a database error's message (which often quotes the offending value).
-    AsyncPGInstrumentor(capture_parameters=False).instrument(  # type: ignore[no-untyped-call]
-        tracer_provider=_WithoutErrorMessages(provider)
-    )
+    for install in _instrumentations:
+        install(provider)
     _provider = provider
     return provider
 
 
-class _WithoutErrorMessages(trace.TracerProvider):
+class WithoutErrorMessages(trace.TracerProvider):
     """Tracers whose current-span helper records neither an exception event nor an error
     description: the span still ends in ERROR (the instrumentation sets it, with the error's
     type), but no message text reaches the trace."""

@@ -10,11 +10,11 @@ import grpc
 import grpc.aio
 from google.protobuf import struct_pb2, timestamp_pb2
 
-from nemo.gateway.v1 import gateway_service_pb2 as pb
-from nemo.gateway.v1 import gateway_service_pb2_grpc, run_pb2
 from nemo_core.errors import error_details
 from nemo_eval.cases import EVALUATED_AT_SECONDS, Case
 from nemo_eval.stack import EvalStack
+from nemo_protos.gateway.v1 import gateway_service_pb2 as pb
+from nemo_protos.gateway.v1 import gateway_service_pb2_grpc, run_pb2
 
 DEADLINE_SECONDS = 400.0
 """Each call's deadline: the re-asks of a slow model included."""
@@ -100,7 +100,7 @@ class Runner:
         evaluated_at = timestamp_pb2.Timestamp(seconds=EVALUATED_AT_SECONDS)
         if case.prompt_id == "knowledge.answer":
             answer = await stub.Answer(
-                pb.AnswerRequest(question=case.variables["question"], evaluated_at=evaluated_at),
+                pb.AnswerRequest(question=case.variables["question"], evaluate_time=evaluated_at),
                 metadata=self._metadata,
                 timeout=DEADLINE_SECONDS,
             )
@@ -122,7 +122,7 @@ class Runner:
                 prompt_id=case.prompt_id,
                 learner_id=case.learner_id,
                 variables=variables,
-                evaluated_at=evaluated_at,
+                evaluate_time=evaluated_at,
             ),
             metadata=self._metadata,
             timeout=DEADLINE_SECONDS,
@@ -145,7 +145,7 @@ class Runner:
             session_id=case.session_id,
             turn_id=f"EVAL-{self._turns}",
             user_message=case.message,
-            evaluated_at=evaluated_at,
+            evaluate_time=evaluated_at,
         )
         deltas: list[str] = []
         completed: pb.StreamPromptResponse | None = None

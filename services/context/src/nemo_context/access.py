@@ -34,15 +34,13 @@ from typing import Final, TypeAlias
 
 import grpc
 
-from nemo.context.v1 import context_service_pb2 as pb
-from nemo.type.v1 import user_source_pb2
+from nemo_context.errors import service_error
 from nemo_context.ids import check_learner_id, is_key
 from nemo_core.db import Connection, Pool, learner_transaction
 from nemo_core.errors import ServiceError
-
-INVALID_RESOURCE_SCOPE: Final = "INVALID_RESOURCE_SCOPE"
-LEARNER_OUT_OF_REACH: Final = "LEARNER_OUT_OF_REACH"
-AGENT_ACCESS_REQUIRED: Final = "AGENT_ACCESS_REQUIRED"
+from nemo_protos.context.v1 import context_service_pb2 as pb
+from nemo_protos.context.v1.error_reason_pb2 import ErrorReason
+from nemo_protos.type.v1 import user_source_pb2
 
 UserSource: TypeAlias = user_source_pb2.UserSource.ValueType
 
@@ -126,7 +124,9 @@ class Decision:
 
 
 def _scope_error(message: str) -> ServiceError:
-    return ServiceError(grpc.StatusCode.INVALID_ARGUMENT, INVALID_RESOURCE_SCOPE, message)
+    return service_error(
+        grpc.StatusCode.INVALID_ARGUMENT, ErrorReason.INVALID_RESOURCE_SCOPE, message
+    )
 
 
 def parse_scope(text: str) -> ResourceScope:
@@ -205,9 +205,9 @@ def decide(reach: Reach, learner_id: str, facts: LearnerFacts | None) -> Decisio
 
 def out_of_reach(decision: Decision) -> ServiceError:
     """The one refusal of an agent view, whether or not the learner exists."""
-    return ServiceError(
+    return service_error(
         grpc.StatusCode.PERMISSION_DENIED,
-        LEARNER_OUT_OF_REACH,
+        ErrorReason.LEARNER_OUT_OF_REACH,
         "the learner is not within the agent's reach",
         {"rule": decision.refusal},
     )
@@ -274,9 +274,9 @@ def agent_reach(access: pb.AgentAccess, *, present: bool) -> Reach:
     """The reach an agent view is built under; INVALID_ARGUMENT / ``AGENT_ACCESS_REQUIRED`` when
     the request carries none (an agent view is never built on the caller's word alone)."""
     if not present or not access.resource_scopes:
-        raise ServiceError(
+        raise service_error(
             grpc.StatusCode.INVALID_ARGUMENT,
-            AGENT_ACCESS_REQUIRED,
+            ErrorReason.AGENT_ACCESS_REQUIRED,
             "an agent view needs agent_access: the user the agent acts for, its source and the "
             "grants' resource scopes",
         )

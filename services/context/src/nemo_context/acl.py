@@ -15,12 +15,11 @@ from typing import Final
 
 import grpc
 
-from nemo.context.v1 import purpose_pb2
+from nemo_context.errors import service_error
 from nemo_context.purposes import AGENT_VIEW, CONVERSATION, PROMPT, Purpose
 from nemo_core.callers import CallerAcl
-from nemo_core.errors import ServiceError
-
-PURPOSE_NOT_ALLOWED: Final = "PURPOSE_NOT_ALLOWED"
+from nemo_protos.context.v1 import purpose_pb2
+from nemo_protos.context.v1.error_reason_pb2 import ErrorReason
 
 ACL = CallerAcl(
     {
@@ -57,9 +56,9 @@ PURPOSE_KINDS_BY_CALLER: Final[Mapping[str, frozenset[purpose_pb2.PurposeKind.Va
 def check_purpose_caller(caller: str, purpose: Purpose) -> None:
     """PERMISSION_DENIED / ``PURPOSE_NOT_ALLOWED`` unless ``caller`` may build ``purpose``."""
     if purpose.kind not in PURPOSE_KINDS_BY_CALLER.get(caller, frozenset()):
-        raise ServiceError(
+        raise service_error(
             grpc.StatusCode.PERMISSION_DENIED,
-            PURPOSE_NOT_ALLOWED,
+            ErrorReason.PURPOSE_NOT_ALLOWED,
             "the caller may not build this kind of purpose",
             {"caller": caller, "purpose": purpose.name},
         )

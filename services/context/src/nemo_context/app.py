@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from nemo.context.v1 import context_service_pb2, context_service_pb2_grpc
 from nemo_context.acl import ACL
 from nemo_context.builder import ContextBuilder
 from nemo_context.conversation.builder import ConversationBuilder, ConversationSettings
@@ -14,6 +13,7 @@ from nemo_context.settings import ContextSettings
 from nemo_context.snapshots import create_snapshot_store
 from nemo_core.db import create_pool
 from nemo_core.server import Service, ServiceSetup
+from nemo_protos.context.v1 import context_service_pb2, context_service_pb2_grpc
 
 SERVICE_NAME = "context"
 

@@ -15,9 +15,6 @@ from typing import Final
 
 import grpc
 
-from nemo.context.v1 import context_service_pb2
-from nemo.context.v1 import learner_context_pb2 as pb
-from nemo.type.v1 import locale_pb2
 from nemo_context import slices
 from nemo_context.access import (
     Decision,
@@ -28,6 +25,7 @@ from nemo_context.access import (
     out_of_reach,
 )
 from nemo_context.acl import check_purpose_caller
+from nemo_context.errors import service_error
 from nemo_context.gate import (
     Gated,
     LeakFinding,
@@ -52,15 +50,14 @@ from nemo_context.repository import LearnerRecord, LearnerRepository
 from nemo_context.snapshots import SnapshotStore, with_snapshot
 from nemo_core.db import Connection
 from nemo_core.errors import ServiceError
+from nemo_protos.context.v1 import context_service_pb2
+from nemo_protos.context.v1 import learner_context_pb2 as pb
+from nemo_protos.context.v1.error_reason_pb2 import ErrorReason
+from nemo_protos.type.v1 import locale_pb2
 
 BUILD_VERSION: Final = "context-builder-1"
 """Version of this builder and renderer; bundles and snapshots carry it."""
 
-LEARNER_NOT_FOUND: Final = "LEARNER_NOT_FOUND"
-INVALID_LOCALE: Final = "INVALID_LOCALE"
-WRONG_PURPOSE_KIND: Final = "WRONG_PURPOSE_KIND"
-INVALID_EVALUATED_AT: Final = "INVALID_EVALUATED_AT"
-AGENT_ACCESS_NOT_APPLICABLE: Final = "AGENT_ACCESS_NOT_APPLICABLE"
 
 # Unreachable in practice (access is decided in the read's transaction), but a learner gone
 # after an allowed check still gets the one refusal agents see.
@@ -71,7 +68,9 @@ _NO_LEARNER: Final = Decision(
 
 def learner_not_found() -> ServiceError:
     """The error for a learner that does not exist."""
-    return ServiceError(grpc.StatusCode.NOT_FOUND, LEARNER_NOT_FOUND, "no such learner")
+    return service_error(
+        grpc.StatusCode.NOT_FOUND, ErrorReason.LEARNER_NOT_FOUND, "no such learner"
+    )
 
 
 class ContextBuilder:
@@ -106,9 +105,9 @@ class ContextBuilder:
         """
         check_learner_id(learner_id)
         if locale not in locale_pb2.Locale.values():
-            raise ServiceError(
+            raise service_error(
                 grpc.StatusCode.INVALID_ARGUMENT,
-                INVALID_LOCALE,
+                ErrorReason.INVALID_LOCALE,
                 "locale must be LOCALE_VI or LOCALE_EN (or unset for Vietnamese)",
             )
         check = None
@@ -153,9 +152,9 @@ async def build_context(
     purpose = purpose_named(request.purpose)
     check_purpose_caller(caller, purpose)
     if purpose.kind == CONVERSATION:
-        raise ServiceError(
+        raise service_error(
             grpc.StatusCode.INVALID_ARGUMENT,
-            WRONG_PURPOSE_KIND,
+            ErrorReason.WRONG_PURPOSE_KIND,
             "conversation purposes are built with BuildConversationContext",
         )
     has_access = request.HasField("agent_access")
@@ -163,29 +162,29 @@ async def build_context(
     if purpose.kind == AGENT_VIEW:
         reach = agent_reach(request.agent_access, present=has_access)
     elif has_access:
-        raise ServiceError(
+        raise service_error(
             grpc.StatusCode.INVALID_ARGUMENT,
-            AGENT_ACCESS_NOT_APPLICABLE,
+            ErrorReason.AGENT_ACCESS_NOT_APPLICABLE,
             "agent_access applies to agent views only",
         )
-    as_of = evaluated_at(request)
+    as_of = evaluate_time(request)
     bundle = await builder.build(
         request.learner_id, purpose, request.locale, as_of=as_of, reach=reach
     )
     return await with_snapshot(snapshots, bundle) if request.persist else bundle
 
 
-def evaluated_at(request: context_service_pb2.BuildContextRequest) -> datetime | None:
+def evaluate_time(request: context_service_pb2.BuildContextRequest) -> datetime | None:
     """The request's evaluation time; INVALID_ARGUMENT outside the Timestamp range."""
-    if not request.HasField("evaluated_at"):
+    if not request.HasField("evaluate_time"):
         return None
     try:
-        return request.evaluated_at.ToDatetime(tzinfo=UTC)
+        return request.evaluate_time.ToDatetime(tzinfo=UTC)
     except ValueError:
-        raise ServiceError(
+        raise service_error(
             grpc.StatusCode.INVALID_ARGUMENT,
-            INVALID_EVALUATED_AT,
-            "evaluated_at must fall in years 1 to 9999 with nanos in 0 to 999999999",
+            ErrorReason.INVALID_EVALUATE_TIME,
+            "evaluate_time must fall in years 1 to 9999 with nanos in 0 to 999999999",
         ) from None
 
 
@@ -232,7 +231,7 @@ def assemble(  # noqa: C901  one independent guard per slice
         slices=[str(slice_) for slice_ in purpose.slices],
         policy_version=POLICY_VERSION,
         build_version=BUILD_VERSION,
-        built_at=slices.timestamp(built_at),
+        build_time=slices.timestamp(built_at),
         locale=locale,
     )
     if purpose.declares(Slice.PROFILE):

@@ -26,9 +26,8 @@ from typing import Final
 
 import grpc
 
-from nemo_core.errors import ServiceError
-
-INVALID_LEARNER_ID: Final = "INVALID_LEARNER_ID"
+from nemo_context.errors import service_error
+from nemo_protos.context.v1.error_reason_pb2 import ErrorReason
 
 MIN_KEY_CHARS: Final = 8
 MAX_KEY_CHARS: Final = 128
@@ -52,6 +51,8 @@ def is_key(value: str) -> bool:
 def check_learner_id(learner_id: str) -> None:
     """INVALID_ARGUMENT / ``INVALID_LEARNER_ID`` unless ``learner_id`` is a key."""
     if not is_key(learner_id):
-        raise ServiceError(
-            grpc.StatusCode.INVALID_ARGUMENT, INVALID_LEARNER_ID, f"learner_id must be {KEY_RULE}"
+        raise service_error(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            ErrorReason.INVALID_LEARNER_ID,
+            f"learner_id must be {KEY_RULE}",
         )

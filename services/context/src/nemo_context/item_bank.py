@@ -15,13 +15,11 @@ from typing import Final
 
 import grpc
 
-from nemo.context.v1 import item_bank_pb2 as pb
-from nemo_context.knowledge import KNOWLEDGE_NODE_NOT_FOUND
+from nemo_context.errors import service_error
 from nemo_core.db import Pool
 from nemo_core.errors import ServiceError
-
-INVALID_GENERATED_ITEM: Final = "INVALID_GENERATED_ITEM"
-ITEM_ID_CONFLICT: Final = "ITEM_ID_CONFLICT"
+from nemo_protos.context.v1 import item_bank_pb2 as pb
+from nemo_protos.context.v1.error_reason_pb2 import ErrorReason
 
 MAX_ITEMS: Final = 20
 MAX_CHOICES: Final = 8
@@ -43,9 +41,9 @@ _INSERT_SQL: Final = """
 
 
 def _invalid(index: int, problem: str) -> ServiceError:
-    return ServiceError(
+    return service_error(
         grpc.StatusCode.INVALID_ARGUMENT,
-        INVALID_GENERATED_ITEM,
+        ErrorReason.INVALID_GENERATED_ITEM,
         f"item {index}: {problem}",
         {"index": str(index)},
     )
@@ -84,15 +82,15 @@ def _row(item: pb.GeneratedItem) -> tuple[object, ...]:
 def validate(request: pb.StoreGeneratedItemsRequest) -> None:
     """INVALID_ARGUMENT / INVALID_GENERATED_ITEM for anything off, before any write."""
     if not 1 <= len(request.items) <= MAX_ITEMS:
-        raise ServiceError(
+        raise service_error(
             grpc.StatusCode.INVALID_ARGUMENT,
-            INVALID_GENERATED_ITEM,
+            ErrorReason.INVALID_GENERATED_ITEM,
             f"a call stores 1 to {MAX_ITEMS} items",
         )
     if not _PROMPT_REF.fullmatch(request.generated_by):
-        raise ServiceError(
+        raise service_error(
             grpc.StatusCode.INVALID_ARGUMENT,
-            INVALID_GENERATED_ITEM,
+            ErrorReason.INVALID_GENERATED_ITEM,
             'generated_by must name the prompt as "id@version"',
         )
     ids: set[str] = set()
@@ -116,9 +114,9 @@ async def store_generated_items(
         )
         missing = sorted(nodes - {row["id"] for row in known})
         if missing:
-            raise ServiceError(
+            raise service_error(
                 grpc.StatusCode.NOT_FOUND,
-                KNOWLEDGE_NODE_NOT_FOUND,
+                ErrorReason.KNOWLEDGE_NODE_NOT_FOUND,
                 "no knowledge node has this id",
                 {"node_id": missing[0]},
             )
@@ -127,9 +125,9 @@ async def store_generated_items(
             stored = (row["id"], row["node_id"], row["kind"], row["stem"], list(row["choices"]),
                       row["answer_key"], row["rubric"])  # fmt: skip
             if stored != rows[row["id"]]:
-                raise ServiceError(
+                raise service_error(
                     grpc.StatusCode.ALREADY_EXISTS,
-                    ITEM_ID_CONFLICT,
+                    ErrorReason.ITEM_ID_CONFLICT,
                     "an item with this id is stored with other content",
                     {"item_id": row["id"]},
                 )

@@ -24,17 +24,12 @@ from typing import Final
 import asyncpg
 import grpc
 
-from nemo.context.v1 import context_service_pb2 as pb
-from nemo.context.v1 import knowledge_pb2
+from nemo_context.errors import service_error
 from nemo_core.db import Connection
 from nemo_core.errors import ServiceError
-
-INVALID_QUERY: Final = "INVALID_QUERY"
-INVALID_LIMIT: Final = "INVALID_LIMIT"
-INVALID_GRADE: Final = "INVALID_GRADE"
-INVALID_NODE_ID: Final = "INVALID_NODE_ID"
-INVALID_SUBJECT: Final = "INVALID_SUBJECT"
-KNOWLEDGE_NODE_NOT_FOUND: Final = "KNOWLEDGE_NODE_NOT_FOUND"
+from nemo_protos.context.v1 import context_service_pb2 as pb
+from nemo_protos.context.v1 import knowledge_pb2
+from nemo_protos.context.v1.error_reason_pb2 import ErrorReason
 
 DEFAULT_LIMIT: Final = 10
 MAX_LIMIT: Final = 50
@@ -81,17 +76,24 @@ class SearchRequest:
 def validate_search(request: pb.SearchKnowledgeRequest) -> SearchRequest:
     """Check a SearchKnowledge request; INVALID_ARGUMENT with a reason for anything off."""
     if len(request.query) > MAX_QUERY_CHARS:
-        raise _invalid(INVALID_QUERY, f"query is longer than {MAX_QUERY_CHARS} characters")
+        raise _invalid(
+            ErrorReason.INVALID_QUERY, f"query is longer than {MAX_QUERY_CHARS} characters"
+        )
     matched_words = query_words(request.query)
     if not matched_words:
-        raise _invalid(INVALID_QUERY, "query must contain a word of two letters or a number")
+        raise _invalid(
+            ErrorReason.INVALID_QUERY, "query must contain a word of two letters or a number"
+        )
     if not 0 <= request.limit <= MAX_LIMIT:
-        raise _invalid(INVALID_LIMIT, f"limit must be between 1 and {MAX_LIMIT} (0 means 10)")
+        raise _invalid(
+            ErrorReason.INVALID_LIMIT, f"limit must be between 1 and {MAX_LIMIT} (0 means 10)"
+        )
     if not (request.grade == 0 or 1 <= request.grade <= 12):
-        raise _invalid(INVALID_GRADE, "grade must be between 1 and 12 (0 means any)")
+        raise _invalid(ErrorReason.INVALID_GRADE, "grade must be between 1 and 12 (0 means any)")
     if not _is_short_printable(request.subject, MAX_SUBJECT_CHARS):
         raise _invalid(
-            INVALID_SUBJECT, f"subject must be at most {MAX_SUBJECT_CHARS} printable characters"
+            ErrorReason.INVALID_SUBJECT,
+            f"subject must be at most {MAX_SUBJECT_CHARS} printable characters",
         )
     return SearchRequest(
         query_words=matched_words,
@@ -106,8 +108,8 @@ def _is_short_printable(value: str, limit: int) -> bool:
     return len(value) <= limit and value.isprintable()
 
 
-def _invalid(reason: str, message: str) -> ServiceError:
-    return ServiceError(grpc.StatusCode.INVALID_ARGUMENT, reason, message)
+def _invalid(reason: ErrorReason.ValueType, message: str) -> ServiceError:
+    return service_error(grpc.StatusCode.INVALID_ARGUMENT, reason, message)
 
 
 def _contains_run(haystack: Sequence[str], needle: Sequence[str]) -> bool:
@@ -199,12 +201,15 @@ async def get_node(conn: Connection, node_id: str) -> pb.GetKnowledgeNodeRespons
     """One node with every edge into and out of it; NOT_FOUND for an unknown id."""
     if not node_id.strip() or not _is_short_printable(node_id, MAX_NODE_ID_CHARS):
         raise _invalid(
-            INVALID_NODE_ID, f"node_id is required: 1 to {MAX_NODE_ID_CHARS} printable characters"
+            ErrorReason.INVALID_NODE_ID,
+            f"node_id is required: 1 to {MAX_NODE_ID_CHARS} printable characters",
         )
     found = await nodes_by_id(conn, [node_id])
     if not found:
-        raise ServiceError(
-            grpc.StatusCode.NOT_FOUND, KNOWLEDGE_NODE_NOT_FOUND, "no knowledge node has this id"
+        raise service_error(
+            grpc.StatusCode.NOT_FOUND,
+            ErrorReason.KNOWLEDGE_NODE_NOT_FOUND,
+            "no knowledge node has this id",
         )
     edges = await conn.fetch(
         "SELECT from_node_id, to_node_id, kind FROM knowledge.edges"

@@ -19,13 +19,14 @@ from typing import Final
 
 import grpc
 
-from nemo.context.v1 import context_service_pb2, purpose_pb2
+from nemo_context.errors import service_error
 from nemo_core.errors import ServiceError
+from nemo_protos.context.v1 import context_service_pb2, purpose_pb2
+from nemo_protos.context.v1.error_reason_pb2 import ErrorReason
 
 POLICY_VERSION: Final = "purposes-2026-11.1"
 """Version of this table; bundles carry it, so a snapshot says which rules decided its content."""
 
-UNKNOWN_PURPOSE: Final = "UNKNOWN_PURPOSE"
 
 PROMPT: Final = purpose_pb2.PURPOSE_KIND_PROMPT
 AGENT_VIEW: Final = purpose_pb2.PURPOSE_KIND_AGENT_VIEW
@@ -274,9 +275,9 @@ PURPOSES: Final = _table(
 
 def unknown_purpose() -> ServiceError:
     """The error for a purpose the table does not declare."""
-    return ServiceError(
+    return service_error(
         grpc.StatusCode.INVALID_ARGUMENT,
-        UNKNOWN_PURPOSE,
+        ErrorReason.UNKNOWN_PURPOSE,
         "the purpose is not declared in the purpose table (see ListPurposes)",
     )
 

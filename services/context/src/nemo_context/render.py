@@ -20,9 +20,9 @@ from typing import Final
 from google.protobuf.message import Message
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from nemo.context.v1 import learner_context_pb2 as pb
-from nemo.type.v1 import locale_pb2
 from nemo_context.vocabulary import term
+from nemo_protos.context.v1 import learner_context_pb2 as pb
+from nemo_protos.type.v1 import locale_pb2
 
 
 @dataclass(frozen=True)
@@ -257,14 +257,14 @@ def _goal(words: Wording, goal: pb.Goal) -> str:
     text = f"{words.goal}: {goal.title}"
     if goal.target:
         text += f" — {goal.target}"
-    if goal.HasField("due_at"):
-        text += f" ({words.due} {_date(words, goal.due_at)})"
+    if goal.HasField("due_time"):
+        text += f" ({words.due} {_date(words, goal.due_time)})"
     return text + "."
 
 
 def _retention(words: Wording, entries: Iterable[pb.RetentionEntry]) -> Iterable[str]:
     for entry in entries:
-        due = f" ({words.due} {_date(words, entry.due_at)})" if entry.HasField("due_at") else ""
+        due = f" ({words.due} {_date(words, entry.due_time)})" if entry.HasField("due_time") else ""
         yield f"{entry.node_title}{due}"
 
 

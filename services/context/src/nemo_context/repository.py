@@ -12,7 +12,7 @@ Rules every statement here keeps (tests record each statement and its parameters
   ``learning.learner_age_years``, in whole years;
 - computed learner models are read as the engines stored them (latest version per kind), never
   recomputed; a missing value stays ``NULL``/absent, never 0;
-- it reads the learner as of the build's reference time ``$2`` (the request's ``evaluated_at``,
+- it reads the learner as of the build's reference time ``$2`` (the request's ``evaluate_time``,
   or the server's clock): evidence, goals and computed models recorded after it are left out,
   the last-7-days window and the age end at it. Mastery and retention are kept as current state
   only (the engines overwrite them), so they are read as they are.

@@ -6,9 +6,6 @@ from typing import Any, TypeAlias
 
 import grpc.aio
 
-from nemo.context.v1 import context_service_pb2 as pb
-from nemo.context.v1 import context_service_pb2_grpc as pb_grpc
-from nemo.context.v1 import item_bank_pb2
 from nemo_context import knowledge
 from nemo_context.access import check_learner_access
 from nemo_context.builder import ContextBuilder, build_context
@@ -21,6 +18,9 @@ from nemo_context.snapshot_reads import read_snapshot
 from nemo_context.snapshots import SnapshotStore
 from nemo_core.callers import current_caller
 from nemo_core.db import Pool
+from nemo_protos.context.v1 import context_service_pb2 as pb
+from nemo_protos.context.v1 import context_service_pb2_grpc as pb_grpc
+from nemo_protos.context.v1 import item_bank_pb2
 
 Context: TypeAlias = grpc.aio.ServicerContext[Any, Any]
 

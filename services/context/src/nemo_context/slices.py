@@ -15,8 +15,8 @@ from typing import Any, Final, TypeAlias
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from nemo.context.v1 import learner_context_pb2 as pb
 from nemo_context.repository import JsonObject, LearnerRecord
+from nemo_protos.context.v1 import learner_context_pb2 as pb
 
 # Knowledge-state thresholds. A copy of the learning engine's rule: change both together.
 UNKNOWN_BELOW_CONFIDENCE: Final = 0.25
@@ -83,7 +83,7 @@ def _parse_instant(value: str) -> tuple[int, int] | None:
 def _provenance(model_row: JsonObject) -> pb.ModelProvenance:
     return pb.ModelProvenance(
         version=_int(model_row.get("version")) or 0,
-        computed_at=_parse_timestamp(model_row.get("computed_at")),
+        compute_time=_parse_timestamp(model_row.get("computed_at")),
         engine_version=_text(model_row.get("engine_version")),
     )
 
@@ -115,7 +115,7 @@ def evidence_summary(rows: Sequence[JsonObject]) -> pb.EvidenceSummary:
             node_id=_text(row.get("node_id")),
             correct=row.get("correct") is True,
             reliability=_float(row.get("reliability")),
-            observed_at=_parse_timestamp(row.get("observed_at")),
+            observe_time=_parse_timestamp(row.get("observed_at")),
         )
         for row in rows
     ]
@@ -129,7 +129,7 @@ def goal(row: JsonObject) -> pb.Goal:
     return pb.Goal(
         title=_text(row.get("title")),
         target=_text(row.get("target")),
-        due_at=_parse_timestamp(row.get("due_on")),
+        due_time=_parse_timestamp(row.get("due_on")),
     )
 
 
@@ -137,7 +137,7 @@ def retention_entry(row: JsonObject) -> pb.RetentionEntry:
     return pb.RetentionEntry(
         node_id=_text(row.get("node_id")),
         node_title=_text(row.get("node_title")),
-        due_at=_parse_timestamp(row.get("due_at")),
+        due_time=_parse_timestamp(row.get("due_at")),
         strength=_float(row.get("strength")),
     )
 
@@ -163,7 +163,7 @@ def learning_progress(record: LearnerRecord) -> pb.LearningProgress:
         gap_count=states.count(pb.KNOWLEDGE_STATE_GAP),
         unknown_count=states.count(pb.KNOWLEDGE_STATE_UNKNOWN),
         evidence_last_7_days=_int(activity.get("last_7_days")) or 0,
-        last_activity_at=_parse_timestamp(activity.get("last_activity_at")),
+        last_activity_time=_parse_timestamp(activity.get("last_activity_at")),
     )
     model_row = record.models.get("progress")
     if model_row is None:

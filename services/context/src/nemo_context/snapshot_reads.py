@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import logging
-from typing import Final
 
 import grpc
 from botocore.exceptions import BotoCoreError, ClientError
 from google.protobuf import json_format
 
-from nemo.context.v1 import context_service_pb2 as pb
+from nemo_context.errors import service_error
 from nemo_context.gate import Gated, gate
+from nemo_context.snapshot_names import current_names
 from nemo_context.snapshot_objects import KEY_PATTERN
 from nemo_context.snapshots import (
     CONVERSATION_KIND,
@@ -18,14 +19,10 @@ from nemo_context.snapshots import (
     SnapshotNotFoundError,
     SnapshotStore,
 )
-from nemo_core.errors import ServiceError
+from nemo_protos.context.v1 import context_service_pb2 as pb
+from nemo_protos.context.v1.error_reason_pb2 import ErrorReason
 
 logger = logging.getLogger(__name__)
-
-INVALID_INPUT_REF: Final = "INVALID_INPUT_REF"
-SNAPSHOT_NOT_FOUND: Final = "SNAPSHOT_NOT_FOUND"
-SNAPSHOT_DIGEST_MISMATCH: Final = "SNAPSHOT_DIGEST_MISMATCH"
-SNAPSHOT_STORE_UNAVAILABLE: Final = "SNAPSHOT_STORE_UNAVAILABLE"
 
 
 async def read_snapshot(store: SnapshotStore, input_ref: str) -> Gated[pb.GetSnapshotResponse]:
@@ -37,28 +34,30 @@ async def read_snapshot(store: SnapshotStore, input_ref: str) -> Gated[pb.GetSna
     UNAVAILABLE / ``SNAPSHOT_STORE_UNAVAILABLE`` when the object storage cannot be read.
     """
     if not KEY_PATTERN.match(input_ref):
-        raise ServiceError(
+        raise service_error(
             grpc.StatusCode.INVALID_ARGUMENT,
-            INVALID_INPUT_REF,
+            ErrorReason.INVALID_INPUT_REF,
             "input_ref must be a snapshot key: ai-context/YYYY-MM-DD/<learner_ref>/<uuid>.json",
         )
     try:
         snapshot = await store.get(input_ref)
     except SnapshotNotFoundError:
-        raise ServiceError(
-            grpc.StatusCode.NOT_FOUND, SNAPSHOT_NOT_FOUND, "no snapshot is stored under input_ref"
+        raise service_error(
+            grpc.StatusCode.NOT_FOUND,
+            ErrorReason.SNAPSHOT_NOT_FOUND,
+            "no snapshot is stored under input_ref",
         ) from None
     except (BotoCoreError, ClientError, OSError) as error:
         logger.warning("snapshot storage read failed", extra={"error_type": type(error).__name__})
-        raise ServiceError(
+        raise service_error(
             grpc.StatusCode.UNAVAILABLE,
-            SNAPSHOT_STORE_UNAVAILABLE,
+            ErrorReason.SNAPSHOT_STORE_UNAVAILABLE,
             "the snapshot storage cannot be read right now",
         ) from None
     except SnapshotDigestMismatchError:
-        raise ServiceError(
+        raise service_error(
             grpc.StatusCode.DATA_LOSS,
-            SNAPSHOT_DIGEST_MISMATCH,
+            ErrorReason.SNAPSHOT_DIGEST_MISMATCH,
             "the stored snapshot does not match the digest recorded when it was written",
         ) from None
     response = pb.GetSnapshotResponse(
@@ -67,10 +66,9 @@ async def read_snapshot(store: SnapshotStore, input_ref: str) -> Gated[pb.GetSna
         canonical_json=snapshot.canonical_json,
     )
     # Parsed back as what it was written from: a conversation snapshot is no ContextBundle.
-    if snapshot.kind == CONVERSATION_KIND:
-        json_format.Parse(snapshot.canonical_json, response.conversation_bundle)
-    else:
-        json_format.Parse(snapshot.canonical_json, response.bundle)
+    bundle = response.conversation_bundle if snapshot.kind == CONVERSATION_KIND else response.bundle
+    document = current_names(json.loads(snapshot.canonical_json), bundle.DESCRIPTOR)
+    json_format.ParseDict(document, bundle)
     # The learner's id cannot be recovered from a pseudonym, so only field names are checked
     # here; the bytes are the ones that passed the full gate when the bundle was built.
     return gate(response, forbidden_values=())

@@ -29,8 +29,6 @@ from typing import Final, Protocol, TypeVar
 from google.protobuf.message import Message
 from opentelemetry import metrics
 
-from nemo.context.v1.conversation_pb2 import ConversationBundle
-from nemo.context.v1.learner_context_pb2 import ContextBundle
 from nemo_context.gate import Gated
 from nemo_context.proto_json import message_to_json_object
 from nemo_context.settings import ContextSettings
@@ -46,6 +44,8 @@ from nemo_context.snapshot_objects import (
 from nemo_core.db import Pool
 from nemo_core.deadlines import downstream_timeout
 from nemo_core.errors import ServiceError
+from nemo_protos.context.v1.conversation_pb2 import ConversationBundle
+from nemo_protos.context.v1.learner_context_pb2 import ContextBundle
 
 __all__ = [
     "CONTEXT_KIND",

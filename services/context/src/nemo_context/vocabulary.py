@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
-from nemo.type.v1 import locale_pb2
+from nemo_protos.type.v1 import locale_pb2
 
 TERMS: Final[Mapping[str, tuple[str, str]]] = {
     # subjects

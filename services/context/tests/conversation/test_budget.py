@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from google.protobuf.struct_pb2 import Struct
 
-from nemo.context.v1 import conversation_pb2 as pb
-from nemo.context.v1 import knowledge_pb2
 from nemo_context.conversation.budget import bundle_tokens, estimate_tokens, trim_to_budget
+from nemo_protos.context.v1 import conversation_pb2 as pb
+from nemo_protos.context.v1 import knowledge_pb2
 
 
 def test_estimate_errs_high_for_vietnamese_and_english() -> None:

@@ -13,25 +13,17 @@ import pytest
 from asyncpg.connection import LoggedQuery
 from google.protobuf import json_format
 
-from nemo.context.v1 import context_service_pb2 as service_pb
-from nemo.context.v1 import conversation_pb2 as pb
 from nemo_context import purposes
 from nemo_context.conversation import store
 from nemo_context.conversation.budget import bundle_tokens
 from nemo_context.conversation.builder import (
     BUILD_VERSION,
-    INVALID_MESSAGE,
-    INVALID_SESSION_ID,
-    INVALID_TOKEN_BUDGET,
-    INVALID_TURN_ID,
-    SESSION_NOT_FOUND,
     ConversationBuilder,
     ConversationSettings,
     build_conversation_context,
 )
 from nemo_context.conversation.record import record_turn
 from nemo_context.conversation.redaction import ENCODED_MASK, FIELD_MASK, ID_MASK, VALUE_MASK
-from nemo_context.gate import CONTEXT_LEAK_BLOCKED
 from nemo_context.pseudonym import Pseudonymizer
 from nemo_context.purposes import Purpose, Slice
 from nemo_context.snapshot_objects import LocalDirectoryObjects
@@ -39,6 +31,8 @@ from nemo_context.snapshot_reads import read_snapshot
 from nemo_context.snapshots import DigestedSnapshotStore
 from nemo_core.db import LEARNER_IDS_SETTING, Pool, connect, init_connection, learner_transaction
 from nemo_core.errors import ServiceError
+from nemo_protos.context.v1 import context_service_pb2 as service_pb
+from nemo_protos.context.v1 import conversation_pb2 as pb
 
 MakeSession = Callable[..., Awaitable[str]]
 CounterTotal = Callable[[str, Mapping[str, str]], int]
@@ -432,7 +426,7 @@ async def test_a_forbidden_name_in_the_structured_state_is_blocked(
         await build(context_pool, session, "T2")
     assert (caught.value.code, caught.value.reason) == (
         grpc.StatusCode.INTERNAL,
-        CONTEXT_LEAK_BLOCKED,
+        "CONTEXT_LEAK_BLOCKED",
     )
 
 
@@ -456,15 +450,18 @@ async def test_a_state_that_names_a_key_linked_later_is_masked_not_fatal(
 @pytest.mark.parametrize(
     ("fields", "reason"),
     [
-        ({"session_id": "", "turn_id": "T1"}, INVALID_SESSION_ID),
-        ({"session_id": "x" * 129, "turn_id": "T1"}, INVALID_SESSION_ID),
-        ({"session_id": "CS-L1-TUTOR", "turn_id": ""}, INVALID_TURN_ID),
-        ({"session_id": "CS-L1-TUTOR", "turn_id": "T\n1"}, INVALID_TURN_ID),
+        ({"session_id": "", "turn_id": "T1"}, "INVALID_SESSION_ID"),
+        ({"session_id": "x" * 129, "turn_id": "T1"}, "INVALID_SESSION_ID"),
+        ({"session_id": "CS-L1-TUTOR", "turn_id": ""}, "INVALID_TURN_ID"),
+        ({"session_id": "CS-L1-TUTOR", "turn_id": "T\n1"}, "INVALID_TURN_ID"),
         (
             {"session_id": "CS-L1-TUTOR", "turn_id": "T6", "current_user_message": " "},
-            INVALID_MESSAGE,
+            "INVALID_MESSAGE",
         ),
-        ({"session_id": "CS-L1-TUTOR", "turn_id": "T6", "token_budget": -5}, INVALID_TOKEN_BUDGET),
+        (
+            {"session_id": "CS-L1-TUTOR", "turn_id": "T6", "token_budget": -5},
+            "INVALID_TOKEN_BUDGET",
+        ),
     ],
 )
 async def test_invalid_requests(context_pool: Pool, fields: dict[str, object], reason: str) -> None:
@@ -481,7 +478,7 @@ async def test_unknown_session_is_not_found(context_pool: Pool) -> None:
         await build(context_pool, "CS-NOBODY", "T1")
     assert (caught.value.code, caught.value.reason) == (
         grpc.StatusCode.NOT_FOUND,
-        SESSION_NOT_FOUND,
+        "SESSION_NOT_FOUND",
     )
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from nemo.context.v1 import conversation_pb2 as pb
 from nemo_context.conversation.filtering import (
     group_turns,
     is_reusable,
@@ -10,6 +9,7 @@ from nemo_context.conversation.filtering import (
     reusable_history,
 )
 from nemo_context.conversation.messages import StoredMessage
+from nemo_protos.context.v1 import conversation_pb2 as pb
 
 
 def message(

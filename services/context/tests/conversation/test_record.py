@@ -11,13 +11,11 @@ import grpc
 import pytest
 from google.protobuf import json_format
 
-from nemo.context.v1 import context_service_pb2 as service_pb
-from nemo.context.v1 import conversation_pb2 as pb
-from nemo_context.conversation import record as rec
-from nemo_context.conversation.builder import INVALID_TURN_ID, SESSION_NOT_FOUND
 from nemo_context.conversation.record import record_turn
 from nemo_core.db import Pool, connect
 from nemo_core.errors import ServiceError
+from nemo_protos.context.v1 import context_service_pb2 as service_pb
+from nemo_protos.context.v1 import conversation_pb2 as pb
 
 MakeSession = Callable[..., Awaitable[str]]
 
@@ -128,7 +126,7 @@ async def test_an_earlier_turn_cannot_be_rewritten(
         await call(context_pool, session, "T1", [QUESTION])
     assert (caught.value.code, caught.value.reason) == (
         grpc.StatusCode.FAILED_PRECONDITION,
-        rec.TURN_NOT_LATEST,
+        "TURN_NOT_LATEST",
     )
     assert await stored(owner_dsn, session) == before
 
@@ -202,7 +200,7 @@ async def test_a_summary_of_an_unknown_turn_writes_nothing(
         )
     assert (caught.value.code, caught.value.reason) == (
         grpc.StatusCode.INVALID_ARGUMENT,
-        rec.UNKNOWN_SUMMARY_TURN,
+        "UNKNOWN_SUMMARY_TURN",
     )
     # The messages of T2 were inserted before the summary failed: rolled back with it.
     assert await stored(owner_dsn, session) == before
@@ -211,20 +209,20 @@ async def test_a_summary_of_an_unknown_turn_writes_nothing(
 @pytest.mark.parametrize(
     ("turn_id", "messages", "summary", "reason"),
     [
-        ("", [QUESTION], None, INVALID_TURN_ID),
-        ("   ", [QUESTION], None, INVALID_TURN_ID),
-        ("T1", [], None, rec.NO_MESSAGES),
-        ("T1", [QUESTION] * 65, None, rec.TOO_MANY_MESSAGES),
-        ("T1", [raw(0, 1, 2)], None, rec.INVALID_MESSAGE_ROLE),
-        ("T1", [raw(9, 1, 2)], None, rec.INVALID_MESSAGE_ROLE),
-        ("T1", [raw(1, 7, 2)], None, rec.INVALID_MESSAGE_TYPE),
-        ("T1", [raw(1, 1)], None, rec.INVALID_MESSAGE_STATUS),
-        ("T1", [raw(1, 1, 42)], None, rec.INVALID_MESSAGE_STATUS),
-        ("T1", [raw(1, 2, 2)], None, rec.INVALID_TOOL_RESULT),
-        ("T1", [raw(3, 1, 2)], None, rec.INVALID_TOOL_RESULT),
-        ("T1", [raw(1, 1, 2, tool_summary="s")], None, rec.INVALID_TOOL_RESULT),
-        ("T1", [text(pb.MESSAGE_ROLE_USER, "a\x00b")], None, rec.INVALID_TEXT),
-        ("T1", [QUESTION], pb.SummaryUpdate(summary=" "), rec.INVALID_SUMMARY),
+        ("", [QUESTION], None, "INVALID_TURN_ID"),
+        ("   ", [QUESTION], None, "INVALID_TURN_ID"),
+        ("T1", [], None, "NO_MESSAGES"),
+        ("T1", [QUESTION] * 65, None, "TOO_MANY_MESSAGES"),
+        ("T1", [raw(0, 1, 2)], None, "INVALID_MESSAGE_ROLE"),
+        ("T1", [raw(9, 1, 2)], None, "INVALID_MESSAGE_ROLE"),
+        ("T1", [raw(1, 7, 2)], None, "INVALID_MESSAGE_TYPE"),
+        ("T1", [raw(1, 1)], None, "INVALID_MESSAGE_STATUS"),
+        ("T1", [raw(1, 1, 42)], None, "INVALID_MESSAGE_STATUS"),
+        ("T1", [raw(1, 2, 2)], None, "INVALID_TOOL_RESULT"),
+        ("T1", [raw(3, 1, 2)], None, "INVALID_TOOL_RESULT"),
+        ("T1", [raw(1, 1, 2, tool_summary="s")], None, "INVALID_TOOL_RESULT"),
+        ("T1", [text(pb.MESSAGE_ROLE_USER, "a\x00b")], None, "INVALID_TEXT"),
+        ("T1", [QUESTION], pb.SummaryUpdate(summary=" "), "INVALID_SUMMARY"),
     ],
 )
 async def test_bad_input_is_refused_and_writes_nothing(
@@ -252,7 +250,7 @@ async def test_unknown_session_is_not_found_and_nothing_is_written(
         await call(context_pool, "CS-NOBODY", "T1", [QUESTION])
     assert (caught.value.code, caught.value.reason) == (
         grpc.StatusCode.NOT_FOUND,
-        SESSION_NOT_FOUND,
+        "SESSION_NOT_FOUND",
     )
     assert await stored(owner_dsn, "CS-NOBODY") == []
 
@@ -307,14 +305,14 @@ def _non_finite_state() -> pb.ConversationState:
 @pytest.mark.parametrize(
     ("state", "reason"),
     [
-        (_state({"name": "Minh"}), rec.IDENTIFIER_IN_STATE),
-        (_state(notes=[{"parentName": "Lan"}]), rec.IDENTIFIER_IN_STATE),
-        (_state(note="hỏi lại học sinh L-2041-1 sau"), rec.IDENTIFIER_IN_STATE),
-        (_state(note="mẹ là U-2041-P1"), rec.IDENTIFIER_IN_STATE),
-        (_state(note='{"email": "x@example.com"}'), rec.IDENTIFIER_IN_STATE),
-        (_state(note="a\x00b"), rec.INVALID_STATE),
-        (_state({"a\x00": 1}), rec.INVALID_STATE),
-        (_non_finite_state(), rec.INVALID_STATE),
+        (_state({"name": "Minh"}), "IDENTIFIER_IN_STATE"),
+        (_state(notes=[{"parentName": "Lan"}]), "IDENTIFIER_IN_STATE"),
+        (_state(note="hỏi lại học sinh L-2041-1 sau"), "IDENTIFIER_IN_STATE"),
+        (_state(note="mẹ là U-2041-P1"), "IDENTIFIER_IN_STATE"),
+        (_state(note='{"email": "x@example.com"}'), "IDENTIFIER_IN_STATE"),
+        (_state(note="a\x00b"), "INVALID_STATE"),
+        (_state({"a\x00": 1}), "INVALID_STATE"),
+        (_non_finite_state(), "INVALID_STATE"),
     ],
 )
 async def test_a_state_later_builds_would_refuse_is_refused_and_writes_nothing(

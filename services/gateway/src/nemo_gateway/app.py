@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from nemo.gateway.v1 import gateway_service_pb2, gateway_service_pb2_grpc
 from nemo_core.client import create_channel
 from nemo_core.server import Cleanup, Service, ServiceSetup
 from nemo_gateway.acl import ACL
@@ -15,6 +14,7 @@ from nemo_gateway.providers.factory import build_provider
 from nemo_gateway.runner import PromptRunner
 from nemo_gateway.servicer import GatewayServicer
 from nemo_gateway.settings import GatewaySettings
+from nemo_protos.gateway.v1 import gateway_service_pb2, gateway_service_pb2_grpc
 
 SERVICE_NAME = "gateway"
 # Each calls the context service or a model provider: without a deadline, a stuck dependency

@@ -63,7 +63,7 @@ def messages_digest(messages: tuple[Message, ...]) -> str:
 
 
 # What a build or a snapshot adds to a bundle and no result may depend on.
-_PER_BUILD = ("built_at", "input_ref", "snapshot_sha256")
+_PER_BUILD = ("build_time", "input_ref", "snapshot_sha256")
 
 
 def _bundle_digest(bundle: ProtoMessage | None) -> str:

@@ -25,9 +25,6 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
 from dataclasses import dataclass, field
 
-from nemo.context.v1 import conversation_pb2 as conv
-from nemo.gateway.v1 import gateway_service_pb2 as gw_pb
-from nemo.gateway.v1 import run_pb2
 from nemo_core.errors import ServiceError
 from nemo_gateway.budget import prompt_tokens
 from nemo_gateway.errors import reply_rejected, reply_truncated, stream_broken
@@ -65,6 +62,9 @@ from nemo_gateway.runner import (
 from nemo_gateway.screen import ReplyRejected, SentenceScreen
 from nemo_gateway.settings import GatewaySettings
 from nemo_gateway.structured.pipeline import Reason, Tally
+from nemo_protos.context.v1 import conversation_pb2 as conv
+from nemo_protos.gateway.v1 import gateway_service_pb2 as gw_pb
+from nemo_protos.gateway.v1 import run_pb2
 
 logger = logging.getLogger(__name__)
 

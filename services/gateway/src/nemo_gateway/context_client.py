@@ -25,21 +25,31 @@ from datetime import datetime
 import grpc
 import grpc.aio
 
-from nemo.context.v1 import context_service_pb2 as ctx_pb
-from nemo.context.v1 import context_service_pb2_grpc as ctx_grpc
-from nemo.context.v1 import conversation_pb2, item_bank_pb2, knowledge_pb2, learner_context_pb2
-from nemo.type.v1 import locale_pb2
 from nemo_core.deadlines import downstream_timeout
-from nemo_core.errors import Reason, ServiceError, error_details
+from nemo_core.errors import ServiceError, error_details, reason_from
 from nemo_gateway.errors import (
-    GatewayReason,
     context_failed,
     context_leak_blocked,
     context_rejected,
     context_unavailable,
+    service_error,
 )
+from nemo_protos.context.v1 import context_service_pb2 as ctx_pb
+from nemo_protos.context.v1 import context_service_pb2_grpc as ctx_grpc
+from nemo_protos.context.v1 import (
+    conversation_pb2,
+    item_bank_pb2,
+    knowledge_pb2,
+    learner_context_pb2,
+)
+from nemo_protos.context.v1.error_reason_pb2 import ErrorReason as ContextReason
+from nemo_protos.gateway.v1.error_reason_pb2 import ErrorReason
+from nemo_protos.type.v1 import locale_pb2
 
 logger = logging.getLogger(__name__)
+
+#: The ErrorInfo domain of the context service's own errors.
+CONTEXT_DOMAIN = "context"
 
 # Codes that mean "the context service failed", as opposed to "it refused the request".
 _FAILED_CODES = frozenset(
@@ -60,16 +70,17 @@ def _translate(exc: grpc.aio.AioRpcError) -> ServiceError:
     details = error_details(exc)
     code, reason = details.code, details.reason or details.code.name
     if code is grpc.StatusCode.DEADLINE_EXCEEDED:
-        return ServiceError(
+        return service_error(
             grpc.StatusCode.DEADLINE_EXCEEDED,
-            Reason.DEADLINE_EXCEEDED,
+            ErrorReason.DEADLINE_EXCEEDED,
             "the deadline was exceeded while building the context",
         )
     # Saturated (SERVER_BUSY) is unavailable for now too: callers may retry either.
     if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED):
         return context_unavailable()
-    # The context service reports its gate under the reason the gateway passes on.
-    if code is grpc.StatusCode.INTERNAL and reason == GatewayReason.CONTEXT_LEAK_BLOCKED:
+    # The context service's own gate (its domain, its enum), which the gateway passes on.
+    context_reason = reason_from(details, CONTEXT_DOMAIN, ContextReason)
+    if code is grpc.StatusCode.INTERNAL and context_reason == ContextReason.CONTEXT_LEAK_BLOCKED:
         return context_leak_blocked()
     if code in _REFUSED_GATEWAY_CODES:
         logger.error(
@@ -101,7 +112,7 @@ class ContextClient:
         request = ctx_pb.BuildContextRequest(
             learner_id=learner_id, purpose=purpose, persist=True, locale=locale
         )
-        request.evaluated_at.FromDatetime(evaluated_at)
+        request.evaluate_time.FromDatetime(evaluated_at)
         try:
             response = await self._stub.BuildContext(request, timeout=downstream_timeout())
         except grpc.aio.AioRpcError as exc:

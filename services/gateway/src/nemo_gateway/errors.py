@@ -1,101 +1,83 @@
-"""The gateway's error reasons and the errors its handlers raise (domain "gateway")."""
+"""The errors the gateway's handlers raise (domain "gateway"): every reason is a value of
+``nemo.gateway.v1.ErrorReason``."""
 
 from __future__ import annotations
 
-from enum import StrEnum
-
 import grpc
 
-from nemo_core.errors import ServiceError
+from nemo_core.errors import ErrorFactory, ServiceError
+from nemo_protos.gateway.v1.error_reason_pb2 import ErrorReason
 
-
-class GatewayReason(StrEnum):
-    """Stable ErrorInfo reasons of the gateway."""
-
-    UNKNOWN_PROMPT = "UNKNOWN_PROMPT"
-    INVALID_VARIABLES = "INVALID_VARIABLES"
-    INVALID_EVALUATED_AT = "INVALID_EVALUATED_AT"
-    LEARNER_REQUIRED = "LEARNER_REQUIRED"
-    LEARNER_DATA_REFUSED = "LEARNER_DATA_REFUSED"
-    WRONG_RPC_FOR_PROMPT = "WRONG_RPC_FOR_PROMPT"
-    CONTEXT_UNAVAILABLE = "CONTEXT_UNAVAILABLE"
-    CONTEXT_REJECTED = "CONTEXT_REJECTED"
-    CONTEXT_LEAK_BLOCKED = "CONTEXT_LEAK_BLOCKED"
-    CONTEXT_FAILED = "CONTEXT_FAILED"
-    PROVIDER_BUSY = "PROVIDER_BUSY"
-    CALLER_BUSY = "CALLER_BUSY"
-    PROVIDER_STREAM_BROKEN = "PROVIDER_STREAM_BROKEN"
-    REPLY_TRUNCATED = "REPLY_TRUNCATED"
-    REPLY_REJECTED = "REPLY_REJECTED"
+service_error = ErrorFactory(ErrorReason)
 
 
 def unknown_prompt(prompt_id: str) -> ServiceError:
-    return ServiceError(
+    return service_error(
         grpc.StatusCode.NOT_FOUND,
-        GatewayReason.UNKNOWN_PROMPT,
+        ErrorReason.UNKNOWN_PROMPT,
         "no prompt is registered under this id",
         {"prompt_id": prompt_id},
     )
 
 
 def invalid_variables(prompt_id: str, problems: str) -> ServiceError:
-    return ServiceError(
+    return service_error(
         grpc.StatusCode.INVALID_ARGUMENT,
-        GatewayReason.INVALID_VARIABLES,
+        ErrorReason.INVALID_VARIABLES,
         f"the variables do not match the prompt's input model: {problems}",
         {"prompt_id": prompt_id},
     )
 
 
-def invalid_evaluated_at() -> ServiceError:
-    return ServiceError(
+def invalid_evaluate_time() -> ServiceError:
+    return service_error(
         grpc.StatusCode.INVALID_ARGUMENT,
-        GatewayReason.INVALID_EVALUATED_AT,
-        "evaluated_at is not a valid timestamp: seconds must fall in years 1 to 9999 and nanos "
+        ErrorReason.INVALID_EVALUATE_TIME,
+        "evaluate_time is not a valid timestamp: seconds must fall in years 1 to 9999 and nanos "
         "in 0 to 999999999",
     )
 
 
 def learner_required(prompt_id: str) -> ServiceError:
-    return ServiceError(
+    return service_error(
         grpc.StatusCode.INVALID_ARGUMENT,
-        GatewayReason.LEARNER_REQUIRED,
+        ErrorReason.LEARNER_REQUIRED,
         "this prompt builds learner context and needs learner_id",
         {"prompt_id": prompt_id},
     )
 
 
 def learner_data_refused(prompt_id: str) -> ServiceError:
-    return ServiceError(
+    return service_error(
         grpc.StatusCode.INVALID_ARGUMENT,
-        GatewayReason.LEARNER_DATA_REFUSED,
+        ErrorReason.LEARNER_DATA_REFUSED,
         "this prompt is content-only and accepts no learner",
         {"prompt_id": prompt_id},
     )
 
 
 def wrong_rpc(prompt_id: str, rpc: str) -> ServiceError:
-    return ServiceError(
+    return service_error(
         grpc.StatusCode.INVALID_ARGUMENT,
-        GatewayReason.WRONG_RPC_FOR_PROMPT,
+        ErrorReason.WRONG_RPC_FOR_PROMPT,
         f"this prompt is not served by {rpc}",
         {"prompt_id": prompt_id, "rpc": rpc},
     )
 
 
 def context_unavailable() -> ServiceError:
-    return ServiceError(
+    return service_error(
         grpc.StatusCode.UNAVAILABLE,
-        GatewayReason.CONTEXT_UNAVAILABLE,
+        ErrorReason.CONTEXT_UNAVAILABLE,
         "the context service is unavailable; no prompt is sent without its context",
     )
 
 
 def context_rejected(code: grpc.StatusCode, reason: str) -> ServiceError:
     """The context service refused the request (unknown learner, session, purpose...)."""
-    return ServiceError(
+    return service_error(
         code,
-        GatewayReason.CONTEXT_REJECTED,
+        ErrorReason.CONTEXT_REJECTED,
         "the context service refused to build the context",
         {"context_reason": reason},
     )
@@ -103,9 +85,9 @@ def context_rejected(code: grpc.StatusCode, reason: str) -> ServiceError:
 
 def context_leak_blocked() -> ServiceError:
     """The context service's identifier gate refused the bundle; a retry builds the same one."""
-    return ServiceError(
+    return service_error(
         grpc.StatusCode.INTERNAL,
-        GatewayReason.CONTEXT_LEAK_BLOCKED,
+        ErrorReason.CONTEXT_LEAK_BLOCKED,
         "the context service blocked the learner context because it would leak an identifier",
     )
 
@@ -113,50 +95,50 @@ def context_leak_blocked() -> ServiceError:
 def context_failed(code: grpc.StatusCode, reason: str) -> ServiceError:
     """The context service failed in a way a retry does not fix (an internal error, a method it
     does not serve)."""
-    return ServiceError(
+    return service_error(
         grpc.StatusCode.INTERNAL,
-        GatewayReason.CONTEXT_FAILED,
+        ErrorReason.CONTEXT_FAILED,
         "the context service failed to build the context",
         {"context_code": code.name, "context_reason": reason},
     )
 
 
 def provider_busy() -> ServiceError:
-    return ServiceError(
+    return service_error(
         grpc.StatusCode.RESOURCE_EXHAUSTED,
-        GatewayReason.PROVIDER_BUSY,
+        ErrorReason.PROVIDER_BUSY,
         "the model provider's concurrency limit is reached; retry later",
     )
 
 
 def caller_busy(caller: str) -> ServiceError:
-    return ServiceError(
+    return service_error(
         grpc.StatusCode.RESOURCE_EXHAUSTED,
-        GatewayReason.CALLER_BUSY,
+        ErrorReason.CALLER_BUSY,
         "this caller's concurrency limit is reached; retry later",
         {"caller": caller},
     )
 
 
 def stream_broken() -> ServiceError:
-    return ServiceError(
+    return service_error(
         grpc.StatusCode.UNAVAILABLE,
-        GatewayReason.PROVIDER_STREAM_BROKEN,
+        ErrorReason.PROVIDER_STREAM_BROKEN,
         "the model stream broke after the reply had started; the turn was stored as partial",
     )
 
 
 def reply_truncated() -> ServiceError:
-    return ServiceError(
+    return service_error(
         grpc.StatusCode.RESOURCE_EXHAUSTED,
-        GatewayReason.REPLY_TRUNCATED,
+        ErrorReason.REPLY_TRUNCATED,
         "the reply reached the output token limit; the turn was stored as partial",
     )
 
 
 def reply_rejected() -> ServiceError:
-    return ServiceError(
+    return service_error(
         grpc.StatusCode.ABORTED,
-        GatewayReason.REPLY_REJECTED,
+        ErrorReason.REPLY_REJECTED,
         "the reply's guardrail stopped it after it had started; the turn was stored as partial",
     )

@@ -15,9 +15,9 @@ from typing import Any
 from google.protobuf import timestamp_pb2
 from opentelemetry.trace import Span
 
-from nemo.gateway.v1 import run_pb2
 from nemo_core.deadlines import downstream_timeout
 from nemo_core.errors import ServiceError
+from nemo_core.proto_enums import to_proto
 from nemo_gateway.budget import prompt_tokens
 from nemo_gateway.cache import (
     CachedRun,
@@ -38,17 +38,12 @@ from nemo_gateway.providers.base import Message, ModelProvider
 from nemo_gateway.settings import GatewaySettings
 from nemo_gateway.structured.pipeline import Outcome, Path, Reason, Tally, run_model
 from nemo_gateway.telemetry import genai_span, record_result
+from nemo_protos.gateway.v1 import run_pb2
 
 logger = logging.getLogger(__name__)
 
 BASELINE_PROVIDER = "baseline"
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-_PATHS = {
-    Path.MODEL: run_pb2.RUN_PATH_MODEL,
-    Path.REPAIRED: run_pb2.RUN_PATH_REPAIRED,
-    Path.FALLBACK: run_pb2.RUN_PATH_FALLBACK,
-}
 
 
 @dataclass(frozen=True)
@@ -159,8 +154,8 @@ def run_record(
         usage=token_usage(tally),
         input_ref=input_ref,
         request_sha256=tally.request_sha256,
-        evaluated_at=clock.timestamp(),
-        evaluated_at_from_server=clock.from_server,
+        evaluate_time=clock.timestamp(),
+        evaluate_time_from_server=clock.from_server,
         cache_hit=cache_hit,
     )
 
@@ -389,7 +384,8 @@ class PromptRunner:
         *,
         cache_hit: bool = False,
     ) -> run_pb2.RunRecord:
+        run_path = to_proto(run_pb2.RunPath, "RUN_PATH_", path)
         return run_record(
-            prepared.spec, clock, _PATHS[path], reason, tally, provider, model,
+            prepared.spec, clock, run_path, reason, tally, provider, model,
             input_ref=prepared.input_ref, cache_hit=cache_hit,
         )  # fmt: skip

@@ -11,12 +11,10 @@ import grpc.aio
 from google.protobuf import json_format, struct_pb2, timestamp_pb2
 from pydantic import ValidationError
 
-from nemo.gateway.v1 import gateway_service_pb2 as pb
-from nemo.gateway.v1 import gateway_service_pb2_grpc as pb_grpc
 from nemo_core.callers import current_caller
 from nemo_gateway.chat import ChatStreamer
 from nemo_gateway.errors import (
-    invalid_evaluated_at,
+    invalid_evaluate_time,
     invalid_variables,
     learner_data_refused,
     learner_required,
@@ -29,6 +27,8 @@ from nemo_gateway.prompts.registry import REGISTRY, AnySpec
 from nemo_gateway.prompts.spec import Lang, Rpc, Strict
 from nemo_gateway.prompts.tutor import ChatVariables
 from nemo_gateway.runner import Clock, PromptRunner
+from nemo_protos.gateway.v1 import gateway_service_pb2 as pb
+from nemo_protos.gateway.v1 import gateway_service_pb2_grpc as pb_grpc
 
 Context: TypeAlias = grpc.aio.ServicerContext[Any, Any]
 S = TypeVar("S", bound=Strict)
@@ -67,7 +67,7 @@ def _clock(evaluated_at: timestamp_pb2.Timestamp, present: bool) -> Clock:
             return Clock(evaluated_at.ToDatetime(tzinfo=UTC), from_server=False)
         except ValueError:
             # Outside the Timestamp range (years 1 to 9999) or nanos out of range.
-            raise invalid_evaluated_at() from None
+            raise invalid_evaluate_time() from None
     return Clock(datetime.now(UTC), from_server=True)
 
 
@@ -123,7 +123,7 @@ class GatewayServicer(pb_grpc.GatewayServiceServicer):
             raise learner_required(spec.prompt_id)
         values = _variables(spec.prompt_id, request.variables)
         variables = _validate(spec.variables, spec.prompt_id, values)
-        clock = _clock(request.evaluated_at, request.HasField("evaluated_at"))
+        clock = _clock(request.evaluate_time, request.HasField("evaluate_time"))
         caller = current_caller()
         with self._callers.hold(caller):
             prepared = await self._runner.prepare(
@@ -151,7 +151,7 @@ class GatewayServicer(pb_grpc.GatewayServiceServicer):
                 "token_budget": request.token_budget,
             },
         )
-        clock = _clock(request.evaluated_at, request.HasField("evaluated_at"))
+        clock = _clock(request.evaluate_time, request.HasField("evaluate_time"))
         with self._callers.hold(current_caller()):
             async for response in self._chat.stream(
                 spec, variables, Lang.from_proto(request.locale), clock
@@ -172,7 +172,7 @@ class GatewayServicer(pb_grpc.GatewayServiceServicer):
                 ],
             },
         )
-        clock = _clock(request.evaluated_at, request.HasField("evaluated_at"))
+        clock = _clock(request.evaluate_time, request.HasField("evaluate_time"))
         caller = current_caller()
         with self._callers.hold(caller):
             prepared = await self._runner.prepare(

@@ -7,14 +7,14 @@ import logging
 from dataclasses import dataclass
 from functools import partial
 
-from nemo.toolplane.v1 import (
+from nemo_core.db import Pool, create_pool
+from nemo_core.server import Service, ServiceSetup
+from nemo_protos.toolplane.v1 import (
     toolplane_admin_service_pb2,
     toolplane_admin_service_pb2_grpc,
     toolplane_service_pb2,
     toolplane_service_pb2_grpc,
 )
-from nemo_core.db import Pool, create_pool
-from nemo_core.server import Service, ServiceSetup
 from nemo_toolplane.access_cache import AccessCache
 from nemo_toolplane.access_store import AccessStore
 from nemo_toolplane.acl import ACL

@@ -25,7 +25,6 @@ id; there is none yet.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import re
@@ -39,6 +38,7 @@ from typing import Any, TypeVar
 import asyncpg
 
 from nemo_core.db import Connection, Pool
+from nemo_core.page_tokens import decode_page_token, encode_page_token
 from nemo_toolplane.operators import Operator
 from nemo_toolplane.shared_buckets import Bucket, SharedBuckets, bucket_key
 
@@ -370,23 +370,25 @@ class ApprovalStore:
         raise ApprovalNotPending(approval_id, ApprovalStatus(current["status"]))
 
 
-# Approval ids are UUIDs; a cursor carries one back.
+# Approval ids are UUIDs; a page token carries one back.
 _CURSOR_ID = re.compile(r"[0-9a-f-]{1,64}")
+_LISTING = "approvals"
 
 
 def _encode_cursor(created_at: datetime, approval_id: str) -> str:
-    raw = json.dumps([created_at.isoformat(), approval_id])
-    return base64.urlsafe_b64encode(raw.encode()).decode()
+    return encode_page_token(_LISTING, created_at.isoformat(), approval_id)
 
 
 def _decode_cursor(token: str) -> tuple[datetime, str]:
     """The position a page token continues after; anything this listing did not hand out
     (including times PostgreSQL cannot hold, or an id no approval can have) is refused."""
     try:
-        created_at, approval_id = json.loads(base64.urlsafe_b64decode(token.encode("ascii")))
+        created_at, approval_id = decode_page_token(token, _LISTING, 2)
+        if not isinstance(created_at, str) or not isinstance(approval_id, str):
+            raise ValueError("not a cursor")
         moment = datetime.fromisoformat(created_at)
         if moment.tzinfo is None or not _CURSOR_ID.fullmatch(approval_id):
             raise ValueError("not a cursor")
         return moment.astimezone(UTC), approval_id
-    except (ValueError, TypeError, OverflowError) as error:
+    except (ValueError, OverflowError) as error:
         raise ApprovalError("invalid page token") from error

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from nemo_core import page_tokens
 from nemo_core.db import Pool
+from nemo_core.page_tokens import InvalidPageToken
 
 _LIST = """
 SELECT id, request_id, "timestamp", agent_id, session_id, user_id, tool_id, resource, decision,
@@ -25,28 +24,21 @@ ORDER BY id DESC
 LIMIT $5
 """
 
-# A page token carries the id to continue below: a positive bigint, in decimal.
-_TOKEN_ID = re.compile(r"[1-9][0-9]{0,18}")
+# A page token carries the id to continue below: a positive bigint.
 _MAX_ID = 2**63 - 1
-
-
-class InvalidPageToken(ValueError):
-    """A page token this listing did not hand out."""
+_LISTING = "audit"
 
 
 def encode_page_token(before_id: int) -> str:
-    return base64.urlsafe_b64encode(str(before_id).encode()).decode()
+    return page_tokens.encode_page_token(_LISTING, before_id)
 
 
 def decode_page_token(token: str) -> int:
     """The id a page token continues below; :class:`InvalidPageToken` for anything else."""
-    try:
-        text = base64.urlsafe_b64decode(token.encode("ascii")).decode("ascii")
-    except (binascii.Error, UnicodeError):
-        raise InvalidPageToken("invalid page token") from None
-    if not _TOKEN_ID.fullmatch(text) or int(text) > _MAX_ID:
-        raise InvalidPageToken("invalid page token")
-    return int(text)
+    [before_id] = page_tokens.decode_page_token(token, _LISTING, 1)
+    if not isinstance(before_id, int) or not 1 <= before_id <= _MAX_ID:
+        raise InvalidPageToken
+    return before_id
 
 
 @dataclass(frozen=True)

@@ -20,13 +20,15 @@ from dataclasses import dataclass
 import grpc
 import grpc.aio
 
-from nemo.context.v1 import context_service_pb2 as pb
-from nemo.context.v1 import context_service_pb2_grpc as pb_grpc
-from nemo.context.v1 import learner_context_pb2
-from nemo.type.v1 import user_source_pb2
 from nemo_core.client import create_channel
 from nemo_core.deadlines import downstream_timeout
-from nemo_core.errors import ServiceError, error_details
+from nemo_core.errors import ErrorDetails, ServiceError, error_details, reason_from
+from nemo_core.proto_enums import to_proto
+from nemo_protos.context.v1 import context_service_pb2 as pb
+from nemo_protos.context.v1 import context_service_pb2_grpc as pb_grpc
+from nemo_protos.context.v1 import learner_context_pb2
+from nemo_protos.context.v1.error_reason_pb2 import ErrorReason as ContextReason
+from nemo_protos.type.v1 import user_source_pb2
 from nemo_toolplane.envelope import ErrorCode, ToolError, internal_error
 from nemo_toolplane.principal import UserSource
 from nemo_toolplane.settings import ToolPlaneSettings
@@ -47,15 +49,12 @@ def dependency_error() -> ToolError:
     return ToolError(ErrorCode.DEPENDENCY_ERROR, "the context service is unavailable; retry later")
 
 
-#: The context service's reason for an agent view whose learner is out of reach or missing.
-LEARNER_OUT_OF_REACH = "LEARNER_OUT_OF_REACH"
+#: The ErrorInfo domain of the context service's own errors.
+CONTEXT_DOMAIN = "context"
 
-USER_SOURCES = {
-    UserSource.NONE: user_source_pb2.USER_SOURCE_NONE,
-    UserSource.TOKEN: user_source_pb2.USER_SOURCE_TOKEN,
-    UserSource.CALLER: user_source_pb2.USER_SOURCE_CALLER,
-    UserSource.ASSERTED: user_source_pb2.USER_SOURCE_ASSERTED,
-}
+
+def user_source(source: UserSource) -> user_source_pb2.UserSource.ValueType:
+    return to_proto(user_source_pb2.UserSource, "USER_SOURCE_", source)
 
 
 @dataclass(frozen=True)
@@ -70,7 +69,7 @@ class LearnerReach:
     def message(self) -> pb.AgentAccess:
         return pb.AgentAccess(
             user_id=self.user_id or "",
-            user_source=USER_SOURCES[self.user_source],
+            user_source=user_source(self.user_source),
             resource_scopes=self.scopes,
         )
 
@@ -85,14 +84,18 @@ def not_reachable(rule: str = "") -> ToolError:
     )
 
 
-def _refused_arguments(reason: str | None) -> ToolError:
+def _refused_arguments(reason: ContextReason.ValueType | None) -> ToolError:
     """The context service's INVALID_ARGUMENT on arguments the agent chose; ``reason`` is its
     stable ErrorInfo reason (INVALID_QUERY, INVALID_SUBJECT...), never the input."""
     return ToolError(
         ErrorCode.VALIDATION_ERROR,
         "the context service refused the arguments",
-        details={"reason": reason or "INVALID_ARGUMENT"},
+        details={"reason": ContextReason.Name(reason) if reason else "INVALID_ARGUMENT"},
     )
+
+
+def _context_reason(details: ErrorDetails) -> ContextReason.ValueType | None:
+    return reason_from(details, CONTEXT_DOMAIN, ContextReason)
 
 
 def _translate(
@@ -109,10 +112,14 @@ def _translate(
         return dependency_error()
     if details.code is grpc.StatusCode.NOT_FOUND:
         return not_found
-    if details.code is grpc.StatusCode.PERMISSION_DENIED and details.reason == LEARNER_OUT_OF_REACH:
+    reason = _context_reason(details)
+    if (
+        details.code is grpc.StatusCode.PERMISSION_DENIED
+        and reason == ContextReason.LEARNER_OUT_OF_REACH
+    ):
         return not_reachable(details.metadata.get("rule", ""))
     if agent_input and details.code is grpc.StatusCode.INVALID_ARGUMENT:
-        return _refused_arguments(details.reason)
+        return _refused_arguments(reason)
     logger.error(
         "context service refused a call",
         extra={"method": method, "grpc_code": details.code.name, "reason": details.reason},
@@ -147,7 +154,7 @@ class ContextClient:
                 user_id=reach.user_id or "",
                 learner_id=learner_id,
                 resource_scope=scope,
-                user_source=USER_SOURCES[reach.user_source],
+                user_source=user_source(reach.user_source),
             )
             try:
                 response = await self._stub.CheckLearnerAccess(

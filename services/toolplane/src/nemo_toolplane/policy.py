@@ -150,7 +150,8 @@ class BrokenConditions(ValueError):
 @lru_cache(maxsize=256)
 def parse_conditions(raw: str | None) -> Conditions:
     """Parse stored conditions; ``None`` or blank means none. Raises :class:`BrokenConditions`."""
-    if raw is None or not raw.strip():
+    # Blank as the database's check reads it (btrim trims spaces only): a lone "\r" is broken JSON.
+    if raw is None or not raw.strip(" "):
         return Conditions()
     try:
         value = json.loads(raw)

@@ -9,22 +9,24 @@ requests; every tool-level outcome is a ``CallToolResponse`` carrying the envelo
 from __future__ import annotations
 
 import json
-from datetime import UTC
+from datetime import UTC, timedelta
 from typing import Any, TypeAlias
 
 import grpc
 import grpc.aio
-from google.protobuf import json_format, struct_pb2, timestamp_pb2
+from google.protobuf import duration_pb2, json_format, struct_pb2, timestamp_pb2
 
-from nemo.toolplane.v1 import approval_pb2, audit_pb2, tool_pb2
-from nemo.toolplane.v1 import toolplane_admin_service_pb2 as admin_pb
-from nemo.toolplane.v1 import toolplane_admin_service_pb2_grpc as admin_pb_grpc
-from nemo.toolplane.v1 import toolplane_service_pb2 as pb
-from nemo.toolplane.v1 import toolplane_service_pb2_grpc as pb_grpc
-from nemo.type.v1 import user_source_pb2
 from nemo_core.callers import current_caller
 from nemo_core.db import Pool
-from nemo_core.errors import ServiceError
+from nemo_core.page_tokens import InvalidPageToken
+from nemo_core.proto_enums import from_proto, to_proto
+from nemo_protos.toolplane.v1 import approval_pb2, audit_pb2, tool_pb2
+from nemo_protos.toolplane.v1 import toolplane_admin_service_pb2 as admin_pb
+from nemo_protos.toolplane.v1 import toolplane_admin_service_pb2_grpc as admin_pb_grpc
+from nemo_protos.toolplane.v1 import toolplane_service_pb2 as pb
+from nemo_protos.toolplane.v1 import toolplane_service_pb2_grpc as pb_grpc
+from nemo_protos.toolplane.v1.error_reason_pb2 import ErrorReason
+from nemo_protos.type.v1 import user_source_pb2
 from nemo_toolplane import audit_query, operators, tokens
 from nemo_toolplane.access_cache import AccessCache
 from nemo_toolplane.access_store import AgentRules
@@ -38,47 +40,20 @@ from nemo_toolplane.approvals import (
     ApprovalStore,
     SelfApproval,
 )
+from nemo_toolplane.audit import CallStatus
 from nemo_toolplane.auth_failures import FailedAuthentications
-from nemo_toolplane.context_client import USER_SOURCES
+from nemo_toolplane.context_client import user_source
+from nemo_toolplane.errors import invalid_argument, service_error
 from nemo_toolplane.policy import Decision
 from nemo_toolplane.principal import InvalidIdentifier, Principal, UserSource, build_principal
-from nemo_toolplane.registry import AnyTool, Mode, Risk
+from nemo_toolplane.registry import AnyTool
 from nemo_toolplane.router import ToolRouter
 
 Context: TypeAlias = grpc.aio.ServicerContext[Any, Any]
 
-_RISK = {
-    Risk.LOW: tool_pb2.RISK_LOW,
-    Risk.MEDIUM: tool_pb2.RISK_MEDIUM,
-    Risk.HIGH: tool_pb2.RISK_HIGH,
-    Risk.CRITICAL: tool_pb2.RISK_CRITICAL,
-}
-_MODE = {Mode.READ: tool_pb2.TOOL_MODE_READ, Mode.WRITE: tool_pb2.TOOL_MODE_WRITE}
-_DECISION = {
-    Decision.ALLOW: audit_pb2.DECISION_ALLOW,
-    Decision.DENY: audit_pb2.DECISION_DENY,
-    Decision.REQUIRE_APPROVAL: audit_pb2.DECISION_REQUIRE_APPROVAL,
-}
-_CALL_STATUS = {
-    "success": audit_pb2.CALL_STATUS_SUCCESS,
-    "denied": audit_pb2.CALL_STATUS_DENIED,
-    "approval_required": audit_pb2.CALL_STATUS_APPROVAL_REQUIRED,
-    "invalid": audit_pb2.CALL_STATUS_INVALID,
-    "not_found": audit_pb2.CALL_STATUS_NOT_FOUND,
-    "error": audit_pb2.CALL_STATUS_ERROR,
-}
-_APPROVAL_STATUS = {
-    ApprovalStatus.PENDING: approval_pb2.APPROVAL_STATUS_PENDING,
-    ApprovalStatus.APPROVED: approval_pb2.APPROVAL_STATUS_APPROVED,
-    ApprovalStatus.REJECTED: approval_pb2.APPROVAL_STATUS_REJECTED,
-    ApprovalStatus.CONSUMED: approval_pb2.APPROVAL_STATUS_CONSUMED,
-    ApprovalStatus.EXPIRED: approval_pb2.APPROVAL_STATUS_EXPIRED,
-}
-_APPROVAL_STATUS_FROM_PB = {value: key for key, value in _APPROVAL_STATUS.items()}
 
-
-def invalid_argument(reason: str, message: str) -> ServiceError:
-    return ServiceError(grpc.StatusCode.INVALID_ARGUMENT, reason, message)
+def _decision(decision: Decision) -> audit_pb2.Decision.ValueType:
+    return to_proto(audit_pb2.Decision, "DECISION_", decision)
 
 
 def tool_message(tool: AnyTool) -> tool_pb2.Tool:
@@ -89,8 +64,8 @@ def tool_message(tool: AnyTool) -> tool_pb2.Tool:
         version=tool.version,
         description=tool.description,
         category=tool.category,
-        risk=_RISK[tool.risk],
-        mode=_MODE[tool.mode],
+        risk=to_proto(tool_pb2.Risk, "RISK_", tool.risk),
+        mode=to_proto(tool_pb2.ToolMode, "TOOL_MODE_", tool.mode),
         input_schema_json=_json(tool.input_schema),
         output_schema_json=_json(tool.output_schema),
         annotations=tool_pb2.ToolAnnotations(
@@ -110,6 +85,12 @@ def _struct(value: dict[str, Any]) -> struct_pb2.Struct:
     message = struct_pb2.Struct()
     json_format.ParseDict(value, message)
     return message
+
+
+def _duration(milliseconds: float) -> duration_pb2.Duration:
+    duration = duration_pb2.Duration()
+    duration.FromTimedelta(timedelta(milliseconds=milliseconds))
+    return duration
 
 
 def _timestamp(value: Any) -> timestamp_pb2.Timestamp:
@@ -156,14 +137,14 @@ class ToolPlaneServicer(pb_grpc.ToolPlaneServiceServicer):
         if access is None:
             # Only failures are held against the address: a valid token always gets through.
             if await self._auth_failures.charge(peer_host(context.peer())) is not None:
-                raise ServiceError(
+                raise service_error(
                     grpc.StatusCode.RESOURCE_EXHAUSTED,
-                    "AUTHENTICATION_RATE_LIMITED",
+                    ErrorReason.AUTHENTICATION_RATE_LIMITED,
                     "too many failed authentications from this address",
                 )
-            raise ServiceError(
+            raise service_error(
                 grpc.StatusCode.UNAUTHENTICATED,
-                "AGENT_UNAUTHENTICATED",
+                ErrorReason.AGENT_UNAUTHENTICATED,
                 'an agent token is required in the "authorization" metadata ("Bearer <token>")',
             )
         try:
@@ -175,7 +156,7 @@ class ToolPlaneServicer(pb_grpc.ToolPlaneServiceServicer):
                 vouched=current_caller() in USER_VOUCHING_CALLERS,
             )
         except InvalidIdentifier as invalid:
-            raise invalid_argument("INVALID_IDENTIFIER", str(invalid)) from None
+            raise invalid_argument(ErrorReason.INVALID_IDENTIFIER, str(invalid)) from None
         return principal, access.rules
 
     async def ListTools(
@@ -193,7 +174,7 @@ class ToolPlaneServicer(pb_grpc.ToolPlaneServiceServicer):
         )
         if not request.tool:
             self._router.refuse(principal, "", transport="grpc", problem="no tool name")
-            raise invalid_argument("TOOL_REQUIRED", "name the tool to call")
+            raise invalid_argument(ErrorReason.TOOL_REQUIRED, "name the tool to call")
         arguments = json_format.MessageToDict(request.arguments)
         outcome = await self._router.call(
             principal, rules, request.tool, arguments, transport="grpc"
@@ -202,7 +183,7 @@ class ToolPlaneServicer(pb_grpc.ToolPlaneServiceServicer):
             success=outcome.error is None,
             request_id=principal.request_id,
             tool_id=outcome.tool.tool_id if outcome.tool is not None else "",
-            decision=_DECISION[outcome.decision],
+            decision=_decision(outcome.decision),
             call_id=principal.call_id,
         )
         if outcome.output is not None:
@@ -228,7 +209,7 @@ def approval_message(approval: Approval) -> approval_pb2.Approval:
         tool_id=approval.tool_id,
         arguments_sha256=approval.arguments_digest,
         policy_version=approval.policy_version,
-        status=_APPROVAL_STATUS[approval.status],
+        status=to_proto(approval_pb2.ApprovalStatus, "APPROVAL_STATUS_", approval.status),
         request_id=approval.request_id,
         create_time=_timestamp(approval.created_at),
         expire_time=_timestamp(approval.expires_at),
@@ -246,14 +227,16 @@ def approval_message(approval: Approval) -> approval_pb2.Approval:
 
 def _user_source(value: str | None) -> user_source_pb2.UserSource.ValueType:
     """A stored user source; unspecified on rows written before sources were kept."""
-    return USER_SOURCES[UserSource(value)] if value else user_source_pb2.USER_SOURCE_UNSPECIFIED
+    return user_source(UserSource(value)) if value else user_source_pb2.USER_SOURCE_UNSPECIFIED
 
 
 def _page_size(value: int, default: int, maximum: int) -> int:
     if value == 0:
         return default
     if not 1 <= value <= maximum:
-        raise invalid_argument("INVALID_PAGE_SIZE", f"page_size must be 0 or 1 to {maximum}")
+        raise invalid_argument(
+            ErrorReason.INVALID_PAGE_SIZE, f"page_size must be 0 or 1 to {maximum}"
+        )
     return value
 
 
@@ -269,7 +252,9 @@ class ToolPlaneAdminServicer(admin_pb_grpc.ToolPlaneAdminServiceServicer):
         self, request: admin_pb.IssueAgentTokenRequest, context: Context
     ) -> admin_pb.IssueAgentTokenResponse:
         if not request.agent_id:
-            raise invalid_argument("AGENT_REQUIRED", "name the agent to issue a token for")
+            raise invalid_argument(
+                ErrorReason.AGENT_REQUIRED, "name the agent to issue a token for"
+            )
         try:
             async with self._pool.acquire() as conn:
                 issued = await tokens.issue_token(
@@ -280,14 +265,16 @@ class ToolPlaneAdminServicer(admin_pb_grpc.ToolPlaneAdminServiceServicer):
                     unbound=request.unbound,
                 )
         except tokens.UnknownAgent as missing:
-            raise ServiceError(grpc.StatusCode.NOT_FOUND, "AGENT_NOT_FOUND", str(missing)) from None
+            raise service_error(
+                grpc.StatusCode.NOT_FOUND, ErrorReason.AGENT_NOT_FOUND, str(missing)
+            ) from None
         except tokens.AgentNotActive as disabled:
-            raise ServiceError(
-                grpc.StatusCode.FAILED_PRECONDITION, "AGENT_NOT_ACTIVE", str(disabled)
+            raise service_error(
+                grpc.StatusCode.FAILED_PRECONDITION, ErrorReason.AGENT_NOT_ACTIVE, str(disabled)
             ) from None
         except tokens.UserRequired as unbound:
-            raise ServiceError(
-                grpc.StatusCode.FAILED_PRECONDITION, "USER_REQUIRED", str(unbound)
+            raise service_error(
+                grpc.StatusCode.FAILED_PRECONDITION, ErrorReason.USER_REQUIRED, str(unbound)
             ) from None
         return admin_pb.IssueAgentTokenResponse(
             token_id=issued.token_id, token=issued.token, reach=issued.reach
@@ -297,12 +284,14 @@ class ToolPlaneAdminServicer(admin_pb_grpc.ToolPlaneAdminServiceServicer):
         self, request: admin_pb.RevokeAgentTokenRequest, context: Context
     ) -> admin_pb.RevokeAgentTokenResponse:
         if not request.token_id:
-            raise invalid_argument("TOKEN_REQUIRED", "name the token to revoke")
+            raise invalid_argument(ErrorReason.TOKEN_REQUIRED, "name the token to revoke")
         try:
             async with self._pool.acquire() as conn:
                 revoked_at = await tokens.revoke_token(conn, request.token_id)
         except tokens.UnknownToken as missing:
-            raise ServiceError(grpc.StatusCode.NOT_FOUND, "TOKEN_NOT_FOUND", str(missing)) from None
+            raise service_error(
+                grpc.StatusCode.NOT_FOUND, ErrorReason.TOKEN_NOT_FOUND, str(missing)
+            ) from None
         # Other replicas learn of it from the database notification; this one need not wait.
         self._access.invalidate()
         return admin_pb.RevokeAgentTokenResponse(revoke_time=_timestamp(revoked_at))
@@ -311,13 +300,15 @@ class ToolPlaneAdminServicer(admin_pb_grpc.ToolPlaneAdminServiceServicer):
         self, request: admin_pb.ListApprovalsRequest, context: Context
     ) -> admin_pb.ListApprovalsResponse:
         limit = _page_size(request.page_size, 50, 200)
-        status = _APPROVAL_STATUS_FROM_PB.get(request.status)
+        status = from_proto(
+            approval_pb2.ApprovalStatus, "APPROVAL_STATUS_", ApprovalStatus, request.status
+        )
         try:
             approvals, next_token = await self._approvals.list(
                 status=status, limit=limit, after=request.page_token or None
             )
         except ApprovalError as invalid:
-            raise invalid_argument("INVALID_PAGE_TOKEN", str(invalid)) from None
+            raise invalid_argument(ErrorReason.INVALID_PAGE_TOKEN, str(invalid)) from None
         return admin_pb.ListApprovalsResponse(
             approvals=[approval_message(a) for a in approvals], next_page_token=next_token or ""
         )
@@ -327,20 +318,21 @@ class ToolPlaneAdminServicer(admin_pb_grpc.ToolPlaneAdminServiceServicer):
     ) -> admin_pb.DecideApprovalResponse:
         operator = await operators.authenticate(self._pool, _bearer(context))
         if operator is None:
-            raise ServiceError(
+            raise service_error(
                 grpc.StatusCode.UNAUTHENTICATED,
-                "OPERATOR_UNAUTHENTICATED",
+                ErrorReason.OPERATOR_UNAUTHENTICATED,
                 'deciding needs the operator\'s own credential in the "authorization" metadata '
                 '("Bearer <operator token>")',
             )
         if not request.approval_id:
-            raise invalid_argument("APPROVAL_REQUIRED", "name the approval to decide")
+            raise invalid_argument(ErrorReason.APPROVAL_ID_REQUIRED, "name the approval to decide")
         if request.decision == admin_pb.APPROVAL_DECISION_UNSPECIFIED:
-            raise invalid_argument("DECISION_REQUIRED", "decide APPROVE or REJECT")
+            raise invalid_argument(ErrorReason.DECISION_REQUIRED, "decide APPROVE or REJECT")
         named = request.operator.strip()
         if named and named != operator.operator_id:
             raise invalid_argument(
-                "OPERATOR_MISMATCH", "the operator named is not the one the credential proves"
+                ErrorReason.OPERATOR_MISMATCH,
+                "the operator named is not the one the credential proves",
             )
         try:
             approval = await self._approvals.decide(
@@ -350,16 +342,16 @@ class ToolPlaneAdminServicer(admin_pb_grpc.ToolPlaneAdminServiceServicer):
                 note=request.note,
             )
         except ApprovalNotFound as missing:
-            raise ServiceError(
-                grpc.StatusCode.NOT_FOUND, "APPROVAL_NOT_FOUND", str(missing)
+            raise service_error(
+                grpc.StatusCode.NOT_FOUND, ErrorReason.APPROVAL_NOT_FOUND, str(missing)
             ) from None
         except SelfApproval as own:
-            raise ServiceError(
-                grpc.StatusCode.PERMISSION_DENIED, "SELF_APPROVAL", str(own)
+            raise service_error(
+                grpc.StatusCode.PERMISSION_DENIED, ErrorReason.SELF_APPROVAL, str(own)
             ) from None
         except ApprovalNotPending as decided:
-            raise ServiceError(
-                grpc.StatusCode.FAILED_PRECONDITION, "APPROVAL_NOT_PENDING", str(decided)
+            raise service_error(
+                grpc.StatusCode.FAILED_PRECONDITION, ErrorReason.APPROVAL_NOT_PENDING, str(decided)
             ) from None
         return admin_pb.DecideApprovalResponse(approval=approval_message(approval))
 
@@ -371,13 +363,13 @@ class ToolPlaneAdminServicer(admin_pb_grpc.ToolPlaneAdminServiceServicer):
         if request.page_token:
             try:
                 before_id = audit_query.decode_page_token(request.page_token)
-            except audit_query.InvalidPageToken as invalid:
-                raise invalid_argument("INVALID_PAGE_TOKEN", str(invalid)) from None
+            except InvalidPageToken as invalid:
+                raise invalid_argument(ErrorReason.INVALID_PAGE_TOKEN, str(invalid)) from None
         entries, next_id = await audit_query.list_entries(
             self._pool,
             agent_id=request.agent_id or None,
             request_id=request.request_id or None,
-            since=request.since.ToDatetime(UTC) if request.HasField("since") else None,
+            since=request.start_time.ToDatetime(UTC) if request.HasField("start_time") else None,
             before_id=before_id,
             limit=limit,
         )
@@ -391,16 +383,16 @@ def _audit_message(entry: audit_query.StoredAuditEntry) -> audit_pb2.AuditEntry:
     return audit_pb2.AuditEntry(
         audit_id=entry.audit_id,
         request_id=entry.request_id,
-        time=_timestamp(entry.timestamp),
+        create_time=_timestamp(entry.timestamp),
         agent_id=entry.agent_id,
         session_id=entry.session_id or "",
         user_id=entry.user_id or "",
         tool_id=entry.tool_id,
         resource=entry.resource or "",
-        decision=_DECISION[Decision(entry.decision)],
-        status=_CALL_STATUS[entry.status],
+        decision=_decision(Decision(entry.decision)),
+        status=to_proto(audit_pb2.CallStatus, "CALL_STATUS_", CallStatus(entry.status)),
         error_code=entry.error_code or "",
-        duration_ms=round(entry.duration_ms or 0),
+        duration=_duration(entry.duration_ms or 0),
         environment=entry.environment,
         metadata=_struct(dict(entry.metadata)),
         call_id=entry.call_id or "",

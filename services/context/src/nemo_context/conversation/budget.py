@@ -28,8 +28,8 @@ import re
 from collections.abc import Callable
 from typing import Final
 
-from nemo.context.v1 import conversation_pb2 as pb
 from nemo_context.snapshots import canonical_json
+from nemo_protos.context.v1 import conversation_pb2 as pb
 
 _PIECES: Final = re.compile(r"[A-Za-z0-9]+|[\x21-\x7e]|[^\x00-\x7f]")
 

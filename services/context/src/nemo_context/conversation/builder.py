@@ -34,13 +34,11 @@ from google.protobuf import json_format
 from google.protobuf.struct_pb2 import Struct
 from opentelemetry import metrics
 
-from nemo.context.v1 import context_service_pb2 as service_pb
-from nemo.context.v1 import conversation_pb2 as pb
-from nemo.context.v1 import knowledge_pb2
 from nemo_context import knowledge
 from nemo_context.conversation import filtering, store
 from nemo_context.conversation.budget import trim_to_budget
 from nemo_context.conversation.redaction import redact_chat_text, redact_struct
+from nemo_context.errors import service_error
 from nemo_context.gate import Gated, find_leak, gate
 from nemo_context.pseudonym import Pseudonymizer
 from nemo_context.purposes import POLICY_VERSION, TUTOR_CHAT, Purpose, Slice, purpose_named
@@ -48,16 +46,15 @@ from nemo_context.settings import ContextSettings
 from nemo_context.snapshots import SnapshotStore, with_snapshot
 from nemo_core.db import Connection, Pool, learner_transaction
 from nemo_core.errors import ServiceError
+from nemo_protos.context.v1 import context_service_pb2 as service_pb
+from nemo_protos.context.v1 import conversation_pb2 as pb
+from nemo_protos.context.v1 import knowledge_pb2
+from nemo_protos.context.v1.error_reason_pb2 import ErrorReason
 
 logger = logging.getLogger(__name__)
 
 BUILD_VERSION: Final = "conversation-builder-2"
 
-INVALID_SESSION_ID: Final = "INVALID_SESSION_ID"
-INVALID_TURN_ID: Final = "INVALID_TURN_ID"
-INVALID_MESSAGE: Final = "INVALID_MESSAGE"
-INVALID_TOKEN_BUDGET: Final = "INVALID_TOKEN_BUDGET"  # noqa: S105  an error reason, not a token
-SESSION_NOT_FOUND: Final = "SESSION_NOT_FOUND"
 
 MAX_ID_CHARS: Final = 128
 MAX_MESSAGE_CHARS: Final = 16_000
@@ -88,16 +85,18 @@ class ConversationSettings:
         )
 
 
-def invalid(reason: str, message: str, metadata: Mapping[str, str] | None = None) -> ServiceError:
+def invalid(
+    reason: ErrorReason.ValueType, message: str, metadata: Mapping[str, str] | None = None
+) -> ServiceError:
     """INVALID_ARGUMENT with ``reason``."""
-    return ServiceError(grpc.StatusCode.INVALID_ARGUMENT, reason, message, metadata)
+    return service_error(grpc.StatusCode.INVALID_ARGUMENT, reason, message, metadata)
 
 
 def check_ids(session_id: str, turn_id: str) -> None:
     """INVALID_ARGUMENT unless both ids are present, short and free of control characters."""
     for value, reason, name in (
-        (session_id, INVALID_SESSION_ID, "session_id"),
-        (turn_id, INVALID_TURN_ID, "turn_id"),
+        (session_id, ErrorReason.INVALID_SESSION_ID, "session_id"),
+        (turn_id, ErrorReason.INVALID_TURN_ID, "turn_id"),
     ):
         if not value.strip() or len(value) > MAX_ID_CHARS or not value.isprintable():
             raise invalid(reason, f"{name} is required: 1 to {MAX_ID_CHARS} printable characters")
@@ -105,7 +104,9 @@ def check_ids(session_id: str, turn_id: str) -> None:
 
 def session_not_found() -> ServiceError:
     """The error for a session id that names no session."""
-    return ServiceError(grpc.StatusCode.NOT_FOUND, SESSION_NOT_FOUND, "no such chat session")
+    return service_error(
+        grpc.StatusCode.NOT_FOUND, ErrorReason.SESSION_NOT_FOUND, "no such chat session"
+    )
 
 
 def _budget(request: service_pb.BuildConversationContextRequest, default: int) -> int:
@@ -113,7 +114,7 @@ def _budget(request: service_pb.BuildConversationContextRequest, default: int) -
         return default
     if not 0 < request.token_budget <= MAX_TOKEN_BUDGET:
         raise invalid(
-            INVALID_TOKEN_BUDGET,
+            ErrorReason.INVALID_TOKEN_BUDGET,
             f"token_budget must be between 1 and {MAX_TOKEN_BUDGET} (0 means the default)",
         )
     return request.token_budget
@@ -124,7 +125,7 @@ def _validate(request: service_pb.BuildConversationContextRequest) -> None:
     message = request.current_user_message
     if not message.strip() or len(message) > MAX_MESSAGE_CHARS:
         raise invalid(
-            INVALID_MESSAGE,
+            ErrorReason.INVALID_MESSAGE,
             f"current_user_message is required and at most {MAX_MESSAGE_CHARS} characters",
         )
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Final, TypeAlias
 
-from nemo.context.v1 import conversation_pb2 as pb
+from nemo_protos.context.v1 import conversation_pb2 as pb
 
 Role: TypeAlias = pb.MessageRole.ValueType
 Type: TypeAlias = pb.MessageType.ValueType

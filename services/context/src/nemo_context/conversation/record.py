@@ -18,28 +18,16 @@ from typing import Any, Final
 import grpc
 from google.protobuf import json_format, struct_pb2
 
-from nemo.context.v1 import context_service_pb2 as service_pb
-from nemo.context.v1 import conversation_pb2 as pb
 from nemo_context.conversation import store
 from nemo_context.conversation.builder import check_ids, invalid, session_not_found
 from nemo_context.conversation.messages import ROLES, STATUSES, TYPES
+from nemo_context.errors import service_error
 from nemo_context.gate import find_leak
 from nemo_context.repository import linked_identifiers
 from nemo_core.db import Pool, learner_transaction
-from nemo_core.errors import ServiceError
-
-NO_MESSAGES: Final = "NO_MESSAGES"
-TOO_MANY_MESSAGES: Final = "TOO_MANY_MESSAGES"
-INVALID_MESSAGE_ROLE: Final = "INVALID_MESSAGE_ROLE"
-INVALID_MESSAGE_TYPE: Final = "INVALID_MESSAGE_TYPE"
-INVALID_MESSAGE_STATUS: Final = "INVALID_MESSAGE_STATUS"
-INVALID_TOOL_RESULT: Final = "INVALID_TOOL_RESULT"
-INVALID_TEXT: Final = "INVALID_TEXT"
-INVALID_SUMMARY: Final = "INVALID_SUMMARY"
-UNKNOWN_SUMMARY_TURN: Final = "UNKNOWN_SUMMARY_TURN"
-TURN_NOT_LATEST: Final = "TURN_NOT_LATEST"
-INVALID_STATE: Final = "INVALID_STATE"
-IDENTIFIER_IN_STATE: Final = "IDENTIFIER_IN_STATE"
+from nemo_protos.context.v1 import context_service_pb2 as service_pb
+from nemo_protos.context.v1 import conversation_pb2 as pb
+from nemo_protos.context.v1.error_reason_pb2 import ErrorReason
 
 MAX_MESSAGES_PER_TURN: Final = 64
 MAX_TEXT_CHARS: Final = 64_000
@@ -49,7 +37,7 @@ def _check_text(value: str, what: str, index: int | None = None) -> None:
     # PostgreSQL text cannot hold NUL; refusing it here keeps the error precise.
     if len(value) > MAX_TEXT_CHARS or "\x00" in value:
         raise invalid(
-            INVALID_TEXT,
+            ErrorReason.INVALID_TEXT,
             f"{what} must be at most {MAX_TEXT_CHARS} characters and contain no NUL",
             {} if index is None else {"index": str(index)},
         )
@@ -59,15 +47,19 @@ def _message(index: int, message: pb.TurnMessage) -> store.NewMessage:
     where = {"index": str(index)}
     if message.role not in ROLES:
         raise invalid(
-            INVALID_MESSAGE_ROLE, "messages[].role must be USER, ASSISTANT, TOOL or SYSTEM", where
+            ErrorReason.INVALID_MESSAGE_ROLE,
+            "messages[].role must be USER, ASSISTANT, TOOL or SYSTEM",
+            where,
         )
     if message.type not in TYPES:
         raise invalid(
-            INVALID_MESSAGE_TYPE, "messages[].type must be TEXT, TOOL_RESULT or UI_EVENT", where
+            ErrorReason.INVALID_MESSAGE_TYPE,
+            "messages[].type must be TEXT, TOOL_RESULT or UI_EVENT",
+            where,
         )
     if message.status not in STATUSES:
         raise invalid(
-            INVALID_MESSAGE_STATUS,
+            ErrorReason.INVALID_MESSAGE_STATUS,
             "messages[].status must be PENDING, COMPLETED, FAILED, PARTIAL or CANCELLED",
             where,
         )
@@ -76,7 +68,7 @@ def _message(index: int, message: pb.TurnMessage) -> store.NewMessage:
         message.tool_summary and not is_tool_result
     ):
         raise invalid(
-            INVALID_TOOL_RESULT,
+            ErrorReason.INVALID_TOOL_RESULT,
             "tool results, and only they, have role TOOL; only they carry a tool_summary",
             where,
         )
@@ -94,9 +86,9 @@ def _message(index: int, message: pb.TurnMessage) -> store.NewMessage:
 def _check_state_value(value: struct_pb2.Value) -> None:
     kind = value.WhichOneof("kind")
     if kind == "number_value" and not math.isfinite(value.number_value):
-        raise invalid(INVALID_STATE, "state numbers must be finite")
+        raise invalid(ErrorReason.INVALID_STATE, "state numbers must be finite")
     if kind == "string_value" and "\x00" in value.string_value:
-        raise invalid(INVALID_STATE, "state strings must contain no NUL")
+        raise invalid(ErrorReason.INVALID_STATE, "state strings must contain no NUL")
     if kind == "struct_value":
         _check_state_struct(value.struct_value)
     elif kind == "list_value":
@@ -109,20 +101,22 @@ def _check_state_struct(struct: struct_pb2.Struct) -> None:
     # error precise.
     for key, value in struct.fields.items():
         if "\x00" in key:
-            raise invalid(INVALID_STATE, "state keys must contain no NUL")
+            raise invalid(ErrorReason.INVALID_STATE, "state keys must contain no NUL")
         _check_state_value(value)
 
 
 def _validate(request: service_pb.RecordTurnRequest) -> list[store.NewMessage]:
     check_ids(request.session_id, request.turn_id)
     if not request.messages:
-        raise invalid(NO_MESSAGES, "a turn has at least one message")
+        raise invalid(ErrorReason.NO_MESSAGES, "a turn has at least one message")
     if len(request.messages) > MAX_MESSAGES_PER_TURN:
-        raise invalid(TOO_MANY_MESSAGES, f"a turn has at most {MAX_MESSAGES_PER_TURN} messages")
+        raise invalid(
+            ErrorReason.TOO_MANY_MESSAGES, f"a turn has at most {MAX_MESSAGES_PER_TURN} messages"
+        )
     messages = [_message(index, message) for index, message in enumerate(request.messages)]
     if request.HasField("summary"):
         if not request.summary.summary.strip():
-            raise invalid(INVALID_SUMMARY, "summary.summary must not be empty")
+            raise invalid(ErrorReason.INVALID_SUMMARY, "summary.summary must not be empty")
         _check_text(request.summary.summary, "summary.summary")
     if request.HasField("state"):
         _check_state_struct(request.state.extracted_info)
@@ -150,9 +144,9 @@ async def record_turn(
         try:
             await store.replace_turn(conn, session_id, learner_id, turn_id, messages)
         except store.TurnNotLatestError:
-            raise ServiceError(
+            raise service_error(
                 grpc.StatusCode.FAILED_PRECONDITION,
-                TURN_NOT_LATEST,
+                ErrorReason.TURN_NOT_LATEST,
                 "later turns follow this turn; only the latest turn can be recorded again",
             ) from None
         if request.HasField("state"):
@@ -161,7 +155,7 @@ async def record_turn(
             forbidden = await linked_identifiers(conn, learner_id)
             if find_leak(request.state, forbidden_values=forbidden | {learner_id}) is not None:
                 raise invalid(
-                    IDENTIFIER_IN_STATE,
+                    ErrorReason.IDENTIFIER_IN_STATE,
                     "state must not carry a field that names a person or an internal key",
                 )
             await store.write_state(conn, session_id, learner_id, *_state(request.state))
@@ -176,7 +170,7 @@ async def record_turn(
                 )
             except store.UnknownSummaryTurnError:
                 raise invalid(
-                    UNKNOWN_SUMMARY_TURN,
+                    ErrorReason.UNKNOWN_SUMMARY_TURN,
                     "summary.covers_through_turn_id names no turn of this session",
                 ) from None
         summary_version = await store.latest_summary_version(conn, session_id, learner_id)

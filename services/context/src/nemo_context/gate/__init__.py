@@ -36,6 +36,7 @@ from google.protobuf.message import Message
 from google.protobuf.struct_pb2 import ListValue, Struct, Value
 from opentelemetry import metrics
 
+from nemo_context.errors import service_error
 from nemo_context.gate.names import is_forbidden_name
 from nemo_context.gate.text import (
     MAX_DECODE_DEPTH,
@@ -46,6 +47,7 @@ from nemo_context.gate.text import (
     value_matcher,
 )
 from nemo_core.errors import ServiceError
+from nemo_protos.context.v1.error_reason_pb2 import ErrorReason
 
 __all__ = [
     "CONTEXT_LEAK_BLOCKED",
@@ -63,7 +65,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-CONTEXT_LEAK_BLOCKED: Final = "CONTEXT_LEAK_BLOCKED"
 
 _blocked_counter = metrics.get_meter("nemo_context.gate").create_counter(
     "nemo.context.gate.blocked",
@@ -361,9 +362,9 @@ _SCALARS: Final = frozenset({int, float, bool, type(None)})
 
 def leak_blocked() -> ServiceError:
     """The error a blocked bundle becomes: nothing of the bundle, nothing of the data."""
-    return ServiceError(
+    return service_error(
         grpc.StatusCode.INTERNAL,
-        CONTEXT_LEAK_BLOCKED,
+        ErrorReason.CONTEXT_LEAK_BLOCKED,
         "the context could not be returned safely",
     )
 

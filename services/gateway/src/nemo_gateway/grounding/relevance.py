@@ -17,8 +17,8 @@ import math
 import re
 from collections.abc import Sequence
 
-from nemo.context.v1 import knowledge_pb2
 from nemo_gateway.grounding.instructions import fold
+from nemo_protos.context.v1 import knowledge_pb2
 
 MIN_SEARCH_SCORE = 1.0
 MIN_SHARE_OF_BEST = 0.5

@@ -18,11 +18,11 @@ from typing import Literal
 
 from pydantic import Field
 
-from nemo.context.v1 import item_bank_pb2
-from nemo.gateway.v1 import outputs_pb2
 from nemo_gateway.prompts.common import ANSWER_LANGUAGE, JSON_ONLY
 from nemo_gateway.prompts.spec import Lang, PromptInput, Strict
 from nemo_gateway.providers.base import Message
+from nemo_protos.context.v1 import item_bank_pb2
+from nemo_protos.gateway.v1 import outputs_pb2
 
 ItemKind = Literal["multiple_choice", "short_answer"]
 MULTIPLE_CHOICE_OPTIONS = 4

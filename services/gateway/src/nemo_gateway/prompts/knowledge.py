@@ -21,7 +21,6 @@ import re
 
 from pydantic import Field
 
-from nemo.gateway.v1 import answer_pb2, outputs_pb2
 from nemo_gateway.budget import estimate_tokens
 from nemo_gateway.grounding.citations import (
     CitationReport,
@@ -49,6 +48,7 @@ from nemo_gateway.prompts.tags import (
 )
 from nemo_gateway.providers.base import Message
 from nemo_gateway.structured.pipeline import Reason
+from nemo_protos.gateway.v1 import answer_pb2, outputs_pb2
 
 MAX_SENTENCES = 5
 

@@ -12,8 +12,6 @@ from typing import Any
 
 from pydantic import Field
 
-from nemo.context.v1 import learner_context_pb2 as ctx
-from nemo.gateway.v1 import outputs_pb2
 from nemo_gateway.prompts.common import (
     ANSWER_LANGUAGE,
     CONTEXT_IS_DATA,
@@ -25,6 +23,8 @@ from nemo_gateway.prompts.common import (
 from nemo_gateway.prompts.spec import Lang, PromptInput, Strict
 from nemo_gateway.prompts.tags import CONTEXT_TAG, neutralise_tags, tagged
 from nemo_gateway.providers.base import Message
+from nemo_protos.context.v1 import learner_context_pb2 as ctx
+from nemo_protos.gateway.v1 import outputs_pb2
 
 MAX_TEXT_CHARS = 800
 MAX_POINT_CHARS = 200

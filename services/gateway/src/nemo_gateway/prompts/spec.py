@@ -12,10 +12,10 @@ from typing import Annotated, Any, Generic, Literal, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict
 
-from nemo.context.v1 import conversation_pb2, item_bank_pb2, learner_context_pb2
-from nemo.gateway.v1 import outputs_pb2, prompt_pb2
-from nemo.type.v1 import locale_pb2
 from nemo_gateway.providers.base import Message, OutputSchema
+from nemo_protos.context.v1 import conversation_pb2, item_bank_pb2, learner_context_pb2
+from nemo_protos.gateway.v1 import outputs_pb2, prompt_pb2
+from nemo_protos.type.v1 import locale_pb2
 
 
 class Lang(StrEnum):

@@ -14,13 +14,13 @@ from typing import Any
 from google.protobuf import json_format
 from pydantic import Field
 
-from nemo.context.v1 import conversation_pb2 as conv
-from nemo.gateway.v1 import outputs_pb2
 from nemo_gateway.budget import prompt_tokens
 from nemo_gateway.prompts.common import ANSWER_LANGUAGE, DISCLAIMER, JSON_ONLY, text_problems
 from nemo_gateway.prompts.spec import Lang, PromptInput, Strict
 from nemo_gateway.prompts.tags import CONVERSATION_TAG, tagged
 from nemo_gateway.providers.base import Message
+from nemo_protos.context.v1 import conversation_pb2 as conv
+from nemo_protos.gateway.v1 import outputs_pb2
 
 MAX_SUMMARY_CHARS = 1500
 CHAT_MAX_INPUT_TOKENS = 6000

@@ -7,7 +7,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from nemo.context.v1 import knowledge_pb2
+from nemo_protos.context.v1 import knowledge_pb2
 from nemo_toolplane.registry import AnyTool, Mode, Risk, ToolDefinition
 from nemo_toolplane.text_fold import tokenize
 from nemo_toolplane.tool_context import ToolContext

@@ -5,7 +5,9 @@ context service decides whether the call may reach the learner and what the view
 exactly that learner, pseudonymises it and passes the identifier gate, all in one call. Every
 view is snapshotted, and its ``input_ref`` goes to the call's audit row. The tool keeps only the
 slices its output model declares. The five measures (coverage, mastery, evidence, confidence,
-readiness) stay separate fields.
+readiness) stay separate fields. Results keep the keys their tool versions were published with:
+where the bundle's field was renamed since (the ``*_time`` timestamps), a validation alias reads
+it under its new name.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Annotated, Any, TypeVar
 from google.protobuf.json_format import MessageToDict
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
-from nemo.context.v1 import learner_context_pb2
+from nemo_protos.context.v1 import learner_context_pb2
 from nemo_toolplane.registry import Mode, Risk, ToolDefinition
 from nemo_toolplane.tool_context import ToolContext
 
@@ -46,7 +48,11 @@ class _Slice(BaseModel):
 
 class Provenance(_Slice):
     version: int = Field(0, description="Version of the computed learner model.")
-    computed_at: str | None = Field(None, description="When the learning engine computed it.")
+    computed_at: str | None = Field(
+        None,
+        description="When the learning engine computed it.",
+        validation_alias="compute_time",
+    )
     engine_version: str = Field("", description="Version of the engine that computed it.")
 
 
@@ -86,7 +92,7 @@ class LearningProgress(_Slice):
     gap_count: int = 0
     unknown_count: int = 0
     evidence_last_7_days: int = 0
-    last_activity_at: str | None = None
+    last_activity_at: str | None = Field(None, validation_alias="last_activity_time")
     period: str = Field("", description='Period of the activity figures, e.g. "2026-W47".')
     sessions: int | None = None
     minutes: int | None = None
@@ -170,7 +176,7 @@ class ViewResult(_Slice):
     learner_ref: str = Field(description="Stable pseudonym of the learner.")
     view: str = Field(description="The agent view of the context service that built the result.")
     policy_version: str = Field("", description="Version of the purpose table that applied.")
-    built_at: str | None = None
+    built_at: str | None = Field(None, validation_alias="build_time")
 
 
 class LearnerArgs(BaseModel):
