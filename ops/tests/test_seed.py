@@ -9,6 +9,7 @@ import asyncpg
 import pytest
 
 from nemo_core.db import connect
+from nemo_core.text import fold
 from nemo_ops.migrate import migrate
 from nemo_ops.seed import SeedError, seed, upsert_statement
 from nemo_ops.seed_data import TABLES, TableData
@@ -41,12 +42,6 @@ async def _snapshot(dsn: str) -> dict[str, list[tuple[object, ...]]]:
         return snapshot
     finally:
         await conn.close()
-
-
-def _fold(text: str) -> str:
-    # The folding the application applies; the database's knowledge.fold_vi must agree with it.
-    decomposed = unicodedata.normalize("NFD", text.replace("đ", "d").replace("Đ", "D"))
-    return "".join(c for c in decomposed if not unicodedata.combining(c)).lower()
 
 
 # Contents --------------------------------------------------------------------------------------
@@ -128,8 +123,8 @@ async def test_folded_titles_match_the_application_folding(owner: asyncpg.Connec
         "SELECT title, title_folded, aliases, search_text FROM knowledge.nodes"
     )
     for row in rows:
-        assert row["title_folded"] == _fold(row["title"])
-        assert row["search_text"] == _fold(" ".join([row["title"], *row["aliases"]]))
+        assert row["title_folded"] == fold(row["title"])
+        assert row["search_text"] == fold(" ".join([row["title"], *row["aliases"]]))
     assert await _column(
         owner,
         "SELECT id FROM knowledge.nodes WHERE title_folded LIKE '%' || $1 || '%'",

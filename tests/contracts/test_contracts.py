@@ -14,7 +14,6 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-import yaml
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PROTOS_PACKAGE = REPO_ROOT / "libs" / "nemo-protos"
@@ -104,30 +103,6 @@ def test_buf_breaking_against_main() -> None:
         pytest.fail("no `main` branch to compare the contracts against")
     result = _buf("breaking", "--against", ".git#branch=main")
     assert result.returncode == 0, result.stdout + result.stderr
-
-
-def test_the_one_time_breaking_exemption_is_still_needed(tmp_path: Path) -> None:
-    """ONE-TIME, goes with buf.yaml's `breaking.ignore_only`: the exemption lets the v1 tidy pass
-    `buf breaking` against a main without it. Once main has these contracts it can only hide a
-    later break, so this fails: delete the block and this test."""
-    config = yaml.safe_load((REPO_ROOT / "buf.yaml").read_text())
-    del config["breaking"]["ignore_only"]
-    work = tmp_path / "tree"
-    shutil.copytree(REPO_ROOT / "protos", work / "protos")
-    (work / "buf.yaml").write_text(yaml.safe_dump(config))
-    buf = shutil.which("buf", path=str(Path(sys.executable).parent))
-    assert buf
-    result = subprocess.run(
-        [buf, "breaking", "--against", f"{REPO_ROOT}/.git#branch=main"],
-        cwd=work,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert result.returncode != 0, (
-        "main has the v1 tidy now: delete breaking.ignore_only from buf.yaml, and this test"
-    )
-    assert "changed name from" in result.stdout
 
 
 def test_buf_breaking_detects_a_removed_field(tmp_path: Path) -> None:

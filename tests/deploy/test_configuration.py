@@ -11,6 +11,7 @@ import pytest
 from pydantic_settings import BaseSettings
 
 from nemo_context.settings import ContextSettings
+from nemo_core.secret_files import file_variable, secret_file_fields
 from nemo_gateway.settings import GatewaySettings
 from nemo_toolplane.settings import ToolPlaneSettings
 from tests.deploy.deploy_manifests import (
@@ -64,12 +65,9 @@ def test_the_service_accepts_its_rendered_settings(
     settings_class = SETTINGS[deployment]
     nemo_variables = {name for name in environment if name.startswith("NEMO_")}
     # Settings ignore unknown variables, so a misspelt one would silently do nothing.
-    unknown = {
-        name
-        for name in nemo_variables
-        if not name.startswith(prefix)
-        or name.removeprefix(prefix).lower() not in settings_class.model_fields
-    }
+    known = {f"{prefix}{name}".upper() for name in settings_class.model_fields}
+    known |= {file_variable(settings_class, name) for name in secret_file_fields(settings_class)}
+    unknown = nemo_variables - known
     assert unknown == set()
     # Besides the service's own and OpenTelemetry's, only uvicorn's proxy setting (MCP edge)
     # and where the AWS SDK finds static S3 keys (context).

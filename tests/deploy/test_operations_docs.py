@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from google.protobuf import descriptor_pool
 
+from nemo_core.secret_files import file_variable, secret_file_fields
 from nemo_ops.approvals import OPERATOR_TOKEN_ENV
 from nemo_ops.cli import SUBCOMMANDS
 from nemo_ops.migrate import ROLE_PASSWORD_ENV
@@ -65,6 +66,7 @@ def _known_variables() -> set[str]:
     for _, settings in SETTINGS_CLASSES:
         prefix = str(settings.model_config.get("env_prefix", ""))
         known |= {f"{prefix}{name.upper()}" for name in settings.model_fields}
+        known |= {file_variable(settings, name) for name in secret_file_fields(settings)}
     return known
 
 

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from nemo_core.db import create_pool
+from nemo_core.secret_files import read_secret_file
 from nemo_toolplane import operators
 from nemo_toolplane.approvals import Approval, ApprovalError, ApprovalStatus, ApprovalStore
 
@@ -91,7 +92,7 @@ async def _run(args: argparse.Namespace) -> int:
 
 def _operator_token(args: argparse.Namespace) -> str | None:
     if args.operator_token_file is not None:
-        return str(args.operator_token_file.read_text(encoding="utf-8").strip())
+        return read_secret_file(args.operator_token_file)
     return os.environ.get(OPERATOR_TOKEN_ENV)
 
 

@@ -26,6 +26,7 @@ from importlib import resources
 from importlib.resources.abc import Traversable
 
 from nemo_core.db import connect
+from nemo_core.secret_files import FILE_SUFFIX, read_secret_file
 
 __all__ = [
     "ROLE_PASSWORD_ENV",
@@ -136,10 +137,8 @@ def role_passwords_from_env(environ: Mapping[str, str]) -> dict[str, str]:
     for role, variable in ROLE_PASSWORD_ENV.items():
         if environ.get(variable):
             passwords[role] = environ[variable]
-        elif environ.get(f"{variable}_FILE"):
-            with open(environ[f"{variable}_FILE"], encoding="utf-8") as handle:
-                # Secret mounts often end with a newline that is not part of the secret.
-                passwords[role] = handle.read().strip()
+        elif environ.get(f"{variable}{FILE_SUFFIX}"):
+            passwords[role] = read_secret_file(environ[f"{variable}{FILE_SUFFIX}"])
     return passwords
 
 

@@ -14,6 +14,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 from nemo_context.settings import ContextSettings
+from nemo_core.secret_files import FILE_SUFFIX, SECRET_FILE
 from nemo_core.settings import ServiceSettings
 from nemo_gateway.settings import GatewaySettings
 from nemo_toolplane.settings import ToolPlaneSettings
@@ -49,7 +50,13 @@ def _rows(prefix: str, fields: dict[str, FieldInfo]) -> Iterator[str]:
     yield "| variable | default | meaning |"
     yield "| --- | --- | --- |"
     for name, field in fields.items():
-        yield f"| `{prefix}{name.upper()}` | {_default(field)} | {field.description} |"
+        variable = f"{prefix}{name.upper()}"
+        yield f"| `{variable}` | {_default(field)} | {field.description} |"
+        if SECRET_FILE in field.metadata:
+            yield (
+                f"| `{variable}{FILE_SUFFIX}` | unset | File holding {name} (for mounted "
+                f"secrets); mutually exclusive with {name}. |"
+            )
 
 
 def render_markdown() -> str:

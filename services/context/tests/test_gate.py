@@ -23,9 +23,9 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from nemo_context.gate import Gated, find_forbidden_name, find_leak, gate, is_forbidden_name
-from nemo_context.ids import is_key
 from nemo_context.render import render_bundle
 from nemo_core.errors import ServiceError
+from nemo_core.identifiers import is_key
 from nemo_protos.context.v1 import conversation_pb2, knowledge_pb2
 from nemo_protos.context.v1 import learner_context_pb2 as pb
 from nemo_protos.type.v1 import locale_pb2

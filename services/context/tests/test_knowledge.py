@@ -39,22 +39,6 @@ def test_single_letters_do_not_match() -> None:
     )
 
 
-def test_folding_drops_vietnamese_diacritics_and_case() -> None:
-    assert knowledge.fold("Hệ số góc") == "he so goc"
-    assert knowledge.fold("ĐẠO HÀM") == "dao ham"
-    assert knowledge.fold("Định lí Thalès") == "dinh li thales"
-    assert knowledge.words("Phương trình bậc hai: ax² + bx + c = 0") == [
-        "phuong",
-        "trinh",
-        "bac",
-        "hai",
-        "ax",
-        "bx",
-        "c",
-        "0",
-    ]
-
-
 @pytest.mark.parametrize(
     ("query", "best"),
     [

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from pydantic import ValidationError
+from pydantic_settings import SettingsError
 
 from nemo_context.pseudonym import Pseudonymizer, pseudonymizer_from_settings
 from nemo_context.settings import ContextSettings
@@ -51,10 +52,11 @@ def test_unkeyed_hashes_of_the_id_do_not_give_the_ref() -> None:
         assert hashlib.sha256(candidate.encode()).hexdigest()[:12] != ref.removeprefix("nemo_")
 
 
-def test_key_file_is_read_and_stripped(tmp_path: Path) -> None:
+def test_key_file_is_read_and_stripped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     key_file = tmp_path / "pseudonym.key"
     key_file.write_text(KEY + "\n")
-    from_file = pseudonymizer_from_settings(_settings(pseudonym_key_file=key_file))
+    monkeypatch.setenv("NEMO_CONTEXT_PSEUDONYM_KEY_FILE", str(key_file))
+    from_file = pseudonymizer_from_settings(_settings())
     assert from_file.learner_ref("L-2041-1") == Pseudonymizer(KEY.encode()).learner_ref("L-2041-1")
 
 
@@ -71,11 +73,14 @@ def test_a_short_key_is_refused() -> None:
         _settings(pseudonym_key="short", environment="production")
 
 
-def test_key_and_key_file_together_are_refused(tmp_path: Path) -> None:
+def test_key_and_key_file_together_are_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     key_file = tmp_path / "pseudonym.key"
     key_file.write_text(KEY)
-    with pytest.raises(ValidationError, match="not both"):
-        _settings(pseudonym_key=KEY, pseudonym_key_file=key_file)
+    monkeypatch.setenv("NEMO_CONTEXT_PSEUDONYM_KEY_FILE", str(key_file))
+    with pytest.raises(SettingsError, match="not both"):
+        _settings(pseudonym_key=KEY)
 
 
 def test_development_without_a_key_uses_a_random_key_and_warns(

@@ -13,11 +13,11 @@ import pytest
 
 from nemo_core.client import create_channel
 from nemo_core.errors import error_details
+from nemo_core.limits import InFlightLimit
 from nemo_gateway.budget import prompt_tokens
 from nemo_gateway.cache import ResultCache
 from nemo_gateway.context_client import ContextClient
 from nemo_gateway.errors import provider_busy
-from nemo_gateway.limits import InFlightLimit
 from nemo_gateway.prompts import learner
 from nemo_gateway.prompts.registry import REGISTRY
 from nemo_gateway.prompts.spec import Lang, PromptInput

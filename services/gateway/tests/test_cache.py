@@ -14,13 +14,13 @@ import pytest
 
 from nemo_core.callers import CallerAcl
 from nemo_core.client import create_channel
+from nemo_core.limits import InFlightLimit
 from nemo_core.server import Server
 from nemo_core.settings import DEFAULT_CALLER_TOKEN_METADATA_KEY
 from nemo_gateway.app import SERVICE_NAME, build
 from nemo_gateway.cache import CachedRun, CacheKey, ResultCache
 from nemo_gateway.context_client import ContextClient
 from nemo_gateway.errors import provider_busy
-from nemo_gateway.limits import InFlightLimit
 from nemo_gateway.prompts.learner import TutorHintVariables
 from nemo_gateway.prompts.registry import REGISTRY
 from nemo_gateway.prompts.spec import Lang

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
+from pydantic_settings import SettingsError
 
 from nemo_gateway.settings import GatewaySettings
 
@@ -20,26 +21,38 @@ def test_the_default_provider_is_the_baseline_so_no_key_is_needed() -> None:
     )
 
 
-def test_keys_come_from_their_own_files_and_never_stand_in_for_each_other(tmp_path: Path) -> None:
+def test_keys_come_from_their_own_files_and_never_stand_in_for_each_other(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     llm = tmp_path / "llm"
     llm.write_text("llm-secret-from-file\n")
-    only_llm = GatewaySettings(llm_api_key_file=llm)
+    monkeypatch.setenv("NEMO_GATEWAY_LLM_API_KEY_FILE", str(llm))
+    only_llm = GatewaySettings()
     assert only_llm.llm_api_key is not None
     assert only_llm.llm_api_key.get_secret_value() == "llm-secret-from-file"
     assert only_llm.embedding_api_key is None
 
     embedding = tmp_path / "embedding"
     embedding.write_text("embedding-secret")
-    only_embedding = GatewaySettings(embedding_api_key_file=embedding)
+    monkeypatch.delenv("NEMO_GATEWAY_LLM_API_KEY_FILE")
+    monkeypatch.setenv("NEMO_GATEWAY_EMBEDDING_API_KEY_FILE", str(embedding))
+    only_embedding = GatewaySettings()
     assert only_embedding.llm_api_key is None
     assert only_embedding.embedding_api_key is not None
 
 
-def test_a_key_and_its_file_together_are_refused(tmp_path: Path) -> None:
+def test_a_key_and_its_file_together_are_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     key_file = tmp_path / "key"
     key_file.write_text("x")
-    with pytest.raises(ValidationError, match="llm_api_key or llm_api_key_file"):
-        GatewaySettings(llm_api_key="y", llm_api_key_file=key_file)
+    monkeypatch.setenv("NEMO_GATEWAY_LLM_API_KEY_FILE", str(key_file))
+    message = "NEMO_GATEWAY_LLM_API_KEY or NEMO_GATEWAY_LLM_API_KEY_FILE, not both"
+    with pytest.raises(SettingsError, match=message):
+        GatewaySettings(llm_api_key="y")
+    monkeypatch.setenv("NEMO_GATEWAY_LLM_API_KEY", "y")
+    with pytest.raises(SettingsError, match=message):
+        GatewaySettings()
 
 
 def test_repr_and_dumps_mask_the_keys() -> None:

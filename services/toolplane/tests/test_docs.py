@@ -16,7 +16,6 @@ from nemo_toolplane.docs_library import (
     snippet,
     words_pattern,
 )
-from nemo_toolplane.text_fold import fold, fold_with_positions, tokenize
 
 from .conftest import REPOSITORY, AgentTokens, RunningToolPlane
 from .mcp_http import error_envelope
@@ -47,22 +46,6 @@ Revoking stops the token.
 
 An unknown token is 401.
 """
-
-
-def test_folding_drops_vietnamese_diacritics() -> None:
-    assert fold("Xác thực ĐĂNG NHẬP đường") == "xac thuc dang nhap duong"
-    assert tokenize("Phương trình bậc hai: ax + 1 = 0!") == [
-        "phuong",
-        "trinh",
-        "bac",
-        "hai",
-        "ax",
-        "1",
-        "0",
-    ]
-    folded, origins = fold_with_positions("Ấn độ")
-    assert folded == "an do"
-    assert [origins[i] for i in range(len(folded))] == [0, 1, 2, 3, 4]
 
 
 def test_pages_split_at_h2_outside_code_blocks() -> None:

@@ -182,6 +182,9 @@ def test_the_learner_id_is_matched_as_a_whole_token() -> None:
     assert not _mentions('{"note": "about L-2041-10"}', "L-2041-1")
     assert not _mentions('{"ref": "XL-1"}', "L-2041-1")
     assert _mentions("(L-2041-1)", "L-2041-1")
+    # The gate's answer: ``_`` and ``-`` are boundaries and case does not matter.
+    assert _mentions('{"ref": "X_l-2041-1"}', "L-2041-1")
+    assert _mentions('{"ref": "L-2041-1-b"}', "L-2041-1")
 
 
 async def test_a_cancelled_call_still_leaves_its_audit_row(

@@ -122,6 +122,25 @@ async def test_a_call_without_a_tool_name_is_refused_and_still_audited(
     assert row["metadata"]["transport"] == "grpc"
 
 
+async def test_an_argument_with_no_value_is_refused_and_still_audited(
+    toolplane: RunningToolPlane, tokens: AgentTokens, audit_rows: Any
+) -> None:
+    request = pb.CallToolRequest(
+        tool="docs.search_docs", arguments=arguments({"query": "login"}), request_id="REQ-kindless"
+    )
+    request.arguments.fields["page"].list_value.values.add()  # a Value with no kind set
+    with pytest.raises(grpc.aio.AioRpcError) as malformed:
+        await toolplane.tools_stub().CallTool(request, metadata=agent(tokens.research), timeout=10)
+    assert malformed.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    assert error_details(malformed.value).reason == "MALFORMED_REQUEST"
+    [row] = await audit_rows(request_id="REQ-kindless")
+    assert (row["decision"], row["status"], row["error_code"]) == (
+        "deny",
+        "invalid",
+        "VALIDATION_ERROR",
+    )
+
+
 async def test_call_tool_requires_a_deadline(
     toolplane: RunningToolPlane, tokens: AgentTokens, audit_rows: Any
 ) -> None:

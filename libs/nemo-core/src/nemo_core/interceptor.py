@@ -8,8 +8,7 @@ interceptor layer costs a coroutine and a context proxy on each call.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
@@ -20,6 +19,7 @@ from google.protobuf.message import DecodeError
 from nemo_core.callers import CallerIdentifier, not_allowed, set_current_caller, unauthenticated
 from nemo_core.deadlines import deadline_required, set_time_remaining
 from nemo_core.errors import ServiceError, shared_error, to_service_error
+from nemo_core.limits import InFlightLimit
 from nemo_protos.type.v1.error_reason_pb2 import ErrorReason
 
 logger = logging.getLogger(__name__)
@@ -70,25 +70,6 @@ def server_busy() -> ServiceError:
     )
 
 
-class _Slots:
-    """At most ``limit`` calls inside at once; one more is refused at once rather than queued
-    behind calls that are already slow."""
-
-    def __init__(self, limit: int) -> None:
-        self._limit = limit
-        self._used = 0  # every RPC runs on the server's event loop: no lock needed
-
-    @contextmanager
-    def take(self) -> Iterator[None]:
-        if self._used >= self._limit:
-            raise server_busy()
-        self._used += 1
-        try:
-            yield
-        finally:
-            self._used -= 1
-
-
 @dataclass(frozen=True)
 class MethodPolicy:
     """What the interceptor enforces on one method."""
@@ -116,7 +97,7 @@ class ServerInterceptor(grpc.aio.ServerInterceptor):
         self._domain = domain
         self._identifier = identifier
         self._policies = dict(policies)
-        self._slots = _Slots(max_concurrent_rpcs)
+        self._slots = InFlightLimit(max_concurrent_rpcs, server_busy)
         self._wrapped: dict[str, tuple[_Handler, _Handler]] = {}
 
     async def intercept_service(
@@ -167,7 +148,7 @@ class ServerInterceptor(grpc.aio.ServerInterceptor):
                 self._admit(context, method, policy)
                 if request is _MALFORMED:
                     raise malformed_request()
-                with self._slots.take():
+                with self._slots.hold():
                     return await behavior(request, context)
             except grpc.aio.AbortError:
                 raise
@@ -185,7 +166,7 @@ class ServerInterceptor(grpc.aio.ServerInterceptor):
                 self._admit(context, method, policy)
                 if request is _MALFORMED:
                     raise malformed_request()
-                with self._slots.take():
+                with self._slots.hold():
                     async for response in behavior(request, context):
                         yield response
             except grpc.aio.AbortError:

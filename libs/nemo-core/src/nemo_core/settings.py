@@ -6,28 +6,31 @@ Each service subclasses :class:`ServiceSettings` with its own environment prefix
         model_config = SettingsConfigDict(env_prefix="NEMO_CONTEXT_")
         listen_address: str = Field("127.0.0.1:50051", description=...)
 
-A service reads its settings with :func:`load_settings`, which reports bad values without
-showing them. Validators must never put a value into their messages: it may be a secret.
+Secrets are marked ``SECRET_FILE`` and may also come from the file a ``*_FILE`` variable names
+(``nemo_core.secret_files``). A service reads its settings with :func:`load_settings`, which
+reports bad values without showing them. Validators must never put a value into their messages:
+it may be a secret.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from pathlib import Path
-from typing import Any, Literal, Self, TypeVar
+from typing import Annotated, Literal, Self, TypeVar, cast
 
-from pydantic import (
-    Field,
-    SecretStr,
-    TypeAdapter,
-    ValidationError,
-    field_validator,
-    model_validator,
-)
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_core import ErrorDetails
-from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    InitSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    SettingsError,
+)
+
+from nemo_core.secret_files import SECRET_FILE, SecretFileSource
 
 logger = logging.getLogger(__name__)
 
@@ -38,25 +41,9 @@ MIN_TOKEN_LENGTH = 16
 
 _METADATA_KEY_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_.-]*\Z")
 _LISTEN_ADDRESS_PATTERN = re.compile(r"^(\[[0-9a-fA-F:]+\]|[^:\s\[\]]+):(\d{1,5})\Z")
-_TOKEN_MAP = TypeAdapter(dict[str, SecretStr])
 
 #: Exit status of a service whose settings are invalid.
 EXIT_INVALID_SETTINGS = 2
-
-
-def _read_secret(path: Path) -> str:
-    # Kubernetes secret mounts often end with a newline that is not part of the secret.
-    return path.read_text(encoding="utf-8").strip()
-
-
-def secret_from_file(data: Any, field: str) -> Any:
-    """For a ``mode="before"`` validator: when ``{field}_file`` is set, ``field`` is read from
-    that file (a mounted Secret), so a required secret can come from either variable."""
-    if not isinstance(data, dict) or not data.get(f"{field}_file"):
-        return data
-    if data.get(field):
-        raise ValueError(f"set {field} or {field}_file, not both")
-    return {**data, field: _read_secret(Path(data[f"{field}_file"]))}
 
 
 class ServiceSettings(BaseSettings):
@@ -128,39 +115,24 @@ class ServiceSettings(BaseSettings):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         "INFO", description="Minimum level of the JSON log lines written to stderr."
     )
-    caller_tokens: dict[str, SecretStr] = Field(
+    caller_tokens: Annotated[dict[str, SecretStr], SECRET_FILE] = Field(
         default_factory=dict,
         description='Accepted caller tokens as a JSON object {"<identity>": "<token>"}; '
         f"identities are lowercase names, tokens at least {MIN_TOKEN_LENGTH} characters. "
         "Not used when TLS is configured.",
     )
-    caller_tokens_file: Path | None = Field(
-        None,
-        description="File holding the caller tokens JSON object (for mounted secrets); "
-        "mutually exclusive with caller_tokens.",
-    )
-    previous_caller_tokens: dict[str, SecretStr] = Field(
+    previous_caller_tokens: Annotated[dict[str, SecretStr], SECRET_FILE] = Field(
         default_factory=dict,
         description="Tokens still accepted while callers move to new ones (rotation), in the "
         "shape of caller_tokens; remove them once every caller sends its new token.",
-    )
-    previous_caller_tokens_file: Path | None = Field(
-        None,
-        description="File holding the previous caller tokens JSON object; mutually exclusive "
-        "with previous_caller_tokens.",
     )
     caller_token_metadata_key: str = Field(
         DEFAULT_CALLER_TOKEN_METADATA_KEY,
         description="gRPC metadata key in which callers send their token.",
     )
-    client_token: SecretStr | None = Field(
+    client_token: Annotated[SecretStr | None, SECRET_FILE] = Field(
         None,
         description="Token this service sends when it calls other Nemo services.",
-    )
-    client_token_file: Path | None = Field(
-        None,
-        description="File holding client_token (for mounted secrets); mutually exclusive "
-        "with client_token.",
     )
     tls_cert_file: Path | None = Field(
         None,
@@ -190,36 +162,31 @@ class ServiceSettings(BaseSettings):
             raise ValueError("expected a lowercase ASCII metadata key not ending in -bin")
         return value
 
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """The default sources, with the secrets of ``*_FILE`` variables after the
+        environment (a secret and its file are never both set)."""
+        secret_files = SecretFileSource(
+            settings_cls,
+            cast(InitSettingsSource, init_settings),
+            cast(EnvSettingsSource, env_settings),
+        )
+        return init_settings, env_settings, secret_files, dotenv_settings, file_secret_settings
+
     @model_validator(mode="after")
-    def _resolve_secret_files(self) -> Self:
-        # The model is frozen, so resolved values are written once here, before anyone reads.
-        for field in ("caller_tokens", "previous_caller_tokens"):
-            self._read_token_file(field)
-        if self.client_token_file is not None:
-            if self.client_token is not None:
-                raise ValueError("set client_token or client_token_file, not both")
-            token = SecretStr(_read_secret(self.client_token_file))
-            object.__setattr__(self, "client_token", token)
+    def _check_tokens_and_tls(self) -> Self:
         self._check_caller_tokens()
         tls_files = (self.tls_cert_file, self.tls_key_file, self.tls_ca_file)
         if any(tls_files) and not all(tls_files):
             raise ValueError("set all of tls_cert_file, tls_key_file and tls_ca_file, or none")
         return self
-
-    def _read_token_file(self, field: str) -> None:
-        path: Path | None = getattr(self, f"{field}_file")
-        if path is None:
-            return
-        if getattr(self, field):
-            raise ValueError(f"set {field} or {field}_file, not both")
-        try:
-            tokens = _TOKEN_MAP.validate_python(json.loads(_read_secret(path)))
-        except ValueError:
-            # pydantic's own error would quote the file's content.
-            raise ValueError(
-                f"{field}_file must hold a JSON object of identities to token strings"
-            ) from None
-        object.__setattr__(self, field, tokens)
 
     def accepted_caller_tokens(self) -> list[tuple[str, SecretStr]]:
         """Every (identity, token) a caller may authenticate with: the current tokens, then

@@ -35,9 +35,10 @@ from typing import Final, TypeAlias
 import grpc
 
 from nemo_context.errors import service_error
-from nemo_context.ids import check_learner_id, is_key
+from nemo_context.ids import check_learner_id
 from nemo_core.db import Connection, Pool, learner_transaction
 from nemo_core.errors import ServiceError
+from nemo_core.identifiers import is_key
 from nemo_protos.context.v1 import context_service_pb2 as pb
 from nemo_protos.context.v1.error_reason_pb2 import ErrorReason
 from nemo_protos.type.v1 import user_source_pb2

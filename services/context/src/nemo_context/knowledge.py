@@ -1,8 +1,8 @@
 """Knowledge search and node lookup over the curriculum graph (no learner data, no binding).
 
-Matching ignores Vietnamese diacritics and case on both sides: text is folded (NFD, combining
-marks dropped, ``đ`` to ``d``, lower case) and split into words. The query is folded here; node
-titles and aliases are folded by the database into ``knowledge.nodes.search_text`` (the same
+Matching ignores Vietnamese diacritics and case on both sides: text is folded
+(``nemo_core.text.fold``) and split into words. The query is folded here; node titles and aliases
+are folded by the database into ``knowledge.nodes.search_text`` (the Vietnamese part of the same
 rule in SQL), which prefilters candidates by whole words. Candidates are then ranked by
 
 - query coverage: the share of the query's words the title (or one alias) contains;
@@ -15,8 +15,6 @@ Each part is at most 1, so a score is in [0, 3]; title and aliases compete and t
 
 from __future__ import annotations
 
-import re
-import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
@@ -27,6 +25,7 @@ import grpc
 from nemo_context.errors import service_error
 from nemo_core.db import Connection
 from nemo_core.errors import ServiceError
+from nemo_core.text import is_significant, words
 from nemo_protos.context.v1 import context_service_pb2 as pb
 from nemo_protos.context.v1 import knowledge_pb2
 from nemo_protos.context.v1.error_reason_pb2 import ErrorReason
@@ -39,27 +38,13 @@ MAX_NODE_ID_CHARS: Final = 128
 #: Words of a query that take part in matching; a chat message may be longer.
 MAX_QUERY_WORDS: Final = 48
 
-_WORD = re.compile(r"[a-z0-9]+")
-
 _NODE_COLUMNS = "id, title, aliases, subject, grade, strand, description"
-
-
-def fold(text: str) -> str:
-    """``text`` in lower case without diacritics: "Hệ số góc" → "he so goc"."""
-    decomposed = unicodedata.normalize("NFD", text.lower().replace("đ", "d").replace("Đ", "d"))
-    return "".join(char for char in decomposed if not unicodedata.combining(char))
-
-
-def words(text: str) -> list[str]:
-    """The folded words of ``text``, in order."""
-    return _WORD.findall(fold(text))
 
 
 def query_words(text: str) -> tuple[str, ...]:
     """The words of ``text`` that take part in matching: distinct, in order, at most
-    :data:`MAX_QUERY_WORDS`. Single letters are left out: in chat they are variables ("x + 3")
-    or particles ("ạ") and would match any alias with "a" in it."""
-    distinct = dict.fromkeys(word for word in words(text) if len(word) > 1 or word.isdigit())
+    :data:`MAX_QUERY_WORDS`, single letters left out (``nemo_core.text.is_significant``)."""
+    distinct = dict.fromkeys(word for word in words(text) if is_significant(word))
     return tuple(distinct)[:MAX_QUERY_WORDS]
 
 

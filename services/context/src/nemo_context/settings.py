@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal, Self
+from typing import Annotated, Literal, Self
 
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import SettingsConfigDict
 
-from nemo_core.settings import ServiceSettings, secret_from_file
+from nemo_core.secret_files import SECRET_FILE
+from nemo_core.settings import ServiceSettings
 
 MIN_PSEUDONYM_KEY_LENGTH = 32
 
@@ -22,13 +23,8 @@ class ContextSettings(ServiceSettings):
         "127.0.0.1:50051",
         description="host:port the gRPC server listens on (0.0.0.0:50051 in a container).",
     )
-    database_url: SecretStr = Field(
-        description="postgresql:// URL connecting as the nemo_context role; required (or "
-        "database_url_file).",
-    )
-    database_url_file: Path | None = Field(
-        None,
-        description="File holding database_url (a mounted Secret), instead of the variable.",
+    database_url: Annotated[SecretStr, SECRET_FILE] = Field(
+        description="postgresql:// URL connecting as the nemo_context role; required.",
     )
     database_pool_size: int = Field(
         10, gt=0, description="Maximum PostgreSQL connections of this process."
@@ -38,17 +34,12 @@ class ContextSettings(ServiceSettings):
         description="Where the service runs. Outside development it refuses to start without "
         "a pseudonym key.",
     )
-    pseudonym_key: SecretStr | None = Field(
+    pseudonym_key: Annotated[SecretStr | None, SECRET_FILE] = Field(
         None,
         description="Secret key of the learner pseudonym (learner_ref = nemo_ + 24 hex of "
         f"HMAC-SHA256), at least {MIN_PSEUDONYM_KEY_LENGTH} characters; keep it stable, or "
         "learner refs change. Required outside development; in development an unset key means "
         "a random key per process (refs then change on every restart, and a warning says so).",
-    )
-    pseudonym_key_file: Path | None = Field(
-        None,
-        description="File holding pseudonym_key (for mounted secrets); mutually exclusive with "
-        "pseudonym_key.",
     )
     snapshot_backend: Literal["local", "s3"] = Field(
         "local",
@@ -99,19 +90,8 @@ class ContextSettings(ServiceSettings):
         description="Knowledge nodes retrieved for the current message of a conversation.",
     )
 
-    @model_validator(mode="before")
-    @classmethod
-    def _database_url_from_file(cls, data: Any) -> Any:
-        return secret_from_file(data, "database_url")
-
     @model_validator(mode="after")
     def _resolve_pseudonym_key(self) -> Self:
-        # The model is frozen, so the key read from its file is written once here.
-        if self.pseudonym_key_file is not None:
-            if self.pseudonym_key is not None:
-                raise ValueError("set pseudonym_key or pseudonym_key_file, not both")
-            key = self.pseudonym_key_file.read_text(encoding="utf-8").strip()
-            object.__setattr__(self, "pseudonym_key", SecretStr(key))
         if self.pseudonym_key is None:
             if self.environment != "development":
                 raise ValueError(

@@ -302,6 +302,12 @@ def _non_finite_state() -> pb.ConversationState:
     return state
 
 
+def _kindless_state() -> pb.ConversationState:
+    state = pb.ConversationState()
+    state.extracted_info.fields["topic"].struct_value.fields["empty"].SetInParent()
+    return state
+
+
 @pytest.mark.parametrize(
     ("state", "reason"),
     [
@@ -313,6 +319,7 @@ def _non_finite_state() -> pb.ConversationState:
         (_state(note="a\x00b"), "INVALID_STATE"),
         (_state({"a\x00": 1}), "INVALID_STATE"),
         (_non_finite_state(), "INVALID_STATE"),
+        (_kindless_state(), "INVALID_STATE"),
     ],
 )
 async def test_a_state_later_builds_would_refuse_is_refused_and_writes_nothing(

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from nemo_core.client import create_channel
+from nemo_core.limits import InFlightLimit, KeyedInFlightLimit
 from nemo_core.server import Cleanup, Service, ServiceSetup
 from nemo_gateway.acl import ACL
 from nemo_gateway.cache import ResultCache
 from nemo_gateway.chat import ChatStreamer
 from nemo_gateway.context_client import ContextClient
 from nemo_gateway.errors import caller_busy, provider_busy
-from nemo_gateway.limits import InFlightLimit, PerCallerLimit
 from nemo_gateway.providers.factory import build_provider
 from nemo_gateway.runner import PromptRunner
 from nemo_gateway.servicer import GatewayServicer
@@ -37,7 +37,7 @@ async def build(settings: GatewaySettings) -> ServiceSetup:
     servicer = GatewayServicer(
         runner,
         ChatStreamer(settings, provider, runner, provider_limit),
-        PerCallerLimit(settings.caller_max_concurrency, caller_busy),
+        KeyedInFlightLimit(settings.caller_max_concurrency, caller_busy),
     )
     cleanup: list[Cleanup] = [channel.close]
     if provider is not None:

@@ -26,9 +26,9 @@ from contextlib import aclosing
 from dataclasses import dataclass, field
 
 from nemo_core.errors import ServiceError
+from nemo_core.limits import InFlightLimit
 from nemo_gateway.budget import prompt_tokens
 from nemo_gateway.errors import reply_rejected, reply_truncated, stream_broken
-from nemo_gateway.limits import InFlightLimit
 from nemo_gateway.prompts.registry import REGISTRY, AnySpec
 from nemo_gateway.prompts.spec import Lang, PromptInput
 from nemo_gateway.prompts.tutor import (

@@ -17,6 +17,7 @@ from opentelemetry.trace import Span
 
 from nemo_core.deadlines import downstream_timeout
 from nemo_core.errors import ServiceError
+from nemo_core.limits import InFlightLimit
 from nemo_core.proto_enums import to_proto
 from nemo_gateway.budget import prompt_tokens
 from nemo_gateway.cache import (
@@ -30,7 +31,6 @@ from nemo_gateway.cache import (
 from nemo_gateway.context_client import ContextClient
 from nemo_gateway.grounding.relevance import relevant_hits
 from nemo_gateway.grounding.sources import Passage, number_sources
-from nemo_gateway.limits import InFlightLimit
 from nemo_gateway.prompts.knowledge import AnswerVariables, source_tokens
 from nemo_gateway.prompts.registry import AnySpec
 from nemo_gateway.prompts.spec import Lang, PromptInput, Strict

@@ -12,6 +12,8 @@ from google.protobuf import json_format, struct_pb2, timestamp_pb2
 from pydantic import ValidationError
 
 from nemo_core.callers import current_caller
+from nemo_core.limits import KeyedInFlightLimit
+from nemo_core.structs import ValueNotSet, value_to_python
 from nemo_gateway.chat import ChatStreamer
 from nemo_gateway.errors import (
     invalid_evaluate_time,
@@ -21,7 +23,6 @@ from nemo_gateway.errors import (
     unknown_prompt,
     wrong_rpc,
 )
-from nemo_gateway.limits import PerCallerLimit
 from nemo_gateway.prompts.knowledge import AnswerVariables, grounded_answer_message
 from nemo_gateway.prompts.registry import REGISTRY, AnySpec
 from nemo_gateway.prompts.spec import Lang, Rpc, Strict
@@ -71,36 +72,13 @@ def _clock(evaluated_at: timestamp_pb2.Timestamp, present: bool) -> Clock:
     return Clock(datetime.now(UTC), from_server=True)
 
 
-class _ValueNotSet(ValueError):
-    """A Struct value with no kind set: legal on the wire, but it holds no value."""
-
-
-def _plain(value: struct_pb2.Value) -> Any:
-    """A Struct value as plain Python; much cheaper than a JSON round trip, and than the
-    well-known-type helpers (``Struct.items()``), which look every key up again."""
-    kind = value.WhichOneof("kind")
-    if kind == "struct_value":
-        return _struct_values(value.struct_value)
-    if kind == "list_value":
-        return [_plain(item) for item in value.list_value.values]
-    if kind == "null_value":
-        return None
-    if kind is None:
-        raise _ValueNotSet
-    return getattr(value, kind)
-
-
-def _struct_values(variables: struct_pb2.Struct) -> dict[str, Any]:
-    return {key: _plain(item) for key, item in variables.fields.items()}
-
-
 def _variables(prompt_id: str, variables: struct_pb2.Struct) -> dict[str, Any]:
     """The request's variables as plain Python; a value with nothing set is invalid."""
     values: dict[str, Any] = {}
     for key, item in variables.fields.items():
         try:
-            values[key] = _plain(item)
-        except _ValueNotSet:
+            values[key] = value_to_python(item)
+        except ValueNotSet:
             raise invalid_variables(prompt_id, f"{key}: a value has no kind set") from None
     return values
 
@@ -108,7 +86,9 @@ def _variables(prompt_id: str, variables: struct_pb2.Struct) -> dict[str, Any]:
 class GatewayServicer(pb_grpc.GatewayServiceServicer):
     """The GatewayService RPCs."""
 
-    def __init__(self, runner: PromptRunner, chat: ChatStreamer, callers: PerCallerLimit) -> None:
+    def __init__(
+        self, runner: PromptRunner, chat: ChatStreamer, callers: KeyedInFlightLimit
+    ) -> None:
         self._runner = runner
         self._chat = chat
         self._callers = callers

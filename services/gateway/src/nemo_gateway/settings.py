@@ -8,13 +8,13 @@ for each other.
 from __future__ import annotations
 
 import os
-from pathlib import Path
-from typing import Literal, Self
+from typing import Annotated, Literal, Self
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from nemo_core.client import channel_target
+from nemo_core.secret_files import SECRET_FILE
 from nemo_core.settings import ServiceSettings
 
 ProviderName = Literal["baseline", "openai", "anthropic", "local"]
@@ -33,11 +33,6 @@ REMOVED_VARIABLES = {
 }
 """Variables that once configured the gateway: still set, they are refused at start rather than
 ignored, since the deployment that sets one expects a behaviour the gateway no longer has."""
-
-
-def _read_key(path: Path) -> SecretStr:
-    # Mounted secrets often end with a newline that is not part of the key.
-    return SecretStr(path.read_text(encoding="utf-8").strip())
 
 
 class GatewaySettings(ServiceSettings):
@@ -96,24 +91,15 @@ class GatewaySettings(ServiceSettings):
         description="Upper bound on every prompt's output tokens (a prompt's own lower limit "
         "still applies); for slow local models and for tests. Unset: each prompt's limit.",
     )
-    llm_api_key: SecretStr | None = Field(
+    llm_api_key: Annotated[SecretStr | None, SECRET_FILE] = Field(
         None, description="Key of the LLM API; never logged. Local servers may need none."
-    )
-    llm_api_key_file: Path | None = Field(
-        None,
-        description="File holding llm_api_key (for mounted secrets); mutually exclusive with "
-        "llm_api_key.",
     )
     embedding_base_url: str | None = Field(
         None,
         description="Base URL of the embedding API; kept apart from the LLM API and its key.",
     )
-    embedding_api_key: SecretStr | None = Field(
+    embedding_api_key: Annotated[SecretStr | None, SECRET_FILE] = Field(
         None, description="Key of the embedding API; never falls back to the LLM key."
-    )
-    embedding_api_key_file: Path | None = Field(
-        None,
-        description="File holding embedding_api_key; mutually exclusive with embedding_api_key.",
     )
     model_fast: str = Field(
         "nvidia/nemotron-3-nano-30b-a3b",
@@ -207,22 +193,6 @@ class GatewaySettings(ServiceSettings):
     def _check_context_address(cls, value: str) -> str:
         channel_target(value)
         return value
-
-    @model_validator(mode="after")
-    def _resolve_key_files(self) -> Self:
-        # Each key resolves from its own variables only: the LLM key never stands in for the
-        # embedding key, nor the other way round.
-        for key, key_file in (
-            ("llm_api_key", "llm_api_key_file"),
-            ("embedding_api_key", "embedding_api_key_file"),
-        ):
-            path = getattr(self, key_file)
-            if path is None:
-                continue
-            if getattr(self, key) is not None:
-                raise ValueError(f"set {key} or {key_file}, not both")
-            object.__setattr__(self, key, _read_key(path))
-        return self
 
     @model_validator(mode="after")
     def _local_model_names(self) -> Self:

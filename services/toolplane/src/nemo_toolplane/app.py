@@ -18,6 +18,7 @@ from nemo_protos.toolplane.v1 import (
 from nemo_toolplane.access_cache import AccessCache
 from nemo_toolplane.access_store import AccessStore
 from nemo_toolplane.acl import ACL
+from nemo_toolplane.agent_auth import AgentAuthenticator
 from nemo_toolplane.approvals import ApprovalGate, ApprovalStore
 from nemo_toolplane.audit import AuditLog
 from nemo_toolplane.auth_failures import FailedAuthentications
@@ -94,7 +95,8 @@ async def assemble(settings: ToolPlaneSettings) -> ToolPlane:
         limiter=CallLimiter(settings.call_limits(), buckets),
     )
     auth_failures = FailedAuthentications(buckets, settings.auth_failures_per_minute)
-    mcp = McpEndpoint(router, registry, access, auth_failures=auth_failures)
+    authenticator = AgentAuthenticator(access, auth_failures)
+    mcp = McpEndpoint(router, registry, authenticator)
     browsers = OriginPolicy(settings.allowed_origins, settings.allowed_hosts)
     edge = Edge(
         create_app(mcp, browsers),
@@ -106,7 +108,7 @@ async def assemble(settings: ToolPlaneSettings) -> ToolPlane:
         services=[
             Service.from_servicer(
                 toolplane_service_pb2_grpc.add_ToolPlaneServiceServicer_to_server,
-                ToolPlaneServicer(router, access, auth_failures),
+                ToolPlaneServicer(router, authenticator),
                 toolplane_service_pb2.DESCRIPTOR.services_by_name["ToolPlaneService"],
             ),
             Service.from_servicer(

@@ -16,7 +16,7 @@ from pathlib import Path
 import yaml
 from markdown_it import MarkdownIt
 
-from nemo_toolplane.text_fold import fold, fold_with_positions
+from nemo_core.text import fold, fold_with_positions
 
 _FRONT_MATTER = re.compile(r"\A---[ \t]*\n(?P<yaml>.*?)\n---[ \t]*(?:\n|\Z)", re.DOTALL)
 _PARSER = MarkdownIt("commonmark")

@@ -19,8 +19,8 @@ from urllib.parse import urlsplit
 import bm25s
 import numpy
 
+from nemo_core.text import fold_with_positions, words
 from nemo_toolplane.docs_corpus import DocPage, DocSection, load_corpus
-from nemo_toolplane.text_fold import fold_with_positions, tokenize
 
 logger = logging.getLogger(__name__)
 # bm25s pins its logger at DEBUG on import; let it follow the service's log level instead.
@@ -55,9 +55,9 @@ class _Index:
 def _unit_tokens(page: DocPage, section: DocSection) -> list[str]:
     headings = [section.heading or "", *section.subheadings]
     return (
-        tokenize(page.title) * TITLE_WEIGHT
-        + [token for heading in headings for token in tokenize(heading)] * HEADING_WEIGHT
-        + tokenize(section.content)
+        words(page.title) * TITLE_WEIGHT
+        + [token for heading in headings for token in words(heading)] * HEADING_WEIGHT
+        + words(section.content)
     )
 
 
@@ -76,8 +76,8 @@ def _build(docs_dir: Path) -> _Index:
 
 def words_pattern(tokens: Iterable[str]) -> re.Pattern[str]:
     """Any of ``tokens`` as a whole folded word."""
-    words = "|".join(sorted(map(re.escape, set(tokens))))
-    return re.compile(rf"(?<![a-z0-9])(?:{words})(?![a-z0-9])")
+    alternatives = "|".join(sorted(map(re.escape, set(tokens))))
+    return re.compile(rf"(?<![a-z0-9])(?:{alternatives})(?![a-z0-9])")
 
 
 def snippet(text: str, words: re.Pattern[str], folded: tuple[str, list[int]] | None = None) -> str:
@@ -123,7 +123,7 @@ class DocsLibrary:
         """The best ``limit`` sections for ``query``, best first; sections matching no word are
         left out."""
         index = await self._ready()
-        tokens = tokenize(query)
+        tokens = words(query)
         if not tokens:
             return []
         scores = index.bm25.get_scores(tokens)

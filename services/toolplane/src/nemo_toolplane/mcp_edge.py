@@ -7,12 +7,13 @@ ASGI endpoint does what belongs to the tool plane, in this order (after the brow
 
 1. ``Authorization: Bearer <agent token>`` missing or unknown -> 401 with ``WWW-Authenticate``,
    before any other table is read (logged, not audited: there is no agent to audit); 429
-   instead when the client address has failed too often. A valid token is never refused for
-   its address: agents behind one shared egress must not be locked out by one stale token;
+   instead when the client address has failed too often (:mod:`nemo_toolplane.agent_auth`,
+   which the gRPC edge shares);
 2. any method but POST -> 405 with ``Allow: POST`` (there is no stream to GET, no session to
    DELETE);
-3. the principal {agent, session, user, request} is attached to the request and ``X-Request-Id``
-   is echoed on the response;
+3. the principal {agent, session, user, request} is handed to the SDK's handlers of the request
+   (in a context variable, which also tells the endpoint whether the router got the call) and
+   ``X-Request-Id`` is echoed on the response;
 4. a body over 1 MiB -> 413, a batch or a malformed JSON-RPC envelope -> 400 (-32600);
 5. an ``MCP-Protocol-Version`` header that disagrees with the revision the body names -> 400
    (-32020), one naming no revision served here -> 400 (-32022).
@@ -33,6 +34,8 @@ import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator
+from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any
 
 import mcp_types as types
@@ -47,10 +50,9 @@ from starlette.datastructures import Headers
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
-from nemo_toolplane.access_cache import AccessCache
 from nemo_toolplane.access_store import AgentRules
+from nemo_toolplane.agent_auth import AgentAuthenticator, AuthRefusal, bearer_token
 from nemo_toolplane.audit import CallStatus
-from nemo_toolplane.auth_failures import FailedAuthentications
 from nemo_toolplane.envelope import ErrorCode, ToolError
 from nemo_toolplane.jsonrpc_shape import Message as JsonRpcMessage
 from nemo_toolplane.jsonrpc_shape import VersionProblem, parse, version_problem
@@ -67,9 +69,6 @@ logger = logging.getLogger(__name__)
 
 SERVER_NAME = "nemo-toolplane"
 SUPPORTED_PROTOCOL_VERSIONS = (*HANDSHAKE_PROTOCOL_VERSIONS, *MODERN_PROTOCOL_VERSIONS)
-_CALLER_KEY = "nemo.caller"
-#: Set on the request's state once a tools/call reached the router (which audits it).
-_ROUTED_KEY = "nemo.routed"
 _META_PREFIX = "dev.nemo/"
 #: Where a failed call's result carries the error envelope for code to read.
 ERROR_META_KEY = f"{_META_PREFIX}error"
@@ -126,24 +125,34 @@ def error_result(envelope: dict[str, Any]) -> types.CallToolResult:
     )
 
 
-def _caller(
-    ctx: ServerRequestContext[Any, Any], *, routing: bool = False
-) -> tuple[Principal, AgentRules]:
-    """The principal and rules the endpoint attached to the HTTP request; ``routing`` tells the
+@dataclass
+class _AdmittedRequest:
+    """What the endpoint admitted, for the SDK's handlers of the same request."""
+
+    principal: Principal
+    rules: AgentRules
+    routed: bool = False
+    """Set by the handler once a tools/call reached the router (which audits it)."""
+
+
+# Set by the endpoint around the SDK's handling of one request; the SDK's tasks for the request
+# start inside it, so they see the value (and share the object, which carries ``routed`` back).
+_admitted: ContextVar[_AdmittedRequest | None] = ContextVar("nemo_mcp_admitted", default=None)
+
+
+def _caller(*, routing: bool = False) -> tuple[Principal, AgentRules]:
+    """The principal and rules the endpoint admitted for this request; ``routing`` tells the
     endpoint that the router (which audits) has the call."""
-    request = ctx.request
-    state = request.scope["state"] if request is not None else {}
-    caller = state.get(_CALLER_KEY)
-    if caller is None:
+    admitted = _admitted.get()
+    if admitted is None:
         raise MCPError(
             types.INTERNAL_ERROR,
             "request reached the server unauthenticated",
             _AUTHENTICATION_REQUIRED.envelope(),
         )
     if routing:
-        state[_ROUTED_KEY] = True
-    principal, rules = caller
-    return principal, rules
+        admitted.routed = True
+    return admitted.principal, admitted.rules
 
 
 def build_mcp_server(router: ToolRouter, registry: Registry) -> Server[Any]:
@@ -157,21 +166,21 @@ def build_mcp_server(router: ToolRouter, registry: Registry) -> Server[Any]:
     listed: dict[str, types.Tool] = {}
 
     async def list_tools(
-        ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+        _ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
         if params is not None and params.cursor is not None:
             # The first page is the whole list, so no cursor this server could have issued exists.
             raise MCPError(types.INVALID_PARAMS, "Invalid cursor: every tool is on the first page")
-        tools = router.list_tools(*_caller(ctx))
+        tools = router.list_tools(*_caller())
         for tool in tools:
             if tool.name not in listed:
                 listed[tool.name] = mcp_tool(tool)
         return types.ListToolsResult(tools=[listed[tool.name] for tool in tools])
 
     async def call_tool(
-        ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+        _ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
-        principal, rules = _caller(ctx, routing=True)
+        principal, rules = _caller(routing=True)
         outcome = await router.call(
             principal, rules, params.name, params.arguments, transport="mcp"
         )
@@ -267,13 +276,6 @@ def _replay(body: bytes, receive: Receive) -> Receive:
     return replayed
 
 
-def _bearer(authorization: str | None) -> str | None:
-    if not authorization:
-        return None
-    scheme, _, token = authorization.partition(" ")
-    return token.strip() or None if scheme.lower() == "bearer" else None
-
-
 class McpEndpoint:
     """The ASGI app of ``/mcp``: the checks above, then the SDK's session manager."""
 
@@ -281,17 +283,14 @@ class McpEndpoint:
         self,
         router: ToolRouter,
         registry: Registry,
-        access: AccessCache,
-        *,
-        auth_failures: FailedAuthentications,
+        authenticator: AgentAuthenticator,
     ) -> None:
         self.server = build_mcp_server(router, registry)
         self.manager = StreamableHTTPSessionManager(
             app=self.server, json_response=True, stateless=True
         )
         self._router = router
-        self._access = access
-        self._auth_failures = auth_failures
+        self._authenticator = authenticator
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
@@ -300,14 +299,11 @@ class McpEndpoint:
             yield
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        response, caller = await self._admit(scope)
-        if response is not None or caller is None:
-            assert response is not None  # noqa: S101  narrows the type: no caller means a response
-            await response(scope, receive, send)
+        admitted = await self._admit(scope)
+        if isinstance(admitted, Response):
+            await admitted(scope, receive, send)
             return
-        principal = caller[0]
-        state = scope.setdefault("state", {})
-        state[_CALLER_KEY] = caller
+        principal = admitted.principal
         ids = [(b"x-request-id", principal.request_id.encode()),
                (b"x-nemo-call-id", principal.call_id.encode())]  # fmt: skip
 
@@ -350,63 +346,29 @@ class McpEndpoint:
             return
         # W3C trace context from the HTTP headers; the SDK prefers one carried in `_meta`.
         trace = otel_context.attach(propagate.extract(Headers(scope=scope)))
+        handed_over = _admitted.set(admitted)
         try:
             await self.manager.handle_request(scope, _replay(body, receive), send_with_request_id)
         finally:
+            _admitted.reset(handed_over)
             otel_context.detach(trace)
-        if tool_call is not None and not state.get(_ROUTED_KEY):
+        if tool_call is not None and not admitted.routed:
             # The SDK answered it without calling the handler (its parameters do not fit).
             self._router.refuse(
                 principal, tool_call.tool_name, transport="mcp", problem="tools/call parameters"
             )
 
-    async def _admit(
-        self, scope: Scope
-    ) -> tuple[Response | None, tuple[Principal, AgentRules] | None]:
+    async def _admit(self, scope: Scope) -> _AdmittedRequest | Response:
         headers = Headers(scope=scope)
-        token = _bearer(headers.get("authorization"))
-        access = await self._access.load(token) if token else None
-        if access is None:
-            client = scope.get("client")
-            source = client[0] if client else "unknown"
-            wait = await self._auth_failures.charge(source)
-            if wait is not None:
-                retry = max(1, round(wait))
-                limited = ToolError(
-                    ErrorCode.RATE_LIMITED,
-                    "too many failed authentications from this address",
-                    details={"retry_after_seconds": retry},
-                )
-                return _jsonrpc_error(
-                    429,
-                    types.INVALID_REQUEST,
-                    "Too many failed authentications",
-                    data=limited.envelope(),
-                    **{"Retry-After": str(retry)},
-                ), None
-            logger.warning(
-                "mcp request refused: no valid agent token",
-                extra={
-                    "source": source,
-                    "problem": "unknown token" if token else "no bearer token",
-                },
-            )
-            challenge = 'Bearer realm="nemo-toolplane"' + (
-                ', error="invalid_token"' if token else ""
-            )
-            # The same envelope as every tool-level failure, so an agent branches on one code.
-            return _jsonrpc_error(
-                401,
-                types.INVALID_REQUEST,
-                "Authentication required",
-                data=_AUTHENTICATION_REQUIRED.envelope(),
-                **{"WWW-Authenticate": challenge},
-            ), None
-
+        client = scope.get("client")
+        source = client[0] if client else "unknown"
+        access = await self._authenticator.authenticate(
+            bearer_token(headers.get("authorization")), source
+        )
+        if isinstance(access, AuthRefusal):
+            return _refusal_response(access, source)
         if scope["method"] != "POST":
-            return _jsonrpc_error(
-                405, types.INVALID_REQUEST, "Method not allowed", Allow="POST"
-            ), None
+            return _jsonrpc_error(405, types.INVALID_REQUEST, "Method not allowed", Allow="POST")
 
         session_id = headers.get("x-nemo12-session-id") or headers.get("mcp-session-id")
         user_id, request_id = headers.get("x-nemo12-user-id"), headers.get("x-request-id")
@@ -420,5 +382,41 @@ class McpEndpoint:
                 access.identity, session_id=session_id, user_id=user_id, request_id=request_id
             )
             self._router.refuse(refused, None, transport="mcp", problem="identifier")
-            return _jsonrpc_error(400, types.INVALID_REQUEST, str(invalid)), None
-        return None, (principal, access.rules)
+            return _jsonrpc_error(400, types.INVALID_REQUEST, str(invalid))
+        return _AdmittedRequest(principal, access.rules)
+
+
+def _refusal_response(refusal: AuthRefusal, source: str) -> Response:
+    """401 with a challenge, or 429 when the address has failed too often."""
+    if refusal.retry_after_seconds is not None:
+        retry = refusal.retry_after_seconds
+        limited = ToolError(
+            ErrorCode.RATE_LIMITED,
+            "too many failed authentications from this address",
+            details={"retry_after_seconds": retry},
+        )
+        return _jsonrpc_error(
+            429,
+            types.INVALID_REQUEST,
+            "Too many failed authentications",
+            data=limited.envelope(),
+            **{"Retry-After": str(retry)},
+        )
+    logger.warning(
+        "mcp request refused: no valid agent token",
+        extra={
+            "source": source,
+            "problem": "unknown token" if refusal.token_sent else "no bearer token",
+        },
+    )
+    challenge = 'Bearer realm="nemo-toolplane"' + (
+        ', error="invalid_token"' if refusal.token_sent else ""
+    )
+    # The same envelope as every tool-level failure, so an agent branches on one code.
+    return _jsonrpc_error(
+        401,
+        types.INVALID_REQUEST,
+        "Authentication required",
+        data=_AUTHENTICATION_REQUIRED.envelope(),
+        **{"WWW-Authenticate": challenge},
+    )

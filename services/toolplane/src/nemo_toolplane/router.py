@@ -36,6 +36,7 @@ from pydantic import ValidationError
 from nemo_core.db import Connection
 from nemo_core.deadlines import downstream_timeout
 from nemo_core.errors import ServiceError
+from nemo_core.identifiers import mention_pattern
 from nemo_toolplane.access_store import AgentRules
 from nemo_toolplane.approvals import (
     Approval,
@@ -144,11 +145,10 @@ def validation_error(error: ValidationError) -> ToolError:
 
 
 def _mentions(text: str, identifier: str) -> bool:
-    """Whether ``identifier`` occurs in ``text`` as a whole token ("L-2041-1" is not in
-    "L-2041-10")."""
-    return (
-        re.search(rf"(?<![A-Za-z0-9_-]){re.escape(identifier)}(?![A-Za-z0-9_-])", text) is not None
-    )
+    """Whether ``identifier`` occurs in ``text`` as a whole token, in any case ("L-2041-1" is in
+    "x_l-2041-1", not in "L-2041-10")."""
+    pattern = mention_pattern((identifier,))
+    return pattern is not None and pattern.search(text) is not None
 
 
 class ToolRouter:

@@ -14,12 +14,13 @@ from typing import Any, TypeAlias
 
 import grpc
 import grpc.aio
-from google.protobuf import duration_pb2, json_format, struct_pb2, timestamp_pb2
+from google.protobuf import duration_pb2, timestamp_pb2
 
 from nemo_core.callers import current_caller
 from nemo_core.db import Pool
 from nemo_core.page_tokens import InvalidPageToken
 from nemo_core.proto_enums import from_proto, to_proto
+from nemo_core.structs import ValueNotSet, python_to_struct, struct_to_python
 from nemo_protos.toolplane.v1 import approval_pb2, audit_pb2, tool_pb2
 from nemo_protos.toolplane.v1 import toolplane_admin_service_pb2 as admin_pb
 from nemo_protos.toolplane.v1 import toolplane_admin_service_pb2_grpc as admin_pb_grpc
@@ -31,6 +32,7 @@ from nemo_toolplane import audit_query, operators, tokens
 from nemo_toolplane.access_cache import AccessCache
 from nemo_toolplane.access_store import AgentRules
 from nemo_toolplane.acl import USER_VOUCHING_CALLERS
+from nemo_toolplane.agent_auth import AgentAuthenticator, AuthRefusal, bearer_token
 from nemo_toolplane.approvals import (
     Approval,
     ApprovalError,
@@ -41,7 +43,6 @@ from nemo_toolplane.approvals import (
     SelfApproval,
 )
 from nemo_toolplane.audit import CallStatus
-from nemo_toolplane.auth_failures import FailedAuthentications
 from nemo_toolplane.context_client import user_source
 from nemo_toolplane.errors import invalid_argument, service_error
 from nemo_toolplane.policy import Decision
@@ -81,12 +82,6 @@ def _json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
-def _struct(value: dict[str, Any]) -> struct_pb2.Struct:
-    message = struct_pb2.Struct()
-    json_format.ParseDict(value, message)
-    return message
-
-
 def _duration(milliseconds: float) -> duration_pb2.Duration:
     duration = duration_pb2.Duration()
     duration.FromTimedelta(timedelta(milliseconds=milliseconds))
@@ -104,9 +99,8 @@ def _bearer(context: Context) -> str | None:
     token = None
     for key, value in context.invocation_metadata() or ():
         if key == "authorization" and isinstance(value, str):
-            scheme, _, rest = value.partition(" ")
-            token = rest.strip() if scheme.lower() == "bearer" else None
-    return token or None
+            token = bearer_token(value)
+    return token
 
 
 def peer_host(peer: str) -> str:
@@ -122,21 +116,16 @@ def peer_host(peer: str) -> str:
 class ToolPlaneServicer(pb_grpc.ToolPlaneServiceServicer):
     """ListTools and CallTool for internal agents."""
 
-    def __init__(
-        self, router: ToolRouter, access: AccessCache, auth_failures: FailedAuthentications
-    ) -> None:
+    def __init__(self, router: ToolRouter, authenticator: AgentAuthenticator) -> None:
         self._router = router
-        self._access = access
-        self._auth_failures = auth_failures
+        self._authenticator = authenticator
 
     async def _caller(
         self, context: Context, *, session_id: str = "", user_id: str = "", request_id: str = ""
     ) -> tuple[Principal, AgentRules]:
-        token = _bearer(context)
-        access = await self._access.load(token) if token else None
-        if access is None:
-            # Only failures are held against the address: a valid token always gets through.
-            if await self._auth_failures.charge(peer_host(context.peer())) is not None:
+        access = await self._authenticator.authenticate(_bearer(context), peer_host(context.peer()))
+        if isinstance(access, AuthRefusal):
+            if access.retry_after_seconds is not None:
                 raise service_error(
                     grpc.StatusCode.RESOURCE_EXHAUSTED,
                     ErrorReason.AUTHENTICATION_RATE_LIMITED,
@@ -175,7 +164,15 @@ class ToolPlaneServicer(pb_grpc.ToolPlaneServiceServicer):
         if not request.tool:
             self._router.refuse(principal, "", transport="grpc", problem="no tool name")
             raise invalid_argument(ErrorReason.TOOL_REQUIRED, "name the tool to call")
-        arguments = json_format.MessageToDict(request.arguments)
+        try:
+            arguments = struct_to_python(request.arguments)
+        except ValueNotSet:
+            self._router.refuse(
+                principal, request.tool, transport="grpc", problem="an argument holds no value"
+            )
+            raise invalid_argument(
+                ErrorReason.MALFORMED_REQUEST, "arguments must be JSON: a value has no kind set"
+            ) from None
         outcome = await self._router.call(
             principal, rules, request.tool, arguments, transport="grpc"
         )
@@ -187,7 +184,7 @@ class ToolPlaneServicer(pb_grpc.ToolPlaneServiceServicer):
             call_id=principal.call_id,
         )
         if outcome.output is not None:
-            response.result.CopyFrom(_struct(outcome.output))
+            response.result.CopyFrom(python_to_struct(outcome.output))
         if outcome.error is not None:
             error = outcome.error
             response.error.CopyFrom(
@@ -195,7 +192,7 @@ class ToolPlaneServicer(pb_grpc.ToolPlaneServiceServicer):
                     code=tool_pb2.ErrorCode.Value(f"ERROR_CODE_{error.code.value}"),
                     message=error.message,
                     retryable=error.retryable,
-                    details=_struct(dict(error.details)),
+                    details=python_to_struct(dict(error.details)),
                 )
             )
         return response
@@ -394,7 +391,7 @@ def _audit_message(entry: audit_query.StoredAuditEntry) -> audit_pb2.AuditEntry:
         error_code=entry.error_code or "",
         duration=_duration(entry.duration_ms or 0),
         environment=entry.environment,
-        metadata=_struct(dict(entry.metadata)),
+        metadata=python_to_struct(dict(entry.metadata)),
         call_id=entry.call_id or "",
         token_id=entry.token_id or "",
         user_source=_user_source(entry.user_source),

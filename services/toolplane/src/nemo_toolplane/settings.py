@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal, Self
+from typing import Annotated, Literal, Self
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from nemo_core.client import channel_target
-from nemo_core.settings import ServiceSettings, secret_from_file
+from nemo_core.secret_files import SECRET_FILE
+from nemo_core.settings import ServiceSettings
 from nemo_toolplane.call_limits import DEFAULT_TOOL_CALL_LIMITS, CallLimit
 from nemo_toolplane.origins import check_host_pattern, check_origin_pattern
 
@@ -28,13 +29,8 @@ class ToolPlaneSettings(ServiceSettings):
         description="Interface the MCP edge (HTTP) listens on (0.0.0.0 in a container).",
     )
     mcp_port: int = Field(8080, ge=0, le=65535, description="Port of the MCP edge; 0 picks one.")
-    database_url: SecretStr = Field(
-        description="postgresql:// URL connecting as the nemo_toolplane role; required (or "
-        "database_url_file).",
-    )
-    database_url_file: Path | None = Field(
-        None,
-        description="File holding database_url (a mounted Secret), instead of the variable.",
+    database_url: Annotated[SecretStr, SECRET_FILE] = Field(
+        description="postgresql:// URL connecting as the nemo_toolplane role; required.",
     )
     database_pool_size: int = Field(
         10, gt=0, description="Maximum PostgreSQL connections of this process."
@@ -190,11 +186,6 @@ class ToolPlaneSettings(ServiceSettings):
             ),
             *self.tool_call_limits,
         ]
-
-    @model_validator(mode="before")
-    @classmethod
-    def _database_url_from_file(cls, data: Any) -> Any:
-        return secret_from_file(data, "database_url")
 
     @model_validator(mode="after")
     def _check_call_limits(self) -> Self:

@@ -30,8 +30,6 @@ from dataclasses import dataclass
 from typing import Final
 
 import grpc
-from google.protobuf import json_format
-from google.protobuf.struct_pb2 import Struct
 from opentelemetry import metrics
 
 from nemo_context import knowledge
@@ -46,6 +44,7 @@ from nemo_context.settings import ContextSettings
 from nemo_context.snapshots import SnapshotStore, with_snapshot
 from nemo_core.db import Connection, Pool, learner_transaction
 from nemo_core.errors import ServiceError
+from nemo_core.structs import python_to_struct
 from nemo_protos.context.v1 import context_service_pb2 as service_pb
 from nemo_protos.context.v1 import conversation_pb2 as pb
 from nemo_protos.context.v1 import knowledge_pb2
@@ -128,12 +127,6 @@ def _validate(request: service_pb.BuildConversationContextRequest) -> None:
             ErrorReason.INVALID_MESSAGE,
             f"current_user_message is required and at most {MAX_MESSAGE_CHARS} characters",
         )
-
-
-def _struct(value: dict[str, object]) -> Struct:
-    struct = Struct()
-    json_format.ParseDict(value, struct)
-    return struct
 
 
 async def _retrieve(
@@ -289,8 +282,8 @@ def _bundle(
     if purpose.declares(Slice.CONVERSATION_STATE):
         bundle.state.CopyFrom(
             pb.ConversationState(
-                extracted_info=_struct(session.extracted_info),
-                agent_state=_struct(session.agent_state),
+                extracted_info=python_to_struct(session.extracted_info),
+                agent_state=python_to_struct(session.agent_state),
             )
         )
     if purpose.declares(Slice.PROFILE):

@@ -16,7 +16,7 @@ import math
 from typing import Any, Final
 
 import grpc
-from google.protobuf import json_format, struct_pb2
+from google.protobuf import struct_pb2
 
 from nemo_context.conversation import store
 from nemo_context.conversation.builder import check_ids, invalid, session_not_found
@@ -25,6 +25,7 @@ from nemo_context.errors import service_error
 from nemo_context.gate import find_leak
 from nemo_context.repository import linked_identifiers
 from nemo_core.db import Pool, learner_transaction
+from nemo_core.structs import struct_to_python
 from nemo_protos.context.v1 import context_service_pb2 as service_pb
 from nemo_protos.context.v1 import conversation_pb2 as pb
 from nemo_protos.context.v1.error_reason_pb2 import ErrorReason
@@ -85,6 +86,8 @@ def _message(index: int, message: pb.TurnMessage) -> store.NewMessage:
 
 def _check_state_value(value: struct_pb2.Value) -> None:
     kind = value.WhichOneof("kind")
+    if kind is None:
+        raise invalid(ErrorReason.INVALID_STATE, "state values must have a kind set")
     if kind == "number_value" and not math.isfinite(value.number_value):
         raise invalid(ErrorReason.INVALID_STATE, "state numbers must be finite")
     if kind == "string_value" and "\x00" in value.string_value:
@@ -97,8 +100,8 @@ def _check_state_value(value: struct_pb2.Value) -> None:
 
 
 def _check_state_struct(struct: struct_pb2.Struct) -> None:
-    # PostgreSQL's jsonb holds neither NUL nor non-finite numbers; refusing them here keeps the
-    # error precise.
+    # PostgreSQL's jsonb holds neither NUL nor non-finite numbers, and a value without a kind is
+    # no JSON at all; refusing them here keeps the error precise.
     for key, value in struct.fields.items():
         if "\x00" in key:
             raise invalid(ErrorReason.INVALID_STATE, "state keys must contain no NUL")
@@ -126,8 +129,8 @@ def _validate(request: service_pb.RecordTurnRequest) -> list[store.NewMessage]:
 
 def _state(state: pb.ConversationState) -> tuple[dict[str, Any], dict[str, Any]]:
     return (
-        json_format.MessageToDict(state.extracted_info),
-        json_format.MessageToDict(state.agent_state),
+        struct_to_python(state.extracted_info),
+        struct_to_python(state.agent_state),
     )
 
 

@@ -9,8 +9,8 @@ removed, dashes made ``-``, look-alikes of the characters keys are made of mappe
 characters (from Unicode's confusables data, as the ``confusable-homoglyphs`` package ships it),
 lower case, and the few key characters that look alike among themselves (``1 l i``, ``0 o``...)
 made one. Keys and text are folded the same way and compared on token boundaries (no letter or
-digit on either side), so ``L-2041-1`` is found in "see l-2041-1." written with en dashes, but
-not in ``L-2041-10``.
+digit on either side: ``nemo_core.identifiers.mention_pattern``), so ``L-2041-1`` is found in
+"see l-2041-1." written with en dashes, but not in ``L-2041-10``.
 
 **Encodings.** Percent-encoding, HTML character references, JSON and Python string escapes and
 base64 are decoded (:func:`decodings`), and what they decode to is read like any text, to
@@ -40,11 +40,13 @@ from urllib.parse import unquote
 
 import confusable_homoglyphs
 
+from nemo_core.identifiers import mention_pattern
+
 MAX_DECODE_DEPTH: Final = 3
 """Encodings inside encodings that are still decoded (base64 of percent-encoded text, ...)."""
 
 KEY_CHARACTERS: Final = "abcdefghijklmnopqrstuvwxyz0123456789-._:"
-"""What keys are made of, in lower case (see ``nemo_context.ids``)."""
+"""What keys are made of, in lower case (see ``nemo_core.identifiers``)."""
 
 _EXTRA_IGNORABLE: Final = (
     "\u034f\u115f\u1160\u17b4\u17b5\u180b\u180c\u180d\u180f\u3164\uffa0"
@@ -193,10 +195,6 @@ def fold_with_offsets(text: str) -> tuple[str, list[int]]:
     return "".join(folded), origins
 
 
-_BOUNDARY_BEFORE: Final = r"(?<![^\W_])"
-_BOUNDARY_AFTER: Final = r"(?![^\W_])"
-
-
 @dataclass(frozen=True)
 class ValueMatcher:
     """Finds any of a set of keys in folded text, on token boundaries."""
@@ -219,12 +217,8 @@ class ValueMatcher:
 @lru_cache(maxsize=1024)
 def value_matcher(values: tuple[str, ...]) -> ValueMatcher:
     """The matcher of ``values`` (the learner's key and the keys linked to it)."""
-    # Longest first, so a shorter key never shadows a longer one in the alternation.
-    folded = tuple(sorted({fold(value) for value in values if value}, key=len, reverse=True))
-    if not folded:
-        return ValueMatcher((), None)
-    body = "|".join(re.escape(key) for key in folded)
-    return ValueMatcher(folded, re.compile(f"{_BOUNDARY_BEFORE}(?:{body}){_BOUNDARY_AFTER}"))
+    folded = tuple(sorted({fold(value) for value in values if value}))
+    return ValueMatcher(folded, mention_pattern(folded))
 
 
 # Keys written in text.

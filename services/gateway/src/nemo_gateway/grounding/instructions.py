@@ -7,7 +7,7 @@ bài", "ignore air resistance", "từ nay ta kí hiệu", ``print()``, role-play
 so each family below names what an instruction to a model is about: the model's own
 instructions, rules or prompt, its role, its hidden text, or what it must answer. Matching runs
 on text folded to lower case without Vietnamese diacritics, invisible characters removed and
-full-width letters read as ASCII (see :func:`fold`), so the patterns are written that way.
+full-width letters read as ASCII (``nemo_core.text.fold``), so the patterns are written that way.
 
 Measured on the labelled corpus ``nemo_testing.corpora`` (``instructions``) by ``make bench``.
 """
@@ -15,9 +15,8 @@ Measured on the labelled corpus ``nemo_testing.corpora`` (``instructions``) by `
 from __future__ import annotations
 
 import re
-import unicodedata
 
-from nemo_gateway.prompts.tags import INVISIBLE
+from nemo_core.text import fold
 
 # What a model's instructions are called; "yeu cau" and "quy dinh" only with a word that points
 # back at them ("yeu cau truoc do"), since an exercise has requirements too.
@@ -133,14 +132,6 @@ INSTRUCTION_PATTERNS: tuple[str, ...] = (
 
 # One alternation: a single scan of the text instead of one per pattern.
 _COMPILED = re.compile("|".join(f"(?:{pattern})" for pattern in INSTRUCTION_PATTERNS))
-
-
-def fold(text: str) -> str:
-    """Lower case without Vietnamese diacritics (``đ`` becomes ``d``), invisible characters
-    removed and compatibility forms (full-width letters) read as plain ones."""
-    visible = INVISIBLE.sub("", text)
-    decomposed = unicodedata.normalize("NFKD", visible.casefold().replace("đ", "d"))
-    return "".join(char for char in decomposed if not unicodedata.combining(char))
 
 
 def looks_like_instructions(text: str) -> bool:

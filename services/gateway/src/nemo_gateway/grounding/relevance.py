@@ -14,22 +14,19 @@ and the test a source must pass before the deterministic answer may quote it.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
 
-from nemo_gateway.grounding.instructions import fold
+from nemo_core.text import is_significant, words
 from nemo_protos.context.v1 import knowledge_pb2
 
 MIN_SEARCH_SCORE = 1.0
 MIN_SHARE_OF_BEST = 0.5
 MIN_QUESTION_COVERAGE = 0.5
 
-_WORD = re.compile(r"[a-z0-9]+")
 
-
-def words(text: str) -> set[str]:
+def significant_words(text: str) -> set[str]:
     """Folded words of ``text``; single letters (variables, particles) left out."""
-    return {word for word in _WORD.findall(fold(text)) if len(word) > 1 or word.isdigit()}
+    return {word for word in words(text) if is_significant(word)}
 
 
 def relevant_hits(hits: Sequence[knowledge_pb2.KnowledgeHit]) -> list[knowledge_pb2.KnowledgeHit]:
@@ -43,8 +40,8 @@ def relevant_hits(hits: Sequence[knowledge_pb2.KnowledgeHit]) -> list[knowledge_
 
 def matches(question: str, title: str, text: str) -> bool:
     """Whether a source's title and text hold enough of the question's words."""
-    asked = words(question)
+    asked = significant_words(question)
     if not asked:
         return False
-    held = words(f"{title} {text}")
+    held = significant_words(f"{title} {text}")
     return len(asked & held) / len(asked) >= MIN_QUESTION_COVERAGE

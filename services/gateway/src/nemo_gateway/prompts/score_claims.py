@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 
-from nemo_gateway.grounding.instructions import fold
+from nemo_core.text import fold
 
 _NUMBER = r"\d+(?:[.,]\d+)?"
 # A number written as a score or share: 8/10, 95%, 8 điểm, 9 out of 10, 7 trên 10, 4/5 sao.

@@ -24,6 +24,7 @@ import re
 import unicodedata
 from collections.abc import Iterable
 
+from nemo_core.text import INVISIBLE
 from nemo_gateway.prompts.spec import Lang
 
 CONTEXT_TAG: dict[Lang, str] = {Lang.VI: "ngu_canh", Lang.EN: "context"}
@@ -31,7 +32,6 @@ SOURCES_TAG: dict[Lang, str] = {Lang.VI: "tai_lieu", Lang.EN: "documents"}
 CONVERSATION_TAG: dict[Lang, str] = {Lang.VI: "du_lieu_hoi_thoai", Lang.EN: "conversation_data"}
 
 NEUTRAL_BRACKET = "\N{SINGLE LEFT-POINTING ANGLE QUOTATION MARK}"
-INVISIBLE = re.compile("[\u00ad\u034f\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff]")
 
 # Blocks whose characters read as ASCII once normalised (NFKC): half- and full-width forms,
 # small form variants, mathematical alphanumerics.

@@ -7,16 +7,16 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from nemo_core.text import is_significant, words
 from nemo_protos.context.v1 import knowledge_pb2
 from nemo_toolplane.registry import AnyTool, Mode, Risk, ToolDefinition
-from nemo_toolplane.text_fold import tokenize
 from nemo_toolplane.tool_context import ToolContext
 
 
 def _searchable(query: str) -> str:
     # The context service matches words of two letters or more, and numbers (single letters are
     # variables or particles to it); a query with none would only come back refused.
-    if not any(len(word) > 1 or word.isdigit() for word in tokenize(query)):
+    if not any(is_significant(word) for word in words(query)):
         raise ValueError("the query must contain a word of two letters or more, or a number")
     return query
 

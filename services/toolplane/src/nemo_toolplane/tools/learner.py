@@ -3,16 +3,14 @@ views; and ``update_profile``, which exists so the policy gate can be seen to st
 
 from __future__ import annotations
 
-from typing import Annotated
-
 from pydantic import BaseModel, ConfigDict, Field
 
 from nemo_toolplane.envelope import ErrorCode, ToolError
 from nemo_toolplane.registry import AnyTool, Mode, Risk, ToolDefinition
 from nemo_toolplane.tool_context import ToolContext
 from nemo_toolplane.tools.views import (
-    LEARNER_ID,
     CompetencyProfile,
+    LearnerId,
     LearningContext,
     LearningProgress,
     Profile,
@@ -40,7 +38,7 @@ class CompetencyResult(ViewResult):
 class UpdateProfileArgs(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    learner_id: Annotated[str, LEARNER_ID]
+    learner_id: LearnerId
     grade: int = Field(ge=1, le=12, description="New school grade.")
 
 

@@ -16,17 +16,30 @@ from collections.abc import Callable
 from typing import Annotated, Any, TypeVar
 
 from google.protobuf.json_format import MessageToDict
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
+from nemo_core.identifiers import KEY_PATTERN, KEY_RULE, is_key
 from nemo_protos.context.v1 import learner_context_pb2
 from nemo_toolplane.registry import Mode, Risk, ToolDefinition
 from nemo_toolplane.tool_context import ToolContext
 
-LEARNER_ID = Field(
-    pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$",
-    description="Id of the learner, for example L-2041-1. Results name the learner only by a "
-    "pseudonymous learner_ref.",
-)
+
+def _learner_key(value: str) -> str:
+    if not is_key(value):
+        raise ValueError(f"learner_id must be {KEY_RULE}")
+    return value
+
+
+LearnerId = Annotated[
+    str,
+    AfterValidator(_learner_key),
+    Field(
+        json_schema_extra={"pattern": f"^{KEY_PATTERN}$"},
+        description="Id of the learner, for example L-2041-1. Results name the learner only by a "
+        "pseudonymous learner_ref.",
+    ),
+]
+"""A learner id argument: a key (``nemo_core.identifiers``)."""
 
 
 def _short_enum(prefix: str) -> Callable[[Any], Any]:
@@ -184,7 +197,7 @@ class LearnerArgs(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    learner_id: Annotated[str, LEARNER_ID]
+    learner_id: LearnerId
 
 
 Result = TypeVar("Result", bound=ViewResult)
