@@ -43,6 +43,10 @@ async def test_limits_hold_for_the_sum_of_two_replicas(
         "user_calls_per_second": STILL,
         "user_call_burst": str(USER_BURST),
         "auth_failures_per_minute": str(AUTH_FAILURES),
+        # 80 concurrent calls queue for the pools' connections on a busy machine: past the
+        # default half second a replica would fall back to its own buckets (tested in
+        # test_limits), and this test is about the shared ones.
+        "limits_timeout_seconds": "30",
     }
     async with contextlib.AsyncExitStack() as stack:
         urls = [
