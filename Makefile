@@ -26,8 +26,9 @@ help: ## List the targets.
 	python3 -m venv .tools
 	.tools/bin/pip install --quiet "uv==$(UV_VERSION)"
 
-install: $(UV) ## Install the locked environment (.venv).
+install: $(UV) ## Install the locked environments (.venv, and the manifest scanner's deploy/scan/.venv).
 	$(UV) sync --frozen
+	$(UV) sync --frozen --quiet --project deploy/scan
 
 generate: install ## Regenerate the Python stubs from protos/.
 	$(RUN) python libs/nemo-protos/generate.py
@@ -67,4 +68,4 @@ local-model: $(UV) ## Build the local model server (llama.cpp is compiled once, 
 	@local-model/build.sh $(UV) .nemo/local-model-build.log
 
 clean: ## Remove the environment and local state.
-	rm -rf .venv .tools .nemo
+	rm -rf .venv deploy/scan/.venv .tools .nemo

@@ -7,6 +7,11 @@ through the same bootstrap that does only the work the service cannot avoid (the
 database read; the gateway's model call), so the output shows how far each service is from the
 least any implementation of it costs on this stack, not only from the empty handler.
 
+The shared limiter's cost per decision (one statement over a call's buckets) is measured against
+the cheapest statement through the same pool, and the delay until an access change reaches two
+listening replicas. The CPU figures the capacity model needs are written to a JSON file
+(:mod:`benchmarks.figures`).
+
 Environment: NEMO_BENCH_SECONDS (default 5) per measurement, NEMO_BENCH_CONCURRENCY (default 32).
 """
 
@@ -18,9 +23,11 @@ import sys
 
 from benchmarks.context import measure_build_context
 from benchmarks.detectors import measure_detectors
+from benchmarks.figures import write_figures
 from benchmarks.gateway import measure_gateway
 from benchmarks.gateway_stream import measure_streaming
 from benchmarks.grpc_baseline import measure_empty_handler
+from benchmarks.limiter import measure_limiter
 from benchmarks.load import report
 from benchmarks.toolplane import measure_toolplane
 
@@ -44,7 +51,21 @@ async def main() -> None:
     print(streaming)
     print(measure_detectors())
     print()
-    print(await measure_toolplane(concurrency=concurrency, seconds=seconds))
+    toolplane, toolplane_figures = await measure_toolplane(concurrency=concurrency, seconds=seconds)
+    print(toolplane)
+    limiter = await measure_limiter(concurrency=concurrency, seconds=seconds)
+    print()
+    print(limiter.describe())
+    figures = {
+        **toolplane_figures,
+        "context.build.service_cpu_ms": context.load.server_cpu_ms_per_call or 0.0,
+        "context.build.postgres_cpu_ms": context.postgres_cpu_ms_per_build or 0.0,
+        "gateway.prompt.service_cpu_ms": gateway_results[-1].server_cpu_ms_per_call or 0.0,
+        "limiter.decision.service_cpu_ms": limiter.results[1].server_cpu_ms_per_call or 0.0,
+        "limiter.decision.postgres_cpu_ms": limiter.postgres_cpu_ms[1],
+        "access.invalidation.p99_ms": limiter.invalidation_p99_ms,
+    }
+    print(f"figures for the capacity model: {write_figures(figures)}", file=sys.stderr)
 
 
 if __name__ == "__main__":

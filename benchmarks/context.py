@@ -72,13 +72,13 @@ class ContextBenchmark:
         return f"{floor / build:.2f}" if floor and build else "-"
 
 
-def _postgres_processes(data_dir: Path) -> list[psutil.Process]:
+def postgres_processes(data_dir: Path) -> list[psutil.Process]:
     """The postmaster of ``data_dir`` and every process it started."""
     postmaster = psutil.Process(int((data_dir / "postmaster.pid").read_text().split()[0]))
     return [postmaster, *postmaster.children(recursive=True)]
 
 
-def _cpu_seconds(processes: list[psutil.Process]) -> float:
+def cpu_seconds(processes: list[psutil.Process]) -> float:
     total = 0.0
     for process in processes:
         try:
@@ -180,11 +180,11 @@ async def _load(
         name = f"BuildContext(tutor_hint) + local snapshot, {concurrency} callers"
         # Warm up separately, so PostgreSQL's CPU is counted over the measured calls only.
         await run_load(name, call, concurrency=concurrency, seconds=WARMUP_SECONDS)
-        postgres = _postgres_processes(data_dir)
-        postgres_before = _cpu_seconds(postgres)
+        postgres = postgres_processes(data_dir)
+        postgres_before = cpu_seconds(postgres)
         result = await run_load(
             name, call, concurrency=concurrency, seconds=seconds, warmup_seconds=0, server=service
         )
-        postgres_used = _cpu_seconds(postgres) - postgres_before
+        postgres_used = cpu_seconds(postgres) - postgres_before
     per_build = postgres_used * 1000 / result.calls if result.calls else None
     return result, per_build

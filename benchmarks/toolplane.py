@@ -223,6 +223,8 @@ def _stack(owner_dsn: str, tokens: tuple[str, str], state: Path) -> Iterator[Sta
         "NEMO_TOOLPLANE_DOCS_DIR": str(REPOSITORY / "docs"),
         "NEMO_TOOLPLANE_AGENT_CALLS_PER_SECOND": "1000000",
         "NEMO_TOOLPLANE_AGENT_CALL_BURST": "1000000",
+        "NEMO_TOOLPLANE_USER_CALLS_PER_SECOND": "1000000",
+        "NEMO_TOOLPLANE_USER_CALL_BURST": "1000000",
         "NEMO_TOOLPLANE_LOG_LEVEL": "WARNING",
     }
     os.environ.update({**context_env, **toolplane_env})
@@ -326,8 +328,9 @@ async def measure(run: Run, *, concurrency: int, seconds: float, warmup: float =
     return Measured(result, cpu_used / seconds, behind)
 
 
-async def measure_toolplane(*, concurrency: int, seconds: float) -> str:
-    """The report of this benchmark: the SDK echo baseline, then the tool plane's two calls."""
+async def measure_toolplane(*, concurrency: int, seconds: float) -> tuple[str, dict[str, float]]:
+    """The report of this benchmark (the SDK echo baseline, then the tool plane's two calls),
+    and its figures for the capacity model."""
     with tempfile.TemporaryDirectory(prefix="nemo-bench-") as scratch:
         state = Path(scratch)
         database = start_embedded_postgres(state / "pgdata", cleanup="delete")
@@ -377,7 +380,20 @@ async def measure_toolplane(*, concurrency: int, seconds: float) -> str:
             f"docs.search_docs server CPU per call is {docs_cpu / echo_cpu:.2f}x the SDK echo "
             f"server's ({verdict} the goal of at most 2x)"
         )
-    return "\n".join(lines)
+    return "\n".join(lines), _figures(measured)
+
+
+def _figures(measured: list[Measured]) -> dict[str, float]:
+    """CPU per call of a docs call, and of a learner call (paced: the least disturbed figure)
+    in the tool plane and behind it in the context service."""
+    docs, paced = measured[1], measured[3]
+    figures = {}
+    if docs.result.server_cpu_ms_per_call is not None:
+        figures["toolplane.docs_call.service_cpu_ms"] = docs.result.server_cpu_ms_per_call
+    if paced.result.server_cpu_ms_per_call is not None:
+        figures["toolplane.learner_call.service_cpu_ms"] = paced.result.server_cpu_ms_per_call
+        figures["toolplane.learner_call.context_cpu_ms"] = paced.behind_cpu_ms_per_call[0]
+    return figures
 
 
 def main() -> None:

@@ -217,6 +217,15 @@ class Stack:
             await service.shutdown()
 
 
+def _role_passwords() -> dict[str, str]:
+    """The database roles' passwords the suite's fixtures set, by role."""
+    return {
+        role: password
+        for role, variable in ROLE_PASSWORD_ENV.items()
+        if (password := os.environ.get(variable))
+    }
+
+
 async def _create_bucket(s3: S3Endpoint, bucket: str) -> None:
     session = aioboto3.Session(
         aws_access_key_id=s3.access_key_id,
@@ -286,11 +295,7 @@ async def start_stack(
     label = f"stack-{secrets.token_hex(4)}"
     agent_tokens = await _prepare_database(owner_dsn, label)
     caller_tokens = {identity: secrets.token_urlsafe(24) for identity in CALLER_IDENTITIES}
-    role_passwords = {
-        role: password
-        for role, variable in ROLE_PASSWORD_ENV.items()
-        if (password := os.environ.get(variable))
-    }
+    role_passwords = _role_passwords()
     if s3 is not None:
         await _create_bucket(s3, s3_bucket)
     for attempt in range(1, _START_ATTEMPTS + 1):
@@ -383,3 +388,64 @@ def _assemble(
         agent_tokens=agent_tokens,
         token_label=label,
     )
+
+
+async def start_replicas(
+    owner_dsn: str,
+    state_dir: Path,
+    *,
+    s3: S3Endpoint,
+    s3_bucket: str = "nemo-snapshots",
+    replicas: int = 2,
+    extra_env: Mapping[str, Mapping[str, str]] | None = None,
+) -> list[Stack]:
+    """``replicas`` copies of the stack on one database and one S3 bucket, as the replicas of a
+    deployment: one pseudonym key and one set of tokens, and every gateway and tool plane
+    balancing over every context replica (a list of addresses)."""
+    write_pseudonym_key(state_dir / "pseudonym.key")
+    label = f"replicas-{secrets.token_hex(4)}"
+    agent_tokens = await _prepare_database(owner_dsn, label)
+    caller_tokens = {identity: secrets.token_urlsafe(24) for identity in CALLER_IDENTITIES}
+    role_passwords = _role_passwords()
+    await _create_bucket(s3, s3_bucket)
+    ports = [Ports(free_port(), free_port(), free_port(), free_port()) for _ in range(replicas)]
+    contexts = ",".join(f"127.0.0.1:{replica.context}" for replica in ports)
+    stacks = []
+    for n, replica_ports in enumerate(ports):
+        replica_dir = state_dir / f"replica-{n}"
+        (replica_dir / "logs").mkdir(parents=True)
+        envs = service_environments(
+            owner_dsn, replica_ports, caller_tokens, replica_dir, role_passwords
+        )
+        envs["context"]["NEMO_CONTEXT_PSEUDONYM_KEY_FILE"] = str(state_dir / "pseudonym.key")
+        envs["gateway"]["NEMO_GATEWAY_CONTEXT_ADDRESS"] = contexts
+        envs["toolplane"]["NEMO_TOOLPLANE_CONTEXT_ADDRESS"] = contexts
+        stacks.append(
+            _assemble(
+                owner_dsn,
+                replica_dir,
+                replica_ports,
+                caller_tokens,
+                agent_tokens,
+                label,
+                envs=envs,
+                s3=s3,
+                s3_bucket=s3_bucket,
+                provider_base_url=None,
+                provider="openai",
+                otlp_endpoint=None,
+                extra_env=extra_env or {},
+            )
+        )
+    try:
+        for stack in stacks:
+            for service in stack.services.values():
+                await service.start(wait=False)
+        await asyncio.gather(
+            *(service.wait_serving() for stack in stacks for service in stack.services.values())
+        )
+    except BaseException:
+        for stack in stacks:
+            await stack.stop()
+        raise
+    return stacks

@@ -48,7 +48,7 @@ ENV PATH=/opt/nemo/venv/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1
 USER 10001:10001
-# `nemo migrate` reads DATABASE_URL (the owner role) and NEMO_DB_*_PASSWORD(_FILE); any other
+# `nemo migrate` reads DATABASE_URL(_FILE) (the owner role) and NEMO_DB_*_PASSWORD(_FILE); any other
 # subcommand can be given instead, for example `issue-token learning-agent --user U-2041-P1`.
 ENTRYPOINT ["nemo"]
 CMD ["migrate"]

@@ -22,12 +22,17 @@ NEMO = str(Path(sys.executable).with_name("nemo"))
 
 
 async def _run(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
+    inherited = {
+        name: value
+        for name, value in os.environ.items()
+        if name not in ("DATABASE_URL", "DATABASE_URL_FILE")
+    }
     process = await asyncio.create_subprocess_exec(
         NEMO,
         *args,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
-        env={**os.environ, **(env or {})},
+        env={**inherited, **(env or {})},
     )
     stdout, stderr = await process.communicate()
     assert process.returncode is not None
@@ -66,6 +71,18 @@ def test_missing_database_is_a_usage_error(
         main(["migrate"])
     assert exit_info.value.code == 2
     assert "DATABASE_URL" in capsys.readouterr().err
+
+
+def test_a_database_url_in_both_variables_is_refused(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    url_file = tmp_path / "url"
+    url_file.write_text("postgresql://nemo@db/nemo", encoding="utf-8")
+    monkeypatch.setenv("DATABASE_URL", "postgresql://nemo@db/nemo")
+    monkeypatch.setenv("DATABASE_URL_FILE", str(url_file))
+    with pytest.raises(SystemExit) as exit_info:
+        main(["migrate"])
+    assert exit_info.value.code == "nemo: set DATABASE_URL or DATABASE_URL_FILE, not both"
 
 
 def test_unreachable_database_fails_with_one_line(
@@ -110,16 +127,19 @@ def test_embedded_postgres_in_a_path_with_spaces_fails_with_one_line(
 
 
 async def test_migrate_and_seed_through_the_entry_point(
-    make_empty_database: DatabaseFactory,
+    make_empty_database: DatabaseFactory, tmp_path: Path
 ) -> None:
     dsn = await make_empty_database()
+    # As a Kubernetes Secret is mounted: a file, ending with a newline.
+    url_file = tmp_path / "url"
+    url_file.write_text(dsn + "\n", encoding="utf-8")
 
-    code, out, err = await _run("migrate", env={"DATABASE_URL": dsn})
+    code, out, err = await _run("migrate", env={"DATABASE_URL_FILE": str(url_file)})
     assert code == 0, err
     assert f"applied {len(load_migrations())} migration(s)" in out
     assert "nemo migrate: applying 0001_roles_and_schemas.sql" in err
 
-    code, out, _ = await _run("migrate", "--database-url", dsn)
+    code, out, _ = await _run("migrate", env={"DATABASE_URL": dsn})
     assert code == 0
     assert out.startswith("nothing to apply")
 

@@ -20,7 +20,13 @@ async def bad_input_stack(
         tmp_path_factory.mktemp("bad-input-stack"),
         # The corpus sends more tool calls in a burst than a real agent may; the rate limiter is
         # not what these cases test.
-        extra_env={"toolplane": {"NEMO_TOOLPLANE_AGENT_CALL_BURST": "1000"}},
+        extra_env={
+            "toolplane": {
+                "NEMO_TOOLPLANE_AGENT_CALL_BURST": "1000",
+                "NEMO_TOOLPLANE_USER_CALL_BURST": "1000",
+                "NEMO_TOOLPLANE_TOOL_CALL_LIMITS": "[]",
+            }
+        },
     )
     try:
         yield stack

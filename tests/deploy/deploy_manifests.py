@@ -165,6 +165,10 @@ def optional_secrets(pod: Mapping[str, Any]) -> set[str]:
             reference = source.get("secretRef")
             if reference is not None and reference.get("optional"):
                 optional.add(reference["name"])
+    for volume in pod.get("volumes", []):
+        secret = volume.get("secret")
+        if secret is not None and secret.get("optional"):
+            optional.add(secret["secretName"])
     return optional
 
 
@@ -204,6 +208,10 @@ def materialize_environment(
             continue
         directory = root / mount["name"]
         directory.mkdir(parents=True)
+        if secret.get("optional") and secret["secretName"] not in secrets:
+            # The kubelet mounts an empty directory for an optional Secret that is absent.
+            moved[mount["mountPath"]] = directory
+            continue
         data = secrets[secret["secretName"]]
         files = {item["key"]: item["path"] for item in secret.get("items", [])} or {
             key: key for key in data

@@ -69,9 +69,13 @@ def test_the_service_accepts_its_rendered_settings(
     known |= {file_variable(settings_class, name) for name in secret_file_fields(settings_class)}
     unknown = nemo_variables - known
     assert unknown == set()
-    # Besides the service's own and OpenTelemetry's, only uvicorn's proxy setting (MCP edge).
+    # Besides the service's own and OpenTelemetry's, only uvicorn's proxy setting (MCP edge)
+    # and where the AWS SDK finds static S3 keys (context).
     others = {name for name in environment if not name.startswith(("NEMO_", "OTEL_"))}
-    assert others == ({"FORWARDED_ALLOW_IPS"} if deployment == "nemo-toolplane" else set())
+    assert others == {
+        "nemo-toolplane": {"FORWARDED_ALLOW_IPS"},
+        "nemo-context": {"AWS_SHARED_CREDENTIALS_FILE"},
+    }.get(deployment, set())
 
     for name in list(os.environ):
         if name.startswith(("NEMO_", "OTEL_")):

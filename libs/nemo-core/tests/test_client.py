@@ -1,4 +1,5 @@
-"""Channels to other services: caller token, retries only on UNAVAILABLE, message limits."""
+"""Channels to other services: caller token, retries only on UNAVAILABLE, message limits, calls
+balanced over every replica."""
 
 from __future__ import annotations
 
@@ -9,10 +10,12 @@ import grpc
 import grpc.aio
 import pytest
 from google.protobuf.wrappers_pb2 import StringValue
+from hypothesis import given
+from hypothesis import strategies as st
 from nemo_core_echo import TOKENS, EchoSettings, Running, StartEcho, method, stub
 from pydantic import SecretStr
 
-from nemo_core.client import RETRY_MAX_ATTEMPTS, SERVICE_CONFIG, create_channel
+from nemo_core.client import RETRY_MAX_ATTEMPTS, SERVICE_CONFIG, channel_target, create_channel
 from nemo_core.errors import error_details
 
 
@@ -99,3 +102,69 @@ async def test_client_enforces_its_receive_limit(start_echo: StartEcho) -> None:
         with pytest.raises(grpc.aio.AioRpcError) as raised:
             await stub(channel, "Echo")(StringValue(value="x" * 4096))
     assert raised.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+async def test_calls_are_balanced_over_every_address_of_a_list(start_echo: StartEcho) -> None:
+    replicas = [await start_echo(), await start_echo()]
+    target = ",".join(replica.address for replica in replicas)
+    async with create_channel(target, _client_settings()) as channel:
+        await channel.channel_ready()
+        for _ in range(40):
+            await stub(channel, "Attempts")(StringValue(value="spread"), timeout=5)
+    counts = [replica.attempts["spread"] for replica in replicas]
+    assert sum(counts) == 40
+    # Round robin: once both are connected, calls alternate.
+    assert min(counts) >= 15, counts
+
+
+async def test_calls_go_on_while_one_address_of_a_list_is_down(start_echo: StartEcho) -> None:
+    replicas = [await start_echo(), await start_echo()]
+    target = ",".join(replica.address for replica in replicas)
+    async with create_channel(target, _client_settings()) as channel:
+        await stub(channel, "Echo")(StringValue(value="warm"), timeout=5)
+        await replicas[0].server.shutdown()
+        replies = [
+            await stub(channel, "Attempts")(StringValue(value="after"), timeout=5)
+            for _ in range(10)
+        ]
+    assert len(replies) == 10
+    assert replicas[1].attempts["after"] == 10
+
+
+_PORTS = st.integers(1, 65535)
+_IPV4 = st.ip_addresses(v=4).map(str)
+_IPV6 = st.ip_addresses(v=6).map(lambda address: f"[{address}]")
+
+
+@given(
+    hosts=st.one_of(
+        st.lists(st.tuples(_IPV4, _PORTS), min_size=2, max_size=4),
+        st.lists(st.tuples(_IPV6, _PORTS), min_size=2, max_size=4),
+    )
+)
+def test_a_list_of_ip_addresses_is_one_balanced_target(hosts: list[tuple[str, int]]) -> None:
+    addresses = [f"{host}:{port}" for host, port in hosts]
+    scheme = "ipv6" if hosts[0][0].startswith("[") else "ipv4"
+    assert channel_target(",".join(addresses)) == f"{scheme}:{','.join(addresses)}"
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        "context-a:50051,context-b:50051",  # names: a list would need a resolver of its own
+        "127.0.0.1:50051,[::1]:50051",  # two families
+        "127.0.0.1,127.0.0.1:50051",  # no port
+        "127.0.0.1:0,127.0.0.1:50051",  # port out of range
+        "127.0.0.1:50051,",  # an empty entry
+    ],
+)
+def test_a_list_that_is_no_target_is_refused(address: str) -> None:
+    with pytest.raises(ValueError, match="address"):
+        channel_target(address)
+
+
+@pytest.mark.parametrize(
+    "address", ["127.0.0.1:50051", "nemo-context:50051", "dns:///nemo-context-pods:50051"]
+)
+def test_single_addresses_and_resolver_targets_are_kept(address: str) -> None:
+    assert channel_target(address) == address

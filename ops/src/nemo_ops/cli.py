@@ -15,12 +15,14 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import asyncpg
 
 from nemo_ops import (
     agent_tokens,
     approvals,
+    capacity_manifests,
     dev,
     local_model,
     migrate,
@@ -83,6 +85,12 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
     ),
     Subcommand("policies", policies.HELP, policies.configure_parser, policies.run_command, True),
     Subcommand(
+        "capacity",
+        capacity_manifests.HELP,
+        capacity_manifests.configure_parser,
+        capacity_manifests.run_command,
+    ),
+    Subcommand(
         "operators",
         operator_accounts.HELP,
         operator_accounts.configure_parser,
@@ -121,11 +129,22 @@ def build_parser() -> argparse.ArgumentParser:
             subparser.add_argument(
                 "--database-url",
                 metavar="URL",
-                default=os.environ.get("DATABASE_URL"),
-                help="PostgreSQL URL of a role that owns the schemas (default: $DATABASE_URL)",
+                default=_database_url_from_environment(),
+                help="PostgreSQL URL of a role that owns the schemas (default: $DATABASE_URL, "
+                "or the content of the file $DATABASE_URL_FILE names, a mounted Secret)",
             )
         subparser.set_defaults(subcommand=command, subparser=subparser)
     return parser
+
+
+def _database_url_from_environment() -> str | None:
+    path = os.environ.get("DATABASE_URL_FILE")
+    if not path:
+        return os.environ.get("DATABASE_URL")
+    if os.environ.get("DATABASE_URL"):
+        raise SystemExit("nemo: set DATABASE_URL or DATABASE_URL_FILE, not both")
+    # A Secret mounted as a file often ends with a newline that is not part of the URL.
+    return Path(path).read_text(encoding="utf-8").strip()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -133,7 +152,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     command: Subcommand = args.subcommand
     if command.needs_database and not args.database_url:
-        args.subparser.error("no database: pass --database-url or set DATABASE_URL")
+        args.subparser.error(
+            "no database: pass --database-url or set DATABASE_URL or DATABASE_URL_FILE"
+        )
     try:
         return command.run(args)
     except _EXPECTED_FAILURES as error:

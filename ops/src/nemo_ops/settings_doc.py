@@ -6,8 +6,10 @@ The README's settings section is this command's output; a test keeps the two ide
 from __future__ import annotations
 
 import argparse
+import json
 from collections.abc import Iterator
 
+from pydantic import BaseModel, TypeAdapter
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
@@ -34,6 +36,9 @@ def _default(field: FieldInfo) -> str:
         return "unset"
     if value == {}:
         return "`{}`"
+    if isinstance(value, list) and any(isinstance(item, BaseModel) for item in value):
+        # As the environment variable takes it: JSON.
+        return f"`{json.dumps(TypeAdapter(type(value)).dump_python(value, mode='json'))}`"
     return f"`{value}`"
 
 

@@ -105,6 +105,13 @@ async def context_address(
     await server.shutdown()
 
 
+@pytest.fixture(autouse=True)
+async def fresh_buckets(owner: asyncpg.Connection) -> None:
+    """The limits' buckets are shared by every tool plane on the database: each test starts with
+    none of another test's spent."""
+    await owner.execute("DELETE FROM toolplane.rate_buckets")
+
+
 @dataclass
 class RunningToolPlane:
     """A tool plane started in this process: gRPC on one port, the MCP edge on another."""
@@ -190,6 +197,9 @@ async def start_toolplane(
             "database_pool_size": 4,
             "agent_calls_per_second": 10_000,
             "agent_call_burst": 10_000,
+            "user_calls_per_second": 10_000,
+            "user_call_burst": 10_000,
+            "tool_call_limits": [],
             "auth_failures_per_minute": 10_000,
             "approval_requests_per_hour": 10_000,
             "audit_flush_seconds": 0.05,

@@ -80,3 +80,17 @@ def error_envelope(result: mcp_types.CallToolResult) -> dict[str, Any]:
     envelope: dict[str, Any] = (result.meta or {})[ERROR_META_KEY]
     assert json.loads(result_text(result)) == envelope
     return envelope
+
+
+async def outcome(http: httpx.AsyncClient, url: str, body: Any, token: str) -> str:
+    """One call's outcome in a word: "ok", the error code of a failed call (with "/<limit>"
+    when a limit refused it), or the HTTP status of a refused request."""
+    response = await post(url, body, token=token, client=http)
+    if response.status_code != 200:
+        return str(response.status_code)
+    result: dict[str, Any] = response.json()["result"]
+    if not result.get("isError"):
+        return "ok"
+    error: dict[str, Any] = result["_meta"][ERROR_META_KEY]["error"]
+    limit = (error.get("details") or {}).get("limit")
+    return f"{error['code']}/{limit}" if limit else str(error["code"])

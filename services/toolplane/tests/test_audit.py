@@ -1,14 +1,13 @@
-"""The audit log: batched off the request path, every row kept across a graceful shutdown, and a
-failing store that is logged and counted without failing any call."""
+"""The audit log: batched, a call answering once its row is stored (while the store keeps up), every
+row kept across a graceful shutdown and every answered call's row across SIGKILL, and a failing
+store that is logged and counted without failing any call."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import logging
-import os
 import signal
-import sys
 import uuid
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
@@ -23,29 +22,28 @@ from pydantic import BaseModel, ConfigDict
 from nemo_core.db import Pool, connect, create_pool, dsn_with
 from nemo_ops.migrate import migrate
 from nemo_ops.seed import seed
-from nemo_testing.ports import free_port, wait_for_port
 from nemo_toolplane.access_store import AgentRules
 from nemo_toolplane.approvals import ApprovalGate
 from nemo_toolplane.audit import AuditEntry, AuditLog, CallStatus
+from nemo_toolplane.call_limits import CallLimiter
 from nemo_toolplane.docs_library import DocsLibrary
 from nemo_toolplane.envelope import ErrorCode
 from nemo_toolplane.policy import Decision, Grant
 from nemo_toolplane.principal import Principal
-from nemo_toolplane.ratelimit import KeyedRateLimiter
 from nemo_toolplane.registry import Mode, Registry, Risk, ToolDefinition
 from nemo_toolplane.router import ToolRouter
+from nemo_toolplane.shared_buckets import SharedBuckets
 from nemo_toolplane.tokens import issue_token
 from nemo_toolplane.tool_context import Services, ToolContext
 
 from .conftest import (
-    CALLER_TOKENS,
-    REPOSITORY,
     AgentTokens,
     RunningToolPlane,
     StartToolPlane,
     counter,
 )
 from .mcp_http import modern_call, post
+from .processes import toolplane_process
 
 
 def entry(session_id: str, n: int, **changes: Any) -> AuditEntry:
@@ -169,45 +167,40 @@ async def test_calls_succeed_while_the_audit_store_fails(
     await plane.stop()
 
 
+# One call of each outcome the log records: success, invalid input, unknown tool, no grant.
+_MIXED_CALLS = [
+    modern_call("docs.search_docs", {"query": "audit"}),
+    modern_call("docs.search_docs", {"query": "audit", "limit": 99}),
+    modern_call("docs.nonexistent", {}),
+    modern_call("application.list", {}),
+] * 5
+
+
+async def _call_all(url: str, token: str, session: str) -> None:
+    async with httpx.AsyncClient(timeout=30) as http:
+        statuses = [
+            (
+                await post(
+                    url, call, token=token, headers={"X-Nemo12-Session-Id": session}, client=http
+                )
+            ).status_code
+            for call in _MIXED_CALLS
+        ]
+    assert set(statuses) <= {200, 400}
+
+
 async def test_n_calls_then_sigterm_leave_exactly_n_rows(
     toolplane_dsn: str, tokens: AgentTokens, owner: asyncpg.Connection, tmp_path: Any
 ) -> None:
-    grpc_port, mcp_port = free_port(), free_port()
-    env = {
-        **os.environ,
-        "NEMO_TOOLPLANE_DATABASE_URL": toolplane_dsn,
-        "NEMO_TOOLPLANE_LISTEN_ADDRESS": f"127.0.0.1:{grpc_port}",
-        "NEMO_TOOLPLANE_MCP_PORT": str(mcp_port),
-        "NEMO_TOOLPLANE_CALLER_TOKENS": json.dumps(CALLER_TOKENS),
-        "NEMO_TOOLPLANE_DOCS_DIR": str(REPOSITORY / "docs"),
-        # Rows would otherwise wait a minute: only the shutdown can have written them.
-        "NEMO_TOOLPLANE_AUDIT_FLUSH_SECONDS": "60",
-        "NEMO_TOOLPLANE_LOG_LEVEL": "WARNING",
-    }
     log = tmp_path / "toolplane.log"
-    with log.open("wb") as output:
-        process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "nemo_toolplane", env=env, stdout=output, stderr=output
-        )
-    try:
-        await asyncio.to_thread(wait_for_port, mcp_port, 60)
+    # Rows would otherwise wait a minute: only the shutdown can have written them (the calls
+    # stop waiting for their rows after the first wait times out).
+    async with toolplane_process(
+        toolplane_dsn, log, audit_flush_seconds="60", audit_answer_wait_seconds="0.2"
+    ) as (process, url):
         session = f"S-sigterm-{uuid.uuid4()}"
-        headers = {"X-Nemo12-Session-Id": session}
-        url = f"http://127.0.0.1:{mcp_port}/mcp"
-        calls = [
-            modern_call("docs.search_docs", {"query": "audit"}),  # success
-            modern_call("docs.search_docs", {"query": "audit", "limit": 99}),  # invalid
-            modern_call("docs.nonexistent", {}),  # unknown tool
-            modern_call("application.list", {}),  # no grant
-        ] * 5
-        async with httpx.AsyncClient(timeout=30) as http:
-            statuses = [
-                (
-                    await post(url, call, token=tokens.research, headers=headers, client=http)
-                ).status_code
-                for call in calls
-            ]
-        assert set(statuses) <= {200, 400}
+        await _call_all(url, tokens.research, session)
+        calls = _MIXED_CALLS
         count = "SELECT count(*) FROM toolplane.audit_logs WHERE session_id = $1"
         assert await owner.fetchval(count, session) == 0
         process.send_signal(signal.SIGTERM)
@@ -225,10 +218,67 @@ async def test_n_calls_then_sigterm_leave_exactly_n_rows(
             "not_found": 5,
             "success": 5,
         }
+
+
+async def test_n_answered_calls_then_sigkill_leave_exactly_n_rows(
+    toolplane_dsn: str, tokens: AgentTokens, owner: asyncpg.Connection, tmp_path: Any
+) -> None:
+    log = tmp_path / "toolplane.log"
+    # Rows wait a little for company, so a call that answered before its row was stored would
+    # leave the row behind in memory, and SIGKILL would lose it.
+    async with toolplane_process(
+        toolplane_dsn, log, audit_flush_seconds="0.5", audit_answer_wait_seconds="30"
+    ) as (process, url):
+        session = f"S-sigkill-{uuid.uuid4()}"
+        await _call_all(url, tokens.research, session)
+        process.kill()
+        await process.wait()
+    count = "SELECT count(*) FROM toolplane.audit_logs WHERE session_id = $1"
+    assert await owner.fetchval(count, session) == len(_MIXED_CALLS)
+
+
+async def test_a_call_waits_for_its_row_only_while_the_store_keeps_up(
+    toolplane_pool: Pool, owner_dsn: str
+) -> None:
+    session = f"S-settle-{uuid.uuid4()}"
+    audit = AuditLog(
+        toolplane_pool,
+        flush_seconds=0.1,
+        batch_size=500,
+        statement_timeout=60,
+        answer_wait_seconds=3,
+    )
+    audit.start()
+    stored = audit.record(entry(session, 0))
+    await audit.settle(stored)
+    assert stored is not None
+    assert stored.done()
+    assert stored.result() is True
+    # Another transaction holds the table: the next write waits until it ends.
+    locker = await connect(owner_dsn)
+    try:
+        hold = locker.transaction()
+        await hold.start()
+        await locker.execute("LOCK TABLE toolplane.audit_logs IN ACCESS EXCLUSIVE MODE")
+        slow = audit.record(entry(session, 1))
+        await audit.settle(slow)  # gives up after the bound
+        assert slow is not None
+        assert not slow.done()
+        later = audit.record(entry(session, 2))
+        await audit.settle(later)  # does not wait at all while the store lags
+        assert later is not None
+        assert not later.done()
+        await hold.rollback()
     finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
+        await locker.close()
+    async with asyncio.timeout(30):
+        assert list(await asyncio.gather(slow, later)) == [True, True]
+    # A write succeeded again: calls wait for their rows again.
+    again = audit.record(entry(session, 3))
+    await audit.settle(again)
+    assert again is not None
+    assert again.done()
+    await audit.close()
 
 
 async def test_rows_hold_identifiers_never_input_or_output(
@@ -288,7 +338,7 @@ async def test_a_hung_audit_database_loses_no_row_silently_and_does_not_hold_shu
         audit=audit,
         services=Services(context=None, pool=pool, docs=DocsLibrary(tmp_path, "https://x")),  # type: ignore[arg-type]
         environment="development",
-        limiter=KeyedRateLimiter(1e9, 10**9),
+        limiter=CallLimiter([], SharedBuckets(pool, timeout=1)),
     )
     rules = AgentRules(grants=(Grant("test.*", "*", "*", Mode.READ),), policies=())
     session = f"S-hung-{uuid.uuid4()}"

@@ -1,20 +1,27 @@
-"""Limits and failing dependencies: per-agent rate limit, repeated failed authentications, and an
-unreachable context service (the token buckets themselves are in test_ratelimit)."""
+"""Limits and failing dependencies: call limits per agent, per user and per tool, repeated failed
+authentications, a limits store that does not answer, and an unreachable context service (the
+buckets themselves are in test_shared_buckets and test_ratelimit; the limits across two
+processes in test_replica_limits, a store that cannot be reached in test_limits_unreachable)."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
+import asyncpg
 import grpc
 import pytest
 from mcp.shared.exceptions import MCPError
 
+from nemo_core.db import connect
 from nemo_core.errors import error_details
 from nemo_protos.toolplane.v1 import tool_pb2
 from nemo_protos.toolplane.v1 import toolplane_service_pb2 as pb
 from nemo_testing.ports import free_port
+from nemo_toolplane.tokens import issue_token
 
-from .conftest import AgentTokens, StartToolPlane
+from .conftest import AgentTokens, RunningToolPlane, StartToolPlane
 from .mcp_http import error_envelope, modern_call, post
 
 
@@ -111,3 +118,112 @@ async def test_an_unreachable_context_service_is_a_retryable_dependency_error(
         ("learner.get_profile:v1", "error", "DEPENDENCY_ERROR"),
         ("docs.search_docs:v1", "success", None),
     ]
+
+
+async def _search(plane: RunningToolPlane, token: str, **headers: str) -> dict[str, Any] | None:
+    """One docs search; the error envelope's error when it failed, else None."""
+    async with plane.mcp(token, headers) as client:
+        result = await client.call_tool("docs.search_docs", {"query": "audit"})
+    return error_envelope(result)["error"] if result.is_error else None
+
+
+async def test_each_user_of_an_agent_has_a_limit_of_their_own(
+    start_toolplane: StartToolPlane, tokens: AgentTokens, owner: asyncpg.Connection
+) -> None:
+    plane = await start_toolplane(
+        agent_calls_per_second=0.001,
+        agent_call_burst=4,
+        user_calls_per_second=0.001,
+        user_call_burst=2,
+    )
+    other = await issue_token(owner, "learning-agent", user_id="U-2041-P2", label="tests")
+    try:
+        first_user = [await _search(plane, tokens.learning_parent) for _ in range(5)]
+        second_user = [await _search(plane, other.token) for _ in range(2)]
+        nobody = await _search(plane, tokens.learning_unbound)
+    finally:
+        await owner.execute("DELETE FROM toolplane.agent_tokens WHERE id = $1", other.token_id)
+    assert first_user[:2] == [None, None]
+    for refused in first_user[2:]:
+        assert refused is not None
+        assert (refused["code"], refused["details"]["limit"]) == ("RATE_LIMITED", "agent+user on *")
+    # The first user's refused calls spent nothing of the agent's four: two are left for the
+    # second user, and then the agent is out for everyone, a call made for nobody too.
+    assert second_user == [None, None]
+    assert nobody is not None
+    assert (nobody["code"], nobody["details"]["limit"]) == ("RATE_LIMITED", "agent on *")
+
+
+async def test_a_tool_limit_counts_the_calls_of_its_tools_only(
+    start_toolplane: StartToolPlane, tokens: AgentTokens
+) -> None:
+    limit = {"tools": "docs.get_doc", "per": ["agent", "tool"], "per_second": 0.001, "burst": 1}
+    plane = await start_toolplane(tool_call_limits=[limit])
+    async with plane.mcp(tokens.research) as client:
+        pages = [
+            await client.call_tool("docs.get_doc", {"path": "toolplane/audit"}) for _ in range(2)
+        ]
+        search = await client.call_tool("docs.search_docs", {"query": "audit"})
+    async with plane.mcp(tokens.engineering) as other_agent:
+        other = await other_agent.call_tool("docs.get_doc", {"path": "toolplane/audit"})
+    assert [page.is_error for page in pages] == [False, True]
+    refused = error_envelope(pages[1])["error"]
+    assert (refused["code"], refused["details"]["limit"]) == (
+        "RATE_LIMITED",
+        "agent+tool on docs.get_doc",
+    )
+    assert not search.is_error
+    assert not other.is_error
+
+
+@asynccontextmanager
+async def _limits_store_locked(owner_dsn: str) -> AsyncIterator[None]:
+    """The buckets' table held by another transaction: every decision waits on it."""
+    locker = await connect(owner_dsn)
+    try:
+        async with locker.transaction():
+            await locker.execute("LOCK TABLE toolplane.rate_buckets IN ACCESS EXCLUSIVE MODE")
+            yield
+    finally:
+        await locker.close()
+
+
+async def test_without_the_limits_store_reads_are_limited_by_the_replica_and_writes_refused(
+    start_toolplane: StartToolPlane,
+    tokens: AgentTokens,
+    owner: asyncpg.Connection,
+    owner_dsn: str,
+    audit_rows: Any,
+) -> None:
+    plane = await start_toolplane(
+        agent_calls_per_second=0.001, agent_call_burst=3, limits_timeout_seconds=0.2
+    )
+    write = {"application_id": "nemo12-foundry", "status": "maintenance", "reason": "outage"}
+    async with _limits_store_locked(owner_dsn):
+        reads = [await _search(plane, tokens.research, **{"X-Request-Id": "REQ-lim-read"})
+                 for _ in range(4)]  # fmt: skip
+        async with plane.mcp(tokens.engineering, {"X-Request-Id": "REQ-lim-write"}) as client:
+            written = await client.call_tool("application.set_status", write)
+        failed_authentication = await post(
+            plane.mcp_url, modern_call("docs.search_docs", {"query": "audit"}), token="nemo_at_x"
+        )
+    assert reads[:3] == [None, None, None]
+    assert reads[3] is not None
+    assert reads[3]["code"] == "RATE_LIMITED"
+    refused = error_envelope(written)["error"]
+    assert (refused["code"], refused["retryable"]) == ("DEPENDENCY_ERROR", True)
+    assert failed_authentication.status_code == 401
+    # Nothing of the write ran: no approval was even requested.
+    assert not await owner.fetchval(
+        "SELECT count(*) FROM toolplane.approvals WHERE arguments_json LIKE '%outage%'"
+    )
+    rows = await audit_rows(request_id="REQ-lim-read", plane=plane)
+    assert [r["metadata"].get("limits") for r in rows] == ["local"] * 4
+    (row,) = await audit_rows(request_id="REQ-lim-write", plane=plane)
+    assert (row["status"], row["error_code"], row["metadata"]["limits"]) == (
+        "error",
+        "DEPENDENCY_ERROR",
+        "unavailable",
+    )
+    # Once the store answers again, it decides: its agent bucket is still full.
+    assert await _search(plane, tokens.research) is None

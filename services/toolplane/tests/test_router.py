@@ -17,14 +17,15 @@ from nemo_core.db import Pool, create_pool
 from nemo_toolplane.access_store import AgentRules
 from nemo_toolplane.approvals import ApprovalGate
 from nemo_toolplane.audit import AuditLog
+from nemo_toolplane.call_limits import CallLimiter
 from nemo_toolplane.context_client import ContextClient
 from nemo_toolplane.docs_library import DocsLibrary
 from nemo_toolplane.policy import Effect, Grant, Policy
 from nemo_toolplane.principal import Principal, UserSource
-from nemo_toolplane.ratelimit import KeyedRateLimiter
 from nemo_toolplane.registry import Mode, Registry, Risk, ToolDefinition
 from nemo_toolplane.router import ToolRouter, _mentions, audit_name
 from nemo_toolplane.settings import ToolPlaneSettings
+from nemo_toolplane.shared_buckets import SharedBuckets
 from nemo_toolplane.tool_context import Services, ToolContext
 
 from .conftest import CONTEXT_CALLER_TOKEN
@@ -102,7 +103,7 @@ def make_router(router_services: tuple[Services, AuditLog]) -> MakeRouter:
             audit=audit,
             services=services,
             environment="development",
-            limiter=KeyedRateLimiter(1000, 1000),
+            limiter=CallLimiter([], SharedBuckets(services.pool, timeout=1)),
         )
 
     return make

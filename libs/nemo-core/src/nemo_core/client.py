@@ -3,11 +3,19 @@
 A channel traces every call (W3C ``traceparent`` in the metadata), sends this service's caller
 token, limits message sizes, keeps the connection alive, and retries a call only when it fails with
 UNAVAILABLE. Pass ``timeout=downstream_timeout()`` on each call to propagate the deadline.
+
+A channel balances calls over every address its target resolves to (``round_robin``): a list of
+``host:port`` IP addresses (``10.0.0.7:50051,10.0.0.8:50051``), or a name whose DNS answer holds
+every replica (``dns:///nemo-context-pods.nemo.svc:50051``, a headless Service). A call that
+fails as UNAVAILABLE because its replica went away is retried on another one; a replica that is
+down is skipped until it answers again.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import json
+import re
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -39,8 +47,36 @@ SERVICE_CONFIG = json.dumps(
             }
         ],
         "retryThrottling": {"maxTokens": 10, "tokenRatio": 0.1},
+        "loadBalancingConfig": [{"round_robin": {}}],
     }
 )
+
+# A gRPC target naming its resolver is taken as it is.
+_SCHEME = re.compile(r"^(dns|ipv4|ipv6|unix|unix-abstract|vsock|xds):")
+
+
+def channel_target(address: str) -> str:
+    """The gRPC target of ``address``: ``host:port``, a gRPC target URI, or a comma-separated list
+    of IP ``host:port`` addresses of one family (balanced over by ``round_robin``)."""
+    if "," not in address or _SCHEME.match(address):
+        return address
+    hosts = [part.strip() for part in address.split(",")]
+    families = set()
+    for host in hosts:
+        name, _, port = host.rpartition(":")
+        try:
+            families.add(ipaddress.ip_address(name.removeprefix("[").removesuffix("]")).version)
+        except ValueError:
+            raise ValueError(
+                "a list of addresses must hold IP host:port entries; use a DNS name that "
+                "resolves to every replica instead"
+            ) from None
+        if not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError("every address of the list needs a port from 1 to 65535")
+    if len(families) != 1:
+        raise ValueError("a list of addresses must be all IPv4 or all IPv6")
+    return f"ipv{families.pop()}:{','.join(hosts)}"
+
 
 _Call = TypeVar("_Call")
 
@@ -112,7 +148,7 @@ def _channel_options(settings: ServiceSettings) -> list[tuple[str, Any]]:
 def create_channel(
     target: str, settings: ServiceSettings, *, token: SecretStr | None = None
 ) -> grpc.aio.Channel:
-    """Open a channel to another Nemo service at ``target`` (``host:port``).
+    """Open a channel to another Nemo service at ``target`` (see :func:`channel_target`).
 
     ``token`` defaults to ``settings.client_token``. When ``settings`` configures TLS, the channel
     uses mutual TLS with this service's certificate, and the target's host name must be in the
@@ -123,6 +159,7 @@ def create_channel(
     if token is not None:
         interceptors += _token_interceptors(settings.caller_token_metadata_key, token)
     options = _channel_options(settings)
+    target = channel_target(target)
     tls = settings.tls_files()
     if tls is None:
         return grpc.aio.insecure_channel(target, options=options, interceptors=interceptors)

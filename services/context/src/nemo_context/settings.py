@@ -23,7 +23,7 @@ class ContextSettings(ServiceSettings):
         "127.0.0.1:50051",
         description="host:port the gRPC server listens on (0.0.0.0:50051 in a container).",
     )
-    database_url: SecretStr = Field(
+    database_url: Annotated[SecretStr, SECRET_FILE] = Field(
         description="postgresql:// URL connecting as the nemo_context role; required.",
     )
     database_pool_size: int = Field(

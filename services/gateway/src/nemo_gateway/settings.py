@@ -10,9 +10,10 @@ from __future__ import annotations
 import os
 from typing import Annotated, Literal, Self
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
+from nemo_core.client import channel_target
 from nemo_core.secret_files import SECRET_FILE
 from nemo_core.settings import ServiceSettings
 
@@ -43,7 +44,12 @@ class GatewaySettings(ServiceSettings):
         "127.0.0.1:50052",
         description="host:port the gRPC server listens on (0.0.0.0:50052 in a container).",
     )
-    context_address: str = Field("127.0.0.1:50051", description="host:port of the context service.")
+    context_address: str = Field(
+        "127.0.0.1:50051",
+        description="host:port of the context service; calls are balanced over every address "
+        "it resolves to (a headless Service: dns:///NAME:PORT), or over a comma-separated list "
+        "of IP host:port addresses.",
+    )
     provider: ProviderName = Field(
         "baseline",
         description="Model provider: `baseline` (no model; every prompt returns its "
@@ -150,14 +156,16 @@ class GatewaySettings(ServiceSettings):
     provider_max_concurrency: int = Field(
         64,
         gt=0,
-        description="Provider requests in flight at once; a prompt that needs one more fails "
-        "with RESOURCE_EXHAUSTED (PROVIDER_BUSY).",
+        description="Provider requests in flight at once on this replica (the provider sees "
+        "the sum: size it as floor(provider concurrency / maxReplicas)); a prompt that needs one "
+        "more fails with RESOURCE_EXHAUSTED (PROVIDER_BUSY).",
     )
     caller_max_concurrency: int = Field(
         32,
         gt=0,
-        description="Gateway RPCs one caller identity may have in flight at once; one more fails "
-        "with RESOURCE_EXHAUSTED (CALLER_BUSY).",
+        description="Gateway RPCs one caller identity may have in flight at once on this "
+        "replica (docs/operations/scaling.md gives the bounds from min and max replicas); one "
+        "more fails with RESOURCE_EXHAUSTED (CALLER_BUSY).",
     )
     cache_max_entries: int = Field(
         1024,
@@ -179,6 +187,12 @@ class GatewaySettings(ServiceSettings):
         le=50,
         description="Knowledge passages a grounded answer retrieves when the caller gives none.",
     )
+
+    @field_validator("context_address")
+    @classmethod
+    def _check_context_address(cls, value: str) -> str:
+        channel_target(value)
+        return value
 
     @model_validator(mode="after")
     def _local_model_names(self) -> Self:

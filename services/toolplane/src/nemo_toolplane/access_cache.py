@@ -8,9 +8,10 @@ While the listening connection is down, nothing is cached and every call reads t
 a revocation is never missed. Unknown tokens are never cached.
 
 Two bounds hold even if a notification is lost: a token's expiry is checked on every call, and
-no entry is older than :data:`MAX_AGE_SECONDS`. The listening connection is also probed every
-:data:`HEARTBEAT_SECONDS`, because a connection dropped silently by the network (no reset
-reaches us) would otherwise look alive while no notification arrives.
+no entry is older than the maximum age (:data:`MAX_AGE_SECONDS` by default). The listening
+connection is also probed every heartbeat (:data:`HEARTBEAT_SECONDS` by default), because a
+connection dropped silently by the network (no reset reaches us) would otherwise look alive while
+no notification arrives.
 """
 
 from __future__ import annotations
@@ -41,9 +42,18 @@ _RETRY_SECONDS = (0.5, 1.0, 2.0, 5.0)
 class AccessCache:
     """:meth:`load` answers from memory while the change notifications are being received."""
 
-    def __init__(self, store: AccessStore, dsn: str) -> None:
+    def __init__(
+        self,
+        store: AccessStore,
+        dsn: str,
+        *,
+        max_age_seconds: float = MAX_AGE_SECONDS,
+        heartbeat_seconds: float = HEARTBEAT_SECONDS,
+    ) -> None:
         self._store = store
         self._dsn = dsn
+        self._max_age = max_age_seconds
+        self._heartbeat = heartbeat_seconds
         self._entries: dict[str, tuple[Access, float]] = {}
         self._listening = False
         self.generation = 0
@@ -65,7 +75,7 @@ class AccessCache:
         cached = self._entries.get(key)
         if cached is not None:
             access, cached_at = cached
-            if time.monotonic() - cached_at < MAX_AGE_SECONDS and not _expired(access):
+            if time.monotonic() - cached_at < self._max_age and not _expired(access):
                 return access
             del self._entries[key]
         generation = self.generation
@@ -112,7 +122,7 @@ class AccessCache:
             waits = [
                 asyncio.ensure_future(stopping.wait()),
                 asyncio.ensure_future(lost.wait()),
-                asyncio.ensure_future(_heartbeat(conn)),
+                asyncio.ensure_future(_heartbeat(conn, self._heartbeat)),
             ]
             try:
                 await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
@@ -130,12 +140,12 @@ def _expired(access: Access) -> bool:
     return access.expires_at is not None and access.expires_at <= datetime.now(UTC)
 
 
-async def _heartbeat(conn: asyncpg.Connection[asyncpg.Record]) -> None:
+async def _heartbeat(conn: asyncpg.Connection[asyncpg.Record], seconds: float) -> None:
     """Return when the listening connection stops answering (the listener then reconnects)."""
     while True:
-        await asyncio.sleep(HEARTBEAT_SECONDS)
+        await asyncio.sleep(seconds)
         try:
-            await conn.fetchval("SELECT 1", timeout=HEARTBEAT_SECONDS)
+            await conn.fetchval("SELECT 1", timeout=seconds)
         except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError):
             logger.warning("access change listener stopped answering")
             return

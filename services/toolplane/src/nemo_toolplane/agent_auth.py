@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from nemo_toolplane.access_cache import AccessCache
 from nemo_toolplane.access_store import Access
-from nemo_toolplane.ratelimit import KeyedRateLimiter
+from nemo_toolplane.auth_failures import FailedAuthentications
 
 
 def bearer_token(authorization: str | None) -> str | None:
@@ -38,7 +38,7 @@ class AuthRefusal:
 class AgentAuthenticator:
     """Tokens to access for both edges, with one count of failures per client address."""
 
-    def __init__(self, access: AccessCache, failures: KeyedRateLimiter) -> None:
+    def __init__(self, access: AccessCache, failures: FailedAuthentications) -> None:
         self._access = access
         self._failures = failures
 
@@ -48,8 +48,10 @@ class AgentAuthenticator:
         access = await self._access.load(token) if token else None
         if access is not None:
             return access
-        if self._failures.exhausted(source):
-            wait = max(1, round(self._failures.retry_after(source)))
-            return AuthRefusal(token_sent=token is not None, retry_after_seconds=wait)
-        self._failures.acquire(source)
+        # Counted on the buckets every replica shares (:mod:`nemo_toolplane.auth_failures`).
+        wait = await self._failures.charge(source)
+        if wait is not None:
+            return AuthRefusal(
+                token_sent=token is not None, retry_after_seconds=max(1, round(wait))
+            )
         return AuthRefusal(token_sent=token is not None)

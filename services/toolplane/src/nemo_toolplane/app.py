@@ -21,15 +21,17 @@ from nemo_toolplane.acl import ACL
 from nemo_toolplane.agent_auth import AgentAuthenticator
 from nemo_toolplane.approvals import ApprovalGate, ApprovalStore
 from nemo_toolplane.audit import AuditLog
+from nemo_toolplane.auth_failures import FailedAuthentications
+from nemo_toolplane.call_limits import CallLimiter
 from nemo_toolplane.context_client import ContextClient
 from nemo_toolplane.docs_library import DocsLibrary
 from nemo_toolplane.edge import Edge, create_app
 from nemo_toolplane.mcp_edge import McpEndpoint
 from nemo_toolplane.origins import OriginPolicy
-from nemo_toolplane.ratelimit import KeyedRateLimiter
 from nemo_toolplane.router import ToolRouter
 from nemo_toolplane.servicer import ToolPlaneAdminServicer, ToolPlaneServicer
 from nemo_toolplane.settings import ToolPlaneSettings
+from nemo_toolplane.shared_buckets import SharedBuckets
 from nemo_toolplane.tool_context import Services
 from nemo_toolplane.tools import build_registry
 
@@ -64,9 +66,16 @@ async def assemble(settings: ToolPlaneSettings) -> ToolPlane:
         max_pending=settings.audit_buffer_rows,
         statement_timeout=settings.audit_statement_timeout_seconds,
         grace_seconds=settings.grace_period_seconds,
+        answer_wait_seconds=settings.audit_answer_wait_seconds,
     )
     audit.start()
-    access = AccessCache(AccessStore(pool), settings.database_url.get_secret_value())
+    access = AccessCache(
+        AccessStore(pool),
+        settings.database_url.get_secret_value(),
+        max_age_seconds=settings.access_max_age_seconds,
+        heartbeat_seconds=settings.access_heartbeat_seconds,
+    )
+    buckets = SharedBuckets(pool, timeout=settings.limits_timeout_seconds)
     registry = build_registry()
     router = ToolRouter(
         registry=registry,
@@ -83,11 +92,9 @@ async def assemble(settings: ToolPlaneSettings) -> ToolPlane:
             docs=DocsLibrary(settings.docs_dir, settings.docs_base_url),
         ),
         environment=settings.environment,
-        limiter=KeyedRateLimiter(settings.agent_calls_per_second, settings.agent_call_burst),
+        limiter=CallLimiter(settings.call_limits(), buckets),
     )
-    auth_failures = KeyedRateLimiter(
-        settings.auth_failures_per_minute / 60, settings.auth_failures_per_minute
-    )
+    auth_failures = FailedAuthentications(buckets, settings.auth_failures_per_minute)
     authenticator = AgentAuthenticator(access, auth_failures)
     mcp = McpEndpoint(router, registry, authenticator)
     browsers = OriginPolicy(settings.allowed_origins, settings.allowed_hosts)
@@ -112,7 +119,7 @@ async def assemble(settings: ToolPlaneSettings) -> ToolPlane:
         ],
         acl=ACL,
         deadline_required=DEADLINE_REQUIRED,
-        background=[edge.run, access.run, audit.watch],
+        background=[edge.run, access.run, audit.watch, buckets.purge_until],
         # Run last registered first: pending audit rows are written before the pool closes.
         cleanup=[
             partial(close_pool, pool, settings.audit_statement_timeout_seconds),

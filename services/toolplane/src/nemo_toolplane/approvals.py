@@ -3,7 +3,8 @@
 A call that needs approval creates a request bound to everything that made it: agent, token,
 user and where that user came from, tool id and version, a digest of the canonical arguments and
 the version of the policy that required it, with an expiry. Requests are rate limited per agent
-and user, so an agent cannot flood operators. The request also keeps the arguments themselves
+and user (a token bucket shared by every replica, :mod:`nemo_toolplane.shared_buckets`), so an
+agent cannot flood operators. The request also keeps the arguments themselves
 and the resource, because an operator must see what the call would change before approving it.
 An operator (an authenticated person, never the user the call acts for) approves or rejects
 it; the same call repeated with the same arguments before the expiry then runs exactly once.
@@ -39,6 +40,7 @@ import asyncpg
 from nemo_core.db import Connection, Pool
 from nemo_core.page_tokens import decode_page_token, encode_page_token
 from nemo_toolplane.operators import Operator
+from nemo_toolplane.shared_buckets import Bucket, SharedBuckets, bucket_key
 
 T = TypeVar("T")
 
@@ -194,18 +196,8 @@ ON CONFLICT DO NOTHING
 RETURNING {_COLUMNS}
 """
 
-# Requests of one agent for one user within the window, oldest first; serialized per requester
-# by the advisory lock taken before it, so concurrent requests cannot all slip under the limit.
-_RECENT_REQUESTS = """
-SELECT created_at FROM toolplane.approvals
-WHERE agent_id = $1 AND coalesce(user_id, '') = coalesce($2, '')
-  AND created_at > now() - make_interval(secs => $3)
-ORDER BY created_at
-"""
-
-_REQUESTER_LOCK = "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))"
-
-#: Window over which approval requests are counted.
+#: Window over which approval requests are counted: ``requests_per_hour`` at once, refilled at
+#: that rate.
 REQUEST_WINDOW_SECONDS = 3600.0
 
 
@@ -280,6 +272,11 @@ class ApprovalGate:
                 raise ApprovalCutShort
             return approval, result
 
+    def _requests_bucket(self, binding: CallBinding) -> Bucket:
+        key = bucket_key("approval-requests", binding.agent_id, binding.user_id or "")
+        rate = self._requests_per_hour / REQUEST_WINDOW_SECONDS
+        return Bucket(key, rate, self._requests_per_hour)
+
     async def request(self, binding: CallBinding, request_id: str) -> Approval:
         """The pending approval request of this call, created if there is none and the agent
         has not asked for too many for this user lately (:class:`ApprovalRequestsLimited`)."""
@@ -289,14 +286,11 @@ class ApprovalGate:
             pending = await conn.fetchrow(_PENDING, *values)
             if pending is not None:
                 return _approval(pending)
-            await conn.execute(_REQUESTER_LOCK, f"{binding.agent_id}/{binding.user_id or ''}")
-            recent = await conn.fetch(
-                _RECENT_REQUESTS, binding.agent_id, binding.user_id, REQUEST_WINDOW_SECONDS
-            )
-            if len(recent) >= self._requests_per_hour:
-                oldest: datetime = recent[len(recent) - self._requests_per_hour]["created_at"]
-                elapsed = (datetime.now(UTC) - oldest).total_seconds()
-                raise ApprovalRequestsLimited(max(1.0, REQUEST_WINDOW_SECONDS - elapsed))
+            # The shared buckets of the call limits, in this transaction: a request that is not
+            # created gives its token back.
+            taken = await SharedBuckets.take_in(conn, [self._requests_bucket(binding)])
+            if not taken.admitted:
+                raise ApprovalRequestsLimited(max(1.0, taken.wait))
             for _ in range(2):
                 created = await conn.fetchrow(
                     _REQUEST, *values, binding.policy_name, binding.arguments_json,

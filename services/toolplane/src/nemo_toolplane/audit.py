@@ -1,13 +1,22 @@
-"""The audit log: one row per authenticated call, written in batches off the request path.
+"""The audit log: one row per authenticated call, written in batches, before the call answers.
 
 Every outcome is recorded (unknown tool, invalid input, each denial, approval required, success,
 failure) with identifiers only: the resource (``learner:L-2041-1``) and the error code, never
-the call's input or output. Rows wait in memory at most ``flush_seconds``. No row is lost
-silently, even when the database hangs: every statement has a time limit
+the call's input or output. Rows wait in memory at most ``flush_seconds`` before their write
+starts; the rows of calls that end while a write is in flight go together in the next one
+(group commit), so a busy replica writes few large batches.
+
+A call answers once its row is stored (:meth:`AuditLog.settle`), so a replica that dies, even
+by SIGKILL, loses no row of a call that was answered. That wait is bounded: when the store is
+slow or down, a call answers after ``answer_wait_seconds`` at most, and once a wait times out
+or a write fails, calls stop waiting until a write succeeds again (a hung store must not slow
+every call down).
+
+No row is lost silently, even when the database hangs: every statement has a time limit
 (``statement_timeout``, which also bounds waiting for a connection), the rows waiting in memory
 are bounded (``max_pending``), and a row that is not stored (the store refused or timed out,
 the buffer was full, shutdown came first) is logged in full, so the log holds the record, and
-counted. Calls never wait for the store.
+counted.
 Closing writes the rows still pending within what is left of the shutdown's grace period (from
 the moment shutdown starts, :meth:`AuditLog.watch`), so a graceful shutdown loses none while the
 database answers and never waits past the grace period when it does not.
@@ -71,6 +80,14 @@ class AuditEntry:
     input_ref: str | None = None
 
 
+@dataclass(frozen=True)
+class _Row:
+    """A queued entry, and what its call waits on."""
+
+    entry: AuditEntry
+    stored: asyncio.Future[bool]
+
+
 _INSERT = """
 INSERT INTO toolplane.audit_logs (request_id, "timestamp", agent_id, session_id, user_id,
     tool_id, resource, decision, status, error_code, duration_ms, environment, metadata,
@@ -117,16 +134,21 @@ class AuditLog:
         max_pending: int = 10_000,
         statement_timeout: float = 5.0,
         grace_seconds: float = 10.0,
+        answer_wait_seconds: float = 1.0,
         meter: metrics.Meter | None = None,
     ) -> None:
         self._pool = pool
+        self._answer_wait = answer_wait_seconds
+        # Calls wait for their rows while the store keeps up; a wait that times out stops the
+        # waiting until the next successful write.
+        self._keeping_up = True
         self._flush_seconds = flush_seconds
         self._batch_size = batch_size
         self._max_pending = max_pending
         self._statement_timeout = statement_timeout
         self._grace_seconds = grace_seconds
-        self._pending: list[AuditEntry] = []
-        self._writing: list[AuditEntry] = []
+        self._pending: list[_Row] = []
+        self._writing: list[_Row] = []
         self._wakeup = asyncio.Event()
         self._write_lock = asyncio.Lock()
         self._closing = False
@@ -171,21 +193,37 @@ class AuditLog:
         await stopping.wait()
         self._deadline = time.monotonic() + self._grace_seconds
 
-    def record(self, entry: AuditEntry) -> None:
-        """Queue one entry; never blocks and never raises into the call."""
+    def record(self, entry: AuditEntry) -> asyncio.Future[bool] | None:
+        """Queue one entry; never blocks and never raises into the call. Returns what
+        :meth:`settle` waits on: done once the row is stored (True) or logged instead (False);
+        None when it was logged at once (closed, or the buffer is full)."""
         if self._closing and self._writer is None:
             logger.error("audit entry after close", extra={"audit": _loggable(entry)})
-            return
+            return None
         if len(self._pending) >= self._max_pending:
             self.dropped_rows += 1
             self._dropped.add(1)
             logger.error("audit buffer full; row not stored", extra={"audit": _loggable(entry)})
-            return
-        self._pending.append(entry)
+            return None
+        stored: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._pending.append(_Row(entry, stored))
         self.peak_pending = max(self.peak_pending, len(self._pending))
         # Wake the writer when a batch starts (it then waits up to flush_seconds) or is full.
         if len(self._pending) == 1 or len(self._pending) >= self._batch_size:
             self._wakeup.set()
+        return stored
+
+    async def settle(self, stored: asyncio.Future[bool] | None) -> None:
+        """Wait until the row :meth:`record` queued is stored, while the store keeps up; at most
+        ``answer_wait_seconds``."""
+        if stored is None or stored.done() or not self._keeping_up:
+            return
+        try:
+            await asyncio.wait_for(asyncio.shield(stored), self._answer_wait)
+        except TimeoutError:
+            if self._keeping_up:
+                self._keeping_up = False
+                logger.warning("audit store is slow; calls answer before their rows are stored")
 
     async def close(self) -> None:
         """Stop waiting for batches to fill and write every pending entry, within what is left
@@ -218,7 +256,7 @@ class AuditLog:
         while True:
             await self._wakeup.wait()
             self._wakeup.clear()
-            if not self._closing and len(self._pending) < self._batch_size:
+            if self._flush_seconds and not self._closing and len(self._pending) < self._batch_size:
                 # Until the batch is full, closing starts, or flush_seconds pass.
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wakeup.wait(), self._flush_seconds)
@@ -240,24 +278,32 @@ class AuditLog:
                 await self._write(self._writing)
                 self._writing = []
 
-    async def _write(self, batch: list[AuditEntry]) -> None:
+    async def _write(self, batch: list[_Row]) -> None:
         try:
             # Bounded twice: a pool whose connections all hang, and a statement that never ends.
             async with self._pool.acquire(timeout=self._statement_timeout) as conn:
-                await conn.execute(_INSERT, *_columns(batch), timeout=self._statement_timeout)
+                columns = _columns([row.entry for row in batch])
+                await conn.execute(_INSERT, *columns, timeout=self._statement_timeout)
         except Exception:
             logger.exception("audit store failed; the rows follow in the log")
+            self._keeping_up = False
             self._not_stored(batch, "audit row not stored")
             return
         self._written.add(len(batch))
+        self._keeping_up = True
+        for row in batch:
+            if not row.stored.done():
+                row.stored.set_result(True)
 
-    def _not_stored(self, rows: list[AuditEntry], message: str) -> None:
+    def _not_stored(self, rows: list[_Row], message: str) -> None:
         if not rows:
             return
         self.failed_rows += len(rows)
         self._failed.add(len(rows))
-        for entry in rows:
-            logger.error(message, extra={"audit": _loggable(entry)})
+        for row in rows:
+            logger.error(message, extra={"audit": _loggable(row.entry)})
+            if not row.stored.done():
+                row.stored.set_result(False)
 
 
 def _loggable(entry: AuditEntry) -> dict[str, Any]:

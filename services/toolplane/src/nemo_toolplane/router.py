@@ -48,6 +48,7 @@ from nemo_toolplane.approvals import (
     canonical_arguments,
 )
 from nemo_toolplane.audit import AuditEntry, AuditLog, CallStatus
+from nemo_toolplane.call_limits import Admission, CallLimiter, describe
 from nemo_toolplane.context_client import LearnerReach, not_reachable
 from nemo_toolplane.envelope import ErrorCode, ToolError, internal_error
 from nemo_toolplane.policy import (
@@ -60,8 +61,7 @@ from nemo_toolplane.policy import (
     visible,
 )
 from nemo_toolplane.principal import Principal
-from nemo_toolplane.ratelimit import KeyedRateLimiter
-from nemo_toolplane.registry import AnyTool, Registry, listed_version_name
+from nemo_toolplane.registry import AnyTool, Mode, Registry, listed_version_name
 from nemo_toolplane.tool_context import Services, ToolContext
 
 logger = logging.getLogger(__name__)
@@ -112,6 +112,8 @@ class _Trace:
     decision: Decision = Decision.DENY
     #: Snapshot of the learner data the call returned, when it returned any.
     input_ref: str | None = None
+    #: Done once the call's audit row is stored (see :meth:`AuditLog.settle`).
+    stored: asyncio.Future[bool] | None = None
 
 
 _AUDITABLE_NAME = re.compile(r"[A-Za-z0-9_.:*-]{1,128}")
@@ -160,7 +162,7 @@ class ToolRouter:
         audit: AuditLog,
         services: Services,
         environment: str,
-        limiter: KeyedRateLimiter,
+        limiter: CallLimiter,
     ) -> None:
         self._registry = registry
         self._approvals = approvals
@@ -205,12 +207,32 @@ class ToolRouter:
         *,
         transport: str,
     ) -> CallOutcome:
-        """Run one call through every gate; always returns, and always audits."""
+        """Run one call through every gate; always returns, and always audits: the answer comes
+        once the call's audit row is stored (within the audit log's bound)."""
         tool = self._registry.resolve(name)
         record = _Trace(principal, tool, tool.tool_id if tool else audit_name(name), transport)
-        if not self._limiter.acquire(principal.agent_id):
-            limited = self._limited(principal.agent_id)
-            return self._finish(record, Decision.DENY, CallStatus.DENIED, error=limited)
+        outcome = await self._call(record, rules, tool, name, arguments)
+        await self._audit.settle(record.stored)
+        return outcome
+
+    async def _call(
+        self,
+        record: _Trace,
+        rules: AgentRules,
+        tool: AnyTool | None,
+        name: str,
+        arguments: Mapping[str, Any] | None,
+    ) -> CallOutcome:
+        principal = record.principal
+        admission = await self._limiter.admit(
+            principal,
+            tool.name if tool else "",
+            writes=tool is not None and tool.mode is Mode.WRITE,
+        )
+        if admission.local:
+            record.metadata["limits"] = "local"
+        if not admission.admitted:
+            return self._not_admitted(record, admission)
         if tool is None:
             return self._finish(record, Decision.DENY, CallStatus.NOT_FOUND, error=_no_tool(name))
         if not any(grant_covers_tool(grant, tool_facts(tool)) for grant in rules.grants):
@@ -244,13 +266,23 @@ class ToolRouter:
         malformed = ToolError(ErrorCode.VALIDATION_ERROR, f"malformed call: {problem}")
         self._finish(record, Decision.DENY, CallStatus.INVALID, error=malformed)
 
-    def _limited(self, agent_id: str) -> ToolError:
-        retry_after = self._limiter.retry_after(agent_id)
-        return ToolError(
-            ErrorCode.RATE_LIMITED,
-            "too many calls from this agent; slow down",
-            details={"retry_after_seconds": round(retry_after, 3)},
-        )
+    def _not_admitted(self, record: _Trace, admission: Admission) -> CallOutcome:
+        """A call a limit refused, or one that writes while the limits cannot be checked."""
+        if admission.unavailable:
+            record.metadata["limits"] = "unavailable"
+            unchecked = ToolError(
+                ErrorCode.DEPENDENCY_ERROR,
+                "the call limits cannot be checked now; nothing was done, retry later",
+                retryable=True,
+            )
+            return self._finish(record, Decision.DENY, CallStatus.ERROR, error=unchecked)
+        details: dict[str, Any] = {"retry_after_seconds": round(admission.retry_after, 3)}
+        message = "too many calls; slow down"
+        if admission.limit is not None:
+            record.metadata["limit"] = details["limit"] = admission.limit.name
+            message = describe(admission.limit)
+        limited = ToolError(ErrorCode.RATE_LIMITED, message, details=details)
+        return self._finish(record, Decision.DENY, CallStatus.DENIED, error=limited)
 
     async def _route(
         self, record: _Trace, rules: AgentRules, tool: AnyTool, arguments: Mapping[str, Any]
@@ -444,7 +476,7 @@ class ToolRouter:
         error: ToolError | None = None,
     ) -> CallOutcome:
         principal = record.principal
-        self._audit.record(
+        record.stored = self._audit.record(
             AuditEntry(
                 request_id=principal.request_id,
                 timestamp=record.timestamp,

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal, Self
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
+from nemo_core.client import channel_target
+from nemo_core.secret_files import SECRET_FILE
 from nemo_core.settings import ServiceSettings
+from nemo_toolplane.call_limits import DEFAULT_TOOL_CALL_LIMITS, CallLimit
 from nemo_toolplane.origins import check_host_pattern, check_origin_pattern
 
 
@@ -26,13 +29,18 @@ class ToolPlaneSettings(ServiceSettings):
         description="Interface the MCP edge (HTTP) listens on (0.0.0.0 in a container).",
     )
     mcp_port: int = Field(8080, ge=0, le=65535, description="Port of the MCP edge; 0 picks one.")
-    database_url: SecretStr = Field(
+    database_url: Annotated[SecretStr, SECRET_FILE] = Field(
         description="postgresql:// URL connecting as the nemo_toolplane role; required.",
     )
     database_pool_size: int = Field(
         10, gt=0, description="Maximum PostgreSQL connections of this process."
     )
-    context_address: str = Field("127.0.0.1:50051", description="host:port of the context service.")
+    context_address: str = Field(
+        "127.0.0.1:50051",
+        description="host:port of the context service; calls are balanced over every address "
+        "it resolves to (a headless Service: dns:///NAME:PORT), or over a comma-separated list "
+        "of IP host:port addresses.",
+    )
     environment: Literal["development", "staging", "production"] = Field(
         "development",
         description="Environment the tool plane runs in; grants and policies match against it.",
@@ -58,18 +66,54 @@ class ToolPlaneSettings(ServiceSettings):
     agent_calls_per_second: float = Field(
         20.0,
         gt=0,
-        description="Sustained tools/call rate allowed per agent in this process; calls beyond "
-        "it get RATE_LIMITED (retryable).",
+        description="Sustained tools/call rate allowed per agent, on every tool and summed over "
+        "every replica; calls beyond it get RATE_LIMITED (retryable).",
     )
     agent_call_burst: int = Field(
         40, gt=0, description="Calls an agent may make at once before its rate applies."
     )
+    user_calls_per_second: float = Field(
+        5.0,
+        gt=0,
+        description="Sustained tools/call rate allowed per agent and user it acts for (every "
+        "tool, every replica), so one user cannot use up an agent for its other users; calls "
+        "made for nobody are not counted here.",
+    )
+    user_call_burst: int = Field(
+        20, gt=0, description="Calls an agent may make at once for one user."
+    )
+    tool_call_limits: list[CallLimit] = Field(
+        default_factory=lambda: list(DEFAULT_TOOL_CALL_LIMITS),
+        description="Limits on some tools, JSON list of {tools, per, per_second, burst}: tools "
+        "are names and globs (comma-separated), per lists what a limit counts per (agent, user, "
+        "tool; [] for one bucket for all those calls). Every limit applying to a call must "
+        "have a token left, across every replica.",
+    )
+    limits_timeout_seconds: float = Field(
+        0.5,
+        gt=0,
+        description="Longest a call waits for the shared limits (in PostgreSQL); past it, a "
+        "tool that writes is refused with DEPENDENCY_ERROR (retryable) and any other call is "
+        "limited by this replica alone.",
+    )
     auth_failures_per_minute: int = Field(
         20,
         gt=0,
-        description="Failed authentications allowed per client address and minute; beyond "
-        "them, requests from that address with a missing or invalid token get 429 instead of "
-        "401 (a valid token still gets through).",
+        description="Failed authentications allowed per client address and minute, across every "
+        "replica; beyond them, requests from that address with a missing or invalid token get "
+        "429 instead of 401 (a valid token still gets through).",
+    )
+    access_max_age_seconds: float = Field(
+        30.0,
+        gt=0,
+        description="Longest a token and its rules are kept in memory; changes normally reach "
+        "every replica within milliseconds (PostgreSQL notifications), this bounds a lost one.",
+    )
+    access_heartbeat_seconds: float = Field(
+        10.0,
+        gt=0,
+        description="How often the connection that receives change notifications is probed; "
+        "one that does not answer within this time is replaced and every cached token dropped.",
     )
     approval_ttl_seconds: int = Field(
         3600,
@@ -91,10 +135,17 @@ class ToolPlaneSettings(ServiceSettings):
         "(retryable), never a second approval request.",
     )
     audit_flush_seconds: float = Field(
-        0.2,
+        0.0,
+        ge=0,
+        description="Longest an audit row waits for others before its write starts (0: at "
+        "once); the rows of calls that end while a write is in flight share the next one.",
+    )
+    audit_answer_wait_seconds: float = Field(
+        1.0,
         gt=0,
-        description="Longest an audit row waits in memory before it is written; rows are written "
-        "in batches off the request path.",
+        description="Longest a call's answer waits for its audit row to be stored (so a replica "
+        "that dies loses no row of an answered call); past it the call answers anyway, and "
+        "later calls stop waiting until the store accepts a write again.",
     )
     audit_batch_size: int = Field(
         500, gt=0, description="Most audit rows written in one statement."
@@ -120,6 +171,37 @@ class ToolPlaneSettings(ServiceSettings):
         "https://docs.nemo12.com",
         description="Public address of the docs site; search hits and pages link to it.",
     )
+
+    def call_limits(self) -> list[CallLimit]:
+        """Every call limit: per agent, per agent and user (both on every tool), then the tool
+        limits."""
+        return [
+            CallLimit(
+                per=("agent",), per_second=self.agent_calls_per_second, burst=self.agent_call_burst
+            ),
+            CallLimit(
+                per=("agent", "user"),
+                per_second=self.user_calls_per_second,
+                burst=self.user_call_burst,
+            ),
+            *self.tool_call_limits,
+        ]
+
+    @model_validator(mode="after")
+    def _check_call_limits(self) -> Self:
+        names = [limit.name for limit in self.call_limits()]
+        if len(set(names)) != len(names):
+            raise ValueError(
+                "tool_call_limits: two limits count the same tools per the same things "
+                "(the agent and user limits cover every tool)"
+            )
+        return self
+
+    @field_validator("context_address")
+    @classmethod
+    def _check_context_address(cls, value: str) -> str:
+        channel_target(value)
+        return value
 
     @field_validator("allowed_origins")
     @classmethod
