@@ -121,6 +121,8 @@ def test_a_short_relation_before_a_word_is_a_line_break_before_that_word() -> No
     # "\nin" and "\nis" are relations, but "in" and "is" open many English lines.
     source = r'{"t": "Sáng\nin the morning\nis fine\ne là hằng số\nin A result\nin A"}'
     assert ambiguous_latex(source) == ["\\nin"]
+    prose = r'{"t": "Sáng\nin the morning\nis fine\ne là hằng số\ni và j là hai chỉ số"}'
+    assert ambiguous_latex(prose) == []
     assert ambiguous_latex(r'{"t": "x \nin A, y \ni b."}') == ["\\ni", "\\nin"]
 
 
@@ -131,6 +133,12 @@ def test_a_quantifier_or_set_relation_that_is_an_english_word_opens_a_line_of_pr
     assert ambiguous_latex(prose) == []
     latex = r'{"t": "\nexists x \in A, B \nsubset C, \nexists \alpha, \nsubset(A)"}'
     assert ambiguous_latex(latex) == ["\\nexists", "\\nsubset"]
+
+
+def test_a_relation_with_nothing_after_it_is_a_word_that_ends_a_clause() -> None:
+    # "nothing\nless." is prose; as LaTeX, "\nless" must have a right operand.
+    assert ambiguous_latex(r'{"t": "Nothing more, nothing\nless. Then\nmid), then\nsim;"}') == []
+    assert ambiguous_latex(r'{"t": "a \nless b, c \nsim d"}') == ["\\nless", "\\nsim"]
 
 
 def test_a_relation_longer_than_a_short_word_takes_the_word_after_it_as_its_operand() -> None:
