@@ -10,11 +10,10 @@ a log file, ready once gRPC health reports SERVING (and, for the tool plane, the
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import json
 import os
 import secrets
-import signal
+import shutil
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -147,12 +146,17 @@ def service_environments(
     }
 
 
-def die_with_parent() -> None:
-    """Run in the child before exec: on Linux, the kernel sends it SIGTERM if its parent dies
-    without stopping it (SIGKILL, a crash), so no service outlives whoever started it."""
-    if sys.platform.startswith("linux"):
-        pr_set_pdeathsig = 1
-        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+def _dying_with_parent(argv: Sequence[str]) -> list[str]:
+    """``argv`` run so that, on Linux, the kernel sends it SIGTERM if its parent dies without
+    stopping it (SIGKILL, a crash), so no service outlives whoever started it.
+
+    util-linux's ``setpriv`` sets the signal and execs ``argv``. Setting it from a
+    ``preexec_fn`` instead runs Python in the forked child of a threaded process, with every
+    fork hook of the parent's libraries (OpenTelemetry's starts a thread pool there), and the
+    child could crash before it ever ran ``argv``.
+    """
+    setpriv = shutil.which("setpriv") if sys.platform.startswith("linux") else None
+    return [setpriv, "--pdeathsig", "TERM", "--", *argv] if setpriv else list(argv)
 
 
 async def spawn_service(
@@ -171,13 +175,12 @@ async def spawn_logged(
     dying with its parent, its output appended to ``log_path``."""
     with log_path.open("ab") as log:
         return await asyncio.create_subprocess_exec(
-            *argv,
+            *_dying_with_parent(argv),
             env=dict(env),
             stdin=asyncio.subprocess.DEVNULL,
             stdout=log,
             stderr=asyncio.subprocess.STDOUT,
             start_new_session=True,
-            preexec_fn=die_with_parent,
         )
 
 
