@@ -54,11 +54,12 @@ _EXTRA_IGNORABLE: Final = (
     + "".join(chr(code) for code in range(0xFFF0, 0xFFF9))
     + "".join(chr(code) for code in range(0xE0000, 0xE1000))
 )
-"""Default-ignorable code points (Unicode's Default_Ignorable_Code_Point) that are not format
-characters (category Cf): the combining grapheme joiner, Hangul fillers, Khmer inherent vowels,
-Mongolian variation selectors, the variation selectors, and the unassigned code points Unicode
-reserves as ignorable (U+2065, U+FFF0 to U+FFF8, the rest of U+E0000 to U+E0FFF). Renderers hide
-all of them, so each could split a key unseen."""
+"""Default-ignorable code points (Unicode's Default_Ignorable_Code_Point) outside the format
+characters of the first two planes (category Cf, found from the character data): the combining
+grapheme joiner, Hangul fillers, Khmer inherent vowels, Mongolian variation selectors, the
+variation selectors, the unassigned code points Unicode reserves as ignorable (U+2065, U+FFF0 to
+U+FFF8) and the whole of U+E0000 to U+E0FFF (tags, variation selectors, unassigned). Renderers
+hide all of them, so each could split a key unseen."""
 
 
 _VIETNAMESE_AND_TYPOGRAPHY: Final = (
@@ -134,9 +135,9 @@ def _look_alikes() -> tuple[dict[str, set[str]], list[set[str]]]:
 def _ignorables_and_dashes() -> dict[str, str]:
     """Default-ignorable characters (removed) and dashes (made ``-``)."""
     folded = dict.fromkeys(_EXTRA_IGNORABLE, "")
-    # Format characters and dashes live in the first two planes and the tags of plane 14; the
-    # ideographic and private-use planes hold none.
-    for code in itertools.chain(range(0xD800), range(0xE000, 0x20000), range(0xE0000, 0xE1000)):
+    # Format characters and dashes outside plane 14 (all of it ignorable, above) live in the first
+    # two planes; the ideographic and private-use planes hold none.
+    for code in itertools.chain(range(0xD800), range(0xE000, 0x20000)):
         char = chr(code)
         category = unicodedata.category(char)
         if category == "Cf":
