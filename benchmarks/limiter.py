@@ -32,9 +32,9 @@ from nemo_core.db import Pool, connect, create_pool, dsn_with
 from nemo_ops.embedded_pg import start_embedded_postgres
 from nemo_ops.migrate import migrate
 from nemo_ops.seed import seed
-from nemo_toolplane.access_cache import AccessCache
-from nemo_toolplane.access_store import AccessStore
-from nemo_toolplane.shared_buckets import Bucket, SharedBuckets, bucket_key
+from nemo_toolplane.limits.shared import Bucket, SharedBuckets, bucket_key
+from nemo_toolplane.rules.cache import RulesCache
+from nemo_toolplane.rules.store import RulesStore
 from nemo_toolplane.tokens import issue_token
 
 POOL_SIZE = 10
@@ -148,7 +148,7 @@ _CHANGES = (
 
 
 async def _invalidation_delays(owner_dsn: str, toolplane_dsn: str, pool: Pool) -> list[float]:
-    caches = [AccessCache(AccessStore(pool), toolplane_dsn) for _ in range(2)]
+    caches = [RulesCache(RulesStore(pool), toolplane_dsn) for _ in range(2)]
     stopping = asyncio.Event()
     listeners = [asyncio.create_task(cache.run(stopping)) for cache in caches]
     owner = await connect(owner_dsn)

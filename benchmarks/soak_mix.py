@@ -22,7 +22,7 @@ from nemo_protos.context.v1 import context_service_pb2_grpc as context_grpc
 from nemo_protos.gateway.v1 import gateway_service_pb2 as gateway_pb
 from nemo_protos.gateway.v1 import gateway_service_pb2_grpc as gateway_grpc
 from nemo_protos.type.v1 import user_source_pb2
-from nemo_toolplane.mcp_edge import ERROR_META_KEY
+from nemo_toolplane.mcp.endpoint import ERROR_META_KEY
 from tests.stack import Stack
 
 TIMEOUT_SECONDS = 30.0

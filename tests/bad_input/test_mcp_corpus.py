@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import httpx
 import pytest
 
-from nemo_toolplane.mcp_edge import ERROR_META_KEY
+from nemo_toolplane.mcp.endpoint import ERROR_META_KEY
 from tests.stack import Stack
 
 from .ledger import Ledger

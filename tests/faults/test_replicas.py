@@ -28,7 +28,7 @@ from nemo_protos.context.v1 import conversation_pb2
 from nemo_protos.toolplane.v1 import tool_pb2
 from nemo_protos.toolplane.v1 import toolplane_service_pb2 as toolplane_pb
 from nemo_testing.s3 import moto_s3_server
-from nemo_toolplane.mcp_edge import ERROR_META_KEY
+from nemo_toolplane.mcp.endpoint import ERROR_META_KEY
 from tests.stack import Stack, start_replicas
 
 from .support import (

@@ -4,7 +4,7 @@ reaches nothing. Every attempt is audited, and the calls share the journey's tra
 from __future__ import annotations
 
 from nemo_testing.otlp import OtlpReceiver
-from nemo_toolplane.mcp_edge import ERROR_META_KEY
+from nemo_toolplane.mcp.endpoint import ERROR_META_KEY
 from tests.stack import Stack
 
 from .support import audit_rows, journey_span, mcp_client, services_in_trace

@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from nemo_testing import node
-from nemo_toolplane.mcp_edge import ERROR_META_KEY
+from nemo_toolplane.mcp.endpoint import ERROR_META_KEY
 from tests.stack import Stack
 
 NODE_PROJECT = Path(__file__).parent / "node"

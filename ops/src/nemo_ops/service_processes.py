@@ -25,7 +25,7 @@ import httpx
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from nemo_core.db import dsn_with
-from nemo_toolplane.origins import LOOPBACK_HOSTS, LOOPBACK_ORIGINS
+from nemo_toolplane.mcp.origins import LOOPBACK_HOSTS, LOOPBACK_ORIGINS
 
 #: The services, in the order they start (context first: the others call it).
 SERVICES: tuple[str, ...] = ("context", "gateway", "toolplane")

@@ -299,15 +299,15 @@ async def _forget_test_tokens(owner: asyncpg.Connection) -> AsyncIterator[None]:
 
 
 @asynccontextmanager
-async def access_change(*planes: RunningToolPlane) -> AsyncIterator[None]:
+async def rules_change(*planes: RunningToolPlane) -> AsyncIterator[None]:
     """Around a change of tokens, grants or policies: returns once every plane has seen the
     database's change notification (and so dropped what it had cached)."""
-    before = [plane.plane.access.generation for plane in planes]
+    before = [plane.plane.rules.generation for plane in planes]
     yield
     await eventually(
         lambda: (
             not any(
-                plane.plane.access.listening and plane.plane.access.generation == generation
+                plane.plane.rules.listening and plane.plane.rules.generation == generation
                 for plane, generation in zip(planes, before, strict=True)
             )
         )

@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import mcp_types
 
-from nemo_toolplane.mcp_edge import ERROR_META_KEY
+from nemo_toolplane.mcp.endpoint import ERROR_META_KEY
 
 MODERN = "2026-07-28"
 

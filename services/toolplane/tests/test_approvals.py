@@ -32,8 +32,8 @@ from .conftest import (
     OperatorTokens,
     RunningToolPlane,
     StartToolPlane,
-    access_change,
     as_operator,
+    rules_change,
 )
 from .mcp_http import error_envelope
 
@@ -123,7 +123,7 @@ async def test_approval_round_trip(
     unbound = await issue_token(owner, "engineering-agent", label="tests")
     other_user = await _call(toolplane, unbound.token, ARGS, **{"X-Nemo12-User-Id": "U-2041-A1"})
     assert _approval_id(other_user) != first
-    async with access_change(toolplane):
+    async with rules_change(toolplane):
         grant_id = await owner.fetchval(
             "INSERT INTO toolplane.grants (agent_id, tool_pattern, resource_scope, permission) "
             "VALUES ('research-agent', 'application.set_status', '*', 'write') RETURNING id"
@@ -131,7 +131,7 @@ async def test_approval_round_trip(
     try:
         assert _approval_id(await _call(toolplane, tokens.research, ARGS)) != first
     finally:
-        async with access_change(toolplane):
+        async with rules_change(toolplane):
             await owner.execute("DELETE FROM toolplane.grants WHERE id = $1", grant_id)
             await revoke_token(owner, unbound.token_id)
     assert await _status(owner) == "active"

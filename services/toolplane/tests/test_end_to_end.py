@@ -11,7 +11,7 @@ import asyncpg
 import pytest
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
-from .conftest import AgentTokens, RunningToolPlane, access_change, counter
+from .conftest import AgentTokens, RunningToolPlane, counter, rules_change
 from .mcp_http import error_envelope, result_text
 
 
@@ -98,13 +98,13 @@ async def learner_write_grant(
     owner: asyncpg.Connection, toolplane: RunningToolPlane
 ) -> AsyncIterator[None]:
     """The write grant the third test adds: the policy, not a missing grant, must stop the call."""
-    async with access_change(toolplane):
+    async with rules_change(toolplane):
         grant_id = await owner.fetchval(
             "INSERT INTO toolplane.grants (agent_id, tool_pattern, resource_scope, permission) "
             "VALUES ('learning-agent', 'learner.update_profile', 'user', 'write') RETURNING id"
         )
     yield
-    async with access_change(toolplane):
+    async with rules_change(toolplane):
         await owner.execute("DELETE FROM toolplane.grants WHERE id = $1", grant_id)
 
 

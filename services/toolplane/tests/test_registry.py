@@ -7,7 +7,7 @@ import pytest
 from pydantic import BaseModel
 
 from nemo_toolplane.registry import Mode, Registry, Risk, ToolDefinition, ToolHints, hints_for
-from nemo_toolplane.tool_context import ToolContext
+from nemo_toolplane.tool_call import ToolCall
 from nemo_toolplane.tools import build_registry
 
 EXPECTED = {
@@ -61,7 +61,7 @@ class _Out(BaseModel):
     ok: bool
 
 
-async def _run(ctx: ToolContext, args: _Args) -> _Out:
+async def _run(call: ToolCall, args: _Args) -> _Out:
     return _Out(ok=True)
 
 

@@ -14,19 +14,19 @@ from mcp.shared.tool_name_validation import validate_tool_name
 from pydantic import BaseModel, ConfigDict, SecretStr
 
 from nemo_core.db import Pool, create_pool
-from nemo_toolplane.access_store import AgentRules
-from nemo_toolplane.approvals import ApprovalGate
-from nemo_toolplane.audit import AuditLog
-from nemo_toolplane.call_limits import CallLimiter
+from nemo_toolplane.approvals import CallApprovals
+from nemo_toolplane.audit.log import AuditLog
 from nemo_toolplane.context_client import ContextClient
-from nemo_toolplane.docs_library import DocsLibrary
+from nemo_toolplane.docs.library import DocsLibrary
+from nemo_toolplane.limits.calls import CallLimiter
+from nemo_toolplane.limits.shared import SharedBuckets
 from nemo_toolplane.policy import Effect, Grant, Policy
 from nemo_toolplane.principal import Principal, UserSource
 from nemo_toolplane.registry import Mode, Registry, Risk, ToolDefinition
 from nemo_toolplane.router import ToolRouter, _mentions, audit_name
+from nemo_toolplane.rules.store import AgentRules
 from nemo_toolplane.settings import ToolPlaneSettings
-from nemo_toolplane.shared_buckets import SharedBuckets
-from nemo_toolplane.tool_context import Services, ToolContext
+from nemo_toolplane.tool_call import Services, ToolCall
 
 from .conftest import CONTEXT_CALLER_TOKEN
 
@@ -41,15 +41,15 @@ class Echo(BaseModel):
     note: str
 
 
-async def leaky(ctx: ToolContext, args: Args) -> Echo:
+async def leaky(call: ToolCall, args: Args) -> Echo:
     return Echo(note=f"about {args.learner_id}")
 
 
-async def broken(ctx: ToolContext, args: Args) -> Echo:
+async def broken(call: ToolCall, args: Args) -> Echo:
     raise RuntimeError("secret internal detail")
 
 
-async def stuck(ctx: ToolContext, args: Args) -> Echo:
+async def stuck(call: ToolCall, args: Args) -> Echo:
     await asyncio.Event().wait()
     raise AssertionError("never reached")
 
@@ -99,7 +99,7 @@ def make_router(router_services: tuple[Services, AuditLog]) -> MakeRouter:
     def make(registry: Registry) -> ToolRouter:
         return ToolRouter(
             registry=registry,
-            approvals=ApprovalGate(services.pool, ttl_seconds=60),
+            approvals=CallApprovals(services.pool, ttl_seconds=60),
             audit=audit,
             services=services,
             environment="development",
@@ -222,7 +222,7 @@ def test_unknown_tool_names_are_audited_only_when_they_look_like_names() -> None
         assert len(audited) == len("invalid:") + 16
 
 
-async def echo(ctx: ToolContext, args: Args) -> Echo:
+async def echo(call: ToolCall, args: Args) -> Echo:
     return Echo(note="fine")
 
 

@@ -19,8 +19,8 @@ from nemo_protos.toolplane.v1 import toolplane_service_pb2 as pb
 from nemo_toolplane.servicer import peer_host
 
 from .conftest import AgentTokens, RunningToolPlane
+from .mcp.test_endpoint import RESEARCH_TOOLS
 from .mcp_http import error_envelope, post
-from .test_mcp_edge import RESEARCH_TOOLS
 
 
 def agent(token: str) -> tuple[tuple[str, str]]:

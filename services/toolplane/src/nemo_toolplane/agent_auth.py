@@ -1,4 +1,4 @@
-"""Agent authentication, the same on both edges: a bearer token to the agent's access.
+"""Agent authentication, the same on both edges: a bearer token to the agent and its rules.
 
 A missing or unknown token is refused, and the failure is held against the client address; once
 an address has failed too often it is told so (the MCP edge answers 429, gRPC
@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nemo_toolplane.access_cache import AccessCache
-from nemo_toolplane.access_store import Access
-from nemo_toolplane.auth_failures import FailedAuthentications
+from nemo_toolplane.limits.auth_failures import FailedAuthentications
+from nemo_toolplane.rules.cache import RulesCache
+from nemo_toolplane.rules.store import AuthenticatedAgent
 
 
 def bearer_token(authorization: str | None) -> str | None:
@@ -36,19 +36,21 @@ class AuthRefusal:
 
 
 class AgentAuthenticator:
-    """Tokens to access for both edges, with one count of failures per client address."""
+    """Tokens to agents for both edges, with one count of failures per client address."""
 
-    def __init__(self, access: AccessCache, failures: FailedAuthentications) -> None:
-        self._access = access
+    def __init__(self, rules: RulesCache, failures: FailedAuthentications) -> None:
+        self._rules = rules
         self._failures = failures
 
-    async def authenticate(self, token: str | None, source: str) -> Access | AuthRefusal:
-        """The access of ``token``, or why the call from ``source`` (a client address) gets
-        none."""
-        access = await self._access.load(token) if token else None
-        if access is not None:
-            return access
-        # Counted on the buckets every replica shares (:mod:`nemo_toolplane.auth_failures`).
+    async def authenticate(
+        self, token: str | None, source: str
+    ) -> AuthenticatedAgent | AuthRefusal:
+        """The agent of ``token`` with its rules, or why the call from ``source`` (a client
+        address) gets none."""
+        agent = await self._rules.load(token) if token else None
+        if agent is not None:
+            return agent
+        # Counted on the buckets every replica shares (:mod:`nemo_toolplane.limits.auth_failures`).
         wait = await self._failures.charge(source)
         if wait is not None:
             return AuthRefusal(

@@ -1,4 +1,4 @@
-"""Assembles the tool plane: database pool, router and its gates, gRPC servicers, the MCP edge."""
+"""Assembles the tool plane: database pool, router and its checks, gRPC servicers, the MCP edge."""
 
 from __future__ import annotations
 
@@ -15,24 +15,24 @@ from nemo_protos.toolplane.v1 import (
     toolplane_service_pb2,
     toolplane_service_pb2_grpc,
 )
-from nemo_toolplane.access_cache import AccessCache
-from nemo_toolplane.access_store import AccessStore
 from nemo_toolplane.acl import ACL
 from nemo_toolplane.agent_auth import AgentAuthenticator
-from nemo_toolplane.approvals import ApprovalGate, ApprovalStore
-from nemo_toolplane.audit import AuditLog
-from nemo_toolplane.auth_failures import FailedAuthentications
-from nemo_toolplane.call_limits import CallLimiter
+from nemo_toolplane.approvals import ApprovalStore, CallApprovals
+from nemo_toolplane.audit.log import AuditLog
 from nemo_toolplane.context_client import ContextClient
-from nemo_toolplane.docs_library import DocsLibrary
-from nemo_toolplane.edge import Edge, create_app
-from nemo_toolplane.mcp_edge import McpEndpoint
-from nemo_toolplane.origins import OriginPolicy
+from nemo_toolplane.docs.library import DocsLibrary
+from nemo_toolplane.limits.auth_failures import FailedAuthentications
+from nemo_toolplane.limits.calls import CallLimiter
+from nemo_toolplane.limits.shared import SharedBuckets
+from nemo_toolplane.mcp.edge import Edge, create_app
+from nemo_toolplane.mcp.endpoint import McpEndpoint
+from nemo_toolplane.mcp.origins import OriginPolicy
 from nemo_toolplane.router import ToolRouter
+from nemo_toolplane.rules.cache import RulesCache
+from nemo_toolplane.rules.store import RulesStore
 from nemo_toolplane.servicer import ToolPlaneAdminServicer, ToolPlaneServicer
 from nemo_toolplane.settings import ToolPlaneSettings
-from nemo_toolplane.shared_buckets import SharedBuckets
-from nemo_toolplane.tool_context import Services
+from nemo_toolplane.tool_call import Services
 from nemo_toolplane.tools import build_registry
 
 logger = logging.getLogger(__name__)
@@ -51,7 +51,7 @@ class ToolPlane:
     router: ToolRouter
     audit: AuditLog
     edge: Edge
-    access: AccessCache
+    rules: RulesCache
 
 
 async def assemble(settings: ToolPlaneSettings) -> ToolPlane:
@@ -69,8 +69,8 @@ async def assemble(settings: ToolPlaneSettings) -> ToolPlane:
         answer_wait_seconds=settings.audit_answer_wait_seconds,
     )
     audit.start()
-    access = AccessCache(
-        AccessStore(pool),
+    rules = RulesCache(
+        RulesStore(pool),
         settings.database_url.get_secret_value(),
         max_age_seconds=settings.access_max_age_seconds,
         heartbeat_seconds=settings.access_heartbeat_seconds,
@@ -79,7 +79,7 @@ async def assemble(settings: ToolPlaneSettings) -> ToolPlane:
     registry = build_registry()
     router = ToolRouter(
         registry=registry,
-        approvals=ApprovalGate(
+        approvals=CallApprovals(
             pool,
             ttl_seconds=settings.approval_ttl_seconds,
             requests_per_hour=settings.approval_requests_per_hour,
@@ -95,7 +95,7 @@ async def assemble(settings: ToolPlaneSettings) -> ToolPlane:
         limiter=CallLimiter(settings.call_limits(), buckets),
     )
     auth_failures = FailedAuthentications(buckets, settings.auth_failures_per_minute)
-    authenticator = AgentAuthenticator(access, auth_failures)
+    authenticator = AgentAuthenticator(rules, auth_failures)
     mcp = McpEndpoint(router, registry, authenticator)
     browsers = OriginPolicy(settings.allowed_origins, settings.allowed_hosts)
     edge = Edge(
@@ -113,13 +113,13 @@ async def assemble(settings: ToolPlaneSettings) -> ToolPlane:
             ),
             Service.from_servicer(
                 toolplane_admin_service_pb2_grpc.add_ToolPlaneAdminServiceServicer_to_server,
-                ToolPlaneAdminServicer(pool, ApprovalStore(pool), access),
+                ToolPlaneAdminServicer(pool, ApprovalStore(pool), rules),
                 toolplane_admin_service_pb2.DESCRIPTOR.services_by_name["ToolPlaneAdminService"],
             ),
         ],
         acl=ACL,
         deadline_required=DEADLINE_REQUIRED,
-        background=[edge.run, access.run, audit.watch, buckets.purge_until],
+        background=[edge.run, rules.run, audit.watch, buckets.purge_until],
         # Run last registered first: pending audit rows are written before the pool closes.
         cleanup=[
             partial(close_pool, pool, settings.audit_statement_timeout_seconds),
@@ -127,7 +127,7 @@ async def assemble(settings: ToolPlaneSettings) -> ToolPlane:
             audit.close,
         ],
     )
-    return ToolPlane(setup=setup, router=router, audit=audit, edge=edge, access=access)
+    return ToolPlane(setup=setup, router=router, audit=audit, edge=edge, rules=rules)
 
 
 async def close_pool(pool: Pool, seconds: float) -> None:

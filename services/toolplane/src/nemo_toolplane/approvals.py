@@ -3,7 +3,7 @@
 A call that needs approval creates a request bound to everything that made it: agent, token,
 user and where that user came from, tool id and version, a digest of the canonical arguments and
 the version of the policy that required it, with an expiry. Requests are rate limited per agent
-and user (a token bucket shared by every replica, :mod:`nemo_toolplane.shared_buckets`), so an
+and user (a token bucket shared by every replica, :mod:`nemo_toolplane.limits.shared`), so an
 agent cannot flood operators. The request also keeps the arguments themselves
 and the resource, because an operator must see what the call would change before approving it.
 An operator (an authenticated person, never the user the call acts for) approves or rejects
@@ -12,7 +12,7 @@ Changed arguments, another token, agent or user, a changed policy, or an expired
 new one. There is no path that lets a call through without an approver.
 
 "Exactly once" is a transaction: the approval is consumed in the same database transaction as
-the tool's own write (the executor writes through :meth:`ToolContext.transaction`), so a call that
+the tool's own write (the executor writes through :meth:`ToolCall.transaction`), so a call that
 fails, times out or is cancelled leaves both the data and the approval as they were, and the
 agent can repeat it. A repeat that arrives while an earlier attempt still holds the approval
 (one cut short whose transaction has not rolled back yet) waits for it, up to a bound: it then
@@ -39,8 +39,8 @@ import asyncpg
 
 from nemo_core.db import Connection, Pool
 from nemo_core.page_tokens import decode_page_token, encode_page_token
+from nemo_toolplane.limits.shared import Bucket, SharedBuckets, bucket_key
 from nemo_toolplane.operators import Operator
-from nemo_toolplane.shared_buckets import Bucket, SharedBuckets, bucket_key
 
 T = TypeVar("T")
 
@@ -217,8 +217,8 @@ def _bound_values(binding: CallBinding) -> tuple[str | None, ...]:
     )
 
 
-class ApprovalGate:
-    """The gate on calls that need approval: run one under a matching approval, or request one."""
+class CallApprovals:
+    """Approvals as a call that needs one meets them: run under a matching one, or request one."""
 
     def __init__(
         self,

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from pydantic import BaseModel
 
 if TYPE_CHECKING:
-    from nemo_toolplane.tool_context import ToolContext
+    from nemo_toolplane.tool_call import ToolCall
 
 _NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_]*\.[a-z][a-z0-9_]*\Z")
 _ID_PATTERN = re.compile(r"^(?P<name>[a-z][a-z0-9_]*\.[a-z][a-z0-9_]*):v(?P<version>[1-9][0-9]*)\Z")
@@ -93,7 +93,7 @@ class ToolDefinition(Generic[In, Out]):
     mode: Mode
     input_model: type[In]
     output_model: type[Out]
-    execute: Callable[[ToolContext, In], Awaitable[Out]] = field(repr=False)
+    execute: Callable[[ToolCall, In], Awaitable[Out]] = field(repr=False)
     learner_id_field: str | None = None
     #: The executor's read from the context service decides whether the call may reach the
     #: learner (agent views): the router then does not ask the context service first.

@@ -37,20 +37,19 @@ from nemo_core.db import Connection
 from nemo_core.deadlines import downstream_timeout
 from nemo_core.errors import ServiceError
 from nemo_core.identifiers import mention_pattern
-from nemo_toolplane.access_store import AgentRules
 from nemo_toolplane.approvals import (
     Approval,
     ApprovalBusy,
     ApprovalCutShort,
-    ApprovalGate,
     ApprovalRequestsLimited,
+    CallApprovals,
     CallBinding,
     canonical_arguments,
 )
-from nemo_toolplane.audit import AuditEntry, AuditLog, CallStatus
-from nemo_toolplane.call_limits import Admission, CallLimiter, describe
+from nemo_toolplane.audit.log import AuditEntry, AuditLog, CallStatus
 from nemo_toolplane.context_client import LearnerReach, not_reachable
 from nemo_toolplane.envelope import ErrorCode, ToolError, internal_error
+from nemo_toolplane.limits.calls import Admission, CallLimiter, describe
 from nemo_toolplane.policy import (
     Decision,
     Request,
@@ -62,7 +61,8 @@ from nemo_toolplane.policy import (
 )
 from nemo_toolplane.principal import Principal
 from nemo_toolplane.registry import AnyTool, Mode, Registry, listed_version_name
-from nemo_toolplane.tool_context import Services, ToolContext
+from nemo_toolplane.rules.store import AgentRules
+from nemo_toolplane.tool_call import Services, ToolCall
 
 logger = logging.getLogger(__name__)
 # The call's span is the MCP server's (or gRPC's); executions are counted per tool, which also
@@ -158,7 +158,7 @@ class ToolRouter:
         self,
         *,
         registry: Registry,
-        approvals: ApprovalGate,
+        approvals: CallApprovals,
         audit: AuditLog,
         services: Services,
         environment: str,
@@ -443,7 +443,7 @@ class ToolRouter:
         approval_connection: Connection | None = None,
     ) -> dict[str, Any]:
         _executions.add(1, {"nemo.tool.id": tool.tool_id})
-        context = ToolContext(record.principal, self._services, approval_connection, reach=reach)
+        context = ToolCall(record.principal, self._services, approval_connection, reach=reach)
         try:
             result = await tool.execute(context, args)
             output: dict[str, Any] = tool.output_model.model_validate(result).model_dump(

@@ -28,9 +28,7 @@ from nemo_protos.toolplane.v1 import toolplane_service_pb2 as pb
 from nemo_protos.toolplane.v1 import toolplane_service_pb2_grpc as pb_grpc
 from nemo_protos.toolplane.v1.error_reason_pb2 import ErrorReason
 from nemo_protos.type.v1 import user_source_pb2
-from nemo_toolplane import audit_query, operators, tokens
-from nemo_toolplane.access_cache import AccessCache
-from nemo_toolplane.access_store import AgentRules
+from nemo_toolplane import operators, tokens
 from nemo_toolplane.acl import USER_VOUCHING_CALLERS
 from nemo_toolplane.agent_auth import AgentAuthenticator, AuthRefusal, bearer_token
 from nemo_toolplane.approvals import (
@@ -42,13 +40,21 @@ from nemo_toolplane.approvals import (
     ApprovalStore,
     SelfApproval,
 )
-from nemo_toolplane.audit import CallStatus
+from nemo_toolplane.audit.log import CallStatus
+from nemo_toolplane.audit.query import (
+    StoredAuditEntry,
+    decode_page_token,
+    encode_page_token,
+    list_entries,
+)
 from nemo_toolplane.context_client import user_source
 from nemo_toolplane.errors import invalid_argument, service_error
 from nemo_toolplane.policy import Decision
 from nemo_toolplane.principal import InvalidIdentifier, Principal, UserSource, build_principal
 from nemo_toolplane.registry import AnyTool
 from nemo_toolplane.router import ToolRouter
+from nemo_toolplane.rules.cache import RulesCache
+from nemo_toolplane.rules.store import AgentRules
 
 Context: TypeAlias = grpc.aio.ServicerContext[Any, Any]
 
@@ -123,9 +129,9 @@ class ToolPlaneServicer(pb_grpc.ToolPlaneServiceServicer):
     async def _caller(
         self, context: Context, *, session_id: str = "", user_id: str = "", request_id: str = ""
     ) -> tuple[Principal, AgentRules]:
-        access = await self._authenticator.authenticate(_bearer(context), peer_host(context.peer()))
-        if isinstance(access, AuthRefusal):
-            if access.retry_after_seconds is not None:
+        agent = await self._authenticator.authenticate(_bearer(context), peer_host(context.peer()))
+        if isinstance(agent, AuthRefusal):
+            if agent.retry_after_seconds is not None:
                 raise service_error(
                     grpc.StatusCode.RESOURCE_EXHAUSTED,
                     ErrorReason.AUTHENTICATION_RATE_LIMITED,
@@ -138,7 +144,7 @@ class ToolPlaneServicer(pb_grpc.ToolPlaneServiceServicer):
             )
         try:
             principal = build_principal(
-                access.identity,
+                agent.identity,
                 session_id=session_id,
                 user_id=user_id,
                 request_id=request_id,
@@ -146,7 +152,7 @@ class ToolPlaneServicer(pb_grpc.ToolPlaneServiceServicer):
             )
         except InvalidIdentifier as invalid:
             raise invalid_argument(ErrorReason.INVALID_IDENTIFIER, str(invalid)) from None
-        return principal, access.rules
+        return principal, agent.rules
 
     async def ListTools(
         self, request: pb.ListToolsRequest, context: Context
@@ -240,10 +246,10 @@ def _page_size(value: int, default: int, maximum: int) -> int:
 class ToolPlaneAdminServicer(admin_pb_grpc.ToolPlaneAdminServiceServicer):
     """Operators: agent tokens, approvals and the audit log."""
 
-    def __init__(self, pool: Pool, approvals: ApprovalStore, access: AccessCache) -> None:
+    def __init__(self, pool: Pool, approvals: ApprovalStore, rules: RulesCache) -> None:
         self._pool = pool
         self._approvals = approvals
-        self._access = access
+        self._rules = rules
 
     async def IssueAgentToken(
         self, request: admin_pb.IssueAgentTokenRequest, context: Context
@@ -290,7 +296,7 @@ class ToolPlaneAdminServicer(admin_pb_grpc.ToolPlaneAdminServiceServicer):
                 grpc.StatusCode.NOT_FOUND, ErrorReason.TOKEN_NOT_FOUND, str(missing)
             ) from None
         # Other replicas learn of it from the database notification; this one need not wait.
-        self._access.invalidate()
+        self._rules.invalidate()
         return admin_pb.RevokeAgentTokenResponse(revoke_time=_timestamp(revoked_at))
 
     async def ListApprovals(
@@ -359,10 +365,10 @@ class ToolPlaneAdminServicer(admin_pb_grpc.ToolPlaneAdminServiceServicer):
         before_id = None
         if request.page_token:
             try:
-                before_id = audit_query.decode_page_token(request.page_token)
+                before_id = decode_page_token(request.page_token)
             except InvalidPageToken as invalid:
                 raise invalid_argument(ErrorReason.INVALID_PAGE_TOKEN, str(invalid)) from None
-        entries, next_id = await audit_query.list_entries(
+        entries, next_id = await list_entries(
             self._pool,
             agent_id=request.agent_id or None,
             request_id=request.request_id or None,
@@ -372,11 +378,11 @@ class ToolPlaneAdminServicer(admin_pb_grpc.ToolPlaneAdminServiceServicer):
         )
         return admin_pb.ListAuditEntriesResponse(
             entries=[_audit_message(entry) for entry in entries],
-            next_page_token=audit_query.encode_page_token(next_id) if next_id else "",
+            next_page_token=encode_page_token(next_id) if next_id else "",
         )
 
 
-def _audit_message(entry: audit_query.StoredAuditEntry) -> audit_pb2.AuditEntry:
+def _audit_message(entry: StoredAuditEntry) -> audit_pb2.AuditEntry:
     return audit_pb2.AuditEntry(
         audit_id=entry.audit_id,
         request_id=entry.request_id,

@@ -11,8 +11,8 @@ from pydantic_settings import SettingsConfigDict
 from nemo_core.client import channel_target
 from nemo_core.secret_files import SECRET_FILE
 from nemo_core.settings import ServiceSettings
-from nemo_toolplane.call_limits import DEFAULT_TOOL_CALL_LIMITS, CallLimit
-from nemo_toolplane.origins import check_host_pattern, check_origin_pattern
+from nemo_toolplane.limits.calls import DEFAULT_TOOL_CALL_LIMITS, CallLimit
+from nemo_toolplane.mcp.origins import check_host_pattern, check_origin_pattern
 
 
 class ToolPlaneSettings(ServiceSettings):

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from nemo_core.db import Connection
 from nemo_toolplane.envelope import ErrorCode, ToolError
 from nemo_toolplane.registry import AnyTool, Mode, Risk, ToolDefinition
-from nemo_toolplane.tool_context import ToolContext
+from nemo_toolplane.tool_call import ToolCall
 
 Status = Literal["active", "maintenance", "deprecated", "retired"]
 _APPLICATION_ID = Field(
@@ -129,8 +129,8 @@ async def _fetch(conn: Connection, application_id: str) -> dict[str, Any]:
     return dict(row)
 
 
-async def _list(ctx: ToolContext, args: ListApplicationsArgs) -> ListApplicationsResult:
-    rows = await ctx.pool.fetch(
+async def _list(call: ToolCall, args: ListApplicationsArgs) -> ListApplicationsResult:
+    rows = await call.pool.fetch(
         _SELECT + "WHERE ($1::text IS NULL OR domain = $1) AND ($2::text IS NULL OR status = $2) "
         "ORDER BY id",
         args.domain,
@@ -141,33 +141,33 @@ async def _list(ctx: ToolContext, args: ListApplicationsArgs) -> ListApplication
     )
 
 
-async def _get(ctx: ToolContext, args: ApplicationArgs) -> Application:
-    async with ctx.pool.acquire() as conn:
+async def _get(call: ToolCall, args: ApplicationArgs) -> Application:
+    async with call.pool.acquire() as conn:
         row = await _fetch(conn, args.application_id)
     return Application.model_validate({**row, "metadata": agent_metadata(row["metadata"])})
 
 
-async def _repository(ctx: ToolContext, args: ApplicationArgs) -> Repository:
-    async with ctx.pool.acquire() as conn:
+async def _repository(call: ToolCall, args: ApplicationArgs) -> Repository:
+    async with call.pool.acquire() as conn:
         return Repository.model_validate(await _fetch(conn, args.application_id))
 
 
-async def _environment(ctx: ToolContext, args: ApplicationArgs) -> Environment:
-    async with ctx.pool.acquire() as conn:
+async def _environment(call: ToolCall, args: ApplicationArgs) -> Environment:
+    async with call.pool.acquire() as conn:
         return Environment.model_validate(await _fetch(conn, args.application_id))
 
 
-async def _set_status(ctx: ToolContext, args: SetStatusArgs) -> SetStatusResult:
+async def _set_status(call: ToolCall, args: SetStatusArgs) -> SetStatusResult:
     # Agents read the metadata back: it names the change, never the person behind it (the
     # call's audit row, found by its call id, does).
     change = {
         "status": args.status,
         "reason": args.reason,
-        "agent_id": ctx.principal.agent_id,
-        "call_id": ctx.principal.call_id,
+        "agent_id": call.principal.agent_id,
+        "call_id": call.principal.call_id,
     }
     # The call's transaction: under an approval, the approval is used up only if this commits.
-    async with ctx.transaction() as conn:
+    async with call.transaction() as conn:
         current = await conn.fetchval(
             "SELECT status FROM toolplane.applications WHERE id = $1 FOR UPDATE",
             args.application_id,

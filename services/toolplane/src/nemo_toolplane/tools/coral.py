@@ -10,7 +10,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from nemo_core.text import is_significant, words
 from nemo_protos.context.v1 import knowledge_pb2
 from nemo_toolplane.registry import AnyTool, Mode, Risk, ToolDefinition
-from nemo_toolplane.tool_context import ToolContext
+from nemo_toolplane.tool_call import ToolCall
 
 
 def _searchable(query: str) -> str:
@@ -84,8 +84,8 @@ def _node(node: knowledge_pb2.KnowledgeNode) -> KnowledgeNode:
     )
 
 
-async def _search(ctx: ToolContext, args: SearchKnowledgeArgs) -> SearchKnowledgeResult:
-    response = await ctx.context.search_knowledge(args.query, args.limit, args.subject, args.grade)
+async def _search(call: ToolCall, args: SearchKnowledgeArgs) -> SearchKnowledgeResult:
+    response = await call.context.search_knowledge(args.query, args.limit, args.subject, args.grade)
     return SearchKnowledgeResult(
         nodes=[
             KnowledgeHit(**_node(hit.node).model_dump(), score=round(hit.score, 4))
@@ -94,8 +94,8 @@ async def _search(ctx: ToolContext, args: SearchKnowledgeArgs) -> SearchKnowledg
     )
 
 
-async def _get_node(ctx: ToolContext, args: GetKnowledgeNodeArgs) -> GetKnowledgeNodeResult:
-    response = await ctx.context.knowledge_node(args.node_id)
+async def _get_node(call: ToolCall, args: GetKnowledgeNodeArgs) -> GetKnowledgeNodeResult:
+    response = await call.context.knowledge_node(args.node_id)
     return GetKnowledgeNodeResult(
         node=_node(response.node),
         edges=[

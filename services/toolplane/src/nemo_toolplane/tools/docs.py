@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from nemo_toolplane.docs_library import DocNotFound
+from nemo_toolplane.docs.library import DocNotFound
 from nemo_toolplane.envelope import ErrorCode, ToolError
 from nemo_toolplane.registry import AnyTool, Mode, Risk, ToolDefinition
-from nemo_toolplane.tool_context import ToolContext
+from nemo_toolplane.tool_call import ToolCall
 
 
 class SearchDocsArgs(BaseModel):
@@ -54,8 +54,8 @@ class GetDocResult(BaseModel):
     content: str = Field(description="Markdown of the page or of the section.")
 
 
-async def _search(ctx: ToolContext, args: SearchDocsArgs) -> SearchDocsResult:
-    hits = await ctx.docs.search(args.query, args.limit)
+async def _search(call: ToolCall, args: SearchDocsArgs) -> SearchDocsResult:
+    hits = await call.docs.search(args.query, args.limit)
     return SearchDocsResult.model_validate(
         {
             "hits": [
@@ -66,7 +66,7 @@ async def _search(ctx: ToolContext, args: SearchDocsArgs) -> SearchDocsResult:
                         hit.page.title,
                         *([hit.section.heading] if hit.section.heading else []),
                     ],
-                    "url": ctx.docs.url(hit.page, hit.section),
+                    "url": call.docs.url(hit.page, hit.section),
                     "score": hit.score,
                     "snippet": hit.snippet,
                 }
@@ -76,9 +76,9 @@ async def _search(ctx: ToolContext, args: SearchDocsArgs) -> SearchDocsResult:
     )
 
 
-async def _get(ctx: ToolContext, args: GetDocArgs) -> GetDocResult:
+async def _get(call: ToolCall, args: GetDocArgs) -> GetDocResult:
     try:
-        page, fragment = await ctx.docs.page(args.path)
+        page, fragment = await call.docs.page(args.path)
     except DocNotFound as missing:
         raise ToolError(ErrorCode.RESOURCE_NOT_FOUND, str(missing)) from None
     wanted = args.section or fragment
@@ -86,7 +86,7 @@ async def _get(ctx: ToolContext, args: GetDocArgs) -> GetDocResult:
         return GetDocResult(
             path=page.path,
             title=page.title,
-            url=ctx.docs.url(page),
+            url=call.docs.url(page),
             sections=page.headings,
             section=None,
             content=page.content,
@@ -101,7 +101,7 @@ async def _get(ctx: ToolContext, args: GetDocArgs) -> GetDocResult:
     return GetDocResult(
         path=page.path,
         title=page.title,
-        url=ctx.docs.url(page, section),
+        url=call.docs.url(page, section),
         sections=page.headings,
         section=section.heading,
         content=section.content,

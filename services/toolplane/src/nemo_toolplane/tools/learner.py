@@ -1,5 +1,5 @@
 """Learner domain: a learner's profile, context, progress and competency, all read through agent
-views; and ``update_profile``, which exists so the policy gate can be seen to stop it."""
+views; and ``update_profile``, which exists so the policy engine can be seen to stop it."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from nemo_toolplane.envelope import ErrorCode, ToolError
 from nemo_toolplane.registry import AnyTool, Mode, Risk, ToolDefinition
-from nemo_toolplane.tool_context import ToolContext
+from nemo_toolplane.tool_call import ToolCall
 from nemo_toolplane.tools.views import (
     CompetencyProfile,
     LearnerId,
@@ -46,7 +46,7 @@ class UpdateProfileResult(BaseModel):
     updated: bool
 
 
-async def _update_profile(ctx: ToolContext, args: UpdateProfileArgs) -> UpdateProfileResult:
+async def _update_profile(call: ToolCall, args: UpdateProfileArgs) -> UpdateProfileResult:
     # Learner records change only in the platform app; the tool plane holds no write path to
     # them, and the deny-learner-writes policy stops every call before it gets here.
     raise ToolError(

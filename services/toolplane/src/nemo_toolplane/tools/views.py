@@ -21,7 +21,7 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 from nemo_core.identifiers import KEY_PATTERN, KEY_RULE, is_key
 from nemo_protos.context.v1 import learner_context_pb2
 from nemo_toolplane.registry import Mode, Risk, ToolDefinition
-from nemo_toolplane.tool_context import ToolContext
+from nemo_toolplane.tool_call import ToolCall
 
 
 def _learner_key(value: str) -> str:
@@ -215,12 +215,12 @@ def view_tool(
 ) -> ToolDefinition[LearnerArgs, Result]:
     """A LOW-risk read tool returning one agent view of the learner named in its arguments."""
 
-    async def execute(ctx: ToolContext, args: LearnerArgs) -> Result:
+    async def execute(call: ToolCall, args: LearnerArgs) -> Result:
         # Persisted: every agent read of a learner can be reproduced from its audit row.
-        bundle = await ctx.context.agent_view(
-            args.learner_id, view, ctx.learner_reach(), persist=True
+        bundle = await call.context.agent_view(
+            args.learner_id, view, call.learner_reach(), persist=True
         )
-        ctx.record_input(bundle.input_ref)
+        call.record_input(bundle.input_ref)
         return view_result(bundle, output_model)
 
     return ToolDefinition(

@@ -1,0 +1,118 @@
+"""Agent tokens, grants and policies as stored in the ``toolplane`` schema.
+
+Tokens are looked up by their SHA-256 only. One statement returns the token's agent with its
+grants and the enabled policies; when the token matches nothing the statement returns no row
+before touching any other table, so a missing or unknown token is refused without reading them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from nemo_core.db import Pool
+from nemo_toolplane.policy import Effect, Grant, Policy, Verdict
+from nemo_toolplane.principal import AgentIdentity
+from nemo_toolplane.registry import Mode
+from nemo_toolplane.tokens import hash_token
+
+# Long enough for any token we issue, short enough that hashing a junk header costs nothing.
+MAX_TOKEN_LENGTH = 256
+
+# The token (bound to a user or not), else the agent's legacy unbound token; then, only for the
+# row found, the agent's grants and every enabled policy, each in a stable order.
+_LOAD = """
+WITH identity AS (
+    SELECT t.agent_id, t.id AS token_id, t.user_id, t.expires_at
+    FROM toolplane.agent_tokens t
+    JOIN toolplane.agents a ON a.id = t.agent_id
+    WHERE t.token_hash = $1
+      AND t.revoked_at IS NULL
+      AND (t.expires_at IS NULL OR t.expires_at > now())
+      AND a.status = 'active'
+    UNION ALL
+    SELECT a.id, NULL, NULL, NULL::timestamptz
+    FROM toolplane.agents a
+    WHERE a.token_hash = $1 AND a.status = 'active'
+    LIMIT 1
+)
+SELECT i.agent_id, i.token_id, i.user_id, i.expires_at,
+  (SELECT coalesce(json_agg(g ORDER BY g.id), '[]'::json) FROM (
+     SELECT id, tool_pattern, resource_scope, environment_scope, permission
+     FROM toolplane.grants WHERE agent_id = i.agent_id) g) AS grants,
+  (SELECT coalesce(json_agg(p ORDER BY p.priority, p.name), '[]'::json) FROM (
+     SELECT name, effect, agent_scope, tool_scope, resource_scope, environment_scope,
+            conditions, priority, version
+     FROM toolplane.policies WHERE enabled) p) AS policies
+FROM identity i
+"""
+
+# Verdicts remembered per set of rules; the set is replaced whenever the rules change.
+_MAX_REMEMBERED_VERDICTS = 4096
+
+
+@dataclass(frozen=True)
+class AgentRules:
+    """An agent's grants and every enabled policy, in evaluation order."""
+
+    grants: Sequence[Grant]
+    policies: Sequence[Policy]
+    #: Decisions already made under exactly these rules, keyed by (tool id, resource).
+    verdicts: dict[tuple[str, str], Verdict] = field(default_factory=dict, compare=False)
+
+    def remember(self, key: tuple[str, str], verdict: Verdict) -> None:
+        if len(self.verdicts) >= _MAX_REMEMBERED_VERDICTS:
+            self.verdicts.clear()
+        self.verdicts[key] = verdict
+
+
+@dataclass(frozen=True)
+class AuthenticatedAgent:
+    """What a valid token brings: who the agent is and the rules it acts under."""
+
+    identity: AgentIdentity
+    rules: AgentRules
+    #: When the token stops being valid; None when it does not expire.
+    expires_at: datetime | None = None
+
+
+class RulesStore:
+    """Reads identities, grants and policies."""
+
+    def __init__(self, pool: Pool) -> None:
+        self._pool = pool
+
+    async def load(self, token: str) -> AuthenticatedAgent | None:
+        """The agent of a live token with its rules; None for anything else."""
+        if not token or len(token) > MAX_TOKEN_LENGTH:
+            return None
+        row = await self._pool.fetchrow(_LOAD, hash_token(token))
+        if row is None:
+            return None
+        grants = tuple(
+            Grant(
+                tool_pattern=g["tool_pattern"],
+                resource_scope=g["resource_scope"],
+                environment_scope=g["environment_scope"],
+                permission=Mode(g["permission"]),
+            )
+            for g in row["grants"]
+        )
+        policies = tuple(
+            Policy(
+                name=p["name"],
+                effect=Effect(p["effect"]),
+                agent_scope=p["agent_scope"],
+                tool_scope=p["tool_scope"],
+                resource_scope=p["resource_scope"],
+                environment_scope=p["environment_scope"],
+                conditions=p["conditions"],
+                version=p["version"],
+            )
+            for p in row["policies"]
+        )
+        identity = AgentIdentity(
+            agent_id=row["agent_id"], token_id=row["token_id"], bound_user_id=row["user_id"]
+        )
+        return AuthenticatedAgent(identity, AgentRules(grants, policies), row["expires_at"])
