@@ -64,6 +64,24 @@ async def test_a_session_level_binding_never_reaches_the_next_user(
     assert after == []
 
 
+async def test_a_pool_of_a_role_without_learner_rows_keeps_its_session_and_reads_none(
+    toolplane_dsn: str,
+) -> None:
+    # No reset on release (the next user sees the session setting), and the reason it needs
+    # none: the role reads no learner row, bound or not.
+    pool = await create_pool(toolplane_dsn, min_size=1, max_size=1, reads_learner_rows=False)
+    try:
+        async with pool.acquire() as conn:
+            await conn.execute(f"SET {LEARNER_IDS_SETTING} = 'L-2041-1'")
+        async with pool.acquire() as conn:
+            kept = await conn.fetchval(f"SELECT current_setting('{LEARNER_IDS_SETTING}', true)")
+            with pytest.raises(asyncpg.InsufficientPrivilegeError):
+                await conn.fetch(_MASTERY_OWNERS)
+    finally:
+        await pool.close()
+    assert kept == "L-2041-1"
+
+
 async def test_a_nested_learner_transaction_is_refused_and_the_outer_binding_kept(
     context_dsn: str,
 ) -> None:

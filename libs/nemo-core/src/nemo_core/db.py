@@ -142,6 +142,11 @@ async def _reset_learner_binding(conn: asyncpg.Connection[asyncpg.Record]) -> No
         await conn.execute(_RESET_BINDING)
 
 
+async def _keep_session(conn: asyncpg.Connection[asyncpg.Record]) -> None:
+    """Pool release hook of a role that can read no learner row: nothing to reset (asyncpg has
+    already rolled back an open transaction)."""
+
+
 async def create_pool(
     dsn: str,
     *,
@@ -149,11 +154,15 @@ async def create_pool(
     max_size: int = 10,
     command_timeout: float | None = None,
     connect_timeout: float = 5.0,
+    reads_learner_rows: bool = True,
 ) -> Pool:
     """Create a connection pool whose connections use the JSON codecs of :func:`init_connection`.
 
     ``connect_timeout`` bounds each new connection, so a server that does not answer fails the
-    call that needed it instead of holding it.
+    call that needed it instead of holding it. Every release resets the learner binding (one
+    round trip) unless ``reads_learner_rows`` is False: for a role granted nothing in the
+    learning schema (the tool plane's), a binding shows no row, so it is not worth a round trip
+    on every release.
     """
     return await asyncpg.create_pool(
         dsn,
@@ -162,7 +171,7 @@ async def create_pool(
         command_timeout=command_timeout,
         timeout=connect_timeout,
         init=init_connection,
-        reset=_reset_learner_binding,
+        reset=_reset_learner_binding if reads_learner_rows else _keep_session,
     )
 
 

@@ -55,8 +55,11 @@ class ToolPlane:
 
 
 async def assemble(settings: ToolPlaneSettings) -> ToolPlane:
+    # The tool plane's role is granted nothing in the learning schema.
     pool = await create_pool(
-        settings.database_url.get_secret_value(), max_size=settings.database_pool_size
+        settings.database_url.get_secret_value(),
+        max_size=settings.database_pool_size,
+        reads_learner_rows=False,
     )
     context = ContextClient(settings)
     audit = AuditLog(
