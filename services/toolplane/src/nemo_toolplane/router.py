@@ -1,7 +1,7 @@
 """The tool router: what happens to every call, from either edge (MCP or gRPC).
 
     rate limit -> identify tool -> validate arguments -> load grants and policies -> policy
-    -> resource authorization (tools about a learner) -> approval gate -> execute -> audit
+    -> resource authorization (tools about a learner) -> approval -> execute -> audit
 
 Resource authorization is the context service's: for agent views it is decided in the same call
 that reads the view (one round trip); for other tools about a learner, and for any call that
@@ -207,7 +207,7 @@ class ToolRouter:
         *,
         transport: str,
     ) -> CallOutcome:
-        """Run one call through every gate; always returns, and always audits: the answer comes
+        """Run one call through every check; always returns, and always audits: the answer comes
         once the call's audit row is stored (within the audit log's bound)."""
         tool = self._registry.resolve(name)
         record = _Trace(principal, tool, tool.tool_id if tool else audit_name(name), transport)
@@ -443,9 +443,9 @@ class ToolRouter:
         approval_connection: Connection | None = None,
     ) -> dict[str, Any]:
         _executions.add(1, {"nemo.tool.id": tool.tool_id})
-        context = ToolCall(record.principal, self._services, approval_connection, reach=reach)
+        call = ToolCall(record.principal, self._services, approval_connection, reach=reach)
         try:
-            result = await tool.execute(context, args)
+            result = await tool.execute(call, args)
             output: dict[str, Any] = tool.output_model.model_validate(result).model_dump(
                 mode="json"
             )
@@ -463,7 +463,7 @@ class ToolRouter:
             )
             raise internal_error()
         # Only a result the agent gets is on record as what it saw.
-        record.input_ref = ",".join(context.input_refs) or None
+        record.input_ref = ",".join(call.input_refs) or None
         return output
 
     def _finish(
