@@ -14,7 +14,7 @@ import errno
 import json
 import socket
 from collections.abc import AsyncIterator, Collection
-from contextlib import asynccontextmanager
+from contextlib import AbstractContextManager, asynccontextmanager
 from types import TracebackType
 from typing import Any, TypeAlias
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
@@ -42,6 +42,7 @@ __all__ = [
     "init_connection",
     "is_database_unavailable",
     "learner_transaction",
+    "untraced",
 ]
 
 #: Transaction-local setting read by the row-level security policies of the learning schema.
@@ -127,6 +128,12 @@ async def connect(dsn: str, *, connect_timeout: float = 10.0) -> asyncpg.Connect
         await conn.close()
         raise
     return conn
+
+
+def untraced() -> AbstractContextManager[None]:
+    """Statements run inside are not traced: for a write that batches the work of many calls,
+    whose span would belong to none of their traces."""
+    return suppress_instrumentation()
 
 
 async def _reset_learner_binding(conn: asyncpg.Connection[asyncpg.Record]) -> None:

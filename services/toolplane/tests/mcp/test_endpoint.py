@@ -421,6 +421,21 @@ async def test_a_traceparent_header_continues_the_callers_trace(
     assert format(served[-1].context.trace_id, "032x") == trace_id
 
 
+async def test_a_calls_trace_holds_its_limit_decision_but_no_audit_batch(
+    toolplane: RunningToolPlane, tokens: AgentTokens, spans: InMemorySpanExporter
+) -> None:
+    # One batch stores the rows of many calls, so its statement belongs to no call's trace.
+    spans.clear()
+    body = modern_call("docs.search_docs", {"query": "audit"})
+    reply = await post(toolplane.mcp_url, body, token=tokens.research)
+    assert reply.status_code == 200
+    statements = [
+        str((span.attributes or {}).get("db.statement", "")) for span in spans.get_finished_spans()
+    ]
+    assert any("take_tokens" in statement for statement in statements)
+    assert not any("audit_logs" in statement for statement in statements)
+
+
 @pytest.mark.parametrize("user_id", ["parent@school.vn", "U#P1"])
 async def test_a_user_header_no_user_key_can_be_is_an_authorization_error(
     toolplane: RunningToolPlane, tokens: AgentTokens, audit_rows: Any, user_id: str

@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Final
 
 from nemo_context.coalescing import Coalescer, Outcomes
-from nemo_core.db import Pool
+from nemo_core.db import Pool, untraced
 
 _INSERT_ROWS: Final = """
     INSERT INTO learning.context_snapshots
@@ -66,16 +66,19 @@ class DigestRecorder:
         return None
 
     async def _execute(self, rows: list[DigestRow]) -> None:
+        # Untraced: a batch holds the rows of many builds, and its span would hang under
+        # whichever build happened to start the batch (failures reach each build's caller).
         async with self._pool.acquire() as conn:
-            await conn.execute(
-                _INSERT_ROWS,
-                [row.input_ref for row in rows],
-                [row.learner_ref for row in rows],
-                [row.sha256 for row in rows],
-                [row.size_bytes for row in rows],
-                [row.created_at for row in rows],
-                [row.kind for row in rows],
-            )
+            with untraced():
+                await conn.execute(
+                    _INSERT_ROWS,
+                    [row.input_ref for row in rows],
+                    [row.learner_ref for row in rows],
+                    [row.sha256 for row in rows],
+                    [row.size_bytes for row in rows],
+                    [row.created_at for row in rows],
+                    [row.kind for row in rows],
+                )
 
     async def aclose(self) -> None:
         """Wait for the rows already handed in."""

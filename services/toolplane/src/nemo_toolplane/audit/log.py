@@ -37,7 +37,7 @@ from typing import Any
 
 from opentelemetry import metrics
 
-from nemo_core.db import Pool
+from nemo_core.db import Pool, untraced
 from nemo_toolplane.envelope import ErrorCode
 from nemo_toolplane.policy import Decision
 
@@ -281,9 +281,12 @@ class AuditLog:
     async def _write(self, batch: list[_Row]) -> None:
         try:
             # Bounded twice: a pool whose connections all hang, and a statement that never ends.
+            # Untraced: one batch holds the rows of many calls, so its span would belong to no
+            # call's trace (failures are logged and counted instead).
             async with self._pool.acquire(timeout=self._statement_timeout) as conn:
                 columns = _columns([row.entry for row in batch])
-                await conn.execute(_INSERT, *columns, timeout=self._statement_timeout)
+                with untraced():
+                    await conn.execute(_INSERT, *columns, timeout=self._statement_timeout)
         except Exception:
             logger.exception("audit store failed; the rows follow in the log")
             self._keeping_up = False
