@@ -10,8 +10,7 @@ from nemo_gateway.providers.base import ChatMessage, ModelRequest, StreamEnd, Us
 from nemo_gateway.providers.factory import build_provider
 from nemo_protos.gateway.v1 import gateway_service_pb2 as pb
 from nemo_testing.providers import Answer, Hang, ScriptedProvider, Stream
-
-from .gateway_testing import StartGateway, variables
+from services.gateway.tests.gateway_testing import StartGateway, variables
 
 REQUEST = pb.RunPromptRequest(
     prompt_id="coral.evaluate_item",

@@ -7,8 +7,7 @@ import json
 from nemo_gateway.prompts.registry import REGISTRY
 from nemo_protos.gateway.v1 import gateway_service_pb2 as pb
 from nemo_testing.providers import ANTHROPIC_PATH, OPENAI_PATH, Answer, ScriptedProvider
-
-from .gateway_testing import StartGateway, variables
+from services.gateway.tests.gateway_testing import StartGateway, variables
 
 REQUEST = pb.RunPromptRequest(
     prompt_id="coral.evaluate_item",

@@ -12,8 +12,7 @@ from nemo_protos.gateway.v1 import answer_pb2, run_pb2
 from nemo_protos.gateway.v1 import gateway_service_pb2 as pb
 from nemo_testing import corpora
 from nemo_testing.providers import Answer, ScriptedProvider
-
-from .gateway_testing import FIXED_TIME, Gateway, StartGateway
+from services.gateway.tests.gateway_testing import FIXED_TIME, Gateway, StartGateway
 
 NOT_COVERED = "Tài liệu hiện có không đề cập tới vấn đề này."
 IDENTITIES = answer_pb2.Passage(

@@ -18,8 +18,7 @@ from nemo_gateway.settings import GatewaySettings
 from nemo_protos.gateway.v1 import gateway_service_pb2 as pb
 from nemo_protos.gateway.v1 import run_pb2
 from nemo_testing.providers import Answer, HttpError, ScriptedProvider
-
-from .gateway_testing import LLM_KEY, StartGateway, variables
+from services.gateway.tests.gateway_testing import LLM_KEY, StartGateway, variables
 
 REQUEST = pb.RunPromptRequest(
     prompt_id="coral.evaluate_item",

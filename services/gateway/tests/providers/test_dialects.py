@@ -16,8 +16,7 @@ from nemo_gateway.providers.schemas import OPENAI_STRICT
 from nemo_protos.gateway.v1 import gateway_service_pb2 as pb
 from nemo_protos.gateway.v1 import run_pb2
 from nemo_testing.providers import Answer, HttpError, ScriptedProvider, Stream
-
-from .gateway_testing import StartGateway, variables
+from services.gateway.tests.gateway_testing import StartGateway, variables
 
 REQUEST = pb.RunPromptRequest(
     prompt_id="coral.evaluate_item",

@@ -12,8 +12,7 @@ import pytest
 from nemo_gateway.providers.http import retry_after
 from nemo_protos.gateway.v1 import gateway_service_pb2 as pb
 from nemo_testing.providers import Answer, HttpError, ScriptedProvider
-
-from .gateway_testing import StartGateway, variables
+from services.gateway.tests.gateway_testing import StartGateway, variables
 
 REQUEST = pb.RunPromptRequest(
     prompt_id="coral.evaluate_item",

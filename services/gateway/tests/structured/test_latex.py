@@ -16,12 +16,11 @@ from hypothesis import strategies as st
 
 from nemo_gateway.structured.latex import ambiguous_latex, control_characters
 from nemo_ops.seed_data import knowledge
-
-from .latex_sources import N_COMMANDS_FILE, all_commands, render_n_commands
+from services.gateway.tests.latex_sources import N_COMMANDS_FILE, all_commands, render_n_commands
 
 ESCAPE_LETTERS = "bfnrt"
 CORPUS = sorted(name for name in all_commands() if name[0] in ESCAPE_LETTERS)
-_ROOT = Path(__file__).resolve().parents[3]
+_ROOT = Path(__file__).resolve().parents[4]
 
 
 def _prose_lines() -> list[str]:

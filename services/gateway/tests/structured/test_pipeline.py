@@ -22,9 +22,14 @@ from nemo_gateway.structured.pipeline import RunPath, run_model
 from nemo_protos.gateway.v1 import answer_pb2, run_pb2
 from nemo_protos.gateway.v1 import gateway_service_pb2 as pb
 from nemo_testing.providers import Answer, Hang, HttpError, ScriptedProvider
-
-from . import test_latex as latex_corpus
-from .gateway_testing import FIXED_TIME, LLM_KEY, Gateway, StartGateway, variables
+from services.gateway.tests.gateway_testing import (
+    FIXED_TIME,
+    LLM_KEY,
+    Gateway,
+    StartGateway,
+    variables,
+)
+from services.gateway.tests.structured import test_latex as latex_corpus
 
 ITEM: dict[str, Any] = {
     "stem": "Khai triển (x + 3)².",
