@@ -11,8 +11,7 @@ import pytest
 from nemo_core.errors import error_details
 from nemo_protos.context.v1 import context_service_pb2 as pb
 from nemo_protos.context.v1 import conversation_pb2
-
-from .conftest import RunningContextServer
+from services.context.tests.conftest import RunningContextServer
 
 TIMEOUT = 10.0
 MakeSession = Callable[..., Awaitable[str]]

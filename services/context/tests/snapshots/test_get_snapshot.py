@@ -12,8 +12,7 @@ import pytest
 from nemo_core.errors import error_details
 from nemo_protos.context.v1 import context_service_pb2 as pb
 from nemo_testing.s3 import S3Endpoint
-
-from .conftest import RunningContextServer, StartContextServer
+from services.context.tests.conftest import RunningContextServer, StartContextServer
 
 TIMEOUT = 10.0
 
