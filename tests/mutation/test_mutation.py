@@ -136,15 +136,8 @@ def test_a_run_kills_what_the_tests_catch_and_lists_the_rest(tmp_path: Path) -> 
 
 
 def test_an_equivalent_selects_one_of_the_same_changes_by_its_id(tmp_path: Path) -> None:
-    config = _sample(
-        tmp_path,
-        textwrap.dedent(f"""\
-            [[equivalent]]
-            file = "{SAMPLE_PATH}"
-            id = "{M}unused::number: 1 -> 2 #2"
-            why = "For the sake of the test."
-            """),
-    )
+    selector = f'file = "{SAMPLE_PATH}"\nid = "{M}unused::number: 1 -> 2 #2"'
+    config = _sample(tmp_path, f'[[equivalent]]\n{selector}\nwhy = "For the sake of the test."\n')
     equivalents = load_equivalents(config.with_name("equivalent.toml"))
     covered = [m.id for m in mutants_of(tmp_path, SAMPLE_PATH) if equivalents.covers(m)]
     assert covered == [f"{M}unused::number: 1 -> 2 #2"]

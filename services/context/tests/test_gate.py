@@ -764,6 +764,8 @@ def test_text_added_after_gating_is_checked_too(counter_total: CounterTotal) -> 
 def test_a_single_string_of_forbidden_values_is_refused() -> None:
     with pytest.raises(TypeError, match="collection of strings"):
         gate(pb.ContextBundle(), forbidden_values="L-2041-1")
+    with pytest.raises(TypeError, match="collection of strings"):
+        find_leak("lớp 8", forbidden_values="L-2041-1")
 
 
 def test_key_text_percent_encoded_in_prose_is_decoded() -> None:

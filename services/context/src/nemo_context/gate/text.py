@@ -358,12 +358,11 @@ def encoded_chunks(text: str) -> Iterator[tuple[int, int, str]]:
         chunks.extend(match for match in _CHUNK.finditer(text) if _TOKEN.search(match.group()))
     chunks.extend(_BASE64.finditer(text))
     for match in chunks:
-        # Brackets and quotes around a chunk are the text's, not the encoding's.
+        # Brackets and quotes around a chunk are the text's, not the encoding's (its escape or
+        # base64 characters are none of them, so something is always left).
         chunk = match.group().lstrip(_AROUND)
         start = match.end() - len(chunk)
         chunk = chunk.rstrip(_AROUND)
-        if not chunk:
-            continue
         decoded = _decode_tokens(chunk) if _TOKEN.search(chunk) else _decode_base64(chunk)
         if decoded and decoded != chunk:
             yield start, start + len(chunk), decoded
