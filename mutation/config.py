@@ -45,14 +45,14 @@ def load_modules(path: Path) -> tuple[float, list[RuleModule]]:
     return float(data["threshold"]), modules
 
 
-_FIELDS = ("file", "scope", "operator", "before", "after")
+_FIELDS = ("file", "scope", "operator", "before", "after", "id")
 
 
 @dataclass(frozen=True)
 class Equivalent:
     """Mutants that one argument shows to be equivalent, selected by their fields (each a
     pattern where ``*`` matches any text): the file, the scope, the operator, the code before
-    and after."""
+    and after, and the whole id (to tell apart the same change made at several sites, ``#n``)."""
 
     selector: tuple[tuple[str, str], ...]
     why: str
@@ -67,8 +67,8 @@ class Equivalent:
         return ", ".join(f"{field} = {pattern!r}" for field, pattern in self.selector)
 
 
-def mutant_fields(mutant: Mutant) -> tuple[str, str, str, str, str]:
-    return (mutant.path, mutant.scope, mutant.operator, mutant.before, mutant.after)
+def mutant_fields(mutant: Mutant) -> tuple[str, str, str, str, str, str]:
+    return (mutant.path, mutant.scope, mutant.operator, mutant.before, mutant.after, mutant.id)
 
 
 @dataclass(frozen=True)

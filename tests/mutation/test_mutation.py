@@ -135,6 +135,14 @@ def test_a_run_kills_what_the_tests_catch_and_lists_the_rest(tmp_path: Path) -> 
     assert "no mutant matches file = 'src/sample/rules.py', scope = 'nowhere'" in run.stdout
 
 
+def test_an_equivalent_selects_one_of_the_same_changes_by_its_id(tmp_path: Path) -> None:
+    selector = f'file = "{SAMPLE_PATH}"\nid = "{M}unused::number: 1 -> 2 #2"'
+    config = _sample(tmp_path, f'[[equivalent]]\n{selector}\nwhy = "For the sake of the test."\n')
+    equivalents = load_equivalents(config.with_name("equivalent.toml"))
+    covered = [m.id for m in mutants_of(tmp_path, SAMPLE_PATH) if equivalents.covers(m)]
+    assert covered == [f"{M}unused::number: 1 -> 2 #2"]
+
+
 def test_every_rule_module_exists_and_every_equivalent_names_a_mutant() -> None:
     _, modules = load_modules(CONFIG)
     equivalents = load_equivalents(CONFIG.with_name("equivalent.toml"))

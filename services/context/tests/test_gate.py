@@ -12,6 +12,7 @@ import html
 import json
 import logging
 import random
+import unicodedata
 from typing import Any
 from urllib.parse import quote
 
@@ -296,6 +297,20 @@ def test_a_key_split_by_any_default_ignorable_code_point_is_found(
 def test_both_ends_of_every_default_ignorable_range_split_no_key(first: int, last: int) -> None:
     for code in (first, last):
         assert _blocked(f"L-2041{chr(code)}-1", LINKED), hex(code)
+
+
+def _ignorable(code: int) -> bool:
+    return any(first <= code <= last for first, last in DEFAULT_IGNORABLE_RANGES)
+
+
+@pytest.mark.parametrize(("first", "last"), DEFAULT_IGNORABLE_RANGES)
+def test_the_characters_next_to_every_default_ignorable_range_still_keep_a_key_apart(
+    first: int, last: int
+) -> None:
+    # Format characters (category Cf) are invisible by definition and removed too.
+    for code in (first - 1, last + 1):
+        if not _ignorable(code) and unicodedata.category(chr(code)) != "Cf":
+            assert not _blocked(f"L-2041{chr(code)}-1", LINKED), hex(code)
 
 
 @PROPERTY
@@ -749,6 +764,8 @@ def test_text_added_after_gating_is_checked_too(counter_total: CounterTotal) -> 
 def test_a_single_string_of_forbidden_values_is_refused() -> None:
     with pytest.raises(TypeError, match="collection of strings"):
         gate(pb.ContextBundle(), forbidden_values="L-2041-1")
+    with pytest.raises(TypeError, match="collection of strings"):
+        find_leak("lớp 8", forbidden_values="L-2041-1")
 
 
 def test_key_text_percent_encoded_in_prose_is_decoded() -> None:

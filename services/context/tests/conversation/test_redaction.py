@@ -74,6 +74,11 @@ def test_encoded_keys_and_names_are_masked_where_they_are() -> None:
     )
 
 
+def test_a_chunk_with_percent_escapes_that_are_not_utf_8_is_masked_when_it_holds_a_key() -> None:
+    assert redact_chat_text("xem %FF%4C%2D2041%2D1 nhé", FORBIDDEN) == f"xem {ENCODED_MASK} nhé"
+    assert redact_chat_text("xem %FF lớp 8", FORBIDDEN) == "xem %FF lớp 8"
+
+
 _WORDS = st.lists(
     st.sampled_from(
         [

@@ -59,6 +59,8 @@ PERSONAL = [
     ("email",),
     ("emails",),
     ("mail",),
+    ("e", "mail"),
+    ("e", "address"),
     ("contact", "email"),
     ("secondary", "email"),
     ("phone",),

@@ -246,9 +246,34 @@ def test_repository_rows_are_read_for_names_as_written() -> None:
     assert find_forbidden_name({"a": "{'phone': 1}"}) == key_text
     assert find_forbidden_name({"a": b'{"email": 1}'}) == key_text
     assert find_forbidden_name(['{"email": 1}']) == LeakFinding("key_in_text", "list")
+    assert find_forbidden_name('{"email": 1}') == LeakFinding("key_in_text", "str")
+    assert find_forbidden_name("email: x") is None
     # Bare keys and encoded text in rows are values: they are judged in the finished bundle.
     for value in ("email: x", quote('{"email": 1}'), f"{KEY}", ["note", "phone=1"], 7, None):
         assert find_forbidden_name({"node_id": "n", "a": value}) is None, value
+
+
+def test_row_strings_are_read_as_written_and_one_by_one() -> None:
+    # An encoded name in the JSON text of a row is a value: the bundle check decodes it.
+    encoded = '{"note": "%7B%22email%22%3A%201%7D"}'
+    assert find_forbidden_name({"a": encoded}) is None
+    assert _leak(encoded) == LeakFinding("key_in_text", "str")
+    # Two strings of a row never join into one key.
+    assert find_forbidden_name({"a": 'ghi "ema', "b": 'il": 1'}) is None
+    assert find_forbidden_name({"a": ['ghi "ema', 'il": 1']}) is None
+
+
+def test_bytes_that_are_not_utf_8_are_read_around() -> None:
+    data = b"\xff\xfe xem " + KEY.encode()
+    plain = b"\xff\xfe " + "lớp 8".encode()
+    for holder in (
+        lambda b: Row(blob=b),
+        lambda b: Row(blobs=[b"x", b]),
+        lambda b: Row(files={"a": b}),
+        lambda b: {"a": [b]},
+    ):
+        assert _leak(holder(data)) is not None
+        assert _leak(holder(plain)) is None
 
 
 def test_a_recursive_message_type_is_read_to_any_depth() -> None:

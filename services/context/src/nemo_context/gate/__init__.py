@@ -279,9 +279,10 @@ def text_finding(
             return "key_in_text"
     if decode and depth < MAX_DECODE_DEPTH:
         for decoded in decodings(text):
+            # One level down, a value found is already "encoded_value".
             found = text_finding(decoded, matcher, depth + 1)
             if found is not None:
-                return "encoded_value" if found == "value" else found
+                return found
     return None
 
 

@@ -229,13 +229,14 @@ def value_matcher(values: tuple[str, ...]) -> ValueMatcher:
 
 _JSON_KEY: Final = re.compile(r'"((?:[^"\\\n]|\\.){1,200})"\s*:')
 _PYTHON_KEY: Final = re.compile(r"'((?:[^'\\\n]|\\.){1,200})'\s*:")
-_KEY_MARK: Final = re.compile(r"[:=](?![:=/])")
-"""The ``:`` or ``=`` after a bare key (not ``::``, ``==``, ``://``)."""
-_BARE_NAME: Final = re.compile(r"[ \t]*(?:[-*][ \t]+)?([A-Za-z][A-Za-z0-9_.-]{0,63})[ \t]*")
-_KEY_STARTS: Final = "\n\x00{,;([|\"'"
-"""What a bare key follows (besides the start of the text): a line break, a NUL between
-strings, an opening bracket, a separator, a quote."""
-_LONGEST_BARE_KEY: Final = 80
+_BARE_KEY: Final = re.compile(
+    r"(?:^|(?<=[\n\x00{,;(\[|\"']))[ \t]*(?:[-*][ \t]+)?([A-Za-z][A-Za-z0-9_.-]{0,63})[ \t]*"
+    r"[:=](?![:=/])"
+)
+"""A bare key: after the start of the text, a line break, a NUL between strings, an opening
+bracket, a separator or a quote, maybe indented or bulleted, then the ``:`` or ``=`` after it
+(not ``::``, ``==``, ``://``). Nothing in it starts another key, so each key start is tried
+once and the search is linear however long the indentation."""
 
 
 @dataclass(frozen=True)
@@ -275,16 +276,8 @@ def text_keys(text: str) -> Iterator[TextKey]:
             name = _quoted_name(match.group(1), "'")
             yield TextKey(match.start(), match.end(1) + 1, match.end(), name)
     if ":" in text or "=" in text:
-        for mark in _KEY_MARK.finditer(text):
-            position = mark.start()
-            # The key runs from the last key start before the mark, and is short.
-            window = max(0, position - _LONGEST_BARE_KEY)
-            begin = max(text.rfind(char, window, position) for char in _KEY_STARTS) + 1
-            if begin == 0 and window > 0:
-                continue
-            bare = _BARE_NAME.fullmatch(text, begin, position)
-            if bare is not None:
-                yield TextKey(bare.start(1), bare.end(1), mark.end(), bare.group(1))
+        for bare in _BARE_KEY.finditer(text):
+            yield TextKey(bare.start(1), bare.end(1), bare.end(), bare.group(1))
 
 
 # Encodings.
@@ -365,12 +358,11 @@ def encoded_chunks(text: str) -> Iterator[tuple[int, int, str]]:
         chunks.extend(match for match in _CHUNK.finditer(text) if _TOKEN.search(match.group()))
     chunks.extend(_BASE64.finditer(text))
     for match in chunks:
-        # Brackets and quotes around a chunk are the text's, not the encoding's.
+        # Brackets and quotes around a chunk are the text's, not the encoding's (its escape or
+        # base64 characters are none of them, so something is always left).
         chunk = match.group().lstrip(_AROUND)
         start = match.end() - len(chunk)
         chunk = chunk.rstrip(_AROUND)
-        if not chunk:
-            continue
         decoded = _decode_tokens(chunk) if _TOKEN.search(chunk) else _decode_base64(chunk)
         if decoded and decoded != chunk:
             yield start, start + len(chunk), decoded
