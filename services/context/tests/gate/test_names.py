@@ -255,3 +255,62 @@ def test_concepts_and_spellings_combine_freely() -> None:
     for first, second in itertools.product(["email", "phone", "dob"], ["status", "verified"]):
         assert is_forbidden_name(f"{first}_{second}")
         assert is_forbidden_name(f"{second}{first.capitalize()}")
+
+
+# Characters a renderer hides, and letters of other scripts that pass for Latin ones: this
+# file's own short lists (Unicode's Default_Ignorable_Code_Point and confusables data).
+INVISIBLE = ["\u00ad", "\u200b", "\u200c", "\u200d", "\u2060", "\ufeff", "\U000e0041"]
+LOOK_ALIKES = {
+    "a": "\u0430",  # Cyrillic
+    "c": "\u0441",
+    "e": "\u0435",
+    "o": "\u043e",
+    "p": "\u0440",
+    "x": "\u0445",
+    "y": "\u0443",
+    "s": "\u0455",
+    "i": "\u0456",
+}
+
+
+def _hidden(spelling: str, invisible: str) -> str:
+    middle = len(spelling) // 2
+    return spelling[:middle] + invisible + spelling[middle:]
+
+
+def _disguised(spelling: str) -> str | None:
+    """``spelling`` with its first letter that has a look-alike replaced by it, in its case."""
+    for index, char in enumerate(spelling):
+        other = LOOK_ALIKES.get(char.lower())
+        if other is not None:
+            other = other.upper() if char.isupper() else other
+            return spelling[:index] + other + spelling[index + 1 :]
+    return None
+
+
+def test_a_forbidden_name_is_forbidden_with_a_hidden_character_in_it() -> None:
+    missed = [
+        hidden
+        for words in PERSONAL
+        for spelling in _spellings(words)
+        for invisible in INVISIBLE
+        if not is_forbidden_name(hidden := _hidden(spelling, invisible))
+    ]
+    assert missed == []
+    assert all(is_forbidden_name(f"{invisible}email") for invisible in INVISIBLE)
+
+
+def test_a_forbidden_name_is_forbidden_spelled_with_look_alike_letters() -> None:
+    disguised = [
+        name for words in PERSONAL for s in _spellings(words) if (name := _disguised(s)) is not None
+    ]
+    assert len(disguised) > len(PERSONAL) * 5
+    assert [name for name in disguised if not is_forbidden_name(name)] == []
+    assert is_forbidden_name("\u0440\u04bb\u043e\u0578\u0435")  # every letter of "phone" disguised
+
+
+def test_safe_names_stay_safe_with_hidden_or_look_alike_characters() -> None:
+    names = [spelling for words in SAFE for spelling in _spellings(words)]
+    variants = [_hidden(name, invisible) for name in names for invisible in INVISIBLE]
+    variants += [disguised for name in names if (disguised := _disguised(name)) is not None]
+    assert [name for name in variants if is_forbidden_name(name)] == []

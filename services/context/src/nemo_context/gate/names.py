@@ -17,6 +17,7 @@ from nemo_context.gate.rules import (
     SAFE_NAMES,
     VOCABULARY,
 )
+from nemo_context.gate.text import name_spellings
 
 # camelCase and acronym boundaries ("learnerIDs" → "learner IDs"), and letter/digit boundaries.
 _BOUNDARY: Final = re.compile(
@@ -74,8 +75,18 @@ def _has_phrase(words: tuple[str, ...]) -> bool:
 @lru_cache(maxsize=8192)
 def is_forbidden_name(name: str) -> bool:
     """Whether a field name (a message field, a map or JSON key, a ``key:`` in text) names
-    something that must not leave the service; see :mod:`.rules`."""
-    words = name_words(name)
+    something that must not leave the service; see :mod:`.rules`. Invisible characters and
+    look-alike letters in it change nothing (:func:`.text.name_spellings`): of its spellings,
+    the one made of the most vocabulary words is judged, as a reader would read it."""
+    readings = [name_words(spelling) for spelling in name_spellings(name)]
+    return _forbidden_words(max(readings, key=_known_words))
+
+
+def _known_words(words: tuple[str, ...]) -> int:
+    return sum(word in VOCABULARY for word in words)
+
+
+def _forbidden_words(words: tuple[str, ...]) -> bool:
     if not words:
         return False
     if any(word in FORBIDDEN_WORDS for word in words) or _has_phrase(words):

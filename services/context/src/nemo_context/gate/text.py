@@ -163,9 +163,43 @@ def _canonical_key_characters(groups: list[set[str]]) -> dict[str, str]:
     return {char: root(char) for char in KEY_CHARACTERS}
 
 
+@cache
+def _name_letters() -> dict[str, tuple[str, ...]]:
+    """What a name's non-ASCII characters may stand for: nothing for an ignorable one, the
+    letters a look-alike passes for, in its case (Cyrillic capital O is "O"; Cyrillic small
+    i passes for "i" and "l")."""
+    looks_like, _ = _look_alikes()
+    letters: dict[str, tuple[str, ...]] = {}
+    for char, targets in looks_like.items():
+        found = sorted(target for target in targets if target.isalpha())
+        if found:
+            letters[char] = tuple(t.upper() if char.isupper() else t for t in found)
+    letters.update(
+        (char, ("",)) for char, folded in _ignorables_and_dashes().items() if folded == ""
+    )
+    return letters
+
+
+#: Spellings tried for one name at most: each ambiguous look-alike doubles them.
+_MAX_NAME_SPELLINGS: Final = 16
+
+
+def name_spellings(name: str) -> list[str]:
+    """``name`` as the name rules read it: NFKC, invisible characters removed and look-alike
+    letters replaced, so "pho\u00adne" and "ph\u043ene" read as "phone". A look-alike of
+    several letters gives one spelling for each (up to :data:`_MAX_NAME_SPELLINGS`)."""
+    if name.isascii():
+        return [name]
+    letters = _name_letters()
+    choices = [letters.get(char, (char,)) for char in unicodedata.normalize("NFKC", name)]
+    spellings = itertools.islice(itertools.product(*choices), _MAX_NAME_SPELLINGS)
+    return ["".join(spelling) for spelling in spellings]
+
+
 def prepare() -> None:
     """Build the folding tables now (a fraction of a second), so the first request does not."""
     _folding()
+    _name_letters()
 
 
 def fold(text: str) -> str:
