@@ -101,6 +101,7 @@ def _folding() -> _Folding:
     return _Folding(bytes(table), others, re.compile(f"[^\\x00-\\x7f{plain}]"))
 
 
+@cache
 def _look_alikes() -> tuple[dict[str, set[str]], list[set[str]]]:
     """Which key characters each non-ASCII character looks like, and the groups of key
     characters that look like each other (one step of Unicode's confusables data, so chains of
@@ -132,6 +133,7 @@ def _look_alikes() -> tuple[dict[str, set[str]], list[set[str]]]:
     return looks_like, same
 
 
+@cache
 def _ignorables_and_dashes() -> dict[str, str]:
     """Default-ignorable characters (removed) and dashes (made ``-``)."""
     folded = dict.fromkeys(_EXTRA_IGNORABLE, "")
