@@ -174,7 +174,8 @@ class _Gathered:
 
     def message(self, message: Message) -> None:
         descriptor = message.DESCRIPTOR
-        if descriptor.full_name in _STRUCT_TYPES:
+        full_name = descriptor.full_name
+        if full_name in _STRUCT_TYPES:
             self.struct_like(message)
             return
         plan = _plan_of(descriptor)
@@ -183,9 +184,9 @@ class _Gathered:
         if plan.forbidden_fields:
             for present, _ in message.ListFields():
                 if present.name in plan.forbidden_fields:
-                    self.names.append((present.name, descriptor.full_name))
+                    self.names.append((present.name, full_name))
         for field in plan.fields:
-            self._field(message, field, descriptor.full_name)
+            self._field(message, field, full_name)
 
     def _field(self, message: Message, field: _FieldPlan, location: str) -> None:
         kind = field.kind
@@ -202,8 +203,10 @@ class _Gathered:
             items = value if field.repeated else [value]
             self.texts.extend(item.decode("utf-8", "replace") for item in items)
         elif field.repeated:
+            # Repeated messages are most of a bundle's messages: one call per item, not two.
+            walk = self.struct_like if kind is _Kind.STRUCT else self.message
             for item in value:
-                self._nested(kind, item)
+                walk(item)
         elif message.HasField(field.name):
             self._nested(kind, value)
 
