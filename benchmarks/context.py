@@ -9,9 +9,9 @@ A build cannot be cheaper than its database read, so the same run measures a flo
 database, from as many callers over one grpc.aio channel: a server through the same bootstrap
 whose handler only makes the build's read (``benchmarks.floor_servers learner-read``: the
 service's repository, purpose and pool size). Goal: BuildContext at least 0.8x the floor's
-throughput, with the identifier gate, rendering and the snapshot. Throughput on a shared machine
-swings with its other load, so the report also gives the floor's service CPU per call against the
-build's, which other processes disturb far less.
+throughput, with the identifier gate, rendering and the snapshot. The two take turns, so a
+shared machine's drift in speed falls on both; the report also gives the floor's service CPU per
+call against the build's.
 """
 
 from __future__ import annotations
@@ -19,16 +19,17 @@ from __future__ import annotations
 import os
 import secrets
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import grpc.aio
 import psutil
+from google.protobuf.empty_pb2 import Empty
 
-from benchmarks.grpc_baseline import measure_empty_call
-from benchmarks.load import LoadResult, run_load, server_process
+from benchmarks.empty_server import METHOD, TOKEN
+from benchmarks.load import Load, LoadResult, run_alternating, server_process
 from nemo_core.db import connect, dsn_with
 from nemo_core.settings import DEFAULT_CALLER_TOKEN_METADATA_KEY
 from nemo_ops.embedded_pg import start_embedded_postgres
@@ -39,6 +40,8 @@ from nemo_testing.ports import free_port
 
 CALLER_TOKEN = "bench-gateway-token-0123456789abcdef"
 WARMUP_SECONDS = 1.0
+ROUNDS = 5
+"""Turns each load takes: enough that a drift of the machine's speed falls on both."""
 
 
 @dataclass(frozen=True)
@@ -126,65 +129,74 @@ def context_environment(port: int, context_dsn: str, scratch: Path) -> dict[str,
 
 
 async def measure_build_context(*, concurrency: int, seconds: float) -> ContextBenchmark:
-    """Load BuildContext(tutor_hint, persist) from ``concurrency`` callers for ``seconds``, and
-    the floor (the build's read alone) the same way, on the same database."""
+    """Load BuildContext(tutor_hint, persist) from ``concurrency`` callers, and the floor (the
+    build's read alone) the same way on the same database, taking turns (:data:`ROUNDS` turns,
+    ``seconds`` in all for each) so that both go through the same drift of the machine."""
     scratch_root = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
     with (
         tempfile.TemporaryDirectory(prefix="nemo-bench-", dir=scratch_root) as scratch,
         seeded_database(Path(scratch)) as (owner_dsn, data_dir),
     ):
         context_dsn = await prepare_database(owner_dsn)
-        port = free_port()
-        environment = context_environment(port, context_dsn, Path(scratch))
-        saved = {key: os.environ.get(key) for key in environment}
-        os.environ.update(environment)
-        try:
-            # The floor server reads the same NEMO_CONTEXT_ settings as the service.
-            floor = await measure_empty_call(
-                f"floor: learner read alone, {concurrency} callers",
-                "benchmarks.floor_servers",
-                "learner-read",
-                concurrency=concurrency,
-                seconds=seconds,
-            )
-            with server_process(["-m", "nemo_context"], port) as service:
-                build, postgres_cpu = await _load(port, service, data_dir, concurrency, seconds)
-        finally:
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
-    return ContextBenchmark(load=build, postgres_cpu_ms_per_build=postgres_cpu, floor=floor)
+        port, floor_port = free_port(), free_port()
+        # The floor server reads the same NEMO_CONTEXT_ settings as the service.
+        environment = {**os.environ, **context_environment(port, context_dsn, Path(scratch))}
+        floor_command = ["-m", "benchmarks.floor_servers", "learner-read", str(floor_port)]
+        with (
+            server_process(["-m", "nemo_context"], port, environment) as service,
+            server_process(floor_command, floor_port, environment) as floor_server,
+        ):
+            async with (
+                grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel,
+                grpc.aio.insecure_channel(f"127.0.0.1:{floor_port}") as floor_channel,
+            ):
+                floor, build = await run_alternating(
+                    [
+                        Load(
+                            f"floor: learner read alone, {concurrency} callers",
+                            _floor_call(floor_channel),
+                            floor_server,
+                        ),
+                        Load(
+                            f"BuildContext(tutor_hint) + local snapshot, {concurrency} callers",
+                            _build_call(channel),
+                            service,
+                            # PostgreSQL's CPU while the builds run, over the measured ones.
+                            counted=lambda: postgres_processes(data_dir),
+                        ),
+                    ],
+                    concurrency=concurrency,
+                    seconds=seconds,
+                    rounds=ROUNDS,
+                    warmup_seconds=WARMUP_SECONDS,
+                )
+    return ContextBenchmark(
+        load=build, postgres_cpu_ms_per_build=build.counted_cpu_ms_per_call, floor=floor
+    )
 
 
-async def _load(
-    port: int, service: psutil.Process, data_dir: Path, concurrency: int, seconds: float
-) -> tuple[LoadResult, float | None]:
-    """The build's load result and PostgreSQL's CPU milliseconds per build."""
+def _floor_call(channel: grpc.aio.Channel) -> Callable[[], Awaitable[object]]:
+    call = channel.unary_unary(
+        METHOD, request_serializer=Empty.SerializeToString, response_deserializer=Empty.FromString
+    )
+    metadata = ((DEFAULT_CALLER_TOKEN_METADATA_KEY, TOKEN),)
+    request = Empty()
+    return lambda: call(request, metadata=metadata, timeout=5)
+
+
+def _build_call(channel: grpc.aio.Channel) -> Callable[[], Awaitable[object]]:
+    stub = context_service_pb2_grpc.ContextServiceStub(channel)
     metadata = ((DEFAULT_CALLER_TOKEN_METADATA_KEY, CALLER_TOKEN),)
     request = context_service_pb2.BuildContextRequest(
         learner_id="L-2041-1", purpose="tutor_hint", persist=True
     )
-    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
-        stub = context_service_pb2_grpc.ContextServiceStub(channel)
 
-        async def call() -> object:
-            response: context_service_pb2.BuildContextResponse = await stub.BuildContext(
-                request, metadata=metadata, timeout=5
-            )
-            if not response.bundle.input_ref:
-                raise RuntimeError("the snapshot was not written")
-            return response
-
-        name = f"BuildContext(tutor_hint) + local snapshot, {concurrency} callers"
-        # Warm up separately, so PostgreSQL's CPU is counted over the measured calls only.
-        await run_load(name, call, concurrency=concurrency, seconds=WARMUP_SECONDS)
-        postgres = postgres_processes(data_dir)
-        postgres_before = cpu_seconds(postgres)
-        result = await run_load(
-            name, call, concurrency=concurrency, seconds=seconds, warmup_seconds=0, server=service
+    async def call() -> object:
+        response: context_service_pb2.BuildContextResponse = await stub.BuildContext(
+            request, metadata=metadata, timeout=5
         )
-        postgres_used = cpu_seconds(postgres) - postgres_before
-    per_build = postgres_used * 1000 / result.calls if result.calls else None
-    return result, per_build
+        if not response.bundle.input_ref:
+            raise RuntimeError("the snapshot was not written")
+        return response
+
+    return call

@@ -9,7 +9,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -29,6 +29,8 @@ class LoadResult:
     p50_ms: float
     p99_ms: float
     server_cpu_ms_per_call: float | None
+    counted_cpu_ms_per_call: float | None = None
+    """CPU of the other processes counted with the load (:attr:`Load.counted`), per call."""
 
     @property
     def throughput(self) -> float:
@@ -61,6 +63,17 @@ def _cpu_seconds(process: psutil.Process | None) -> float:
     return float(times.user + times.system)
 
 
+def _cpu_of(processes: Sequence[psutil.Process]) -> float:
+    """CPU seconds of ``processes`` (one that has exited counts nothing)."""
+    total = 0.0
+    for process in processes:
+        try:
+            total += _cpu_seconds(process)
+        except psutil.NoSuchProcess:
+            continue
+    return total
+
+
 async def run_load(
     name: str,
     call: Callable[[], Awaitable[object]],
@@ -71,6 +84,54 @@ async def run_load(
     server: psutil.Process | None = None,
 ) -> LoadResult:
     """Drive ``call`` from ``concurrency`` tasks for ``seconds`` after a warm-up."""
+    segment = await _drive(Load(name, call, server), concurrency, seconds, warmup_seconds)
+    return _result(name, [segment], server is not None)
+
+
+@dataclass(frozen=True)
+class Load:
+    """One of the loads :func:`run_alternating` takes turns with."""
+
+    name: str
+    call: Callable[[], Awaitable[object]]
+    server: psutil.Process | None = None
+    counted: Callable[[], Sequence[psutil.Process]] | None = None
+    """Other processes whose CPU is counted while this load runs, looked up at each turn (a
+    database's backends come and go)."""
+
+
+async def run_alternating(
+    loads: list[Load], *, concurrency: int, seconds: float, rounds: int, warmup_seconds: float = 1.0
+) -> list[LoadResult]:
+    """Each load in turn for ``seconds / rounds``, ``rounds`` times over, after a warm-up of each.
+
+    A shared machine's speed drifts over seconds; compared load by load in one stretch, two
+    servers would be measured on different machines. Taking turns puts both through the same
+    drift, so their ratio holds even when the absolute figures move.
+    """
+    for load in loads:
+        await _drive(load, concurrency, 0.0, warmup_seconds)
+    segments: list[list[_Segment]] = [[] for _ in loads]
+    for _ in range(rounds):
+        for load, taken in zip(loads, segments, strict=True):
+            taken.append(await _drive(load, concurrency, seconds / rounds, 0.0))
+    return [
+        _result(load.name, taken, load.server is not None, counted=load.counted is not None)
+        for load, taken in zip(loads, segments, strict=True)
+    ]
+
+
+@dataclass(frozen=True)
+class _Segment:
+    latencies: list[float]
+    errors: int
+    seconds: float
+    cpu_seconds: float
+    counted_cpu_seconds: float
+
+
+async def _drive(load: Load, concurrency: int, seconds: float, warmup_seconds: float) -> _Segment:
+    call = load.call
     latencies: list[float] = []
     errors = 0
     measuring = False
@@ -90,19 +151,40 @@ async def run_load(
     tasks = [asyncio.create_task(caller()) for _ in range(concurrency)]
     await asyncio.sleep(warmup_seconds)
     measuring = True
-    cpu_before, started = _cpu_seconds(server), time.monotonic()
+    counted = load.counted() if load.counted is not None else ()
+    cpu_before, counted_before = _cpu_seconds(load.server), _cpu_of(counted)
+    started = time.monotonic()
     await asyncio.gather(*tasks)
-    elapsed = time.monotonic() - started
-    cpu_used = _cpu_seconds(server) - cpu_before
-    quantiles = statistics.quantiles(latencies, n=100) if len(latencies) > 1 else [0.0] * 99
+    return _Segment(
+        latencies,
+        errors,
+        time.monotonic() - started,
+        _cpu_seconds(load.server) - cpu_before,
+        _cpu_of(counted) - counted_before,
+    )
+
+
+def _per_call_ms(cpu_seconds: float, calls: int) -> float | None:
+    return cpu_seconds * 1000 / calls if calls else None
+
+
+def _result(
+    name: str, segments: list[_Segment], has_server: bool, *, counted: bool = False
+) -> LoadResult:
+    latencies = [latency for segment in segments for latency in segment.latencies]
+    calls = len(latencies)
+    quantiles = statistics.quantiles(latencies, n=100) if calls > 1 else [0.0] * 99
+    cpu_used = sum(segment.cpu_seconds for segment in segments)
+    counted_used = sum(segment.counted_cpu_seconds for segment in segments)
     return LoadResult(
         name=name,
-        calls=len(latencies),
-        errors=errors,
-        seconds=elapsed,
+        calls=calls,
+        errors=sum(segment.errors for segment in segments),
+        seconds=sum(segment.seconds for segment in segments),
         p50_ms=quantiles[49] * 1000,
         p99_ms=quantiles[98] * 1000,
-        server_cpu_ms_per_call=(cpu_used * 1000 / len(latencies)) if server and latencies else None,
+        server_cpu_ms_per_call=_per_call_ms(cpu_used, calls) if has_server else None,
+        counted_cpu_ms_per_call=_per_call_ms(counted_used, calls) if counted else None,
     )
 
 
