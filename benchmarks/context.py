@@ -26,9 +26,8 @@ from pathlib import Path
 
 import grpc.aio
 import psutil
-from google.protobuf.empty_pb2 import Empty
 
-from benchmarks.empty_server import METHOD, TOKEN
+from benchmarks.grpc_baseline import empty_call
 from benchmarks.load import Load, LoadResult, run_alternating, server_process
 from nemo_core.db import connect, dsn_with
 from nemo_core.settings import DEFAULT_CALLER_TOKEN_METADATA_KEY
@@ -79,17 +78,6 @@ def postgres_processes(data_dir: Path) -> list[psutil.Process]:
     """The postmaster of ``data_dir`` and every process it started."""
     postmaster = psutil.Process(int((data_dir / "postmaster.pid").read_text().split()[0]))
     return [postmaster, *postmaster.children(recursive=True)]
-
-
-def cpu_seconds(processes: list[psutil.Process]) -> float:
-    total = 0.0
-    for process in processes:
-        try:
-            times = process.cpu_times()
-        except psutil.NoSuchProcess:
-            continue
-        total += times.user + times.system
-    return total
 
 
 @contextmanager
@@ -154,7 +142,7 @@ async def measure_build_context(*, concurrency: int, seconds: float) -> ContextB
                     [
                         Load(
                             f"floor: learner read alone, {concurrency} callers",
-                            _floor_call(floor_channel),
+                            empty_call(floor_channel),
                             floor_server,
                         ),
                         Load(
@@ -173,15 +161,6 @@ async def measure_build_context(*, concurrency: int, seconds: float) -> ContextB
     return ContextBenchmark(
         load=build, postgres_cpu_ms_per_build=build.counted_cpu_ms_per_call, floor=floor
     )
-
-
-def _floor_call(channel: grpc.aio.Channel) -> Callable[[], Awaitable[object]]:
-    call = channel.unary_unary(
-        METHOD, request_serializer=Empty.SerializeToString, response_deserializer=Empty.FromString
-    )
-    metadata = ((DEFAULT_CALLER_TOKEN_METADATA_KEY, TOKEN),)
-    request = Empty()
-    return lambda: call(request, metadata=metadata, timeout=5)
 
 
 def _build_call(channel: grpc.aio.Channel) -> Callable[[], Awaitable[object]]:

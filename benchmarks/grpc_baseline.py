@@ -3,7 +3,7 @@ service benchmarks). The floor servers answer the same empty call, so one client
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 import grpc.aio
 from google.protobuf.empty_pb2 import Empty
@@ -36,19 +36,18 @@ async def measure_empty_call(
 ) -> LoadResult:
     """Load the empty call of ``python -m MODULE MODE PORT *ARGUMENTS`` run as its own process."""
     port = free_port()
-    metadata = ((DEFAULT_CALLER_TOKEN_METADATA_KEY, TOKEN),)
     with server_process(["-m", module, mode, str(port), *arguments], port) as server:
         async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
-            call = channel.unary_unary(
-                METHOD,
-                request_serializer=Empty.SerializeToString,
-                response_deserializer=Empty.FromString,
-            )
-            request = Empty()
             return await run_load(
-                name,
-                lambda: call(request, metadata=metadata, timeout=5),
-                concurrency=concurrency,
-                seconds=seconds,
-                server=server,
+                name, empty_call(channel), concurrency=concurrency, seconds=seconds, server=server
             )
+
+
+def empty_call(channel: grpc.aio.Channel) -> Callable[[], Awaitable[object]]:
+    """The empty call on ``channel``, as the bench caller (for any server that answers it)."""
+    call = channel.unary_unary(
+        METHOD, request_serializer=Empty.SerializeToString, response_deserializer=Empty.FromString
+    )
+    metadata = ((DEFAULT_CALLER_TOKEN_METADATA_KEY, TOKEN),)
+    request = Empty()
+    return lambda: call(request, metadata=metadata, timeout=5)

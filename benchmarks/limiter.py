@@ -26,8 +26,8 @@ from pathlib import Path
 
 import psutil
 
-from benchmarks.context import cpu_seconds, postgres_processes
-from benchmarks.load import LoadResult, report, run_load
+from benchmarks.context import postgres_processes
+from benchmarks.load import LoadResult, cpu_seconds, report, run_load
 from nemo_core.db import Pool, connect, create_pool, dsn_with
 from nemo_ops.embedded_pg import start_embedded_postgres
 from nemo_ops.migrate import migrate

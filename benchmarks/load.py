@@ -63,7 +63,7 @@ def _cpu_seconds(process: psutil.Process | None) -> float:
     return float(times.user + times.system)
 
 
-def _cpu_of(processes: Sequence[psutil.Process]) -> float:
+def cpu_seconds(processes: Sequence[psutil.Process]) -> float:
     """CPU seconds of ``processes`` (one that has exited counts nothing)."""
     total = 0.0
     for process in processes:
@@ -152,7 +152,7 @@ async def _drive(load: Load, concurrency: int, seconds: float, warmup_seconds: f
     await asyncio.sleep(warmup_seconds)
     measuring = True
     counted = load.counted() if load.counted is not None else ()
-    cpu_before, counted_before = _cpu_seconds(load.server), _cpu_of(counted)
+    cpu_before, counted_before = _cpu_seconds(load.server), cpu_seconds(counted)
     started = time.monotonic()
     await asyncio.gather(*tasks)
     return _Segment(
@@ -160,7 +160,7 @@ async def _drive(load: Load, concurrency: int, seconds: float, warmup_seconds: f
         errors,
         time.monotonic() - started,
         _cpu_seconds(load.server) - cpu_before,
-        _cpu_of(counted) - counted_before,
+        cpu_seconds(counted) - counted_before,
     )
 
 

@@ -203,17 +203,10 @@ class _Gathered:
             items = value if field.repeated else [value]
             self.texts.extend(item.decode("utf-8", "replace") for item in items)
         elif field.repeated:
-            # Repeated messages are most of a bundle's messages: one call per item, not two.
-            walk = self.struct_like if kind is _Kind.STRUCT else self.message
+            # message() hands Struct, Value and ListValue to struct_like itself.
             for item in value:
-                walk(item)
+                self.message(item)
         elif message.HasField(field.name):
-            self._nested(kind, value)
-
-    def _nested(self, kind: _Kind, value: Message) -> None:
-        if kind is _Kind.STRUCT:
-            self.struct_like(value)
-        else:
             self.message(value)
 
     def _map_entry(self, key: object, item: Any, kind: _Kind | None, location: str) -> None:
