@@ -41,6 +41,8 @@ CALLER_TOKEN = "bench-gateway-token-0123456789abcdef"
 WARMUP_SECONDS = 1.0
 ROUNDS = 5
 """Turns each load takes: enough that a drift of the machine's speed falls on both."""
+GOAL = 0.8
+"""BuildContext's throughput against its floor's that the build aims at."""
 
 
 @dataclass(frozen=True)
@@ -66,8 +68,28 @@ class ContextBenchmark:
             f"floor (the build's learner read alone): {self.floor.throughput:.0f} calls/s, "
             f"{self.floor.throughput / bare.throughput:.2f}x the bare empty handler; "
             f"BuildContext {self.load.throughput / self.floor.throughput:.2f}x the floor "
-            f"(goal 0.8x); service CPU per call, floor / build: {self._cpu_ratio()}"
+            f"(goal {GOAL}x); service CPU per call, floor / build: {self._cpu_ratio()}\n"
+            f"{self._loops()}"
         )
+
+    def _loops(self) -> str:
+        """Each server's event-loop thread against the machine, and the loop CPU a build could
+        spend at the goal: a loop near one core busy bounds its server's throughput."""
+        floor, build = self.floor, self.load
+        if not (floor.loop_cpu_ms_per_call and build.loop_cpu_ms_per_call):
+            return "event-loop thread CPU: -"
+        text = (
+            f"event-loop thread CPU ms per call: floor {floor.loop_cpu_ms_per_call:.3f} "
+            f"({floor.loop_cores_busy or 0:.2f} of a core busy), build "
+            f"{build.loop_cpu_ms_per_call:.3f} ({build.loop_cores_busy or 0:.2f} busy); "
+            f"machine cores busy: floor {floor.machine_cores_busy or 0:.2f}, build "
+            f"{build.machine_cores_busy or 0:.2f} of {os.cpu_count()}"
+        )
+        if build.loop_cores_busy:
+            # As busy a loop as now, at the goal's throughput.
+            budget = build.loop_cores_busy * 1000 / (GOAL * floor.throughput)
+            text += f"; a build's loop CPU at the goal: at most {budget:.3f} ms"
+        return text
 
     def _cpu_ratio(self) -> str:
         floor, build = self.floor.server_cpu_ms_per_call, self.load.server_cpu_ms_per_call

@@ -1,5 +1,6 @@
-"""Closed-loop load: N concurrent callers for a fixed time; latency percentiles, throughput and
-the server process's CPU time per call."""
+"""Closed-loop load: N concurrent callers for a fixed time; latency percentiles, throughput, the
+server process's CPU time per call (all of it, and its event-loop thread's), and how busy the
+machine's cores were."""
 
 from __future__ import annotations
 
@@ -31,6 +32,13 @@ class LoadResult:
     server_cpu_ms_per_call: float | None
     counted_cpu_ms_per_call: float | None = None
     """CPU of the other processes counted with the load (:attr:`Load.counted`), per call."""
+    loop_cpu_ms_per_call: float | None = None
+    """CPU of the server's main thread (its event loop) per call: one thread can use one core
+    at most, so a server whose loop is near a core busy is bound by it."""
+    loop_cores_busy: float | None = None
+    """The server's main thread's CPU per second of the load, in cores."""
+    machine_cores_busy: float | None = None
+    """CPU of every process of the machine per second of the load, in cores."""
 
     @property
     def throughput(self) -> float:
@@ -61,6 +69,21 @@ def _cpu_seconds(process: psutil.Process | None) -> float:
         return 0.0
     times = process.cpu_times()
     return float(times.user + times.system)
+
+
+def _loop_cpu_seconds(process: psutil.Process | None) -> float:
+    """CPU seconds of the main thread of ``process`` (its thread id is the process id)."""
+    if process is None:
+        return 0.0
+    for thread in process.threads():
+        if thread.id == process.pid:
+            return float(thread.user_time + thread.system_time)
+    return 0.0
+
+
+def _machine_busy_seconds() -> float:
+    times = psutil.cpu_times()
+    return float(times.user + times.nice + times.system + times.irq + times.softirq)
 
 
 def cpu_seconds(processes: Sequence[psutil.Process]) -> float:
@@ -128,6 +151,8 @@ class _Segment:
     seconds: float
     cpu_seconds: float
     counted_cpu_seconds: float
+    loop_cpu_seconds: float
+    machine_busy_seconds: float
 
 
 async def _drive(load: Load, concurrency: int, seconds: float, warmup_seconds: float) -> _Segment:
@@ -153,6 +178,7 @@ async def _drive(load: Load, concurrency: int, seconds: float, warmup_seconds: f
     measuring = True
     counted = load.counted() if load.counted is not None else ()
     cpu_before, counted_before = _cpu_seconds(load.server), cpu_seconds(counted)
+    loop_before, machine_before = _loop_cpu_seconds(load.server), _machine_busy_seconds()
     started = time.monotonic()
     await asyncio.gather(*tasks)
     return _Segment(
@@ -161,6 +187,8 @@ async def _drive(load: Load, concurrency: int, seconds: float, warmup_seconds: f
         time.monotonic() - started,
         _cpu_seconds(load.server) - cpu_before,
         cpu_seconds(counted) - counted_before,
+        _loop_cpu_seconds(load.server) - loop_before,
+        _machine_busy_seconds() - machine_before,
     )
 
 
@@ -176,15 +204,22 @@ def _result(
     quantiles = statistics.quantiles(latencies, n=100) if calls > 1 else [0.0] * 99
     cpu_used = sum(segment.cpu_seconds for segment in segments)
     counted_used = sum(segment.counted_cpu_seconds for segment in segments)
+    loop_used = sum(segment.loop_cpu_seconds for segment in segments)
+    seconds = sum(segment.seconds for segment in segments)
     return LoadResult(
         name=name,
         calls=calls,
         errors=sum(segment.errors for segment in segments),
-        seconds=sum(segment.seconds for segment in segments),
+        seconds=seconds,
         p50_ms=quantiles[49] * 1000,
         p99_ms=quantiles[98] * 1000,
         server_cpu_ms_per_call=_per_call_ms(cpu_used, calls) if has_server else None,
         counted_cpu_ms_per_call=_per_call_ms(counted_used, calls) if counted else None,
+        loop_cpu_ms_per_call=_per_call_ms(loop_used, calls) if has_server else None,
+        loop_cores_busy=loop_used / seconds if has_server and seconds else None,
+        machine_cores_busy=sum(segment.machine_busy_seconds for segment in segments) / seconds
+        if seconds
+        else None,
     )
 
 
