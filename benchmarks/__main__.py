@@ -42,7 +42,7 @@ async def main() -> None:
         await measure_empty_handler("nemo", concurrency=concurrency, seconds=seconds),
     ]
     context = await measure_build_context(concurrency=concurrency, seconds=seconds)
-    results += [context.floor, context.load]
+    results += [context.floor, context.load, context.unpersisted]
     gateway_results, gateway_summary = await measure_gateway(seconds)
     streaming = await measure_streaming(seconds)
     print(report([*results, *gateway_results], baseline))

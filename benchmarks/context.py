@@ -9,9 +9,10 @@ A build cannot be cheaper than its database read, so the same run measures a flo
 database, from as many callers over one grpc.aio channel: a server through the same bootstrap
 whose handler only makes the build's read (``benchmarks.floor_servers learner-read``: the
 service's repository, purpose and pool size). Goal: BuildContext at least 0.8x the floor's
-throughput, with the identifier gate, rendering and the snapshot. The two take turns, so a
-shared machine's drift in speed falls on both; the report also gives the floor's service CPU per
-call against the build's.
+throughput, with the identifier gate, rendering and the snapshot. A third load, the same build
+without its snapshot (``persist`` unset), tells the snapshot's share of the cost from the rest
+of the build's. The loads take turns, so a shared machine's drift in speed falls on all of them;
+the report also gives the floor's service CPU per call against the build's.
 """
 
 from __future__ import annotations
@@ -47,12 +48,15 @@ GOAL = 0.8
 
 @dataclass(frozen=True)
 class ContextBenchmark:
-    """The load result, PostgreSQL's share of the work, and the floor."""
+    """The load result, PostgreSQL's share of the work, the floor, and the build without its
+    snapshot."""
 
     load: LoadResult
     postgres_cpu_ms_per_build: float | None
     floor: LoadResult
     """The build's database read alone, served through the same bootstrap."""
+    unpersisted: LoadResult
+    """The same build with ``persist`` unset: no snapshot is written."""
 
     def describe(self, bare: LoadResult) -> str:
         """The CPU milliseconds per build of the service and of PostgreSQL; the floor's
@@ -69,8 +73,16 @@ class ContextBenchmark:
             f"{self.floor.throughput / bare.throughput:.2f}x the bare empty handler; "
             f"BuildContext {self.load.throughput / self.floor.throughput:.2f}x the floor "
             f"(goal {GOAL}x); service CPU per call, floor / build: {self._cpu_ratio()}\n"
+            f"without its snapshot: {self.unpersisted.throughput / self.floor.throughput:.2f}x "
+            f"the floor, service CPU {figure(self.unpersisted.server_cpu_ms_per_call)} ms per "
+            f"build; the snapshot costs the service {self._snapshot_cpu()} ms per build\n"
             f"{self._loops()}"
         )
+
+    def _snapshot_cpu(self) -> str:
+        persisted = self.load.server_cpu_ms_per_call
+        unpersisted = self.unpersisted.server_cpu_ms_per_call
+        return f"{persisted - unpersisted:.3f}" if persisted and unpersisted else "-"
 
     def _loops(self) -> str:
         """Each server's event-loop thread against the machine, and the loop CPU a build could
@@ -160,7 +172,7 @@ async def measure_build_context(*, concurrency: int, seconds: float) -> ContextB
                 grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel,
                 grpc.aio.insecure_channel(f"127.0.0.1:{floor_port}") as floor_channel,
             ):
-                floor, build = await run_alternating(
+                floor, build, unpersisted = await run_alternating(
                     [
                         Load(
                             f"floor: learner read alone, {concurrency} callers",
@@ -174,6 +186,11 @@ async def measure_build_context(*, concurrency: int, seconds: float) -> ContextB
                             # PostgreSQL's CPU while the builds run, over the measured ones.
                             counted=lambda: postgres_processes(data_dir),
                         ),
+                        Load(
+                            f"BuildContext(tutor_hint), no snapshot, {concurrency} callers",
+                            _build_call(channel, persist=False),
+                            service,
+                        ),
                     ],
                     concurrency=concurrency,
                     seconds=seconds,
@@ -181,23 +198,29 @@ async def measure_build_context(*, concurrency: int, seconds: float) -> ContextB
                     warmup_seconds=WARMUP_SECONDS,
                 )
     return ContextBenchmark(
-        load=build, postgres_cpu_ms_per_build=build.counted_cpu_ms_per_call, floor=floor
+        load=build,
+        postgres_cpu_ms_per_build=build.counted_cpu_ms_per_call,
+        floor=floor,
+        unpersisted=unpersisted,
     )
 
 
-def _build_call(channel: grpc.aio.Channel) -> Callable[[], Awaitable[object]]:
+def _build_call(
+    channel: grpc.aio.Channel, *, persist: bool = True
+) -> Callable[[], Awaitable[object]]:
     stub = context_service_pb2_grpc.ContextServiceStub(channel)
     metadata = ((DEFAULT_CALLER_TOKEN_METADATA_KEY, CALLER_TOKEN),)
     request = context_service_pb2.BuildContextRequest(
-        learner_id="L-2041-1", purpose="tutor_hint", persist=True
+        learner_id="L-2041-1", purpose="tutor_hint", persist=persist
     )
+    mismatch = "the snapshot was not written" if persist else "a snapshot was written"
 
     async def call() -> object:
         response: context_service_pb2.BuildContextResponse = await stub.BuildContext(
             request, metadata=metadata, timeout=5
         )
-        if not response.bundle.input_ref:
-            raise RuntimeError("the snapshot was not written")
+        if bool(response.bundle.input_ref) != persist:
+            raise RuntimeError(mismatch)
         return response
 
     return call
