@@ -11,8 +11,10 @@ whose handler only makes the build's read (``benchmarks.floor_servers learner-re
 service's repository, purpose and pool size). Goal: BuildContext at least 0.8x the floor's
 throughput, with the identifier gate, rendering and the snapshot. A third load, the same build
 without its snapshot (``persist`` unset), tells the snapshot's share of the cost from the rest
-of the build's. The loads take turns, so a shared machine's drift in speed falls on all of them;
-the report also gives the floor's service CPU per call against the build's.
+of the build's. A fourth, a second service writing its snapshots to a real S3 API (the moto
+server on loopback) as production does, gives the cost of that backend. The loads take turns, so
+a shared machine's drift in speed falls on all of them; the report also gives the floor's service
+CPU per call against the build's.
 """
 
 from __future__ import annotations
@@ -37,8 +39,10 @@ from nemo_ops.migrate import migrate
 from nemo_ops.seed import seed
 from nemo_protos.context.v1 import context_service_pb2, context_service_pb2_grpc
 from nemo_testing.ports import free_port
+from nemo_testing.s3 import context_snapshot_environment, create_bucket, moto_s3_server
 
 CALLER_TOKEN = "bench-gateway-token-0123456789abcdef"
+SNAPSHOT_BUCKET = "nemo-bench-snapshots"
 WARMUP_SECONDS = 1.0
 ROUNDS = 5
 """Turns each load takes: enough that a drift of the machine's speed falls on both."""
@@ -57,6 +61,8 @@ class ContextBenchmark:
     """The build's database read alone, served through the same bootstrap."""
     unpersisted: LoadResult
     """The same build with ``persist`` unset: no snapshot is written."""
+    s3: LoadResult
+    """The same build with its snapshot written to an S3 API, as in production."""
 
     def describe(self, bare: LoadResult) -> str:
         """The CPU milliseconds per build of the service and of PostgreSQL; the floor's
@@ -75,14 +81,16 @@ class ContextBenchmark:
             f"(goal {GOAL}x); service CPU per call, floor / build: {self._cpu_ratio()}\n"
             f"without its snapshot: {self.unpersisted.throughput / self.floor.throughput:.2f}x "
             f"the floor, service CPU {figure(self.unpersisted.server_cpu_ms_per_call)} ms per "
-            f"build; the snapshot costs the service {self._snapshot_cpu()} ms per build\n"
+            f"build; the snapshot costs the service {self._snapshot_cpu(self.load)} ms per build\n"
+            f"with an S3 snapshot (moto on loopback, which closes every connection): service CPU "
+            f"{figure(self.s3.server_cpu_ms_per_call)} ms per build, the snapshot "
+            f"{self._snapshot_cpu(self.s3)} ms\n"
             f"{self._loops()}"
         )
 
-    def _snapshot_cpu(self) -> str:
-        persisted = self.load.server_cpu_ms_per_call
-        unpersisted = self.unpersisted.server_cpu_ms_per_call
-        return f"{persisted - unpersisted:.3f}" if persisted and unpersisted else "-"
+    def _snapshot_cpu(self, persisted: LoadResult) -> str:
+        cpu, unpersisted = persisted.server_cpu_ms_per_call, self.unpersisted.server_cpu_ms_per_call
+        return f"{cpu - unpersisted:.3f}" if cpu and unpersisted else "-"
 
     def _loops(self) -> str:
         """Each server's event-loop thread against the machine, and the loop CPU a build could
@@ -158,21 +166,30 @@ async def measure_build_context(*, concurrency: int, seconds: float) -> ContextB
     with (
         tempfile.TemporaryDirectory(prefix="nemo-bench-", dir=scratch_root) as scratch,
         seeded_database(Path(scratch)) as (owner_dsn, data_dir),
+        moto_s3_server() as s3,
     ):
         context_dsn = await prepare_database(owner_dsn)
-        port, floor_port = free_port(), free_port()
+        await create_bucket(s3, SNAPSHOT_BUCKET)
+        port, floor_port, s3_port = free_port(), free_port(), free_port()
         # The floor server reads the same NEMO_CONTEXT_ settings as the service.
         environment = {**os.environ, **context_environment(port, context_dsn, Path(scratch))}
+        s3_environment = {
+            **os.environ,
+            **context_environment(s3_port, context_dsn, Path(scratch)),
+            **context_snapshot_environment(s3, SNAPSHOT_BUCKET),
+        }
         floor_command = ["-m", "benchmarks.floor_servers", "learner-read", str(floor_port)]
         with (
             server_process(["-m", "nemo_context"], port, environment) as service,
             server_process(floor_command, floor_port, environment) as floor_server,
+            server_process(["-m", "nemo_context"], s3_port, s3_environment) as s3_service,
         ):
             async with (
                 grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel,
                 grpc.aio.insecure_channel(f"127.0.0.1:{floor_port}") as floor_channel,
+                grpc.aio.insecure_channel(f"127.0.0.1:{s3_port}") as s3_channel,
             ):
-                floor, build, unpersisted = await run_alternating(
+                floor, build, unpersisted, s3_build = await run_alternating(
                     [
                         Load(
                             f"floor: learner read alone, {concurrency} callers",
@@ -191,6 +208,11 @@ async def measure_build_context(*, concurrency: int, seconds: float) -> ContextB
                             _build_call(channel, persist=False),
                             service,
                         ),
+                        Load(
+                            f"BuildContext(tutor_hint) + S3 snapshot, {concurrency} callers",
+                            _build_call(s3_channel),
+                            s3_service,
+                        ),
                     ],
                     concurrency=concurrency,
                     seconds=seconds,
@@ -202,6 +224,7 @@ async def measure_build_context(*, concurrency: int, seconds: float) -> ContextB
         postgres_cpu_ms_per_build=build.counted_cpu_ms_per_call,
         floor=floor,
         unpersisted=unpersisted,
+        s3=s3_build,
     )
 
 

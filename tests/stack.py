@@ -29,8 +29,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import aioboto3
-
 from nemo_core.db import connect
 from nemo_core.settings import DEFAULT_CALLER_TOKEN_METADATA_KEY
 from nemo_ops.migrate import ROLE_PASSWORD_ENV
@@ -46,7 +44,7 @@ from nemo_ops.service_processes import (
 from nemo_ops.service_processes import grpc_serving as grpc_serving
 from nemo_ops.service_processes import http_ok as http_ok
 from nemo_testing.ports import free_port
-from nemo_testing.s3 import S3Endpoint
+from nemo_testing.s3 import S3Endpoint, context_snapshot_environment, create_bucket
 from nemo_toolplane.tokens import issue_token
 from nemo_toolplane.tool_sync import sync_tools
 from nemo_toolplane.tools import build_registry
@@ -226,17 +224,6 @@ def _role_passwords() -> dict[str, str]:
     }
 
 
-async def _create_bucket(s3: S3Endpoint, bucket: str) -> None:
-    session = aioboto3.Session(
-        aws_access_key_id=s3.access_key_id,
-        aws_secret_access_key=s3.secret_access_key,
-        region_name=s3.region,
-    )
-    async with session.client("s3", endpoint_url=s3.url) as client:
-        with contextlib.suppress(client.exceptions.BucketAlreadyOwnedByYou):
-            await client.create_bucket(Bucket=bucket)
-
-
 def _base_environment(otlp_endpoint: str | None) -> dict[str, str]:
     env = {key: value for key, value in os.environ.items() if not key.startswith("OTEL_")}
     if otlp_endpoint is None:
@@ -297,7 +284,7 @@ async def start_stack(
     caller_tokens = {identity: secrets.token_urlsafe(24) for identity in CALLER_IDENTITIES}
     role_passwords = _role_passwords()
     if s3 is not None:
-        await _create_bucket(s3, s3_bucket)
+        await create_bucket(s3, s3_bucket)
     for attempt in range(1, _START_ATTEMPTS + 1):
         # A port that was free a moment ago can be taken before a service binds it (by another
         # test's connection): then that service exits at start, and the stack gets new ports.
@@ -351,14 +338,7 @@ def _assemble(
 ) -> Stack:
     """The stack's service processes (not started yet) with their environments."""
     if s3 is not None:
-        envs["context"] |= {
-            "NEMO_CONTEXT_SNAPSHOT_BACKEND": "s3",
-            "NEMO_CONTEXT_SNAPSHOT_S3_BUCKET": s3_bucket,
-            "NEMO_CONTEXT_SNAPSHOT_S3_ENDPOINT_URL": s3.url,
-            "NEMO_CONTEXT_SNAPSHOT_S3_REGION": s3.region,
-            "AWS_ACCESS_KEY_ID": s3.access_key_id,
-            "AWS_SECRET_ACCESS_KEY": s3.secret_access_key,
-        }
+        envs["context"] |= context_snapshot_environment(s3, s3_bucket)
     if provider_base_url is not None:
         envs["gateway"] |= {
             "NEMO_GATEWAY_PROVIDER": provider,
@@ -407,7 +387,7 @@ async def start_replicas(
     agent_tokens = await _prepare_database(owner_dsn, label)
     caller_tokens = {identity: secrets.token_urlsafe(24) for identity in CALLER_IDENTITIES}
     role_passwords = _role_passwords()
-    await _create_bucket(s3, s3_bucket)
+    await create_bucket(s3, s3_bucket)
     ports = [Ports(free_port(), free_port(), free_port(), free_port()) for _ in range(replicas)]
     contexts = ",".join(f"127.0.0.1:{replica.context}" for replica in ports)
     stacks = []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -10,6 +11,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+import aioboto3
 
 from nemo_testing.ports import free_port, wait_for_port
 
@@ -50,3 +53,27 @@ def moto_s3_server() -> Iterator[S3Endpoint]:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+async def create_bucket(endpoint: S3Endpoint, bucket: str) -> None:
+    """Create ``bucket`` on ``endpoint``; nothing when it exists already."""
+    session = aioboto3.Session(
+        aws_access_key_id=endpoint.access_key_id,
+        aws_secret_access_key=endpoint.secret_access_key,
+        region_name=endpoint.region,
+    )
+    async with session.client("s3", endpoint_url=endpoint.url) as client:
+        with contextlib.suppress(client.exceptions.BucketAlreadyOwnedByYou):
+            await client.create_bucket(Bucket=bucket)
+
+
+def context_snapshot_environment(endpoint: S3Endpoint, bucket: str) -> dict[str, str]:
+    """The environment that sends a context service's snapshots to ``bucket`` of ``endpoint``."""
+    return {
+        "NEMO_CONTEXT_SNAPSHOT_BACKEND": "s3",
+        "NEMO_CONTEXT_SNAPSHOT_S3_BUCKET": bucket,
+        "NEMO_CONTEXT_SNAPSHOT_S3_ENDPOINT_URL": endpoint.url,
+        "NEMO_CONTEXT_SNAPSHOT_S3_REGION": endpoint.region,
+        "AWS_ACCESS_KEY_ID": endpoint.access_key_id,
+        "AWS_SECRET_ACCESS_KEY": endpoint.secret_access_key,
+    }
