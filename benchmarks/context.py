@@ -45,15 +45,15 @@ CALLER_TOKEN = "bench-gateway-token-0123456789abcdef"
 SNAPSHOT_BUCKET = "nemo-bench-snapshots"
 WARMUP_SECONDS = 1.0
 ROUNDS = 5
-"""Turns each load takes: enough that a drift of the machine's speed falls on both."""
+"""Turns each load takes: enough that a drift of the machine's speed falls on every load."""
 GOAL = 0.8
 """BuildContext's throughput against its floor's that the build aims at."""
 
 
 @dataclass(frozen=True)
 class ContextBenchmark:
-    """The load result, PostgreSQL's share of the work, the floor, and the build without its
-    snapshot."""
+    """The load result, PostgreSQL's share of the work, the floor, and the same build without
+    its snapshot and with an S3 one."""
 
     load: LoadResult
     postgres_cpu_ms_per_build: float | None
@@ -159,9 +159,10 @@ def context_environment(port: int, context_dsn: str, scratch: Path) -> dict[str,
 
 
 async def measure_build_context(*, concurrency: int, seconds: float) -> ContextBenchmark:
-    """Load BuildContext(tutor_hint, persist) from ``concurrency`` callers, and the floor (the
-    build's read alone) the same way on the same database, taking turns (:data:`ROUNDS` turns,
-    ``seconds`` in all for each) so that both go through the same drift of the machine."""
+    """Load BuildContext(tutor_hint, persist) from ``concurrency`` callers, the floor (the
+    build's read alone), the build without its snapshot and the build with an S3 snapshot, the
+    same way on the same database, taking turns (:data:`ROUNDS` turns, ``seconds`` in all for
+    each) so that all go through the same drift of the machine."""
     scratch_root = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
     with (
         tempfile.TemporaryDirectory(prefix="nemo-bench-", dir=scratch_root) as scratch,
