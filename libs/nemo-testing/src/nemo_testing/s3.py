@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import subprocess
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -63,7 +62,7 @@ async def create_bucket(endpoint: S3Endpoint, bucket: str) -> None:
         region_name=endpoint.region,
     )
     async with session.client("s3", endpoint_url=endpoint.url) as client:
-        with contextlib.suppress(client.exceptions.BucketAlreadyOwnedByYou):
+        with suppress(client.exceptions.BucketAlreadyOwnedByYou):
             await client.create_bucket(Bucket=bucket)
 
 
