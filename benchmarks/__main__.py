@@ -10,7 +10,8 @@ least any implementation of it costs on this stack, not only from the empty hand
 The shared limiter's cost per decision (one statement over a call's buckets) is measured against
 the cheapest statement through the same pool, and the delay until an access change reaches two
 listening replicas. The CPU figures the capacity model needs are written to a JSON file
-(:mod:`benchmarks.figures`).
+(:mod:`benchmarks.figures`); the context service's is that of the build with an S3 snapshot,
+as production writes them.
 
 Environment: NEMO_BENCH_SECONDS (default 5) per measurement, NEMO_BENCH_CONCURRENCY (default 32).
 """
