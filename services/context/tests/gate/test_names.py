@@ -12,8 +12,14 @@ from __future__ import annotations
 import itertools
 
 import pytest
+from hypothesis import given
 
-from nemo_context.gate import forbidden_names_in, is_forbidden_name
+from nemo_context.gate import (
+    forbidden_names_in,
+    is_forbidden_name,
+)
+
+from .spellings import FORBIDDEN_NAME, PROPERTY, SAFE_NAME
 
 
 def _spellings(words: tuple[str, ...]) -> list[str]:
@@ -314,3 +320,22 @@ def test_safe_names_stay_safe_with_hidden_or_look_alike_characters() -> None:
     variants = [_hidden(name, invisible) for name in names for invisible in INVISIBLE]
     variants += [disguised for name in names if (disguised := _disguised(name)) is not None]
     assert [name for name in variants if is_forbidden_name(name)] == []
+
+
+@PROPERTY
+@given(name=FORBIDDEN_NAME)
+def test_forbidden_concepts_are_forbidden_in_every_spelling(name: str) -> None:
+    assert is_forbidden_name(name)
+
+
+@PROPERTY
+@given(name=SAFE_NAME)
+def test_safe_names_pass_in_every_spelling(name: str) -> None:
+    assert not is_forbidden_name(name)
+
+
+def test_plural_acronyms_and_digits_split_as_words() -> None:
+    assert is_forbidden_name("learnerIDs")
+    assert is_forbidden_name("userID2")
+    assert is_forbidden_name("email2")
+    assert not is_forbidden_name("nodeIDs")
