@@ -17,7 +17,7 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader, NumberDataPoi
 from pydantic import SecretStr
 
 from nemo_context.app import SERVICE_NAME, build
-from nemo_context.settings import ContextSettings
+from nemo_context.settings import DEVELOPMENT_IDENTIFIER_KEY, ContextSettings
 from nemo_core.client import create_channel
 from nemo_core.db import Pool, connect, create_pool, init_connection
 from nemo_core.server import Server
@@ -108,6 +108,8 @@ async def s3_bucket(s3_endpoint: S3Endpoint, s3_session: aioboto3.Session) -> st
 
 
 TEST_PSEUDONYM_KEY = "test-pseudonym-key-0123456789abcdef0123456789"
+#: The identifier key the demo seed registers (tests build against the seeded database).
+TEST_IDENTIFIER_KEY = DEVELOPMENT_IDENTIFIER_KEY.encode()
 """The pseudonym key of the test servers (any key of 32+ characters works)."""
 
 

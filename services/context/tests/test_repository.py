@@ -13,6 +13,8 @@ from nemo_context.purposes import CONVERSATION, PURPOSES
 from nemo_context.repository import PostgresLearnerRepository, linked_identifiers, statement_for
 from nemo_core.db import LEARNER_IDS_SETTING, Pool, init_connection, learner_transaction
 
+from .conftest import TEST_IDENTIFIER_KEY
+
 LEARNER_TABLES = (
     "learning.learners",
     "learning.mastery",
@@ -32,7 +34,7 @@ async def test_every_bundle_statement_binds_exactly_the_requested_learner(
     recorded_pool: tuple[Pool, list[LoggedQuery]], learner_id: str
 ) -> None:
     pool, statements = recorded_pool
-    repository = PostgresLearnerRepository(pool)
+    repository = PostgresLearnerRepository(pool, identifier_key=TEST_IDENTIFIER_KEY)
     for name in BUNDLE_PURPOSES:
         statements.clear()
         assert await repository.read(learner_id, PURPOSES[name], NOW) is not None
@@ -40,7 +42,9 @@ async def test_every_bundle_statement_binds_exactly_the_requested_learner(
         # One statement per purpose, composites (learning_state) included.
         assert len(touching) == 1, f"{name}: {len(touching)} data statements"
         for statement in touching:
-            assert statement.args == (learner_id, NOW), f"{name}: {statement.query[:80]}"
+            assert statement.args == (learner_id, NOW, TEST_IDENTIFIER_KEY), (
+                f"{name}: {statement.query[:80]}"
+            )
         # Row-level security was bound to the same learner first, in the same transaction.
         queries = [s.query for s in statements]
         [bind] = [s for s in statements if LEARNER_IDS_SETTING in s.args]
@@ -54,7 +58,7 @@ async def test_statements_never_name_identifier_columns_or_verbatim_answers(
     recorded_pool: tuple[Pool, list[LoggedQuery]],
 ) -> None:
     pool, statements = recorded_pool
-    repository = PostgresLearnerRepository(pool)
+    repository = PostgresLearnerRepository(pool, identifier_key=TEST_IDENTIFIER_KEY)
     for name in BUNDLE_PURPOSES:
         await repository.read("L-2041-1", PURPOSES[name], NOW)
     text = "\n".join(statement.query for statement in statements)
@@ -64,7 +68,7 @@ async def test_statements_never_name_identifier_columns_or_verbatim_answers(
 
 
 async def test_an_unknown_learner_reads_as_none(context_pool: Pool) -> None:
-    repository = PostgresLearnerRepository(context_pool)
+    repository = PostgresLearnerRepository(context_pool, identifier_key=TEST_IDENTIFIER_KEY)
     assert await repository.read("L-2041-404", PURPOSES["learning_state"], NOW) is None
 
 
@@ -158,9 +162,9 @@ async def test_each_statement_reads_only_its_learner_even_without_row_level_secu
             statement = statement_for(PURPOSES[name])
             # Bound too, for the age function that checks the binding itself.
             async with learner_transaction(owner, [learner_id], readonly=True):
-                unrestricted = await owner.fetchrow(statement, learner_id, NOW)
+                unrestricted = await owner.fetchrow(statement, learner_id, NOW, TEST_IDENTIFIER_KEY)
             async with learner_transaction(context_pool, [learner_id], readonly=True) as conn:
-                bound = await conn.fetchrow(statement, learner_id, NOW)
+                bound = await conn.fetchrow(statement, learner_id, NOW, TEST_IDENTIFIER_KEY)
             assert unrestricted is not None
             assert bound is not None
             assert _comparable(unrestricted) == _comparable(bound), name

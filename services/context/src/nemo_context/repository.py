@@ -33,6 +33,7 @@ from typing import Any, Final, Protocol
 
 import asyncpg
 
+from nemo_context.gate.circle import Circle
 from nemo_context.purposes import Purpose, Slice
 from nemo_core.db import Connection, Pool, learner_transaction
 
@@ -53,6 +54,13 @@ LINKED_IDS_SQL: Final = """ARRAY(
 user id, the ids of the users linked to the learner (family members, guardians, mentors with
 an assignment in any status), and its siblings' learner and user ids. Evaluated in a statement
 whose ``l`` is the learner row."""
+
+CIRCLE_SQL: Final = """(
+        SELECT coalesce(json_agg(json_build_array(c.kind, c.fingerprints)), '[]'::json)
+        FROM learning.circle_fingerprints($1, $3) AS c
+    )"""
+"""Keyed fingerprints of the identifiers of the learner's circle (``$3`` is the identifier key),
+never the identifiers themselves: see ``nemo_context.gate.circle``."""
 
 # Titles of every knowledge node a computed model mentions, wherever in its JSON the id sits.
 _MODEL_NODE_TITLES: Final = """(
@@ -197,6 +205,8 @@ class LearnerRecord:
     evidence_activity: JsonObject | None = None
     models: Mapping[str, JsonObject] = field(default_factory=dict)
     """Latest computed model per kind: version, engine_version, computed_at, model, node_titles."""
+    circle: Circle = field(default_factory=lambda: Circle(key=b""))
+    """Fingerprints of the identifiers around the learner (see :data:`CIRCLE_SQL`)."""
     columns: tuple[str, ...] = ()
     """Every column the statement returned, including any the builder does not copy: a column
     with a forbidden name fails the build instead of being dropped unseen."""
@@ -219,9 +229,9 @@ class LearnerRepository(Protocol):
 
 @lru_cache(maxsize=64)
 def statement_for(purpose: Purpose) -> str:
-    """The one statement that reads ``purpose``'s slices, with the learner as ``$1`` and the
-    reference time (timestamptz) as ``$2``."""
-    columns = ["l.grade", f"{LINKED_IDS_SQL} AS linked_ids"]
+    """The one statement that reads ``purpose``'s slices, with the learner as ``$1``, the
+    reference time (timestamptz) as ``$2`` and the identifier key as ``$3``."""
+    columns = ["l.grade", f"{LINKED_IDS_SQL} AS linked_ids", f"{CIRCLE_SQL} AS circle"]
     if purpose.declares(Slice.AGE):
         columns.append("learning.learner_age_years_on($1, $2::timestamptz::date) AS age_years")
     if purpose.declares(Slice.MASTERY):
@@ -246,7 +256,7 @@ def statement_for(purpose: Purpose) -> str:
     )
 
 
-def _record(row: asyncpg.Record) -> LearnerRecord:
+def _record(row: asyncpg.Record, identifier_key: bytes) -> LearnerRecord:
     models = {
         kind: row[f"model_{kind}"]
         for kind in _MODEL_KINDS.values()
@@ -255,6 +265,7 @@ def _record(row: asyncpg.Record) -> LearnerRecord:
     return LearnerRecord(
         grade=row["grade"],
         linked_ids=frozenset(row["linked_ids"]),
+        circle=Circle.from_rows(identifier_key, row["circle"]),
         age_years=row.get("age_years"),
         mastery=row.get("mastery") or (),
         evidence=row.get("evidence") or (),
@@ -270,8 +281,15 @@ def _record(row: asyncpg.Record) -> LearnerRecord:
 class PostgresLearnerRepository:
     """:class:`LearnerRepository` over PostgreSQL as the ``nemo_context`` role."""
 
-    def __init__(self, pool: Pool, *, statements: Callable[[Purpose], str] = statement_for) -> None:
+    def __init__(
+        self,
+        pool: Pool,
+        *,
+        identifier_key: bytes,
+        statements: Callable[[Purpose], str] = statement_for,
+    ) -> None:
         self._pool = pool
+        self._identifier_key = identifier_key
         self._statements = statements
         """The statement of each purpose (tests substitute a broken one)."""
 
@@ -281,8 +299,10 @@ class PostgresLearnerRepository:
         async with learner_transaction(self._pool, [learner_id], readonly=True) as conn:
             if check is not None:
                 await check(conn)
-            row = await conn.fetchrow(self._statements(purpose), learner_id, as_of)
-        return None if row is None else _record(row)
+            row = await conn.fetchrow(
+                self._statements(purpose), learner_id, as_of, self._identifier_key
+            )
+        return None if row is None else _record(row, self._identifier_key)
 
 
 async def linked_identifiers(conn: Connection, learner_id: str) -> frozenset[str]:
@@ -295,3 +315,14 @@ async def linked_identifiers(conn: Connection, learner_id: str) -> frozenset[str
         f"SELECT {LINKED_IDS_SQL} FROM learning.learners AS l WHERE l.id = $1", learner_id
     )
     return frozenset(ids or ())
+
+
+async def circle_of(conn: Connection, learner_id: str, identifier_key: bytes) -> Circle:
+    """The fingerprints of the identifiers around ``learner_id`` (see :data:`CIRCLE_SQL`);
+    ``conn`` must be in a transaction bound to the learner."""
+    rows = await conn.fetch(
+        "SELECT kind, fingerprints FROM learning.circle_fingerprints($1, $2)",
+        learner_id,
+        identifier_key,
+    )
+    return Circle.from_rows(identifier_key, [(row["kind"], row["fingerprints"]) for row in rows])

@@ -12,6 +12,10 @@ from nemo_core.secret_files import SECRET_FILE
 from nemo_core.settings import ServiceSettings
 
 MIN_PSEUDONYM_KEY_LENGTH = 32
+MIN_IDENTIFIER_KEY_LENGTH = 32
+DEVELOPMENT_IDENTIFIER_KEY = "nemo-development-identifier-key-not-a-secret"
+"""The identifier key of development databases: ``nemo seed`` registers its digest, so a
+service on a developer's machine needs no key of its own. Never registered anywhere else."""
 
 
 class ContextSettings(ServiceSettings):
@@ -40,6 +44,15 @@ class ContextSettings(ServiceSettings):
         f"HMAC-SHA256), at least {MIN_PSEUDONYM_KEY_LENGTH} characters; keep it stable, or "
         "learner refs change. Required outside development; in development an unset key means "
         "a random key per process (refs then change on every restart, and a warning says so).",
+    )
+    identifier_key: Annotated[SecretStr | None, SECRET_FILE] = Field(
+        None,
+        description="Secret key of the identifier fingerprints (HMAC-SHA256 of the folded words "
+        "of the names, contacts, addresses, schools and birth dates around a learner, which the "
+        f"identifier gate matches without reading them), at least {MIN_IDENTIFIER_KEY_LENGTH} "
+        "characters; its SHA-256 digest must be registered in learning.identifier_keys. Required "
+        "outside development; in development an unset key means the development key the demo "
+        "seed registers.",
     )
     snapshot_backend: Literal["local", "s3"] = Field(
         "local",
@@ -103,6 +116,25 @@ class ContextSettings(ServiceSettings):
                 f"the pseudonym key must be at least {MIN_PSEUDONYM_KEY_LENGTH} characters"
             )
         return self
+
+    @model_validator(mode="after")
+    def _check_identifier_key(self) -> Self:
+        if self.identifier_key is None:
+            if self.environment != "development":
+                raise ValueError(
+                    f"the {self.environment} environment needs an identifier key: set "
+                    "NEMO_CONTEXT_IDENTIFIER_KEY or NEMO_CONTEXT_IDENTIFIER_KEY_FILE"
+                )
+        elif len(self.identifier_key.get_secret_value()) < MIN_IDENTIFIER_KEY_LENGTH:
+            raise ValueError(
+                f"the identifier key must be at least {MIN_IDENTIFIER_KEY_LENGTH} characters"
+            )
+        return self
+
+    def identifier_key_bytes(self) -> bytes:
+        """The identifier key as the fingerprints use it (the development key when unset)."""
+        key = self.identifier_key
+        return (key.get_secret_value() if key else DEVELOPMENT_IDENTIFIER_KEY).encode("utf-8")
 
     @model_validator(mode="after")
     def _check_snapshot_backend(self) -> Self:

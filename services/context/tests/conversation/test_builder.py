@@ -11,7 +11,7 @@ import asyncpg
 import grpc
 import pytest
 from asyncpg.connection import LoggedQuery
-from google.protobuf import json_format
+from google.protobuf import json_format, struct_pb2
 
 from nemo_context import purposes
 from nemo_context.conversation import store
@@ -23,9 +23,10 @@ from nemo_context.conversation.builder import (
     build_conversation_context,
 )
 from nemo_context.conversation.record import record_turn
-from nemo_context.conversation.redaction import ENCODED_MASK, FIELD_MASK, ID_MASK, VALUE_MASK
+from nemo_context.gate.masking import ENCODED_MASK, FIELD_MASK, ID_MASK, VALUE_MASK
 from nemo_context.pseudonym import Pseudonymizer
 from nemo_context.purposes import Purpose, Slice
+from nemo_context.settings import DEVELOPMENT_IDENTIFIER_KEY
 from nemo_context.snapshots.objects import LocalDirectoryObjects
 from nemo_context.snapshots.reads import read_snapshot
 from nemo_context.snapshots.store import DigestedSnapshotStore
@@ -33,6 +34,7 @@ from nemo_core.db import LEARNER_IDS_SETTING, Pool, connect, init_connection, le
 from nemo_core.errors import ServiceError
 from nemo_protos.context.v1 import context_service_pb2 as service_pb
 from nemo_protos.context.v1 import conversation_pb2 as pb
+from nemo_protos.context.v1 import learner_context_pb2
 
 MakeSession = Callable[..., Awaitable[str]]
 CounterTotal = Callable[[str, Mapping[str, str]], int]
@@ -49,7 +51,10 @@ def builder(pool: Pool, *, recent_turns: int = 8, knowledge_limit: int = 3) -> C
         pool,
         PSEUDONYMS,
         ConversationSettings(
-            recent_turns=recent_turns, default_token_budget=4000, knowledge_limit=knowledge_limit
+            recent_turns=recent_turns,
+            default_token_budget=4000,
+            knowledge_limit=knowledge_limit,
+            identifier_key=DEVELOPMENT_IDENTIFIER_KEY.encode(),
         ),
     )
 
@@ -414,20 +419,24 @@ async def test_completed_system_messages_of_earlier_turns_are_not_history(
     assert bundle.meta.included_message_count == 2
 
 
-async def test_a_forbidden_name_in_the_structured_state_is_blocked(
+async def test_a_forbidden_name_in_the_structured_state_is_dropped_and_counted(
     context_pool: Pool, make_session: MakeSession
 ) -> None:
     session = await make_session("L-2041-1")
     await record(context_pool, session, "T1", exchange("Hỏi", "Đáp"))
-    # RecordTurn refuses such a state; one stored by any other path is still never returned.
+    # RecordTurn refuses such a state; one stored by any other path (or a key that became an
+    # identifier later) neither reaches the model nor ends the session.
     async with learner_transaction(context_pool, ["L-2041-1"]) as conn:
-        await store.write_state(conn, session, "L-2041-1", {"guardianPhone": "0912"}, {})
-    with pytest.raises(ServiceError) as caught:
-        await build(context_pool, session, "T2")
-    assert (caught.value.code, caught.value.reason) == (
-        grpc.StatusCode.INTERNAL,
-        "CONTEXT_LEAK_BLOCKED",
-    )
+        await store.write_state(
+            conn, session, "L-2041-1", {"guardianPhone": "0912", "topic": "phân số"}, {}
+        )
+    bundle = await build(context_pool, session, "T2")
+    assert dict(bundle.state.extracted_info.fields) == {
+        "topic": struct_pb2.Value(string_value="phân số")
+    }
+    assert [(r.kind, r.count) for r in bundle.meta.redactions] == [
+        (learner_context_pb2.IDENTIFIER_KIND_FIELD, 1)
+    ]
 
 
 async def test_a_state_that_names_a_key_linked_later_is_masked_not_fatal(

@@ -17,6 +17,8 @@ from google.protobuf.message import Message
 from opentelemetry import metrics
 
 from nemo_context.errors import service_error
+from nemo_context.gate.circle import Circle
+from nemo_context.gate.identifiers import NO_CIRCLE
 from nemo_context.gate.walk import LeakFinding, find_leak
 from nemo_core.errors import ServiceError
 from nemo_protos.context.v1.error_reason_pb2 import ErrorReason
@@ -59,13 +61,21 @@ class Gated(Generic[_M]):
     a Gated value can change what it holds.
     """
 
-    __slots__ = ("_forbidden_values", "_message")
+    __slots__ = ("_circle", "_forbidden_values", "_message")
 
-    def __init__(self, message: _M, forbidden_values: frozenset[str], *, key: object) -> None:
+    def __init__(
+        self,
+        message: _M,
+        forbidden_values: frozenset[str],
+        *,
+        key: object,
+        circle: Circle = NO_CIRCLE,
+    ) -> None:
         if key is not _GATE_KEY:
             raise TypeError("only gate() creates Gated values")
         self._message = message
         self._forbidden_values = forbidden_values
+        self._circle = circle
 
     @property
     def message(self) -> _M:
@@ -76,14 +86,14 @@ class Gated(Generic[_M]):
         """A copy with top-level string ``fields`` set, for references added after gating (a
         snapshot's key and digest). The rest of the copy already passed; the new names and
         values are checked like any other, so the result is gated in its exact state."""
-        finding = find_leak(fields, forbidden_values=self._forbidden_values)
+        finding = find_leak(fields, forbidden_values=self._forbidden_values, circle=self._circle)
         if finding is not None:
             record_block(finding)
             raise leak_blocked()
         copy = _copy(self._message)
         for name, value in fields.items():
             setattr(copy, name, value)
-        return Gated(copy, self._forbidden_values, key=_GATE_KEY)
+        return Gated(copy, self._forbidden_values, key=_GATE_KEY, circle=self._circle)
 
 
 def _copy(message: _M) -> _M:
@@ -92,22 +102,25 @@ def _copy(message: _M) -> _M:
     return copy
 
 
-def gate(message: _M, *, forbidden_values: Collection[str]) -> Gated[_M]:
+def gate(
+    message: _M, *, forbidden_values: Collection[str], circle: Circle = NO_CIRCLE
+) -> Gated[_M]:
     """Pass ``message`` through the identifier gate or raise ``CONTEXT_LEAK_BLOCKED``.
 
     ``forbidden_values`` are the learner's raw id and the ids of the users linked to the learner
-    (see ``repository.linked_identifiers``). What passes is a copy of ``message`` as it is now;
+    (see ``repository.linked_identifiers``); ``circle`` the fingerprints of the identifiers
+    around the learner (see :mod:`.circle`). What passes is a copy of ``message`` as it is now;
     changing ``message`` afterwards changes nothing that is returned.
     """
     values = frozenset(forbidden_values) if not isinstance(forbidden_values, str) else None
     if values is None:
         raise TypeError("forbidden_values must be a collection of strings, not a string")
     checked = _copy(message)
-    finding = find_leak(checked, forbidden_values=values)
+    finding = find_leak(checked, forbidden_values=values, circle=circle)
     if finding is not None:
         record_block(finding)
         raise leak_blocked()
-    return Gated(checked, values, key=_GATE_KEY)
+    return Gated(checked, values, key=_GATE_KEY, circle=circle)
 
 
 def record_block(finding: LeakFinding) -> None:

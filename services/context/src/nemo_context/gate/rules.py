@@ -157,3 +157,104 @@ VOCABULARY: Final = frozenset(
 )  # fmt: skip
 """Words a run-together name is split into; a name that cannot be split into them stays one
 word (``photosynthesis``, ``hostname``, ``tournament``)."""
+
+
+# Identifiers in text: what the matchers look for (see ``identifiers.py``), in folded words
+# (lower case, no diacritics, đ as d).
+
+PLACEHOLDERS: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        "name": "[name]",
+        "email": "[email]",
+        "phone": "[phone]",
+        "address": "[address]",
+        "school": "[school]",
+        "birth_date": "[birth date]",
+    }
+)
+"""Each kind of identifier and the placeholder that replaces it in text a person wrote. Bundle
+metadata counts redactions by these kinds, never by value."""
+
+PERSON_WORDS: Final = frozenset(
+    {
+        # Vietnamese forms of address and kinship, written before a given name.
+        "ban", "em", "anh", "chi", "bo", "me", "ba", "ma", "co", "chu", "bac", "thay", "ong",
+        "cau", "mo", "di", "duong", "con", "chau", "be", "nhoc",
+        # English titles and greetings.
+        "mr", "mrs", "ms", "miss", "dear", "hi", "hello", "aunt", "uncle",
+    }
+)  # fmt: skip
+"""Words that, right before a given name of the circle written alone, make it a person: "bố Hùng",
+"bạn Mai", "Mr Nam". Alone, a given name is often an ordinary word ("An" is safe, "Mai" is
+tomorrow, "Nam" is south) and passes."""
+
+SCHOOL_WORDS: Final = frozenset(
+    {
+        "truong", "thcs", "thpt", "th", "tieu", "hoc", "trung", "co", "so", "pho", "thong",
+        "chuyen", "mam", "non", "lop", "school", "primary", "secondary", "high", "middle",
+    }
+)  # fmt: skip
+"""Words of a school's kind. A circle school's own name ("Lê Quý Đôn") is an identifier when one
+of these stands right before it ("THCS Lê Quý Đôn", "trường Lê Quý Đôn"); alone it is also a
+historical figure and a street, and passes."""
+
+BIRTH_WORDS: Final[Mapping[str, bool]] = MappingProxyType(
+    {
+        # Vietnamese: "ngày sinh", "sinh ngày", "năm sinh"... ("học sinh" and "sinh học" are
+        # not birth words, see shapes.py).
+        "ngay sinh": False,
+        "sinh ngay": False,
+        "sinh nhat": False,
+        "sinh vao": True,
+        "sinh nam": True,
+        "nam sinh": True,
+        "sn": False,
+        "ns": False,
+        # English.
+        "born": True,
+        "birth": False,
+        "birthday": False,
+        "birthdate": False,
+        "birth date": False,
+        "date of birth": False,
+        "dob": False,
+        "d.o.b": False,
+        "birth year": True,
+        "year of birth": True,
+    }
+)
+"""Words that make a date written right after them (on the same line) a birth date, whoever's it
+is; True where a year alone is a birth year too ("sinh năm 2014", "born in 2014")."""
+
+ADDRESS_WORDS: Final = frozenset(
+    {
+        "phuong", "quan", "huyen", "xa", "thi", "tran", "tp", "tinh", "p", "q", "ward",
+        "district", "khu", "pho", "ap", "thon", "to", "city",
+    }
+)  # fmt: skip
+"""Administrative words (ward, district, town...) after a street: with a house number before
+them, the text is a street address."""
+
+STREET_WORDS: Final = frozenset(
+    {
+        "duong", "pho", "ngo", "ngach", "hem", "kiet", "dai", "lo", "street", "st", "road", "rd",
+        "avenue", "ave", "lane", "boulevard",
+    }
+)  # fmt: skip
+"""Words of a street, between a house number and the street's name."""
+
+WRITTEN_TEXT_FIELDS: Final = frozenset(
+    {
+        "nemo.context.v1.Goal.title",
+        "nemo.context.v1.Goal.target",
+        "nemo.context.v1.LearningPlan.title",
+        "nemo.context.v1.NextExperience.title",
+        "nemo.context.v1.NextExperience.reason",
+        "nemo.context.v1.Readiness.milestone",
+    }
+)
+"""Fields of a learner bundle that hold text a person (a learner, a parent, a teacher) or an
+engine from what a person wrote, rather than curriculum or codes: an identifier there is masked
+when the purpose says so (``Purpose.written_text_identifiers``). Every other field is structured
+and a bundle with an identifier in it is refused. In conversation bundles every message, the
+summary and the state's strings are written text."""

@@ -182,6 +182,16 @@ def _name_letters() -> dict[str, tuple[str, ...]]:
     return letters
 
 
+def look_alike_letters() -> dict[str, tuple[str, ...]]:
+    """Non-ASCII characters that pass for Latin letters, and the letters each passes for."""
+    return {char: letters for char, letters in _name_letters().items() if letters != ("",)}
+
+
+def ignorable_characters() -> frozenset[str]:
+    """Default-ignorable characters: renderers hide them, so they can split a word unseen."""
+    return frozenset(char for char, folded in _ignorables_and_dashes().items() if folded == "")
+
+
 #: Spellings tried for one name at most: each ambiguous look-alike doubles them.
 _MAX_NAME_SPELLINGS: Final = 16
 

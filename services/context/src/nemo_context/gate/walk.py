@@ -8,7 +8,9 @@ fields, map keys, ``google.protobuf.Struct`` values — and judges them:
   :mod:`.rules`, the list a privacy reviewer reads);
 - one of the forbidden values (the learner's key, the keys linked to the learner) in any string,
   however it is spelled or encoded (see :mod:`.text`), on token boundaries, so ``L-2041-1`` is
-  caught in "see l-2041-1." written with U+2010 hyphens but not inside ``L-2041-10``.
+  caught in "see l-2041-1." written with U+2010 hyphens but not inside ``L-2041-10``;
+- an identifier of the child's circle or anyone's contact data (see :mod:`.identifiers`), rule
+  ``identifier_<kind>``.
 
 Speed: message types are planned once (numbers, enums and text-free messages are never
 visited), and the strings are read as one text, joined by NUL (a token boundary no key
@@ -26,6 +28,8 @@ from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 from google.protobuf.struct_pb2 import ListValue, Struct, Value
 
+from nemo_context.gate.circle import Circle
+from nemo_context.gate.identifiers import NO_CIRCLE, identifier_kind
 from nemo_context.gate.names import is_forbidden_name
 from nemo_context.gate.text import (
     MAX_DECODE_DEPTH,
@@ -50,7 +54,8 @@ class LeakFinding:
     """What the gate found, described without the data: which rule, and where in the schema."""
 
     rule: str
-    """``field_name``, ``key_in_text``, ``value`` or ``encoded_value``."""
+    """``field_name``, ``key_in_text``, ``value``, ``encoded_value`` or ``identifier_<kind>``
+    (``identifier_phone``...)."""
     location: str
     """Type of the message holding it (never a key or a value of the data)."""
 
@@ -250,7 +255,12 @@ def text_finding(
 
 
 def _judge(
-    gathered: _Gathered, matcher: ValueMatcher | None, location: str, *, decode: bool = True
+    gathered: _Gathered,
+    matcher: ValueMatcher | None,
+    location: str,
+    *,
+    decode: bool = True,
+    circle: Circle = NO_CIRCLE,
 ) -> LeakFinding | None:
     for name, holder in gathered.names:
         if is_forbidden_name(name):
@@ -259,18 +269,25 @@ def _judge(
         return None
     # NUL is a token boundary and a line start for keys written in text, and no key holds it, so
     # the joined text breaks a rule exactly when one of its strings does.
-    rule = text_finding("\0".join(gathered.texts), matcher, decode=decode)
+    joined = "\0".join(gathered.texts)
+    rule = text_finding(joined, matcher, decode=decode)
+    if rule is None and matcher is not None:
+        kind = identifier_kind(joined, circle)
+        rule = f"identifier_{kind}" if kind is not None else None
     return LeakFinding(rule, location) if rule is not None else None
 
 
-def find_leak(value: object, *, forbidden_values: Collection[str]) -> LeakFinding | None:
-    """What the gate would block in ``value`` (a message or JSON-like data), or None."""
+def find_leak(
+    value: object, *, forbidden_values: Collection[str], circle: Circle = NO_CIRCLE
+) -> LeakFinding | None:
+    """What the gate would block in ``value`` (a message or JSON-like data), or None.
+    ``circle`` holds the fingerprints of the learner's circle (none: contact shapes only)."""
     if isinstance(forbidden_values, str):
         raise TypeError("forbidden_values must be a collection of strings, not a string")
     gathered = _Gathered()
     location = type(value).__name__
     gathered.plain(value, location)
-    return _judge(gathered, value_matcher(tuple(sorted(forbidden_values))), location)
+    return _judge(gathered, value_matcher(tuple(sorted(forbidden_values))), location, circle=circle)
 
 
 def find_forbidden_name(value: object) -> LeakFinding | None:

@@ -1,5 +1,5 @@
-"""Chat text is redacted with the gate's own matcher: keys in any spelling, forbidden field names
-and the values written after them are masked, the rest of the message is kept."""
+"""Text a person wrote is masked with the gate's own matcher: keys in any spelling, forbidden field
+names and the values written after them are masked, the rest of the message is kept."""
 
 from __future__ import annotations
 
@@ -8,17 +8,24 @@ import base64
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nemo_context.conversation.redaction import (
+from nemo_context.gate import find_leak
+from nemo_context.gate.identifiers import NO_CIRCLE
+from nemo_context.gate.masking import (
     ENCODED_MASK,
     FIELD_MASK,
     ID_MASK,
     OMITTED,
     VALUE_MASK,
-    redact_chat_text,
+    mask_text,
 )
-from nemo_context.gate import find_leak
+from nemo_context.gate.text import value_matcher
 
 FORBIDDEN = frozenset({"L-2041-1", "U-2041-P1", "F-2041-1"})
+
+
+def redact_chat_text(text: str, forbidden: frozenset[str]) -> str:
+    masked, _ = mask_text(text, value_matcher(tuple(sorted(forbidden))), NO_CIRCLE)
+    return masked
 
 
 def _clean(text: str) -> bool:
