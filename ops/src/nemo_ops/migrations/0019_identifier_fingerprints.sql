@@ -62,6 +62,30 @@ BEGIN
 END
 $$;
 
+-- The same words with their Vietnamese diacritics, in lower case (mirrored by
+-- nemo_context.gate.tokens.accented_words): "Hùng" and "Hưng" fold to the same word, and a text
+-- written with diacritics is compared with them. A value whose words do not line up with its
+-- folded words (letters outside Vietnamese) gives its folded words instead.
+CREATE FUNCTION learning.identifier_accented_tokens(p_value text) RETURNS text[]
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    WITH folded AS (SELECT learning.identifier_tokens(p_value) AS tokens),
+    accented AS (
+        SELECT coalesce(array_agg(t.token ORDER BY t.n), '{}') AS tokens
+        FROM regexp_split_to_table(
+            lower(translate(normalize(p_value, NFKC),
+                'ÀÁẢÃẠĂẰẮẲẴẶÂẦẤẨẪẬÈÉẺẼẸÊỀẾỂỄỆÌÍỈĨỊÒÓỎÕỌÔỒỐỔỖỘƠỜỚỞỠỢÙÚỦŨỤƯỪỨỬỮỰỲÝỶỸỴĐ',
+                'àáảãạăằắẳẵặâầấẩẫậèéẻẽẹêềếểễệìíỉĩịòóỏõọôồốổỗộơờớởỡợùúủũụưừứửữựỳýỷỹỵđ')),
+            '[^a-z0-9àáảãạăằắẳẵặâầấẩẫậèéẻẽẹêềếểễệìíỉĩịòóỏõọôồốổỗộơờớởỡợùúủũụưừứửữựỳýỷỹỵđ]+'
+        ) WITH ORDINALITY AS t(token, n)
+        WHERE t.token <> ''
+    )
+    SELECT CASE WHEN cardinality(accented.tokens) = cardinality(folded.tokens)
+        THEN accented.tokens ELSE folded.tokens END
+    FROM folded, accented
+$$;
+
 -- The circle of a learner bound to the caller's transaction: the learner and its siblings (their
 -- learner rows), their own accounts, the family's members, the learner's guardians and every
 -- mentor ever assigned to it. One row per identifier value:
@@ -72,6 +96,7 @@ $$;
 --   address     the tokens of the first part of the address, from the house number on
 --   school      the tokens of the school's name
 --   birth_date  the date as YYYY-MM-DD
+--   accented    the words of the names, addresses and schools with their diacritics
 -- Each fingerprint is the first 16 bytes of HMAC-SHA256(p_key, token), in hex. Nothing answers
 -- for a learner that is not bound, and no value leaves: only fingerprints and their kinds.
 CREATE FUNCTION learning.circle_fingerprints(p_learner_id text, p_key bytea)
@@ -137,6 +162,15 @@ AS $$
         SELECT 'school', learning.identifier_tokens(kids.school_name) FROM kids
         UNION ALL
         SELECT 'birth_date', ARRAY[to_char(kids.birth_date, 'YYYY-MM-DD')] FROM kids
+        UNION ALL
+        SELECT 'accented', learning.identifier_accented_tokens(w.value)
+        FROM (
+            SELECT coalesce(kids.display_name, concat_ws(' ', kids.last_name, kids.first_name))
+            FROM kids
+            UNION ALL SELECT people.display_name FROM people
+            UNION ALL SELECT split_part(kids.address, ',', 1) FROM kids
+            UNION ALL SELECT kids.school_name FROM kids
+        ) AS w(value)
     )
     SELECT v.kind, ARRAY(
         SELECT encode(substr(sha256(pads.outer_pad || sha256(
@@ -153,6 +187,7 @@ REVOKE ALL ON FUNCTION
     learning.hmac_pad(bytea, integer),
     learning.hmac_sha256(bytea, bytea),
     learning.identifier_tokens(text),
+    learning.identifier_accented_tokens(text),
     learning.identifier_key_registered(bytea),
     learning.circle_fingerprints(text, bytea)
 FROM PUBLIC;

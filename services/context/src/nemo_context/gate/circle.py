@@ -18,6 +18,11 @@ fingerprints the words of a text with the same key and compares. What counts as 
   (:data:`.rules.SCHOOL_WORDS`: "THCS Lê Quý Đôn"), or the whole name as stored;
 - **phone**: the national number's digits, however they are grouped and separated;
 - **birth_date**: the date, in any format :func:`.shapes.dates` reads.
+
+Words are compared folded (no case, no diacritics), so a name written without its diacritics is
+found; a word written *with* diacritics must also carry the same ones (``accented``
+fingerprints), since "Hùng", "Hưng" and "Hứng" fold to one word and only one is the father's
+name.
 """
 
 from __future__ import annotations
@@ -30,17 +35,19 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Final
 
-from nemo_context.gate.rules import PERSON_WORDS, SCHOOL_WORDS
+from nemo_context.gate.rules import ORDINARY_PAIRS, PERSON_WORDS, SCHOOL_WORDS
 from nemo_context.gate.shapes import Span, dates
+from nemo_context.gate.tokens import origins_of, soft_fold
 
 FINGERPRINT_BYTES: Final = 16
 _WORD: Final = re.compile(r"[a-z0-9]+")
-_DIGIT_RUN: Final = re.compile(r"\d(?:[ .\-()/+]{0,2}\d){7,}")
+_DIGIT_RUN: Final = re.compile(r"\d(?:[ _.\-()/+]{0,3}\d){7,}")
 #: Lengths of a national number without its trunk prefix (Vietnam: 9 for mobiles, 9 or 10 for
 #: landlines; elsewhere up to 12).
 _PHONE_LENGTHS: Final = range(8, 13)
 #: Most characters between two words of one name, address or school ("Trần  Bảo", "Trần - Bảo").
 _NEAR: Final = 3
+_JOINERS: Final = " \t-_."
 
 
 @lru_cache(maxsize=65536)
@@ -62,6 +69,8 @@ class Circle:
     schools: tuple[tuple[str, ...], ...] = ()
     phones: frozenset[str] = frozenset()
     birth_dates: frozenset[str] = frozenset()
+    accented: frozenset[str] = frozenset()
+    """The names', addresses' and schools' words with their diacritics."""
 
     @classmethod
     def from_rows(cls, key: bytes, rows: Iterable[tuple[str, Sequence[str]]]) -> Circle:
@@ -86,6 +95,7 @@ class Circle:
             schools=tuple(schools),
             phones=frozenset(fp for row in by_kind.get("phone", []) for fp in row),
             birth_dates=frozenset(fp for row in by_kind.get("birth_date", []) for fp in row),
+            accented=frozenset(fp for row in by_kind.get("accented", []) for fp in row),
         )
 
     @property
@@ -95,14 +105,17 @@ class Circle:
             self.names or self.emails or self.addresses or self.schools or self.phones
         ) and not (self.birth_dates or self.joined_names)
 
-    def spans(self, folded: str) -> list[Span]:
-        """Where the circle's identifiers are in ``folded`` (:func:`.tokens.fold_plain` text)."""
+    def spans(self, folded: str, original: str) -> list[Span]:
+        """Where the circle's identifiers are in ``folded``, the :func:`.tokens.fold_plain` of
+        ``original``."""
         if self.empty:
             return []
         words = [(match.group(), match.start(), match.end()) for match in _WORD.finditer(folded)]
         prints = [fingerprint(self.key, word) for word, _, _ in words]
+        if self.accented:
+            self._reject_other_diacritics(original, words, prints)
         found: list[Span] = []
-        found.extend(self._names(folded, words, prints))
+        found.extend(self._names(folded, original, words, prints))
         for kind, phrases in (("email", self.emails), ("address", self.addresses)):
             found.extend(_phrases(folded, words, prints, phrases, kind))
         found.extend(self._schools(folded, words, prints))
@@ -110,8 +123,24 @@ class Circle:
         found.extend(self._birth_dates(folded))
         return found
 
+    def _reject_other_diacritics(
+        self, original: str, words: list[tuple[str, int, int]], prints: list[str]
+    ) -> None:
+        """Forget the words of the circle written with other diacritics than the circle's."""
+        known = {fp for name in self.names for fp in name}
+        known.update(fp for phrase in (*self.addresses, *self.schools) for fp in phrase)
+        origins: list[int] | None = None
+        for index, fp in enumerate(prints):
+            if fp not in known:
+                continue
+            origins = origins if origins is not None else origins_of(original)
+            _, start, end = words[index]
+            written = soft_fold(original[origins[start] : origins[end - 1] + 1])
+            if not written.isascii() and fingerprint(self.key, written) not in self.accented:
+                prints[index] = ""
+
     def _names(
-        self, folded: str, words: list[tuple[str, int, int]], prints: list[str]
+        self, folded: str, original: str, words: list[tuple[str, int, int]], prints: list[str]
     ) -> Iterable[Span]:
         for index, fp in enumerate(prints):
             if fp in self.joined_names:
@@ -134,7 +163,9 @@ class Circle:
                 ):
                     seen.add(prints[end])
                     end += 1
-                if given in seen and (len(seen) >= 2 or _after_person_word(folded, words, index)):
+                if given in seen and (
+                    len(seen) >= 2 or _after_person_word(folded, original, words, index)
+                ):
                     yield words[index][1], words[end - 1][2], "name"
                 index = end
 
@@ -144,8 +175,8 @@ class Circle:
         for school in self.schools:
             for start in _occurrences(folded, words, prints, school):
                 before = start - 1
-                if before >= 0 and words[before][0] in SCHOOL_WORDS:
-                    while before > 0 and words[before - 1][0] in SCHOOL_WORDS:
+                if _school_word(folded, words, before):
+                    while _school_word(folded, words, before - 1):
                         before -= 1
                     yield words[before][1], words[start + len(school) - 1][2], "school"
 
@@ -169,17 +200,35 @@ class Circle:
                 yield start, end, "birth_date"
 
 
-def _near(folded: str, first: tuple[str, int, int], second: tuple[str, int, int]) -> bool:
-    gap = folded[first[2] : second[1]]
-    return len(gap) <= _NEAR and "\x00" not in gap and "\n" not in gap
-
-
-def _after_person_word(folded: str, words: list[tuple[str, int, int]], index: int) -> bool:
+def _school_word(folded: str, words: list[tuple[str, int, int]], index: int) -> bool:
+    """Whether ``words[index]`` is a word of a school's kind written right before the next."""
     return (
-        index > 0
-        and words[index - 1][0] in PERSON_WORDS
-        and _near(folded, words[index - 1], words[index])
+        0 <= index < len(words) - 1
+        and words[index][0] in SCHOOL_WORDS
+        and _near(folded, words[index], words[index + 1])
     )
+
+
+def _near(folded: str, first: tuple[str, int, int], second: tuple[str, int, int]) -> bool:
+    """Whether two words are written as parts of one thing: spaces, hyphens, dots or underscores
+    between them, and few (a comma, a colon or a line break ends it)."""
+    gap = folded[first[2] : second[1]]
+    return len(gap) <= _NEAR and not gap.strip(_JOINERS)
+
+
+def _after_person_word(
+    folded: str, original: str, words: list[tuple[str, int, int]], index: int
+) -> bool:
+    """Whether the word before ``words[index]``, as written (with its diacritics), is a word for a
+    person and the two are not an ordinary word together ("anh hùng" is a hero)."""
+    if index == 0 or not _near(folded, words[index - 1], words[index]):
+        return False
+    origins = origins_of(original)
+    before, name = (
+        soft_fold(original[origins[start] : origins[end - 1] + 1])
+        for _, start, end in (words[index - 1], words[index])
+    )
+    return before in PERSON_WORDS and f"{before} {name}" not in ORDINARY_PAIRS
 
 
 def _occurrences(

@@ -28,13 +28,13 @@ NO_CIRCLE: Final = Circle(key=b"")
 """A circle with nothing in it: shapes only (content that belongs to no learner)."""
 
 
-def _spans(folded: str, circle: Circle) -> list[Span]:
-    return [*circle.spans(folded), *shapes(folded)]
+def _spans(text: str, folded: str, circle: Circle) -> list[Span]:
+    return [*circle.spans(folded, text), *shapes(folded)]
 
 
 def identifier_kind(text: str, circle: Circle, depth: int = 0) -> str | None:
     """The kind of the first identifier in ``text``, decoded or not, or None."""
-    found = _spans(fold_plain(text), circle)
+    found = _spans(text, fold_plain(text), circle)
     if found:
         return min(found)[2]
     if depth < MAX_DECODE_DEPTH:
@@ -61,7 +61,7 @@ def identifier_spans(text: str, circle: Circle) -> list[Span]:
     """Spans of ``text`` as written holding an identifier, each with its kind (encoded chunks
     that decode to one are a span of their own)."""
     folded = fold_plain(text)
-    found = _spans(folded, circle)
+    found = _spans(text, folded, circle)
     spans: list[Span] = []
     if found:
         origins = origins_of(text)

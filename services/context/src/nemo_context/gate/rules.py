@@ -136,6 +136,10 @@ SAFE_NAMES: Final[Mapping[str, str]] = MappingProxyType(
         "prompt_name": "the name of a registered prompt",
         "model_name": "the name of an AI model",
         "file_name": "the name of a file of teaching material",
+        "exam_name": "the name of an exam the learner prepares for, such as a milestone",
+        "theorem_name": "the name of a theorem of the curriculum",
+        "formula_name": "the name of a formula of the curriculum",
+        "chapter_name": "the name of a chapter of a textbook",
     }
 )
 """Whole names (words joined by ``_``) that hold ``name`` but no person's name, with why."""
@@ -177,16 +181,30 @@ metadata counts redactions by these kinds, never by value."""
 
 PERSON_WORDS: Final = frozenset(
     {
-        # Vietnamese forms of address and kinship, written before a given name.
-        "ban", "em", "anh", "chi", "bo", "me", "ba", "ma", "co", "chu", "bac", "thay", "ong",
-        "cau", "mo", "di", "duong", "con", "chau", "be", "nhoc",
+        # Vietnamese forms of address and kinship, as written (with their diacritics: "bạn" is a
+        # friend, "bán" is to sell; "ba" is left out, it is also the number three).
+        "bạn", "em", "anh", "chị", "bố", "mẹ", "má", "cô", "chú", "bác", "thầy", "ông", "bà",
+        "cậu", "mợ", "dì", "dượng", "cháu", "bé", "nhóc",
         # English titles and greetings.
         "mr", "mrs", "ms", "miss", "dear", "hi", "hello", "aunt", "uncle",
     }
 )  # fmt: skip
 """Words that, right before a given name of the circle written alone, make it a person: "bố Hùng",
 "bạn Mai", "Mr Nam". Alone, a given name is often an ordinary word ("An" is safe, "Mai" is
-tomorrow, "Nam" is south) and passes."""
+tomorrow, "Nam" is south) and passes; so does a given name after a person word written without
+diacritics ("ban Mai"), which no longer says whether it is a person."""
+
+ORDINARY_PAIRS: Final = frozenset(
+    {
+        "anh hùng", "anh dũng", "anh minh", "anh tài", "anh tuấn", "anh hào", "anh linh",
+        "anh thư", "em bé", "bà con", "ông bà", "cô đơn", "cô gái", "cậu bé", "bé nhỏ",
+        "chú ý", "bác sĩ", "thầy giáo", "cô giáo", "mẹ hiền", "em trai", "em gái", "anh em",
+        "chị em", "hi vọng",
+    }
+)  # fmt: skip
+"""A person word and a word after it that together are an ordinary word ("anh hùng" is a hero,
+"chú ý" is attention), so the second is no given name there."""
+
 
 SCHOOL_WORDS: Final = frozenset(
     {
@@ -258,3 +276,19 @@ engine from what a person wrote, rather than curriculum or codes: an identifier 
 when the purpose says so (``Purpose.written_text_identifiers``). Every other field is structured
 and a bundle with an identifier in it is refused. In conversation bundles every message, the
 summary and the state's strings are written text."""
+
+CURRICULUM_FIELDS: Final = frozenset(
+    {
+        "nemo.context.v1.MasteryEntry.node_title",
+        "nemo.context.v1.RetentionEntry.node_title",
+        "nemo.context.v1.NodeRef.node_title",
+        "nemo.context.v1.PlanStep.node_title",
+        "nemo.context.v1.NextExperience.node_title",
+        "nemo.context.v1.LearningContext.package_title",
+        "nemo.context.v1.Competency.title",
+    }
+)
+"""Fields that hold titles of the curriculum, written by the platform's authors: a title may read
+like a key ("Email: gửi và nhận thư", "Truyện ngắn \u201cThe Address\u201d: tóm tắt"), and is
+not read for keys, here or where another text (the rendered text) quotes it. It is still read for
+keys of learners and for identifiers."""

@@ -25,28 +25,36 @@ Span = tuple[int, int, str]
 _EMAIL: Final = re.compile(
     r"[a-z0-9][a-z0-9._%+-]*\s*(?:@|\(at\)|\[at\])\s*[a-z0-9-]+(?:\s*(?:\.|\(dot\)|\[dot\])\s*[a-z0-9-]+)+"
 )
-_DIGIT_RUN: Final = re.compile(r"(?<![a-z0-9])(?<![a-z0-9]-)\+?\(?\d(?:[ .\-()/]{0,2}\d){7,}")
+_DIGIT_RUN: Final = re.compile(r"(?<![a-z0-9])(?<![a-z0-9]-)\+?\(?\d(?:[ _.\-()/]{0,3}\d){7,}")
 """Eight digits or more, written with the separators phone numbers are written with, not inside
 a code (``SP-2024-0001``): the only text worth handing to the phone number matcher."""
-_DIALLED: Final = re.compile(r"[(]?(?:\+|0)")
-"""How a phone number is written: with its country code (``+84``, ``0084``) or its trunk prefix
-(``0``). Nine bare digits are a number, a count or a code, not a phone number."""
+_DIALLED: Final = re.compile(r"[(]?(?:\+|0|84\D*[1-9](?:\D*\d){8,9}$)")
+"""How a phone number is written: with its country code (``+84``, ``0084``, Vietnam's ``84``
+without a plus) or its trunk prefix (``0``). Nine bare digits are a number, a count or a code,
+not a phone number."""
 
+_GAP: Final = r"[ \t_.\-]+"
+"""Between two words of one line: spaces, or the separators a person puts in their place."""
 _HOUSE: Final = r"\d{1,4}[a-z]?(?:/\d{1,4}[a-z]?)*"
-_LANE: Final = rf"(?:(?:ngo|ngach|hem|kiet)\s+{_HOUSE}\s+)*"
-_ADMIN: Final = r"(?:phuong|quan|huyen|xa|thi\s+tran|tp|thanh\s+pho|tinh|p\.|q\.|ward|district)"
+_LANE: Final = rf"(?:(?:ngo|ngach|hem|kiet){_GAP}{_HOUSE}{_GAP})*"
+_ADMIN: Final = (
+    rf"(?<![a-z])(?:phuong|quan|huyen|xa|thi{_GAP}tran|tp|thanh{_GAP}pho|tinh|p\.|q\.|ward"
+    r"|district)"
+)
+_WORDS: Final = rf"[a-z]+(?:{_GAP}[a-z]+){{0,4}}"
+_NUMBERED: Final = rf"(?:so{_GAP}(?:nha{_GAP})?)"
 _ADDRESS: Final = re.compile(
     # A house number, lanes, maybe a street word, one to five words of the street's name, then a
     # ward, district or town.
-    rf"\b(?:so\s+(?:nha\s+)?)?{_HOUSE}\s+{_LANE}(?:(?:duong|pho)\s+)?[a-z]+(?:\s+[a-z]+){{0,4}}"
-    rf"\s*,?\s*{_ADMIN}(?![a-z])[^\n\x00,;]{{0,24}}"
+    rf"\b{_NUMBERED}?{_HOUSE}{_GAP}{_LANE}(?:(?:duong|pho){_GAP})?{_WORDS}"
+    rf"[ \t_.,\-]*{_ADMIN}(?![a-z])[^\n\x00,;]{{0,24}}"
     # "12 ngõ 45 Trần Duy Hưng": a house number in a lane.
-    rf"|\b(?:so\s+(?:nha\s+)?)?{_HOUSE}\s+(?:(?:ngo|ngach|hem|kiet)\s+{_HOUSE}\s+)+"
-    r"[a-z]+(?:\s+[a-z]+){0,4}"
+    rf"|\b{_NUMBERED}?{_HOUSE}{_GAP}(?:(?:ngo|ngach|hem|kiet){_GAP}{_HOUSE}{_GAP})+{_WORDS}"
     # "số 12 đường Lê Lợi": a house number written as such, then a street word.
-    rf"|\bso\s+(?:nha\s+)?{_HOUSE}\s+(?:duong|pho)\s+[a-z]+(?:\s+[a-z]+){{0,4}}"
+    rf"|\b{_NUMBERED}{_HOUSE}{_GAP}(?:duong|pho){_GAP}{_WORDS}"
     # "221B Baker Street".
-    r"|\b\d{1,5}[a-z]?\s+(?:[a-z]+\s+){1,3}(?:street|road|avenue|lane|boulevard)\b"
+    rf"|\b\d{{1,5}}[a-z]?{_GAP}(?:[a-z]+{_GAP}){{1,3}}"
+    r"(?:street|road|avenue|lane|boulevard)\b"
 )
 
 _MONTHS: Final = {
@@ -67,9 +75,12 @@ _SEP: Final = r"\s*[/.\-]\s*"
 _DATE: Final = re.compile(
     rf"\b(?P<d1>\d{{1,2}}){_SEP}(?P<m1>\d{{1,2}}){_SEP}(?P<y1>\d{{4}}|\d{{2}})\b"
     rf"|\b(?P<y2>\d{{4}}){_SEP}(?P<m2>\d{{1,2}}){_SEP}(?P<d2>\d{{1,2}})\b"
-    rf"|\b(?P<d3>\d{{1,2}})\s+thang\s+(?P<m3>\d{{1,2}})\s*(?:,|nam)?\s*(?:nam\s+)?(?P<y3>\d{{4}})\b"
-    rf"|\b(?P<mn4>{_MONTH})\.?\s+(?P<d4>\d{{1,2}})(?:st|nd|rd|th)?,?\s+(?P<y4>\d{{4}})\b"
-    rf"|\b(?P<d5>\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?(?P<mn5>{_MONTH})\.?,?\s+(?P<y5>\d{{4}})\b"
+    rf"|\b(?P<d3>\d{{1,2}}){_GAP}thang{_GAP}(?P<m3>\d{{1,2}})"
+    rf"[ \t_.,\-]*(?:nam{_GAP})?(?P<y3>\d{{4}})\b"
+    rf"|\b(?P<mn4>{_MONTH})\.?{_GAP}(?P<d4>\d{{1,2}})(?:st|nd|rd|th)?"
+    rf"[ \t_.,\-]+(?P<y4>\d{{4}})\b"
+    rf"|\b(?P<d5>\d{{1,2}})(?:st|nd|rd|th)?{_GAP}(?:of{_GAP})?(?P<mn5>{_MONTH})\.?"
+    rf"[ \t_.,\-]+(?P<y5>\d{{4}})\b"
 )
 _YEAR: Final = re.compile(r"\b(?:19|20)\d{2}\b")
 _BIRTH_WORD: Final = re.compile(
@@ -125,7 +136,7 @@ def phones(folded: str) -> Iterator[Span]:
     """Valid phone numbers in any national or international format (Vietnam first)."""
     for run in _DIGIT_RUN.finditer(folded):
         for found in phonenumbers.PhoneNumberMatcher(
-            run.group(), "VN", leniency=phonenumbers.Leniency.VALID
+            run.group().replace("_", " "), "VN", leniency=phonenumbers.Leniency.VALID
         ):
             if _DIALLED.match(found.raw_string):
                 yield run.start() + found.start, run.start() + found.end, "phone"

@@ -22,6 +22,10 @@ from typing import Final
 from nemo_context.gate.text import ignorable_characters, look_alike_letters
 
 _WORD: Final = re.compile(r"[a-z0-9]+")
+VIETNAMESE_LOWER: Final = "àáảãạăằắẳẵặâầấẩẫậèéẻẽẹêềếểễệìíỉĩịòóỏõọôồốổỗộơờớởỡợùúủũụưừứửữựỳýỷỹỵđ"
+"""The Vietnamese letters beyond ASCII, in lower case (upper case is ``.upper()`` of each)."""
+_ACCENTED_WORD: Final = re.compile(f"[a-z0-9{VIETNAMESE_LOWER}]+")
+_TO_LOWER: Final = str.maketrans(VIETNAMESE_LOWER.upper(), VIETNAMESE_LOWER)
 _COMBINING: Final = range(0x300, 0x370)
 
 #: Blocks whose characters fold to something else: Latin-1 and the Latin extensions (the
@@ -61,9 +65,37 @@ def _table() -> dict[int, str]:
     return table
 
 
+@cache
+def _soft_table() -> dict[int, str]:
+    """Look-alike letters and invisible characters only: what hides a word, not its diacritics."""
+    table: dict[int, str] = {
+        ord(char): letters[0] for char, letters in look_alike_letters().items()
+    }
+    table.update((ord(char), "") for char in ignorable_characters())
+    return table
+
+
+def accented_words(text: str) -> list[str]:
+    """The words of ``text`` in lower case with their Vietnamese diacritics, one for each of
+    :func:`words` (as the database computes them: ``learning.identifier_accented_tokens``); the
+    folded words when the two do not line up (letters outside Vietnamese)."""
+    lowered = unicodedata.normalize("NFKC", text).translate(_TO_LOWER).lower()
+    found = _ACCENTED_WORD.findall(lowered)
+    folded = words(text)
+    return found if len(found) == len(folded) else folded
+
+
+def soft_fold(text: str) -> str:
+    """``text`` as a person reads it: look-alike letters and invisible characters resolved,
+    compatibility forms composed, lower case, the diacritics kept."""
+    composed = unicodedata.normalize("NFKC", text.translate(_soft_table()))
+    return composed.translate(_TO_LOWER).lower()
+
+
 def prepare() -> None:
-    """Build the translation table now, so the first request does not."""
+    """Build the translation tables now, so the first request does not."""
     _table()
+    _soft_table()
 
 
 def fold_plain(text: str) -> str:

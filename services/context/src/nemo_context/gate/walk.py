@@ -31,6 +31,7 @@ from google.protobuf.struct_pb2 import ListValue, Struct, Value
 from nemo_context.gate.circle import Circle
 from nemo_context.gate.identifiers import NO_CIRCLE, identifier_kind
 from nemo_context.gate.names import is_forbidden_name
+from nemo_context.gate.rules import CURRICULUM_FIELDS
 from nemo_context.gate.text import (
     MAX_DECODE_DEPTH,
     ValueMatcher,
@@ -74,6 +75,7 @@ class _FieldPlan:
     kind: _Kind
     repeated: bool
     map_value: _Kind | None = None
+    curriculum: bool = False
 
 
 @dataclass(frozen=True)
@@ -124,7 +126,8 @@ def _plan_of(descriptor: Any, visiting: set[str] | None = None) -> _MessagePlan 
             continue
         kind = _field_kind(field, visiting)
         if kind is not None:
-            fields.append(_FieldPlan(field.name, kind, field.is_repeated))
+            curriculum = field.full_name in CURRICULUM_FIELDS
+            fields.append(_FieldPlan(field.name, kind, field.is_repeated, curriculum=curriculum))
     visiting.discard(full_name)
     forbidden = frozenset(
         field.name for field in descriptor.fields if is_forbidden_name(field.name)
@@ -137,12 +140,14 @@ def _plan_of(descriptor: Any, visiting: set[str] | None = None) -> _MessagePlan 
 class _Gathered:
     """Field names and strings of one value, in the order met."""
 
-    __slots__ = ("names", "texts")
+    __slots__ = ("curriculum", "names", "texts")
 
     def __init__(self) -> None:
         self.names: list[tuple[str, str]] = []
         """(name, type holding it)"""
         self.texts: list[str] = []
+        self.curriculum: list[str] = []
+        """Curriculum titles (:data:`.rules.CURRICULUM_FIELDS`), read apart from the texts."""
 
     def message(self, message: Message) -> None:
         descriptor = message.DESCRIPTOR
@@ -164,10 +169,11 @@ class _Gathered:
         kind = field.kind
         value = getattr(message, field.name)
         if kind is _Kind.TEXT:
+            texts = self.curriculum if field.curriculum else self.texts
             if field.repeated:
-                self.texts.extend(value)
+                texts.extend(value)
             elif value:
-                self.texts.append(value)
+                texts.append(value)
         elif kind is _Kind.MAP:
             for key, item in value.items():
                 self._map_entry(key, item, field.map_value, location)
@@ -235,23 +241,37 @@ class _Gathered:
 
 
 def text_finding(
-    text: str, matcher: ValueMatcher | None, depth: int = 0, *, decode: bool = True
+    text: str,
+    matcher: ValueMatcher | None,
+    depth: int = 0,
+    *,
+    decode: bool = True,
+    keys_anywhere: bool = True,
 ) -> str | None:
     """The rule ``text`` breaks (a forbidden key written in it, one of ``matcher``'s values in
     any spelling, either of them encoded), or None. ``matcher`` None checks names only;
-    ``decode`` False reads the text as written, without decoding encodings."""
+    ``decode`` False reads the text as written, without decoding encodings; ``keys_anywhere``
+    False reads only keys inside an object (``{"email": ...}``), as in curriculum titles."""
     if matcher is not None and matcher.search(fold(text)) is not None:
         return "value" if depth == 0 else "encoded_value"
     for key in text_keys(text):
-        if is_forbidden_name(key.name):
+        if (keys_anywhere or _in_object(text, key.start)) and is_forbidden_name(key.name):
             return "key_in_text"
     if decode and depth < MAX_DECODE_DEPTH:
         for decoded in decodings(text):
             # One level down, a value found is already "encoded_value".
-            found = text_finding(decoded, matcher, depth + 1)
+            found = text_finding(decoded, matcher, depth + 1, keys_anywhere=keys_anywhere)
             if found is not None:
                 return found
     return None
+
+
+def _in_object(text: str, start: int) -> bool:
+    """Whether the key starting at ``start`` follows an opening brace or bracket or a comma."""
+    position = start - 1
+    while position >= 0 and text[position].isspace():
+        position -= 1
+    return position >= 0 and text[position] in "{[,"
 
 
 def _judge(
@@ -265,16 +285,28 @@ def _judge(
     for name, holder in gathered.names:
         if is_forbidden_name(name):
             return LeakFinding("field_name", holder)
-    if not gathered.texts:
+    if not gathered.texts and not gathered.curriculum:
         return None
     # NUL is a token boundary and a line start for keys written in text, and no key holds it, so
     # the joined text breaks a rule exactly when one of its strings does.
     joined = "\0".join(gathered.texts)
-    rule = text_finding(joined, matcher, decode=decode)
+    titles = "\0".join(gathered.curriculum)
+    # Curriculum titles may read like keys ("Email: gửi và nhận thư"); where another text quotes
+    # them (the rendered text), they are read for values and identifiers, not for keys.
+    keyed = {title for title in gathered.curriculum if ":" in title or "=" in title}
+    for title in sorted(keyed, key=len, reverse=True):
+        joined = joined.replace(title, _QUOTED_TITLE)
+    rule = text_finding(joined, matcher, decode=decode) or text_finding(
+        titles, matcher, decode=decode, keys_anywhere=False
+    )
     if rule is None and matcher is not None:
-        kind = identifier_kind(joined, circle)
+        kind = identifier_kind(f"{joined}\0{titles}", circle)
         rule = f"identifier_{kind}" if kind is not None else None
     return LeakFinding(rule, location) if rule is not None else None
+
+
+_QUOTED_TITLE: Final = "\u201ctitle\u201d"
+"""What a curriculum title stands as in other texts while keys are read."""
 
 
 def find_leak(
