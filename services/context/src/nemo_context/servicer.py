@@ -60,7 +60,7 @@ class ContextServicer(pb_grpc.ContextServiceServicer):
     async def RecordTurn(
         self, request: pb.RecordTurnRequest, context: Context
     ) -> pb.RecordTurnResponse:
-        return await record_turn(self._pool, request)
+        return await record_turn(self._pool, request, self._settings.identifier_key_bytes())
 
     async def CheckLearnerAccess(
         self, request: pb.CheckLearnerAccessRequest, context: Context

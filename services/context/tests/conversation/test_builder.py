@@ -45,6 +45,8 @@ COMPLETED, PARTIAL, FAILED = (
     pb.MESSAGE_STATUS_FAILED,
 )
 
+TEST_IDENTIFIER_KEY = DEVELOPMENT_IDENTIFIER_KEY.encode()
+
 
 def builder(pool: Pool, *, recent_turns: int = 8, knowledge_limit: int = 3) -> ConversationBuilder:
     return ConversationBuilder(
@@ -86,7 +88,7 @@ async def record(
     request = service_pb.RecordTurnRequest(
         session_id=session_id, turn_id=turn_id, messages=messages, state=state, summary=summary
     )
-    return await record_turn(pool, request)
+    return await record_turn(pool, request, TEST_IDENTIFIER_KEY)
 
 
 async def build(
@@ -454,6 +456,42 @@ async def test_a_state_that_names_a_key_linked_later_is_masked_not_fatal(
     assert json_format.MessageToDict(bundle.state.extracted_info) == {
         "notes": [f"cô {ID_MASK} nhắc ôn bài"]
     }
+
+
+async def test_a_turn_id_linked_to_the_learner_later_never_ends_the_session(
+    context_pool: Pool, make_session: MakeSession, owner_dsn: str
+) -> None:
+    session = await make_session("L-2041-1")
+    # U-2041-Z9 is nobody's yet: the turn id is stored as it is.
+    await record(context_pool, session, "T-U-2041-Z9", exchange("Câu một?", "Trả lời một."))
+    conn = await connect(owner_dsn)
+    try:
+        await conn.execute(
+            "INSERT INTO learning.users (id, role, display_name) VALUES"
+            " ('U-2041-Z9', 'parent', 'Phan Thị Gấm')"
+        )
+        await conn.execute(
+            "INSERT INTO learning.guardians (learner_id, user_id) VALUES ('L-2041-1', 'U-2041-Z9')"
+        )
+        await record(context_pool, session, "T2", exchange("Cô Gấm nhờ em hỏi?", "Được."))
+        for turn in ("T3", "T4"):  # every later turn builds, the new guardian's key masked
+            bundle = await build(context_pool, session, turn)
+        masked = f"T-{ID_MASK}"
+        assert [m.turn_id for m in bundle.recent_messages] == [masked, masked, "T2", "T2"]
+        # Her given name after "cô" is hers now too.
+        assert contents(bundle) == ["Câu một?", "Trả lời một.", "Cô [name] nhờ em hỏi?", "Được."]
+        assert [(r.kind, r.count) for r in bundle.meta.redactions] == [
+            (learner_context_pb2.IDENTIFIER_KIND_KEY, 2),
+            (learner_context_pb2.IDENTIFIER_KIND_NAME, 1),
+        ]
+        # The guardian's name is known now: a new turn naming her is masked, not refused.
+        await record(context_pool, session, "T4", exchange("Bạn Phan Thị Gấm là ai?", "Dì em."))
+        bundle = await build(context_pool, session, "T5")
+        assert contents(bundle)[-2] == "Bạn [name] là ai?"
+    finally:
+        await conn.execute("DELETE FROM learning.guardians WHERE user_id = 'U-2041-Z9'")
+        await conn.execute("DELETE FROM learning.users WHERE id = 'U-2041-Z9'")
+        await conn.close()
 
 
 @pytest.mark.parametrize(

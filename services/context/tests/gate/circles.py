@@ -12,7 +12,7 @@ from datetime import date
 from nemo_context.gate.circle import Circle, fingerprint
 from nemo_context.gate.tokens import accented_words, words
 from nemo_context.settings import DEVELOPMENT_IDENTIFIER_KEY
-from nemo_ops.seed_data import people
+from nemo_ops.seed_data import TableData, people
 
 KEY = DEVELOPMENT_IDENTIFIER_KEY.encode()
 
@@ -29,7 +29,7 @@ class Person:
     birth_date: date | None = None
 
 
-def _rows(table: people.TableData) -> list[Mapping[str, object]]:
+def _rows(table: TableData) -> list[Mapping[str, object]]:
     return list(table.rows)
 
 
