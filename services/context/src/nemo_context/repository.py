@@ -14,8 +14,10 @@ Rules every statement here keeps (tests record each statement and its parameters
   recomputed; a missing value stays ``NULL``/absent, never 0;
 - it reads the learner as of the build's reference time ``$2`` (the request's ``evaluate_time``,
   or the server's clock): evidence, goals and computed models recorded after it are left out,
-  the last-7-days window and the age end at it. Mastery and retention are kept as current state
-  only (the engines overwrite them), so they are read as they are.
+  the last-7-days window ends at it. The age is as of the server's date whatever the reference
+  time, so no choice of time tells more than the current age (migration 0020). Mastery and
+  retention are kept as current state only (the engines overwrite them), so they are read as
+  they are.
 
 One purpose is read in one statement: the base row of the learner plus one scalar subquery per
 declared slice, each returning JSON. A build therefore costs one round trip for the data, however
@@ -233,7 +235,8 @@ def statement_for(purpose: Purpose) -> str:
     reference time (timestamptz) as ``$2`` and the identifier key as ``$3``."""
     columns = ["l.grade", f"{LINKED_IDS_SQL} AS linked_ids", f"{CIRCLE_SQL} AS circle"]
     if purpose.declares(Slice.AGE):
-        columns.append("learning.learner_age_years_on($1, $2::timestamptz::date) AS age_years")
+        # As of the server's date, whatever the reference time: see migration 0020.
+        columns.append("learning.learner_age_years($1) AS age_years")
     if purpose.declares(Slice.MASTERY):
         columns.append(f"{_mastery_sql(purpose.mastery_limit)} AS mastery")
     if purpose.declares(Slice.RECENT_EVIDENCE):
