@@ -139,3 +139,24 @@ def test_redaction_never_removes_the_whole_message_and_says_what_it_removed(
     assert redacted.startswith(before)
     assert redacted.endswith(after)
     assert any(mask in redacted for mask in (ID_MASK, ENCODED_MASK, FIELD_MASK))
+
+
+ENCODED_KEYS = {
+    "percent": lambda key: "".join(f"%{byte:02X}" for byte in key.encode()),
+    "html": lambda key: "".join(f"&#{ord(char)};" for char in key),
+    "escapes": lambda key: "".join(f"\\u{ord(char):04x}" for char in key),
+}
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    key=st.sampled_from(["email", "phone", "address", "fullName", "họ_tên", "ngày_sinh"]),
+    encoding=st.sampled_from(sorted(ENCODED_KEYS)),
+    value=st.sampled_from(["Nguyen Van A", "Lê Thị B", "hai mươi", "x-y-z"]),
+)
+def test_an_encoded_key_takes_its_value_with_it(key: str, encoding: str, value: str) -> None:
+    text = f"Ghi chú:\n{ENCODED_KEYS[encoding](key)}: {value}\nCảm ơn cô"
+    masked, counts = mask_text(text, value_matcher(()), NO_CIRCLE)
+    assert value not in masked, masked
+    assert masked.endswith("\nCảm ơn cô")
+    assert counts["field"] + counts["key"] >= 1

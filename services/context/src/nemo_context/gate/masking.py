@@ -29,7 +29,7 @@ from google.protobuf.struct_pb2 import ListValue, Struct, Value
 
 from nemo_context.gate.circle import Circle
 from nemo_context.gate.identifiers import identifier_kind, identifier_spans
-from nemo_context.gate.names import is_forbidden_name
+from nemo_context.gate.names import is_forbidden_key, is_forbidden_name
 from nemo_context.gate.rules import PLACEHOLDERS
 from nemo_context.gate.text import (
     ValueMatcher,
@@ -64,7 +64,9 @@ _KINDS: Final = {
 }
 
 _VALUE_ENDS: Final = frozenset(",;}]|\n\x00")
-_FIRST: Final = frozenset({KEY, FIELD})
+VALUE: Final = ""
+"""The value after a masked field: masked with it, counted with it."""
+_FIRST: Final = frozenset({KEY, FIELD, VALUE})
 
 Spans = list[tuple[int, int, str, str]]
 """(start, end, mask, kind)"""
@@ -94,7 +96,8 @@ def _apply(text: str, spans: Spans, counts: Counter[str]) -> str:
             position = max(position, end)
             continue
         pieces.extend((text[position:start], mask))
-        counts[kind] += 1
+        if kind != VALUE:
+            counts[kind] += 1
         position = end
     pieces.append(text[position:])
     return "".join(pieces)
@@ -106,22 +109,41 @@ def _spans(text: str, matcher: ValueMatcher, circle: Circle) -> Spans:
     for match in matcher.finditer(folded):
         spans.append((origins[match.start()], origins[match.end() - 1] + 1, ID_MASK, KEY))
     for key in text_keys(text):
-        if is_forbidden_name(key.name):
+        if is_forbidden_key(key):
             spans.append((key.start, key.end, FIELD_MASK, FIELD))
             start = key.value_start
             while start < len(text) and text[start] in " \t":
                 start += 1
             end = _value_end(text, start)
             if end > start:
-                spans.append((start, end, VALUE_MASK, FIELD))
+                spans.append((start, end, VALUE_MASK, VALUE))
     for start, end, decoded in encoded_chunks(text):
         if text_finding(decoded, matcher, depth=1) is not None:
             spans.append((start, end, ENCODED_MASK, KEY))
+            spans.extend(_value_after_encoded_key(text, end, decoded))
     spans.extend(
         (start, end, PLACEHOLDERS[kind], kind)
         for start, end, kind in identifier_spans(text, circle)
     )
     return spans
+
+
+def _value_after_encoded_key(text: str, end: int, decoded: str) -> Spans:
+    """The value written after an encoded chunk that decodes to a forbidden key ("%65mail: x"):
+    masked with it, as the value of a key written plainly is."""
+    if not any(is_forbidden_key(key) for key in text_keys(decoded)):
+        return []
+    position = end
+    while position < len(text) and text[position] in " \t":
+        position += 1
+    if not decoded.rstrip().endswith((":", "=")):
+        if position >= len(text) or text[position] not in ":=":
+            return []
+        position += 1
+    while position < len(text) and text[position] in " \t":
+        position += 1
+    value_end = _value_end(text, position)
+    return [(position, value_end, VALUE_MASK, VALUE)] if value_end > position else []
 
 
 def _clean(text: str, matcher: ValueMatcher, circle: Circle) -> bool:

@@ -95,9 +95,28 @@ FORBIDDEN_PHRASES: Final[Mapping[tuple[str, ...], str]] = MappingProxyType(
         ("dien", "thoai"): "a telephone number (điện thoại)",
         ("dia", "chi"): "an address (địa chỉ)",
         ("ten", "truong"): "a school's name (tên trường)",
+        ("truong", "hoc"): 'a school (trường học; "trường" alone is also a data field)',
+        ("ten", "hoc", "sinh"): "a student's name (tên học sinh)",
+        ("ten", "phu", "huynh"): "a parent's name (tên phụ huynh)",
+        ("ten", "bo"): "a father's name (tên bố)",
+        ("ten", "me"): "a mother's name (tên mẹ)",
+        ("ten", "con"): "a child's name (tên con)",
+        ("ten", "dem"): "a middle name (tên đệm)",
+        ("ma", "hoc", "sinh"): "a student's code (mã học sinh)",
+        ("ma", "so", "hoc", "sinh"): "a student's code (mã số học sinh)",
+        ("nam", "sinh"): "a birth year (năm sinh)",
+        ("sinh", "nhat"): "a birthday (sinh nhật)",
+        ("noi", "sinh"): "a birthplace (nơi sinh)",
+        ("anh", "dai", "dien"): "a child's picture (ảnh đại diện)",
+        ("que", "quan"): "where a family comes from (quê quán)",
+        ("noi", "o"): "where a person lives (nơi ở)",
+        ("phu", "huynh"): "a parent (phụ huynh)",
+        ("nguoi", "giam", "ho"): "a guardian (người giám hộ)",
     }
 )
-"""Consecutive words that make a name forbidden; each word alone is ordinary (``social
+"""Consecutive words that make a name forbidden, Vietnamese ones as written without their
+diacritics (names are read without them: "Họ tên", "họ_tên" and "ho_ten" are one name); each
+word alone is ordinary (``social
 studies``, ``national curriculum``, ``ten`` is also the English number)."""
 
 KEY_OWNERS: Final = frozenset(
@@ -144,10 +163,21 @@ SAFE_NAMES: Final[Mapping[str, str]] = MappingProxyType(
 )
 """Whole names (words joined by ``_``) that hold ``name`` but no person's name, with why."""
 
+PHRASE_WORDS: Final = frozenset(word for phrase in FORBIDDEN_PHRASES for word in phrase)
+"""Every word of a forbidden phrase: a key written in text of several words counts only when all
+of them are known words (see ``names.is_forbidden_key``)."""
+
 VOCABULARY: Final = frozenset(
     {
         *FORBIDDEN_WORDS,
-        *(word for phrase in FORBIDDEN_PHRASES for word in phrase),
+        # Short Vietnamese words ("me", "bo", "ma", "o") would split English words that hold
+        # them ("phoneme" is no "phone me"): only the longer ones split run-together names.
+        *(
+            word
+            for phrase in FORBIDDEN_PHRASES
+            for word in phrase
+            if len(word) > 2 or word in {"ho", "va", "so", "id"}
+        ),
         *KEY_OWNERS,
         *KEY_WORDS,
         *NAME_WORDS,

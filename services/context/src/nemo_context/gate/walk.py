@@ -30,7 +30,7 @@ from google.protobuf.struct_pb2 import ListValue, Struct, Value
 
 from nemo_context.gate.circle import Circle
 from nemo_context.gate.identifiers import NO_CIRCLE, identifier_kind
-from nemo_context.gate.names import is_forbidden_name
+from nemo_context.gate.names import is_forbidden_key, is_forbidden_name
 from nemo_context.gate.rules import CURRICULUM_FIELDS
 from nemo_context.gate.text import (
     MAX_DECODE_DEPTH,
@@ -255,7 +255,7 @@ def text_finding(
     if matcher is not None and matcher.search(fold(text)) is not None:
         return "value" if depth == 0 else "encoded_value"
     for key in text_keys(text):
-        if (keys_anywhere or _in_object(text, key.start)) and is_forbidden_name(key.name):
+        if (keys_anywhere or _in_object(text, key.start)) and is_forbidden_key(key):
             return "key_in_text"
     if decode and depth < MAX_DECODE_DEPTH:
         for decoded in decodings(text):
