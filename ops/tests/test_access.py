@@ -437,9 +437,10 @@ async def test_the_identifier_key_digests_and_the_hmac_helpers_are_the_owners_al
         "SELECT has_function_privilege('nemo_context', 'learning.circle_fingerprints(text, bytea)',"
         " 'EXECUTE')"
     )
-    definer, config = await owner.fetchrow(
+    row = await owner.fetchrow(
         "SELECT prosecdef, proconfig FROM pg_proc"
         " WHERE oid = 'learning.circle_fingerprints(text, bytea)'::regprocedure"
     )
-    assert definer
-    assert config == ["search_path=pg_catalog, pg_temp"]
+    assert row is not None
+    assert row["prosecdef"]
+    assert row["proconfig"] == ["search_path=pg_catalog, pg_temp"]
