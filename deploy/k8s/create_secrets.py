@@ -4,7 +4,7 @@
 
     python3 deploy/k8s/create_secrets.py --namespace nemo \\
         --owner-database-url 'postgresql://nemo_owner:...@db.internal:5432/nemo?sslmode=require' \\
-        --pseudonym-key-file pseudonym.key \\
+        --pseudonym-key-file pseudonym.key --identifier-key-file identifier.key \\
         --llm-api-key-file llm.key --embedding-api-key-file embedding.key \\
         --caller-tokens-out caller-tokens.json | kubectl apply -f -
 
@@ -13,7 +13,8 @@ caller tokens. To rotate them, follow "Rotate service credentials" in
 docs/operations/deploy.md: applying a run's output at once cuts callers off until every pod
 has restarted. The pseudonym key is never generated here:
 it decides every learner_ref and must outlive runs of this script (see
-docs/operations/pseudonym-key.md). The tokens of callers outside the namespace (internal
+docs/operations/pseudonym-key.md). Nor is the identifier key, whose digest the database must hold
+(docs/operations/identifier-key.md). The tokens of callers outside the namespace (internal
 services, operators, the audit reader) are written to --caller-tokens-out, readable by the
 owner only, to hand over through your secret store.
 """
@@ -50,6 +51,7 @@ SERVICES: tuple[str, ...] = ("context", "gateway", "toolplane")
 SERVICE_ROLES: Mapping[str, str] = {"context": "nemo_context", "toolplane": "nemo_toolplane"}
 
 MIN_PSEUDONYM_KEY_LENGTH = 32
+MIN_IDENTIFIER_KEY_LENGTH = 32
 
 
 class SecretsError(Exception):
@@ -100,6 +102,7 @@ def build_secrets(
     namespace: str,
     owner_database_url: str,
     pseudonym_key: str,
+    identifier_key: str,
     llm_api_key: str,
     embedding_api_key: str,
 ) -> tuple[list[dict[str, Any]], dict[str, str]]:
@@ -107,6 +110,10 @@ def build_secrets(
     if len(pseudonym_key) < MIN_PSEUDONYM_KEY_LENGTH:
         raise SecretsError(
             f"the pseudonym key must be at least {MIN_PSEUDONYM_KEY_LENGTH} characters"
+        )
+    if len(identifier_key) < MIN_IDENTIFIER_KEY_LENGTH:
+        raise SecretsError(
+            f"the identifier key must be at least {MIN_IDENTIFIER_KEY_LENGTH} characters"
         )
     passwords = {service: _random_token() for service in SERVICE_ROLES}
     tokens = {identity: _random_token() for identity in CALLER_IDENTITIES}
@@ -138,6 +145,7 @@ def build_secrets(
             for service, role in SERVICE_ROLES.items()
         ),
         _secret("nemo-pseudonym-key", namespace, {"key": pseudonym_key}),
+        _secret("nemo-identifier-key", namespace, {"key": identifier_key}),
         _secret(
             "nemo-model-keys",
             namespace,
@@ -173,6 +181,13 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         required=True,
         help=f"file holding the pseudonym key (at least {MIN_PSEUDONYM_KEY_LENGTH} characters)",
     )
+    parser.add_argument(
+        "--identifier-key-file",
+        type=Path,
+        required=True,
+        help="file holding the identifier key (at least "
+        f"{MIN_IDENTIFIER_KEY_LENGTH} characters; its digest is registered in the database)",
+    )
     parser.add_argument("--llm-api-key-file", type=Path, help="file holding the LLM API key")
     parser.add_argument(
         "--embedding-api-key-file", type=Path, help="file holding the embedding API key"
@@ -195,6 +210,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             namespace=args.namespace,
             owner_database_url=args.owner_database_url,
             pseudonym_key=_read_secret_file(args.pseudonym_key_file),
+            identifier_key=_read_secret_file(args.identifier_key_file),
             # No key is fine for the baseline provider and for local model servers.
             llm_api_key=_read_secret_file(args.llm_api_key_file) if args.llm_api_key_file else "",
             embedding_api_key=(

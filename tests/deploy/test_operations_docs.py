@@ -27,6 +27,7 @@ PAGES = {
     "deploy.md": "Deploy on Kubernetes",
     "providers.md": "Configure a model provider",
     "pseudonym-key.md": "Rotate the pseudonym key",
+    "identifier-key.md": "Register and rotate the identifier key",
     "agent-tokens.md": "Issue and revoke agent tokens",
     "approvals.md": "Approve tool calls",
     "snapshots.md": "Snapshot retention and purge",
