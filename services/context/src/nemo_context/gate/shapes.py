@@ -71,7 +71,7 @@ _MONTHS: Final = {
     for name in names
 }  # fmt: skip
 _MONTH: Final = "|".join(sorted(_MONTHS, key=len, reverse=True))
-_SEP: Final = r"\s*[/.\-]\s*"
+_SEP: Final = r"(?:[ \t]*[/.\-_][ \t]*|[ \t]+)"
 _DATE: Final = re.compile(
     rf"\b(?P<d1>\d{{1,2}}){_SEP}(?P<m1>\d{{1,2}}){_SEP}(?P<y1>\d{{4}}|\d{{2}})\b"
     rf"|\b(?P<y2>\d{{4}}){_SEP}(?P<m2>\d{{1,2}}){_SEP}(?P<d2>\d{{1,2}})\b"
