@@ -12,7 +12,9 @@ service's repository, purpose and pool size). Goal: BuildContext at least 0.8x t
 throughput, with the identifier gate, rendering and the snapshot. A third load, the same build
 without its snapshot (``persist`` unset), tells the snapshot's share of the cost from the rest
 of the build's. A fourth, a second service writing its snapshots to a real S3 API (the moto
-server on loopback) as production does, gives the cost of that backend. The loads take turns, so
+server on loopback) as production does, gives the cost of that backend. The identifier gate's
+own CPU per build, before and after it learned the child's circle, is measured apart
+(``benchmarks.gate_cost``) and reported as a share of the build. The loads take turns, so
 a shared machine's drift in speed falls on all of them; the report also gives the floor's service
 CPU per call against the build's.
 """
@@ -30,6 +32,7 @@ from pathlib import Path
 import grpc.aio
 import psutil
 
+from benchmarks.gate_cost import GateCost, measure_gate
 from benchmarks.grpc_baseline import empty_call
 from benchmarks.load import Load, LoadResult, run_alternating, server_process
 from nemo_core.db import connect, dsn_with
@@ -63,6 +66,8 @@ class ContextBenchmark:
     """The same build with ``persist`` unset: no snapshot is written."""
     s3: LoadResult
     """The same build with its snapshot written to an S3 API, as in production."""
+    gate: GateCost
+    """The identifier gate's CPU per build, before and after the circle (in this process)."""
 
     def describe(self, bare: LoadResult) -> str:
         """The CPU milliseconds per build of the service and of PostgreSQL; the floor's
@@ -85,7 +90,9 @@ class ContextBenchmark:
             f"with an S3 snapshot (moto on loopback, which closes every connection): service CPU "
             f"{figure(self.s3.server_cpu_ms_per_call)} ms per build, the snapshot "
             f"{self._snapshot_cpu(self.s3)} ms\n"
-            f"{self._loops()}"
+            f"{self._loops()}\n"
+            # Against the build without its snapshot: the gate's share of building the bundle.
+            f"{self.gate.describe(self.unpersisted.server_cpu_ms_per_call)}"
         )
 
     def _snapshot_cpu(self, persisted: LoadResult) -> str:
@@ -220,12 +227,14 @@ async def measure_build_context(*, concurrency: int, seconds: float) -> ContextB
                     rounds=ROUNDS,
                     warmup_seconds=WARMUP_SECONDS,
                 )
+        gate = await measure_gate(context_dsn)
     return ContextBenchmark(
         load=build,
         postgres_cpu_ms_per_build=build.counted_cpu_ms_per_call,
         floor=floor,
         unpersisted=unpersisted,
         s3=s3_build,
+        gate=gate,
     )
 
 

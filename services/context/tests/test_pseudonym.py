@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from pydantic_settings import SettingsError
 
 from nemo_context.pseudonym import Pseudonymizer, pseudonymizer_from_settings
-from nemo_context.settings import ContextSettings
+from nemo_context.settings import DEVELOPMENT_IDENTIFIER_KEY, ContextSettings
 
 KEY = "k" * 40
 
@@ -91,3 +91,17 @@ def test_development_without_a_key_uses_a_random_key_and_warns(
         second = pseudonymizer_from_settings(_settings())
     assert first.learner_ref("L-2041-1") != second.learner_ref("L-2041-1")
     assert any("random key" in record.getMessage() for record in caplog.records)
+
+
+@pytest.mark.parametrize("environment", ["staging", "production"])
+def test_outside_development_the_identifier_key_is_required_and_long(environment: str) -> None:
+    with pytest.raises(ValidationError, match="needs an identifier key"):
+        _settings(pseudonym_key=KEY, environment=environment)
+    with pytest.raises(ValidationError, match="identifier key must be at least 32 characters"):
+        _settings(pseudonym_key=KEY, identifier_key="short", environment=environment)
+    settings = _settings(pseudonym_key=KEY, identifier_key="i" * 32, environment=environment)
+    assert settings.identifier_key_bytes() == b"i" * 32
+
+
+def test_in_development_the_identifier_key_is_the_one_the_seed_registers() -> None:
+    assert _settings().identifier_key_bytes() == DEVELOPMENT_IDENTIFIER_KEY.encode()

@@ -104,31 +104,21 @@ class ContextSettings(ServiceSettings):
     )
 
     @model_validator(mode="after")
-    def _resolve_pseudonym_key(self) -> Self:
-        if self.pseudonym_key is None:
-            if self.environment != "development":
-                raise ValueError(
-                    f"the {self.environment} environment needs a pseudonym key: set "
-                    "NEMO_CONTEXT_PSEUDONYM_KEY or NEMO_CONTEXT_PSEUDONYM_KEY_FILE"
-                )
-        elif len(self.pseudonym_key.get_secret_value()) < MIN_PSEUDONYM_KEY_LENGTH:
-            raise ValueError(
-                f"the pseudonym key must be at least {MIN_PSEUDONYM_KEY_LENGTH} characters"
-            )
-        return self
-
-    @model_validator(mode="after")
-    def _check_identifier_key(self) -> Self:
-        if self.identifier_key is None:
-            if self.environment != "development":
-                raise ValueError(
-                    f"the {self.environment} environment needs an identifier key: set "
-                    "NEMO_CONTEXT_IDENTIFIER_KEY or NEMO_CONTEXT_IDENTIFIER_KEY_FILE"
-                )
-        elif len(self.identifier_key.get_secret_value()) < MIN_IDENTIFIER_KEY_LENGTH:
-            raise ValueError(
-                f"the identifier key must be at least {MIN_IDENTIFIER_KEY_LENGTH} characters"
-            )
+    def _check_secret_keys(self) -> Self:
+        for what, key, minimum in (
+            ("pseudonym", self.pseudonym_key, MIN_PSEUDONYM_KEY_LENGTH),
+            ("identifier", self.identifier_key, MIN_IDENTIFIER_KEY_LENGTH),
+        ):
+            variable = f"NEMO_CONTEXT_{what.upper()}_KEY"
+            if key is None:
+                if self.environment != "development":
+                    article = "an" if what[0] in "aeiou" else "a"
+                    raise ValueError(
+                        f"the {self.environment} environment needs {article} {what} key: set "
+                        f"{variable} or {variable}_FILE"
+                    )
+            elif len(key.get_secret_value()) < minimum:
+                raise ValueError(f"the {what} key must be at least {minimum} characters")
         return self
 
     def identifier_key_bytes(self) -> bytes:
