@@ -20,10 +20,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from google.protobuf import json_format
-
 from nemo_context.builder import assemble
-from nemo_context.gate import gate
+from nemo_context.gate import gate, walk
 from nemo_context.gate.circle import Circle
 from nemo_context.gate.identifiers import identifier_kind
 from nemo_context.gate.masking import TextMasker
@@ -68,21 +66,10 @@ class GateCost:
 
 
 def _strings(bundle: pb.ContextBundle) -> str:
-    found: list[str] = []
-
-    def walk(value: Any) -> None:
-        if isinstance(value, str):
-            found.append(value)
-        elif isinstance(value, dict):
-            for key, item in value.items():
-                found.append(key)
-                walk(item)
-        elif isinstance(value, list):
-            for item in value:
-                walk(item)
-
-    walk(json_format.MessageToDict(bundle))
-    return "\0".join(found)
+    """The bundle's strings joined as the walk joins them before it reads identifiers."""
+    gathered = walk.Gathered()
+    gathered.plain(bundle, "bundle")
+    return "\0".join([*gathered.texts, *gathered.curriculum])
 
 
 def _cpu_us(action: Any) -> float:

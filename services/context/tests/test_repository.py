@@ -42,9 +42,7 @@ async def test_every_bundle_statement_binds_exactly_the_requested_learner(
         # One statement per purpose, composites (learning_state) included.
         assert len(touching) == 1, f"{name}: {len(touching)} data statements"
         for statement in touching:
-            assert statement.args == (learner_id, NOW, TEST_IDENTIFIER_KEY), (
-                f"{name}: {statement.query[:80]}"
-            )
+            assert statement.args == (learner_id, NOW), f"{name}: {statement.query[:80]}"
         # Row-level security was bound to the same learner first, in the same transaction.
         queries = [s.query for s in statements]
         [bind] = [s for s in statements if LEARNER_IDS_SETTING in s.args]
@@ -162,9 +160,9 @@ async def test_each_statement_reads_only_its_learner_even_without_row_level_secu
             statement = statement_for(PURPOSES[name])
             # Bound too, for the age function that checks the binding itself.
             async with learner_transaction(owner, [learner_id], readonly=True):
-                unrestricted = await owner.fetchrow(statement, learner_id, NOW, TEST_IDENTIFIER_KEY)
+                unrestricted = await owner.fetchrow(statement, learner_id, NOW)
             async with learner_transaction(context_pool, [learner_id], readonly=True) as conn:
-                bound = await conn.fetchrow(statement, learner_id, NOW, TEST_IDENTIFIER_KEY)
+                bound = await conn.fetchrow(statement, learner_id, NOW)
             assert unrestricted is not None
             assert bound is not None
             assert _comparable(unrestricted) == _comparable(bound), name

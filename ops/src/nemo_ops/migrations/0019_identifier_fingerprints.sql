@@ -35,16 +35,18 @@ $$;
 
 -- A value as the gate reads it: compatibility forms and diacritics removed, đ as d, lower case
 -- (mirrored by nemo_context.gate.tokens.fold_plain).
+-- plpgsql, as the functions below: their statements' plans are cached per session, where a SQL
+-- function with a FROM clause would be planned again on every call.
 CREATE FUNCTION learning.identifier_tokens(p_value text) RETURNS text[]
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT coalesce(array_agg(t.token ORDER BY t.n), '{}')
-    FROM regexp_split_to_table(
+BEGIN
+    RETURN array_remove(regexp_split_to_array(
         lower(regexp_replace(normalize(translate(p_value, 'đĐ', 'dD'), NFKD), '[\u0300-\u036f]', '', 'g')),
         '[^a-z0-9]+'
-    ) WITH ORDINALITY AS t(token, n)
-    WHERE t.token <> ''
+    ), '');
+END
 $$;
 
 -- Whether p_key is registered; raises otherwise, so a service with the wrong key fails loudly
@@ -67,23 +69,20 @@ $$;
 -- written with diacritics is compared with them. A value whose words do not line up with its
 -- folded words (letters outside Vietnamese) gives its folded words instead.
 CREATE FUNCTION learning.identifier_accented_tokens(p_value text) RETURNS text[]
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
-    WITH folded AS (SELECT learning.identifier_tokens(p_value) AS tokens),
-    accented AS (
-        SELECT coalesce(array_agg(t.token ORDER BY t.n), '{}') AS tokens
-        FROM regexp_split_to_table(
-            lower(translate(normalize(p_value, NFKC),
-                'ÀÁẢÃẠĂẰẮẲẴẶÂẦẤẨẪẬÈÉẺẼẸÊỀẾỂỄỆÌÍỈĨỊÒÓỎÕỌÔỒỐỔỖỘƠỜỚỞỠỢÙÚỦŨỤƯỪỨỬỮỰỲÝỶỸỴĐ',
-                'àáảãạăằắẳẵặâầấẩẫậèéẻẽẹêềếểễệìíỉĩịòóỏõọôồốổỗộơờớởỡợùúủũụưừứửữựỳýỷỹỵđ')),
-            '[^a-z0-9àáảãạăằắẳẵặâầấẩẫậèéẻẽẹêềếểễệìíỉĩịòóỏõọôồốổỗộơờớởỡợùúủũụưừứửữựỳýỷỹỵđ]+'
-        ) WITH ORDINALITY AS t(token, n)
-        WHERE t.token <> ''
-    )
-    SELECT CASE WHEN cardinality(accented.tokens) = cardinality(folded.tokens)
-        THEN accented.tokens ELSE folded.tokens END
-    FROM folded, accented
+DECLARE
+    folded text[] := learning.identifier_tokens(p_value);
+    accented text[] := array_remove(regexp_split_to_array(
+        lower(translate(normalize(p_value, NFKC),
+            'ÀÁẢÃẠĂẰẮẲẴẶÂẦẤẨẪẬÈÉẺẼẸÊỀẾỂỄỆÌÍỈĨỊÒÓỎÕỌÔỒỐỔỖỘƠỜỚỞỠỢÙÚỦŨỤƯỪỨỬỮỰỲÝỶỸỴĐ',
+            'àáảãạăằắẳẵặâầấẩẫậèéẻẽẹêềếểễệìíỉĩịòóỏõọôồốổỗộơờớởỡợùúủũụưừứửữựỳýỷỹỵđ')),
+        '[^a-z0-9àáảãạăằắẳẵặâầấẩẫậèéẻẽẹêềếểễệìíỉĩịòóỏõọôồốổỗộơờớởỡợùúủũụưừứửữựỳýỷỹỵđ]+'
+    ), '');
+BEGIN
+    RETURN CASE WHEN cardinality(accented) = cardinality(folded) THEN accented ELSE folded END;
+END
 $$;
 
 -- The circle of a learner bound to the caller's transaction: the learner and its siblings (their
@@ -99,12 +98,17 @@ $$;
 --   accented    the words of the names, addresses and schools with their diacritics
 -- Each fingerprint is the first 16 bytes of HMAC-SHA256(p_key, token), in hex. Nothing answers
 -- for a learner that is not bound, and no value leaves: only fingerprints and their kinds.
+-- plpgsql rather than sql: its statement's plan is cached per session, where a SQL function
+-- would plan this query on every build.
 CREATE FUNCTION learning.circle_fingerprints(p_learner_id text, p_key bytea)
 RETURNS TABLE (kind text, fingerprints text[])
-LANGUAGE sql STABLE SECURITY DEFINER
+LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-    WITH pads AS (
+BEGIN
+    RETURN QUERY
+    -- Materialised: the pads are computed once, not for every value.
+    WITH pads AS MATERIALIZED (
         SELECT learning.hmac_pad(p_key, 54) AS inner_pad, learning.hmac_pad(p_key, 92) AS outer_pad
     ),
     learner AS (
@@ -171,16 +175,21 @@ AS $$
             UNION ALL SELECT split_part(kids.address, ',', 1) FROM kids
             UNION ALL SELECT kids.school_name FROM kids
         ) AS w(value)
+    ),
+    -- Every word of every value fingerprinted in one pass, then gathered back per value.
+    numbered AS (
+        SELECT row_number() OVER () AS id, v.kind, v.tokens
+        FROM values AS v
+        WHERE v.tokens IS NOT NULL AND cardinality(v.tokens) > 0 AND v.tokens[1] <> ''
     )
-    SELECT v.kind, ARRAY(
-        SELECT encode(substr(sha256(pads.outer_pad || sha256(
-            pads.inner_pad || convert_to(t.token, 'UTF8')
-        )), 1, 16), 'hex')
-        FROM unnest(v.tokens) WITH ORDINALITY AS t(token, n)
-        ORDER BY t.n
-    )
-    FROM values AS v CROSS JOIN pads
-    WHERE v.tokens IS NOT NULL AND cardinality(v.tokens) > 0 AND v.tokens[1] <> ''
+    SELECT n.kind, array_agg(encode(substr(sha256(
+        pads.outer_pad || sha256(pads.inner_pad || convert_to(t.token, 'UTF8'))
+    ), 1, 16), 'hex') ORDER BY t.position)
+    FROM numbered AS n
+    CROSS JOIN LATERAL unnest(n.tokens) WITH ORDINALITY AS t(token, position)
+    CROSS JOIN pads
+    GROUP BY n.id, n.kind;
+END
 $$;
 
 REVOKE ALL ON FUNCTION

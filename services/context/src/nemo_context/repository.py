@@ -27,6 +27,7 @@ and cached; the fragments are the readable part.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -57,12 +58,17 @@ user id, the ids of the users linked to the learner (family members, guardians, 
 an assignment in any status), and its siblings' learner and user ids. Evaluated in a statement
 whose ``l`` is the learner row."""
 
-CIRCLE_SQL: Final = """(
-        SELECT coalesce(json_agg(json_build_array(c.kind, c.fingerprints)), '[]'::json)
-        FROM learning.circle_fingerprints($1, $3) AS c
-    )"""
-"""Keyed fingerprints of the identifiers of the learner's circle (``$3`` is the identifier key),
+CIRCLE_SQL: Final = "SELECT kind, fingerprints FROM learning.circle_fingerprints($1, $2)"
+"""Keyed fingerprints of the identifiers of the learner's circle (``$2`` is the identifier key),
 never the identifiers themselves: see ``nemo_context.gate.circle``."""
+
+CIRCLE_TTL_SECONDS: Final = 60.0
+"""How long the fingerprints of a circle are reused. The database derives them from every
+identifier of every person around the learner, several milliseconds of its CPU; reused, a build
+costs it nothing more. A person linked to or unlinked from the learner changes the linked keys,
+which every build reads, and a new circle is read at once; an edited name, phone or address is
+matched from at most this long after the edit."""
+CIRCLE_CACHE_SIZE: Final = 10_000
 
 # Titles of every knowledge node a computed model mentions, wherever in its JSON the id sits.
 _MODEL_NODE_TITLES: Final = """(
@@ -208,7 +214,7 @@ class LearnerRecord:
     models: Mapping[str, JsonObject] = field(default_factory=dict)
     """Latest computed model per kind: version, engine_version, computed_at, model, node_titles."""
     circle: Circle = field(default_factory=lambda: Circle(key=b""))
-    """Fingerprints of the identifiers around the learner (see :data:`CIRCLE_SQL`)."""
+    """Fingerprints of the identifiers around the learner (see :func:`circle_of`)."""
     columns: tuple[str, ...] = ()
     """Every column the statement returned, including any the builder does not copy: a column
     with a forbidden name fails the build instead of being dropped unseen."""
@@ -231,9 +237,9 @@ class LearnerRepository(Protocol):
 
 @lru_cache(maxsize=64)
 def statement_for(purpose: Purpose) -> str:
-    """The one statement that reads ``purpose``'s slices, with the learner as ``$1``, the
-    reference time (timestamptz) as ``$2`` and the identifier key as ``$3``."""
-    columns = ["l.grade", f"{LINKED_IDS_SQL} AS linked_ids", f"{CIRCLE_SQL} AS circle"]
+    """The one statement that reads ``purpose``'s slices, with the learner as ``$1`` and the
+    reference time (timestamptz) as ``$2``."""
+    columns = ["l.grade", f"{LINKED_IDS_SQL} AS linked_ids"]
     if purpose.declares(Slice.AGE):
         # As of the server's date, whatever the reference time: see migration 0020.
         columns.append("learning.learner_age_years($1) AS age_years")
@@ -259,7 +265,7 @@ def statement_for(purpose: Purpose) -> str:
     )
 
 
-def _record(row: asyncpg.Record, identifier_key: bytes) -> LearnerRecord:
+def _record(row: asyncpg.Record, circle: Circle) -> LearnerRecord:
     models = {
         kind: row[f"model_{kind}"]
         for kind in _MODEL_KINDS.values()
@@ -268,7 +274,7 @@ def _record(row: asyncpg.Record, identifier_key: bytes) -> LearnerRecord:
     return LearnerRecord(
         grade=row["grade"],
         linked_ids=frozenset(row["linked_ids"]),
-        circle=Circle.from_rows(identifier_key, row["circle"]),
+        circle=circle,
         age_years=row.get("age_years"),
         mastery=row.get("mastery") or (),
         evidence=row.get("evidence") or (),
@@ -302,10 +308,12 @@ class PostgresLearnerRepository:
         async with learner_transaction(self._pool, [learner_id], readonly=True) as conn:
             if check is not None:
                 await check(conn)
-            row = await conn.fetchrow(
-                self._statements(purpose), learner_id, as_of, self._identifier_key
-            )
-        return None if row is None else _record(row, self._identifier_key)
+            row = await conn.fetchrow(self._statements(purpose), learner_id, as_of)
+            if row is None:
+                return None
+            linked = frozenset(row["linked_ids"])
+            circle = await circle_of(conn, learner_id, self._identifier_key, linked)
+        return _record(row, circle)
 
 
 async def linked_identifiers(conn: Connection, learner_id: str) -> frozenset[str]:
@@ -320,12 +328,23 @@ async def linked_identifiers(conn: Connection, learner_id: str) -> frozenset[str
     return frozenset(ids or ())
 
 
-async def circle_of(conn: Connection, learner_id: str, identifier_key: bytes) -> Circle:
-    """The fingerprints of the identifiers around ``learner_id`` (see :data:`CIRCLE_SQL`);
-    ``conn`` must be in a transaction bound to the learner."""
-    rows = await conn.fetch(
-        "SELECT kind, fingerprints FROM learning.circle_fingerprints($1, $2)",
-        learner_id,
-        identifier_key,
-    )
-    return Circle.from_rows(identifier_key, [(row["kind"], row["fingerprints"]) for row in rows])
+_circles: dict[tuple[bytes, str, frozenset[str]], tuple[float, Circle]] = {}
+
+
+async def circle_of(
+    conn: Connection, learner_id: str, identifier_key: bytes, linked_ids: frozenset[str]
+) -> Circle:
+    """The fingerprints of the identifiers around ``learner_id`` (see :data:`CIRCLE_SQL`),
+    reused for :data:`CIRCLE_TTL_SECONDS` while its ``linked_ids`` stay the same; ``conn`` must
+    be in a transaction bound to the learner."""
+    key = (identifier_key, learner_id, linked_ids)
+    cached = _circles.get(key)
+    now = time.monotonic()
+    if cached is not None and cached[0] > now:
+        return cached[1]
+    rows = await conn.fetch(CIRCLE_SQL, learner_id, identifier_key)
+    circle = Circle.from_rows(identifier_key, [(row["kind"], row["fingerprints"]) for row in rows])
+    if len(_circles) >= CIRCLE_CACHE_SIZE:
+        _circles.pop(next(iter(_circles)))  # the oldest entry
+    _circles[key] = (now + CIRCLE_TTL_SECONDS, circle)
+    return circle

@@ -211,7 +211,8 @@ async def record_turn(
     session_id, turn_id = request.session_id, request.turn_id
     async with learner_transaction(pool, [learner_id]) as conn:
         forbidden = await linked_identifiers(conn, learner_id) | {learner_id}
-        _check_stored_words(request, forbidden, await circle_of(conn, learner_id, identifier_key))
+        circle = await circle_of(conn, learner_id, identifier_key, forbidden)
+        _check_stored_words(request, forbidden, circle)
         try:
             await store.replace_turn(conn, session_id, learner_id, turn_id, messages)
         except store.TurnNotLatestError:

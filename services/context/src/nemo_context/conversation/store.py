@@ -135,7 +135,7 @@ async def read_session(
             else None
         ),
         linked_ids=linked | {learner_id},
-        circle=await circle_of(conn, learner_id, identifier_key),
+        circle=await circle_of(conn, learner_id, identifier_key, linked),
     )
 
 

@@ -32,7 +32,7 @@ import hmac
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property
 from typing import Final
 
 from nemo_context.gate.rules import ORDINARY_PAIRS, PERSON_WORDS, SCHOOL_WORDS
@@ -50,11 +50,24 @@ _NEAR: Final = 3
 _JOINERS: Final = " \t-_."
 
 
-@lru_cache(maxsize=65536)
+_PRINTS: dict[bytes, dict[str, str]] = {}
+_MAX_PRINTS: Final = 65536
+"""Words fingerprinted per key, kept: the same words come back build after build."""
+
+
 def fingerprint(key: bytes, word: str) -> str:
     """The fingerprint of one folded word: the first 16 bytes of HMAC-SHA256, in hex, as the
     database computes it."""
-    return hmac.new(key, word.encode(), hashlib.sha256).digest()[:FINGERPRINT_BYTES].hex()
+    prints = _PRINTS.get(key)
+    if prints is None:
+        prints = _PRINTS.setdefault(key, {})
+    found = prints.get(word)
+    if found is None:
+        found = hmac.new(key, word.encode(), hashlib.sha256).digest()[:FINGERPRINT_BYTES].hex()
+        if len(prints) >= _MAX_PRINTS:
+            prints.clear()
+        prints[word] = found
+    return found
 
 
 @dataclass(frozen=True)
@@ -98,6 +111,12 @@ class Circle:
             accented=frozenset(fp for row in by_kind.get("accented", []) for fp in row),
         )
 
+    @cached_property
+    def _worded(self) -> frozenset[str]:
+        """The words of the names, addresses and schools (they carry diacritics)."""
+        phrases = (*self.names, *self.addresses, *self.schools)
+        return frozenset(fp for phrase in phrases for fp in phrase)
+
     @property
     def empty(self) -> bool:
         """Whether there is nothing to look for."""
@@ -111,14 +130,16 @@ class Circle:
         if self.empty:
             return []
         words = [(match.group(), match.start(), match.end()) for match in _WORD.finditer(folded)]
-        prints = [fingerprint(self.key, word) for word, _, _ in words]
+        known = _PRINTS.get(self.key) or {}
+        prints = [known.get(word) or fingerprint(self.key, word) for word, _, _ in words]
         if self.accented:
             self._reject_other_diacritics(original, words, prints)
+        present = set(prints)
         found: list[Span] = []
-        found.extend(self._names(folded, original, words, prints))
+        found.extend(self._names(folded, original, words, prints, present))
         for kind, phrases in (("email", self.emails), ("address", self.addresses)):
-            found.extend(_phrases(folded, words, prints, phrases, kind))
-        found.extend(self._schools(folded, words, prints))
+            found.extend(_phrases(folded, words, prints, phrases, kind, present))
+        found.extend(self._schools(folded, words, prints, present))
         found.extend(self._phones(folded))
         found.extend(self._birth_dates(folded))
         return found
@@ -127,8 +148,7 @@ class Circle:
         self, original: str, words: list[tuple[str, int, int]], prints: list[str]
     ) -> None:
         """Forget the words of the circle written with other diacritics than the circle's."""
-        known = {fp for name in self.names for fp in name}
-        known.update(fp for phrase in (*self.addresses, *self.schools) for fp in phrase)
+        known = self._worded
         origins: list[int] | None = None
         for index, fp in enumerate(prints):
             if fp not in known:
@@ -140,14 +160,22 @@ class Circle:
                 prints[index] = ""
 
     def _names(
-        self, folded: str, original: str, words: list[tuple[str, int, int]], prints: list[str]
+        self,
+        folded: str,
+        original: str,
+        words: list[tuple[str, int, int]],
+        prints: list[str],
+        present: set[str],
     ) -> Iterable[Span]:
-        for index, fp in enumerate(prints):
-            if fp in self.joined_names:
-                yield words[index][1], words[index][2], "name"
+        if not present.isdisjoint(self.joined_names):
+            for index, fp in enumerate(prints):
+                if fp in self.joined_names:
+                    yield words[index][1], words[index][2], "name"
         for name in self.names:
-            parts = set(name)
             given = name[-1]
+            if given not in present:
+                continue  # every match holds the given name
+            parts = set(name)
             index = 0
             while index < len(prints):
                 if prints[index] not in parts:
@@ -170,9 +198,15 @@ class Circle:
                 index = end
 
     def _schools(
-        self, folded: str, words: list[tuple[str, int, int]], prints: list[str]
+        self,
+        folded: str,
+        words: list[tuple[str, int, int]],
+        prints: list[str],
+        present: set[str],
     ) -> Iterable[Span]:
         for school in self.schools:
+            if school[0] not in present:
+                continue
             for start in _occurrences(folded, words, prints, school):
                 before = start - 1
                 if _school_word(folded, words, before):
@@ -237,6 +271,8 @@ def _occurrences(
     """Where ``phrase`` (fingerprints) starts in the words, written in order and close."""
     size = len(phrase)
     for start in range(len(prints) - size + 1):
+        if prints[start] != phrase[0]:
+            continue
         if tuple(prints[start : start + size]) == phrase and all(
             _near(folded, words[i], words[i + 1]) for i in range(start, start + size - 1)
         ):
@@ -249,7 +285,10 @@ def _phrases(
     prints: list[str],
     phrases: tuple[tuple[str, ...], ...],
     kind: str,
+    present: set[str],
 ) -> Iterable[Span]:
     for phrase in phrases:
+        if phrase[0] not in present:
+            continue
         for start in _occurrences(folded, words, prints, phrase):
             yield words[start][1], words[start + len(phrase) - 1][2], kind

@@ -39,6 +39,9 @@ def identifier_kind(text: str, circle: Circle, depth: int = 0) -> str | None:
         return min(found)[2]
     if depth < MAX_DECODE_DEPTH:
         for decoded in decodings(text):
+            # "35%" decodes to itself: read only what decoding changed.
+            if decoded == text:
+                continue
             kind = identifier_kind(decoded, circle, depth + 1)
             if kind is not None:
                 return kind

@@ -57,6 +57,8 @@ _ADDRESS: Final = re.compile(
     r"(?:street|road|avenue|lane|boulevard)\b"
 )
 
+_ADDRESS_START: Final = re.compile(rf"\b(?:so{_GAP}(?:nha{_GAP})?)?\d")
+
 _MONTHS: Final = {
     name: number
     for number, names in enumerate(
@@ -146,8 +148,15 @@ def addresses(folded: str) -> Iterator[Span]:
     """Street addresses: a house number, a street, and a ward or district (or a street word)."""
     if not any(char.isdigit() for char in folded):
         return
-    for match in _ADDRESS.finditer(folded):
-        yield match.start(), match.end(), "address"
+    end = 0
+    # Tried only where a house number (maybe "số nhà" first) starts, not at every character.
+    for start in _ADDRESS_START.finditer(folded):
+        if start.start() < end:
+            continue
+        match = _ADDRESS.match(folded, start.start())
+        if match is not None:
+            end = match.end()
+            yield match.start(), end, "address"
 
 
 def birth_dates(folded: str) -> Iterator[Span]:

@@ -286,6 +286,7 @@ bracket, a separator or a quote, maybe indented or bulleted, maybe in bold or it
 ``:`` or ``=`` after it (not ``::``, ``==``, ``://``). Nothing in it starts another key, so each
 key start is tried once and the search is linear however long the indentation."""
 _FULL_WIDTH: Final = {code: code - 0xFEE0 for code in range(0xFF01, 0xFF5F)}
+_HAS_FULL_WIDTH: Final = re.compile("[\uff01-\uff5e]")
 """Full-width ASCII forms as ASCII, one character for one, so keys are found where they are."""
 
 
@@ -327,7 +328,7 @@ def text_keys(text: str) -> Iterator[TextKey]:
         for match in _PYTHON_KEY.finditer(text):
             name = _quoted_name(match.group(1), "'")
             yield TextKey(match.start(), match.end(1) + 1, match.end(), name)
-    if not text.isascii():
+    if not text.isascii() and _HAS_FULL_WIDTH.search(text) is not None:
         text = text.translate(_FULL_WIDTH)
     if ":" in text or "=" in text:
         for bare in _BARE_KEY.finditer(text):

@@ -96,6 +96,7 @@ def prepare() -> None:
     """Build the translation tables now, so the first request does not."""
     _table()
     _soft_table()
+    _uneven()
 
 
 def fold_plain(text: str) -> str:
@@ -108,9 +109,25 @@ def words(text: str) -> list[str]:
     return _WORD.findall(fold_plain(text))
 
 
+@cache
+def _uneven() -> re.Pattern[str]:
+    """Any character that folds to fewer or more than one character, as a class of ranges."""
+    codes = sorted(code for code, folded in _table().items() if len(folded) != 1)
+    ranges: list[tuple[int, int]] = []
+    for code in codes:
+        if ranges and ranges[-1][1] == code - 1:
+            ranges[-1] = (ranges[-1][0], code)
+        else:
+            ranges.append((code, code))
+    parts = (f"{re.escape(chr(a))}-{re.escape(chr(b))}" for a, b in ranges)
+    return re.compile(f"[{''.join(parts)}]")
+
+
 def origins_of(text: str) -> list[int]:
     """For each character of ``fold_plain(text)``, the index in ``text`` it came from (for
     masking what was found in the folded text where it is written)."""
+    if _uneven().search(text) is None:
+        return list(range(len(text)))  # one folded character for each
     table = _table()
     origins: list[int] = []
     for index, char in enumerate(text):

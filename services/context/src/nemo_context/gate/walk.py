@@ -137,7 +137,7 @@ def _plan_of(descriptor: Any, visiting: set[str] | None = None) -> _MessagePlan 
     return plan
 
 
-class _Gathered:
+class Gathered:
     """Field names and strings of one value, in the order met."""
 
     __slots__ = ("curriculum", "names", "texts")
@@ -275,7 +275,7 @@ def _in_object(text: str, start: int) -> bool:
 
 
 def _judge(
-    gathered: _Gathered,
+    gathered: Gathered,
     matcher: ValueMatcher | None,
     location: str,
     *,
@@ -316,7 +316,7 @@ def find_leak(
     ``circle`` holds the fingerprints of the learner's circle (none: contact shapes only)."""
     if isinstance(forbidden_values, str):
         raise TypeError("forbidden_values must be a collection of strings, not a string")
-    gathered = _Gathered()
+    gathered = Gathered()
     location = type(value).__name__
     gathered.plain(value, location)
     return _judge(gathered, value_matcher(tuple(sorted(forbidden_values))), location, circle=circle)
@@ -356,7 +356,7 @@ def _names_and_key_texts(value: object, names: set[str], texts: list[str]) -> No
     elif type(value) in _SCALARS:
         return
     else:
-        gathered = _Gathered()
+        gathered = Gathered()
         gathered.plain(value, type(value).__name__)
         names.update(name for name, _ in gathered.names)
         texts.extend(gathered.texts)
