@@ -7,6 +7,7 @@ import logging
 from dataclasses import dataclass
 from functools import partial
 
+from nemo_core.client import create_channel
 from nemo_core.db import Pool, create_pool
 from nemo_core.server import Service, ServiceSetup
 from nemo_protos.toolplane.v1 import (
@@ -61,7 +62,7 @@ async def assemble(settings: ToolPlaneSettings) -> ToolPlane:
         max_size=settings.database_pool_size,
         reads_learner_rows=False,
     )
-    context = ContextClient(settings)
+    channel = create_channel(settings.context_address, settings)
     audit = AuditLog(
         pool,
         flush_seconds=settings.audit_flush_seconds,
@@ -90,7 +91,7 @@ async def assemble(settings: ToolPlaneSettings) -> ToolPlane:
         ),
         audit=audit,
         services=Services(
-            context=context,
+            context_service=ContextClient(channel, settings.context_timeout_seconds),
             pool=pool,
             docs=DocsLibrary(settings.docs_dir, settings.docs_base_url),
         ),
@@ -126,7 +127,7 @@ async def assemble(settings: ToolPlaneSettings) -> ToolPlane:
         # Run last registered first: pending audit rows are written before the pool closes.
         cleanup=[
             partial(close_pool, pool, settings.audit_statement_timeout_seconds),
-            context.close,
+            channel.close,
             audit.close,
         ],
     )

@@ -48,10 +48,10 @@ from nemo_toolplane.approvals import (
 )
 from nemo_toolplane.audit.log import AuditEntry, AuditLog, CallStatus
 from nemo_toolplane.context_client import LearnerReach, not_reachable
+from nemo_toolplane.decisions import Decision
 from nemo_toolplane.envelope import ErrorCode, ToolError, internal_error
 from nemo_toolplane.limits.calls import Admission, CallLimiter, describe
 from nemo_toolplane.policy import (
-    Decision,
     Request,
     ToolFacts,
     Verdict,
@@ -60,9 +60,10 @@ from nemo_toolplane.policy import (
     visible,
 )
 from nemo_toolplane.principal import Principal
-from nemo_toolplane.registry import AnyTool, Mode, Registry, listed_version_name
+from nemo_toolplane.registry import AnyTool, Registry, listed_version_name
 from nemo_toolplane.rules.store import AgentRules
 from nemo_toolplane.tool_call import Services, ToolCall
+from nemo_toolplane.tool_kinds import Mode
 
 logger = logging.getLogger(__name__)
 # The call's span is the MCP server's (or gRPC's); executions are counted per tool, which also
@@ -358,7 +359,7 @@ class ToolRouter:
 
     async def _authorize(self, learner_id: str, reach: LearnerReach) -> None:
         """Knowing a learner id is not access: one of the covering grants' scopes must reach it."""
-        refusal = await self._services.context.check_access(learner_id, reach)
+        refusal = await self._services.context_service.check_access(learner_id, reach)
         if refusal is not None:
             raise not_reachable(refusal)
 

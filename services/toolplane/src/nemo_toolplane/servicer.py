@@ -48,8 +48,8 @@ from nemo_toolplane.audit.query import (
     list_entries,
 )
 from nemo_toolplane.context_client import user_source
+from nemo_toolplane.decisions import Decision
 from nemo_toolplane.errors import invalid_argument, service_error
-from nemo_toolplane.policy import Decision
 from nemo_toolplane.principal import InvalidIdentifier, Principal, UserSource, build_principal
 from nemo_toolplane.registry import AnyTool
 from nemo_toolplane.router import ToolRouter

@@ -38,8 +38,8 @@ from typing import Any
 from opentelemetry import metrics
 
 from nemo_core.db import Pool, untraced
+from nemo_toolplane.decisions import Decision
 from nemo_toolplane.envelope import ErrorCode
-from nemo_toolplane.policy import Decision
 
 logger = logging.getLogger(__name__)
 

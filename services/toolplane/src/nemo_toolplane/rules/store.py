@@ -14,11 +14,8 @@ from datetime import datetime
 from nemo_core.db import Pool
 from nemo_toolplane.policy import Effect, Grant, Policy, Verdict
 from nemo_toolplane.principal import AgentIdentity
-from nemo_toolplane.registry import Mode
-from nemo_toolplane.tokens import hash_token
-
-# Long enough for any token we issue, short enough that hashing a junk header costs nothing.
-MAX_TOKEN_LENGTH = 256
+from nemo_toolplane.tokens import MAX_TOKEN_LENGTH, hash_token
+from nemo_toolplane.tool_kinds import Mode
 
 # The token (bound to a user or not), else the agent's legacy unbound token; then, only for the
 # row found, the agent's grants and every enabled policy, each in a stable order.

@@ -20,8 +20,9 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 
 from nemo_core.identifiers import KEY_PATTERN, KEY_RULE, is_key
 from nemo_protos.context.v1 import learner_context_pb2
-from nemo_toolplane.registry import Mode, Risk, ToolDefinition
+from nemo_toolplane.registry import ToolDefinition
 from nemo_toolplane.tool_call import ToolCall
+from nemo_toolplane.tool_kinds import Mode, Risk
 
 
 def _learner_key(value: str) -> str:
@@ -217,7 +218,7 @@ def view_tool(
 
     async def execute(call: ToolCall, args: LearnerArgs) -> Result:
         # Persisted: every agent read of a learner can be reproduced from its audit row.
-        bundle = await call.context.agent_view(
+        bundle = await call.context_service.agent_view(
             args.learner_id, view, call.learner_reach(), persist=True
         )
         call.record_input(bundle.input_ref)
