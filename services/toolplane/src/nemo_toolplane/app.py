@@ -17,6 +17,7 @@ from nemo_protos.toolplane.v1 import (
     toolplane_service_pb2_grpc,
 )
 from nemo_toolplane.acl import ACL
+from nemo_toolplane.admin_servicer import ToolPlaneAdminServicer
 from nemo_toolplane.agent_auth import AgentAuthenticator
 from nemo_toolplane.approvals import ApprovalStore, CallApprovals
 from nemo_toolplane.audit.log import AuditLog
@@ -31,7 +32,7 @@ from nemo_toolplane.mcp.origins import OriginPolicy
 from nemo_toolplane.router import ToolRouter
 from nemo_toolplane.rules.cache import RulesCache
 from nemo_toolplane.rules.store import RulesStore
-from nemo_toolplane.servicer import ToolPlaneAdminServicer, ToolPlaneServicer
+from nemo_toolplane.servicer import ToolPlaneServicer
 from nemo_toolplane.settings import ToolPlaneSettings
 from nemo_toolplane.tool_call import Services
 from nemo_toolplane.tools import build_registry
