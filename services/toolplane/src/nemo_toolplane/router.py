@@ -34,17 +34,13 @@ from opentelemetry import metrics
 from pydantic import ValidationError
 
 from nemo_core.db import Connection
-from nemo_core.deadlines import downstream_timeout
-from nemo_core.errors import ServiceError
 from nemo_core.identifiers import mention_pattern
 from nemo_toolplane.approvals import (
     Approval,
-    ApprovalBusy,
-    ApprovalCutShort,
-    ApprovalRequestsLimited,
     CallApprovals,
-    CallBinding,
-    canonical_arguments,
+    bind_call,
+    caller_deadline,
+    out_of_time,
 )
 from nemo_toolplane.audit.log import AuditEntry, AuditLog, CallStatus
 from nemo_toolplane.context_client import LearnerReach, not_reachable
@@ -374,64 +370,26 @@ class ToolRouter:
     ) -> CallOutcome:
         """Run the call under an approval of exactly this call, which is used up only if the call
         succeeds; without one, return the pending request an operator must decide."""
-        principal = record.principal
-        policy = verdict.policy
-        binding = CallBinding(
-            agent_id=principal.agent_id,
-            user_id=principal.user_id,
-            tool_id=tool.tool_id,
-            arguments_json=canonical_arguments(args.model_dump(mode="json")),
-            policy_name=policy.name if policy else None,
-            policy_version=policy.versioned_name if policy else "critical-risk@builtin",
-            resource=record.resource,
-            token_id=principal.token_id,
-            user_source=principal.user_source.value,
+        binding = bind_call(
+            record.principal,
+            tool.tool_id,
+            args.model_dump(mode="json"),
+            verdict.policy,
+            record.resource,
         )
 
         async def run(approval: Approval, conn: Connection) -> dict[str, Any]:
+            # Noted before the tool runs: a call cut short still names the approval it held.
             record.metadata["approval_id"] = approval.approval_id
             return await self._execute(record, tool, args, learner_id, reach, conn)
 
-        try:
-            ran = await self._approvals.run_approved(binding, run, deadline=_deadline())
-        except ToolError as failed:
-            return self._finish(record, Decision.REQUIRE_APPROVAL, CallStatus.ERROR, error=failed)
-        except ApprovalCutShort:
-            return self._finish(
-                record, Decision.REQUIRE_APPROVAL, CallStatus.ERROR, error=_out_of_time()
-            )
-        except ApprovalBusy:
-            busy = ToolError(
-                ErrorCode.CONFLICT,
-                "an identical call is running under this approval; repeat it once it has ended",
-                retryable=True,
-            )
-            return self._finish(record, Decision.REQUIRE_APPROVAL, CallStatus.ERROR, error=busy)
-        if ran is not None:
-            return self._finish(
-                record, Decision.REQUIRE_APPROVAL, CallStatus.SUCCESS, output=ran[1]
-            )
-        try:
-            approval = await self._approvals.request(binding, principal.request_id)
-        except ApprovalRequestsLimited as limited:
-            flood = ToolError(
-                ErrorCode.RATE_LIMITED,
-                "too many approval requests from this agent for this user; wait for decisions",
-                details={"retry_after_seconds": round(limited.retry_after_seconds)},
-            )
-            return self._finish(record, Decision.REQUIRE_APPROVAL, CallStatus.DENIED, error=flood)
-        record.metadata["approval_id"] = approval.approval_id
-        waiting = ToolError(
-            ErrorCode.APPROVAL_REQUIRED,
-            "this call needs a person's approval; repeat it with the same arguments once approved",
-            details={
-                "approval_id": approval.approval_id,
-                "expires_at": approval.expires_at.isoformat(),
-                "policy": binding.policy_version,
-            },
+        ended = await self._approvals.run_or_request(
+            binding, run, request_id=record.principal.request_id, deadline=caller_deadline()
         )
+        if ended.requested is not None:
+            record.metadata["approval_id"] = ended.requested
         return self._finish(
-            record, Decision.REQUIRE_APPROVAL, CallStatus.APPROVAL_REQUIRED, error=waiting
+            record, Decision.REQUIRE_APPROVAL, ended.status, output=ended.output, error=ended.error
         )
 
     async def _execute(
@@ -454,7 +412,7 @@ class ToolRouter:
             raise
         except asyncpg.QueryCanceledError:
             # The statement timeout of an approved call: its caller's deadline came first.
-            raise _out_of_time() from None
+            raise out_of_time() from None
         except Exception:
             logger.exception("tool executor failed", extra={"tool_id": tool.tool_id})
             raise internal_error() from None
@@ -505,23 +463,6 @@ class ToolRouter:
             output=output,
             error=error,
         )
-
-
-def _deadline() -> float | None:
-    """The caller's deadline (gRPC) as :func:`time.monotonic`; None without one (MCP)."""
-    try:
-        remaining = downstream_timeout()
-    except ServiceError:
-        remaining = 0.0
-    return None if remaining is None else time.monotonic() + remaining
-
-
-def _out_of_time() -> ToolError:
-    return ToolError(
-        ErrorCode.DEPENDENCY_ERROR,
-        "the call ran out of time; nothing was changed",
-        retryable=True,
-    )
 
 
 def _no_tool(name: str) -> ToolError:
