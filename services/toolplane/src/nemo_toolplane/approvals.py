@@ -126,7 +126,8 @@ class CallBinding:
     #: What the call is about ("learner:L-2041-1"); shown, not compared (it comes from the
     #: arguments).
     resource: str | None = None
-    #: The agent token of the call (None for an agent's legacy token) and its user's source.
+    #: The agent token of the call (None for agents' legacy tokens, before migration 0019) and
+    #: its user's source.
     token_id: str | None = None
     user_source: str = "none"
 
