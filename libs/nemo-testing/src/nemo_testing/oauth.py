@@ -92,23 +92,29 @@ class OAuthServer:
 
 @asynccontextmanager
 async def running_authorization_server(
-    state_dir: Path, accounts: Iterable[Account], *, resources: Iterable[str] = ()
+    state_dir: Path,
+    accounts: Iterable[Account],
+    *,
+    resources: Iterable[str] = (),
+    port: int | None = None,
 ) -> AsyncIterator[OAuthServer]:
-    """A local authorization server on a free port, stopped at the end of the block."""
+    """A local authorization server on ``port`` (default: a free one), stopped at the end of
+    the block; a server started again on its state directory and port is the same issuer."""
     accounts, resources = list(accounts), list(resources)
-    for attempt in range(1, _START_ATTEMPTS + 1):
+    attempts = 1 if port is not None else _START_ATTEMPTS
+    for attempt in range(1, attempts + 1):
         # A port free a moment ago can be taken before the server binds it: then it exits at
         # start, and it gets another port.
         try:
             server = await start_authorization_server(
-                free_port(),
+                port or free_port(),
                 state_dir,
                 accounts,
                 log_path=state_dir.with_name(f"{state_dir.name}.log"),
                 resources=resources,
             )
         except AuthorizationServerUnavailable:
-            if attempt == _START_ATTEMPTS:
+            if attempt == attempts:
                 raise
             continue
         try:
