@@ -166,3 +166,31 @@ async def test_seed_before_migrate_fails(make_empty_database: DatabaseFactory) -
     code, _, err = await _run("seed", "--database-url", dsn)
     assert code == 1
     assert "run `nemo migrate` first" in err
+
+
+def test_oauth_token_without_a_stack_says_to_start_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["dev", "oauth-token", "--user", "U-2041-P1", "--state-dir", str(tmp_path)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        "nemo dev: error: no --issuer: pass it, or start the stack (`make run`) so "
+        "dev.env names NEMO_OAUTH_ISSUER"
+    ]
+
+
+def test_oauth_token_needs_a_user(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as usage:
+        main(["dev", "oauth-token"])
+    assert usage.value.code == 2
+    assert "--user" in capsys.readouterr().err
+
+
+def test_oauth_token_with_no_server_at_the_issuer_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    issuer = f"http://127.0.0.1:{free_port()}"
+    args = ["--user", "U-2041-P1", "--issuer", issuer, "--client", "c", "--resource", "http://r"]
+    assert main(["dev", "oauth-token", "--state-dir", str(tmp_path), *args]) == 1
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"nemo dev: error: the authorization server at {issuer} does not answer")
