@@ -194,3 +194,22 @@ def test_oauth_token_with_no_server_at_the_issuer_says_so(
     assert main(["dev", "oauth-token", "--state-dir", str(tmp_path), *args]) == 1
     [line] = capsys.readouterr().err.strip().splitlines()
     assert line.startswith(f"nemo dev: error: the authorization server at {issuer} does not answer")
+
+
+def test_dev_up_without_npm_says_so_before_it_starts_anything(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))  # no npm there, nor anywhere else
+    monkeypatch.setenv("NEMO_NODE_TOOLS_CACHE", str(tmp_path / "node-tools"))  # nothing installed
+    state_dir = tmp_path / "state"
+    ports = [
+        *("--context-port", str(free_port()), "--gateway-port", str(free_port())),
+        *("--toolplane-port", str(free_port()), "--mcp-port", str(free_port())),
+        *("--oauth-port", str(free_port())),
+    ]
+    assert main(["dev", "up", "--state-dir", str(state_dir), *ports]) == 1
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("nemo dev: error: `nemo dev up` runs a local authorization server")
+    assert "npm is not on PATH" in line
+    assert "apt-get install npm" in line
+    assert not (state_dir / "pgdata").exists()
