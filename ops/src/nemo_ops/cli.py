@@ -19,6 +19,7 @@ from pathlib import Path
 
 import asyncpg
 
+from nemo_devtools.oauth_server import AuthorizationServerUnavailable
 from nemo_ops import (
     agent_tokens,
     approvals,
@@ -26,6 +27,7 @@ from nemo_ops import (
     dev,
     local_model,
     migrate,
+    oauth_token,
     operator_accounts,
     policies,
     purge_snapshots,
@@ -103,6 +105,8 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
 _EXPECTED_FAILURES: tuple[type[BaseException], ...] = (
     dev.DevStackError,
     local_model.LocalModelUnavailable,
+    AuthorizationServerUnavailable,
+    oauth_token.OAuthTokenError,
     EmbeddedPostgresError,
     ValueError,  # a malformed URL or value given on the command line or in the environment
     migrate.MigrationError,

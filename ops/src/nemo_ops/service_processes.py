@@ -1,10 +1,9 @@
 """The three service processes on one machine: their environment, their start and readiness.
 
 Shared by `nemo dev up` and by the cross-service test launcher (``tests.stack``), so both
-start the services the same way: ``python -m nemo_<service>`` in its own session, with a hook that
-makes the kernel send it SIGTERM when its parent dies (PR_SET_PDEATHSIG), its output appended to
-a log file, ready once gRPC health reports SERVING (and, for the tool plane, the MCP edge's
-``/health`` answers).
+start the services the same way: ``python -m nemo_<service>`` in its own session, dying with its
+parent, its output appended to a log file (:func:`nemo_devtools.processes.spawn_logged`), ready
+once gRPC health reports SERVING (and, for the tool plane, the MCP edge's ``/health`` answers).
 """
 
 from __future__ import annotations
@@ -13,9 +12,8 @@ import asyncio
 import json
 import os
 import secrets
-import shutil
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +23,8 @@ import httpx
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from nemo_core.db import dsn_with
+from nemo_devtools.processes import log_tail as log_tail
+from nemo_devtools.processes import spawn_logged as spawn_logged
 from nemo_toolplane.mcp.origins import LOOPBACK_HOSTS, LOOPBACK_ORIGINS
 
 #: The services, in the order they start (context first: the others call it).
@@ -146,19 +146,6 @@ def service_environments(
     }
 
 
-def _dying_with_parent(argv: Sequence[str]) -> list[str]:
-    """``argv`` run so that, on Linux, the kernel sends it SIGTERM if its parent dies without
-    stopping it (SIGKILL, a crash), so no service outlives whoever started it.
-
-    util-linux's ``setpriv`` sets the signal and execs ``argv``. Setting it from a
-    ``preexec_fn`` instead runs Python in the forked child of a threaded process, with every
-    fork hook of the parent's libraries (OpenTelemetry's starts a thread pool there), and the
-    child could crash before it ever ran ``argv``.
-    """
-    setpriv = shutil.which("setpriv") if sys.platform.startswith("linux") else None
-    return [setpriv, "--pdeathsig", "TERM", "--", *argv] if setpriv else list(argv)
-
-
 async def spawn_service(
     service: str, env: Mapping[str, str], log_path: Path
 ) -> asyncio.subprocess.Process:
@@ -166,22 +153,6 @@ async def spawn_service(
     ``log_path``. It runs in its own session (Ctrl-C in a terminal reaches only the parent, which
     stops the services in order) and dies with its parent."""
     return await spawn_logged((sys.executable, "-m", f"nemo_{service}"), env, log_path)
-
-
-async def spawn_logged(
-    argv: Sequence[str], env: Mapping[str, str], log_path: Path
-) -> asyncio.subprocess.Process:
-    """Start ``argv`` with exactly ``env`` as a service process is started: its own session,
-    dying with its parent, its output appended to ``log_path``."""
-    with log_path.open("ab") as log:
-        return await asyncio.create_subprocess_exec(
-            *_dying_with_parent(argv),
-            env=dict(env),
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=log,
-            stderr=asyncio.subprocess.STDOUT,
-            start_new_session=True,
-        )
 
 
 async def grpc_serving(address: str) -> bool:
@@ -202,10 +173,3 @@ async def http_ok(url: str) -> bool:
             return (await client.get(url)).status_code == 200
         except httpx.HTTPError:
             return False
-
-
-def log_tail(path: Path, lines: int) -> str:
-    """The last ``lines`` lines of the log at ``path`` ("" if there is none yet)."""
-    if not path.exists():
-        return ""
-    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
