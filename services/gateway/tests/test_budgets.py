@@ -18,10 +18,11 @@ from nemo_gateway.budget import prompt_tokens
 from nemo_gateway.cache import ResultCache
 from nemo_gateway.context_client import ContextClient
 from nemo_gateway.errors import provider_busy
+from nemo_gateway.lang import Lang
 from nemo_gateway.prompts.learner.shared import NoVariables
 from nemo_gateway.prompts.learner.tutor_hint import TutorHintVariables
 from nemo_gateway.prompts.registry import REGISTRY
-from nemo_gateway.prompts.spec import Lang, PromptInput
+from nemo_gateway.prompts.spec import PromptInput
 from nemo_gateway.prompts.tutor.chat_reply import CHAT_MAX_INPUT_TOKENS, conversation_budget
 from nemo_gateway.providers.factory import build_provider
 from nemo_gateway.runner import Clock, Prepared, PromptRunner

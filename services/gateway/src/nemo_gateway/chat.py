@@ -29,8 +29,9 @@ from nemo_core.errors import ServiceError
 from nemo_core.limits import InFlightLimit
 from nemo_gateway.budget import prompt_tokens
 from nemo_gateway.errors import reply_rejected, reply_truncated, stream_broken
+from nemo_gateway.lang import Lang
 from nemo_gateway.prompts.registry import REGISTRY, AnySpec
-from nemo_gateway.prompts.spec import Lang, PromptInput
+from nemo_gateway.prompts.spec import PromptInput
 from nemo_gateway.prompts.tutor.chat_reply import (
     ChatReplyDraft,
     ChatVariables,
@@ -51,6 +52,7 @@ from nemo_gateway.providers.base import (
     TextDelta,
     Usage,
 )
+from nemo_gateway.reasons import RunPath, RunReason
 from nemo_gateway.runner import (
     BASELINE_PROVIDER,
     Clock,
@@ -63,7 +65,7 @@ from nemo_gateway.runner import (
 )
 from nemo_gateway.screen import ReplyRejected, SentenceScreen
 from nemo_gateway.settings import GatewaySettings
-from nemo_gateway.structured.pipeline import RunPath, RunReason, Tally
+from nemo_gateway.structured.pipeline import Tally
 from nemo_protos.context.v1 import conversation_pb2 as conv
 from nemo_protos.gateway.v1 import gateway_service_pb2 as gw_pb
 from nemo_protos.gateway.v1 import run_pb2

@@ -21,8 +21,7 @@ from dataclasses import dataclass
 from itertools import groupby
 
 from nemo_gateway.grounding.instructions import looks_like_instructions
-from nemo_gateway.prompts.spec import NumberedSource
-from nemo_gateway.prompts.tags import has_data_tag
+from nemo_gateway.grounding.tags import has_data_tag
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +33,18 @@ class Passage:
     title: str
     text: str
     score: float
+
+
+@dataclass(frozen=True, slots=True)
+class NumberedSource:
+    """A passage as numbered in a grounded-answer prompt."""
+
+    number: int
+    document_id: str
+    title: str
+    text: str
+    score: float
+    flagged_as_instruction: bool
 
 
 def merge_adjacent(passages: Iterable[Passage]) -> list[Passage]:

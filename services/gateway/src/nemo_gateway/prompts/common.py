@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
+from nemo_gateway.lang import Lang
 from nemo_gateway.prompts.score_claims import states_a_score
-from nemo_gateway.prompts.spec import Lang
 
 DISCLAIMER: dict[Lang, str] = {
     Lang.VI: (

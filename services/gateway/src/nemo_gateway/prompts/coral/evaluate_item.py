@@ -7,9 +7,10 @@ from typing import Literal
 
 from pydantic import Field
 
+from nemo_gateway.lang import Lang
 from nemo_gateway.prompts.common import ANSWER_LANGUAGE, JSON_ONLY
 from nemo_gateway.prompts.coral.items import MULTIPLE_CHOICE_OPTIONS, ItemKind
-from nemo_gateway.prompts.spec import Lang, PromptInput, PromptSpec, Rpc, Strict
+from nemo_gateway.prompts.spec import PromptInput, PromptSpec, Rpc, Strict
 from nemo_gateway.providers.base import ChatMessage
 
 Verdict = Literal["accept", "revise", "reject"]

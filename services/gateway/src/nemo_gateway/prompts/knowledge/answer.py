@@ -30,26 +30,18 @@ from nemo_gateway.grounding.citations import (
 )
 from nemo_gateway.grounding.instructions import looks_like_instructions
 from nemo_gateway.grounding.relevance import matches
-from nemo_gateway.grounding.sources import Passage
-from nemo_gateway.prompts.common import DISCLAIMER, JSON_ONLY
-from nemo_gateway.prompts.spec import (
-    Lang,
-    NonBlank,
-    NumberedSource,
-    Problem,
-    PromptInput,
-    PromptSpec,
-    Rpc,
-    Strict,
-)
-from nemo_gateway.prompts.tags import (
+from nemo_gateway.grounding.sources import NumberedSource, Passage
+from nemo_gateway.grounding.tags import (
     SOURCES_TAG,
     neutralise_source_numbers,
     neutralise_tags,
     tagged,
 )
+from nemo_gateway.lang import Lang
+from nemo_gateway.prompts.common import DISCLAIMER, JSON_ONLY
+from nemo_gateway.prompts.spec import NonBlank, Problem, PromptInput, PromptSpec, Rpc, Strict
 from nemo_gateway.providers.base import ChatMessage
-from nemo_gateway.structured.pipeline import RunReason
+from nemo_gateway.reasons import RunReason
 
 MAX_SENTENCES = 5
 

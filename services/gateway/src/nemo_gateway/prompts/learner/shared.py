@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from nemo_gateway.grounding.tags import CONTEXT_TAG, neutralise_tags, tagged
+from nemo_gateway.lang import Lang
 from nemo_gateway.prompts.common import ANSWER_LANGUAGE, CONTEXT_IS_DATA, JSON_ONLY
-from nemo_gateway.prompts.spec import Lang, PromptInput, Strict
-from nemo_gateway.prompts.tags import CONTEXT_TAG, neutralise_tags, tagged
+from nemo_gateway.prompts.spec import PromptInput, Strict
 from nemo_gateway.providers.base import ChatMessage
 from nemo_protos.context.v1 import learner_context_pb2 as ctx
 

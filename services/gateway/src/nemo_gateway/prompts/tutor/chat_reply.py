@@ -9,9 +9,10 @@ from google.protobuf import json_format
 from pydantic import Field
 
 from nemo_gateway.budget import prompt_tokens
+from nemo_gateway.grounding.tags import CONVERSATION_TAG, tagged
+from nemo_gateway.lang import Lang
 from nemo_gateway.prompts.common import ANSWER_LANGUAGE, DISCLAIMER, text_problems
-from nemo_gateway.prompts.spec import Lang, PromptInput, PromptSpec, Rpc, Strict
-from nemo_gateway.prompts.tags import CONVERSATION_TAG, tagged
+from nemo_gateway.prompts.spec import PromptInput, PromptSpec, Rpc, Strict
 from nemo_gateway.prompts.tutor.shared import DATA_RULE, conversation_bundle
 from nemo_gateway.providers.base import ChatMessage
 from nemo_protos.context.v1 import conversation_pb2 as conv

@@ -25,7 +25,7 @@ import unicodedata
 from collections.abc import Iterable
 
 from nemo_core.text import INVISIBLE
-from nemo_gateway.prompts.spec import Lang
+from nemo_gateway.lang import Lang
 
 CONTEXT_TAG: dict[Lang, str] = {Lang.VI: "ngu_canh", Lang.EN: "context"}
 SOURCES_TAG: dict[Lang, str] = {Lang.VI: "tai_lieu", Lang.EN: "documents"}

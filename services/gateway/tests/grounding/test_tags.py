@@ -10,13 +10,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from nemo_gateway.grounding.sources import NumberedSource
+from nemo_gateway.grounding.tags import NEUTRAL_BRACKET, has_data_tag, neutralise_tags
+from nemo_gateway.lang import Lang
 from nemo_gateway.prompts.knowledge import answer
 from nemo_gateway.prompts.knowledge.answer import AnswerVariables
 from nemo_gateway.prompts.learner import plan_explanation, tutor_hint
 from nemo_gateway.prompts.learner.shared import NoVariables
 from nemo_gateway.prompts.learner.tutor_hint import TutorHintVariables
-from nemo_gateway.prompts.spec import Lang, NumberedSource, PromptInput
-from nemo_gateway.prompts.tags import NEUTRAL_BRACKET, has_data_tag, neutralise_tags
+from nemo_gateway.prompts.spec import PromptInput
 from nemo_gateway.prompts.tutor import chat_reply, summarize_conversation
 from nemo_gateway.prompts.tutor.chat_reply import ChatVariables
 from nemo_gateway.prompts.tutor.summarize_conversation import SummaryVariables
