@@ -6,82 +6,104 @@ Inserted text that itself holds one of these tags could end its block early and 
 words outside it, where they read as instructions. So every inserted field passes through
 :func:`neutralise_tags`:
 
-- invisible characters (zero-width spaces and joiners, bidirectional controls, soft hyphens)
-  are removed first, so ``</tai\u200b_lieu>`` is seen as what a reader sees;
-- the ``<`` of any sequence that opens or closes one of the tags, in either language, in any
-  case, with spaces or attributes (``</tai_lieu>``, ``< /Documents >``, ``<context id=1>``) and
-  in full-width or other compatibility forms (full-width ``tai_lieu``), becomes U+2039 SINGLE
-  LEFT-POINTING ANGLE QUOTATION MARK. A person reads the same text; the model sees no tag.
+- invisible characters (every default-ignorable code point: zero-width spaces and joiners,
+  bidirectional controls and isolates, soft hyphens, tag characters) are removed first, so
+  ``</tai\u200b_lieu>`` is seen as what a reader sees;
+- the opener of any sequence that opens or closes one of the tags, in either language, in any
+  case, with spaces or attributes (``</tai_lieu>``, ``< /Documents >``, ``<context id=1>``),
+  written in full-width or look-alike characters (Unicode's confusables data, as
+  :func:`nemo_core.text.fold_lookalikes` reads it: U+2039, U+2044 FRACTION SLASH) or as an HTML
+  character reference (``&lt;/tai_lieu&gt;``), becomes :data:`NEUTRAL_BRACKET` («), which no
+  folding reads as ``<``. A person reads the same text; the model sees no tag.
 
 A grounded answer's sources are headed ``[n]``; :func:`neutralise_source_numbers` turns every
-bracketed number in a passage (full-width brackets and digits too) into ``(n)``, so a passage can
-neither forge the header of another source nor lend the model a citation it did not make.
+bracketed number in a passage into ``(n)``: any opening and closing bracket of Unicode
+(categories Ps and Pe: ``[``, ``【``, the full-width bracket...) but the round and curly ones,
+around digits of any script or superscripts (``[³]``, ``[٣]``), so a passage can neither forge the
+header of another source nor lend the model a citation it did not make.
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterable
+from functools import cache
 
-from nemo_core.text import INVISIBLE
+from nemo_core.text import INVISIBLE, fold_lookalikes_with_positions
 from nemo_gateway.lang import Lang
 
 CONTEXT_TAG: dict[Lang, str] = {Lang.VI: "ngu_canh", Lang.EN: "context"}
 SOURCES_TAG: dict[Lang, str] = {Lang.VI: "tai_lieu", Lang.EN: "documents"}
 CONVERSATION_TAG: dict[Lang, str] = {Lang.VI: "du_lieu_hoi_thoai", Lang.EN: "conversation_data"}
 
-NEUTRAL_BRACKET = "\N{SINGLE LEFT-POINTING ANGLE QUOTATION MARK}"
-
-# Blocks whose characters read as ASCII once normalised (NFKC): half- and full-width forms,
-# small form variants, mathematical alphanumerics.
-_LOOKALIKE_BLOCKS = ((0xFE50, 0xFE6F), (0xFF00, 0xFFEF), (0x1D400, 0x1D7FF))
-
-
-def _lookalikes(chars: Iterable[str]) -> dict[str, str]:
-    """A regex character class for each of ``chars``: the character, its other case and every
-    character of the lookalike blocks that normalises to either."""
-    wanted = set(chars)
-    classes: dict[str, set[str]] = {c: {c, c.upper(), c.lower()} for c in wanted}
-    for start, end in _LOOKALIKE_BLOCKS:
-        for code in range(start, end + 1):
-            char = chr(code)
-            normal = unicodedata.normalize("NFKC", char).lower()
-            if normal in wanted:
-                classes[normal].add(char)
-    return {c: "[" + "".join(re.escape(x) for x in sorted(v)) + "]" for c, v in classes.items()}
-
+NEUTRAL_BRACKET = "\N{LEFT-POINTING DOUBLE ANGLE QUOTATION MARK}"
 
 _NAMES = sorted(
     {name for tags in (CONTEXT_TAG, SOURCES_TAG, CONVERSATION_TAG) for name in tags.values()}
 )
-_CLASS = _lookalikes({"<", "/", "[", "]", *"0123456789", *"".join(_NAMES)})
-_SPACE = r"[\s\u3000]"
-_NAME_PATTERNS = "|".join("".join(_CLASS[c] for c in name) for name in _NAMES)
-# The "<" of "<name", "</name", "< / name"..., where the name ends the word. The second run of
-# spaces only follows a "/", so a long run of spaces is scanned once, not once per split.
-_TAG_START = re.compile(
-    _CLASS["<"] + rf"(?={_SPACE}*(?:{_CLASS['/']}{_SPACE}*)?(?:{_NAME_PATTERNS})(?![\w-]))"
-)
-_DIGIT = "[" + "".join(_CLASS[d][1:-1] for d in "0123456789") + "]"
-_SOURCE_NUMBER = re.compile(rf"{_CLASS['[']}{_SPACE}*({_DIGIT}+){_SPACE}*{_CLASS[']']}")
+# In folded text: "<", or its HTML character references; the same for "/".
+_OPEN = r"(?:<|&lt;?|&#0*60;?|&#x0*3c;?)"
+_SLASH = r"(?:/|&sol;?|&#0*47;?|&#x0*2f;?)"
+# The opener of "<name", "</name", "< / name"..., where the name ends the word. The second run
+# of spaces only follows a "/", so a long run of spaces is scanned once, not once per split.
+_TAG_START = re.compile(rf"{_OPEN}(?=\s*(?:{_SLASH}\s*)?(?:{'|'.join(_NAMES)})(?![\w-]))")
+
+
+def _tag_openers(visible: str) -> list[tuple[int, int]]:
+    """(start, end) in ``visible`` of every opener of a data tag."""
+    folded, origins = fold_lookalikes_with_positions(visible)
+    return [
+        (origins[match.start()], origins[match.end() - 1] + 1)
+        for match in _TAG_START.finditer(folded)
+    ]
 
 
 def neutralise_tags(text: str) -> str:
     """``text`` without invisible characters and with every sequence that could open or close a
     data tag made harmless."""
-    return _TAG_START.sub(NEUTRAL_BRACKET, INVISIBLE.sub("", text))
+    visible = INVISIBLE.sub("", text)
+    pieces: list[str] = []
+    done = 0
+    for start, end in _tag_openers(visible):
+        pieces += [visible[done:start], NEUTRAL_BRACKET]
+        done = end
+    pieces.append(visible[done:])
+    return "".join(pieces)
 
 
 def has_data_tag(text: str) -> bool:
     """Whether ``text`` holds a sequence that would open or close a data tag."""
-    return _TAG_START.search(INVISIBLE.sub("", text)) is not None
+    return bool(_tag_openers(INVISIBLE.sub("", text)))
+
+
+@cache
+def _source_number() -> re.Pattern[str]:
+    """A bracketed number: any opening bracket but ( and {, digits of any kind, its closer."""
+    opening, closing, digits = [], [], []
+    for code in range(0x20000):
+        char = chr(code)
+        category = unicodedata.category(char)
+        plain = unicodedata.normalize("NFKC", char)
+        if category == "Ps" and plain not in "({":
+            opening.append(re.escape(char))
+        elif category == "Pe" and plain not in ")}":
+            closing.append(re.escape(char))
+        elif unicodedata.digit(char, None) is not None:
+            digits.append(re.escape(char))
+    space = r"[\s\u3000]*"
+    return re.compile(
+        f"[{''.join(opening)}]{space}([{''.join(digits)}]+){space}[{''.join(closing)}]"
+    )
+
+
+def _number(digits: str) -> str:
+    return "".join(str(unicodedata.digit(char)) for char in digits)
 
 
 def neutralise_source_numbers(text: str) -> str:
-    """``text`` with every bracketed number (``[2]``, in full-width forms too) written ``(2)``."""
+    """``text`` with every bracketed number (``[2]``, ``【2】``, ``[²]``...) written ``(2)``."""
     visible = INVISIBLE.sub("", text)
-    return _SOURCE_NUMBER.sub(lambda m: f"({unicodedata.normalize('NFKC', m.group(1))})", visible)
+    return _source_number().sub(lambda m: f"({_number(m.group(1))})", visible)
 
 
 def tagged(tag: str, body: str) -> str:

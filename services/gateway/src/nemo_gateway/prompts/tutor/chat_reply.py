@@ -11,7 +11,7 @@ from pydantic import Field
 from nemo_gateway.budget import prompt_tokens
 from nemo_gateway.grounding.tags import CONVERSATION_TAG, tagged
 from nemo_gateway.lang import Lang
-from nemo_gateway.prompts.common import ANSWER_LANGUAGE, DISCLAIMER, text_problems
+from nemo_gateway.prompts.common import ANSWER_LANGUAGE, DISCLAIMER, content_problem
 from nemo_gateway.prompts.spec import PromptInput, PromptSpec, Rpc, Strict
 from nemo_gateway.prompts.tutor.shared import DATA_RULE, conversation_bundle
 from nemo_gateway.providers.base import ChatMessage
@@ -111,19 +111,26 @@ def render(prompt: PromptInput[ChatVariables]) -> tuple[ChatMessage, ...]:
     )
 
 
+REPLY_CHARS_PER_TOKEN = 6
+"""Characters a reply may have per output token: more than any language's tokens average, so
+only a provider that ignores the token limit reaches the bound."""
+
+
+def reply_char_limit(max_output_tokens: int) -> int:
+    """The reply's bound in characters, from the output token limit its requests carry."""
+    return REPLY_CHARS_PER_TOKEN * max_output_tokens
+
+
 def reply_problem(text: str, prompt: PromptInput[ChatVariables]) -> str | None:
-    """Why a piece of the reply may not reach the learner: it states a score, holds a link or
-    repeats the learner's pseudonym. Run on each sentence before it is streamed."""
-    if not text.strip():
-        return None
-    return text_problems(
-        "reply", text, max_chars=len(text), forbidden=(conversation_bundle(prompt).learner_ref,)
-    )
+    """Why the reply so far may not reach the learner: hidden characters, a score claim, markup
+    or a link, the learner's pseudonym or any identifier shape, in any spelling. The stream runs
+    it on the reply as a whole before each release (:mod:`nemo_gateway.screen`)."""
+    forbidden = (conversation_bundle(prompt).learner_ref,)
+    return content_problem("reply", text, forbidden) if text.strip() else None
 
 
 def guardrail(draft: ChatReplyDraft, prompt: PromptInput[ChatVariables]) -> str | None:
-    """The same check on the whole reply; the stream has checked it sentence by sentence
-    (:mod:`nemo_gateway.screen`) before any of it was sent."""
+    """The same check on the whole reply, before it is recorded as completed."""
     return reply_problem(draft.text, prompt)
 
 
@@ -157,7 +164,7 @@ def baseline(prompt: PromptInput[ChatVariables]) -> ChatReplyResult:
 
 SPEC = PromptSpec(
     prompt_id="tutor.chat_reply",
-    version="1",
+    version="2",
     description="The tutor's streamed reply to one chat turn, from the conversation bundle.",
     purpose="tutor_chat",
     rpc=Rpc.STREAM_PROMPT,
