@@ -19,7 +19,8 @@ from its "điểm", a pseudonym cut in two). So:
   least one token) it is stopped, whatever the provider does with its token limit.
 
 The check reads :data:`LOOK_BACK_CHARS` of released text before the new text, extended back to
-the start of its sentence: every pattern it looks for is shorter than that, and score claims are
+the start of its sentence: every pattern it looks for is shorter than that
+(:data:`nemo_gateway.prompts.plain_text.MAX_PATTERN_CHARS`), and score claims are
 judged sentence by sentence, so the verdict is the verdict on the whole reply, at a cost that does
 not grow with the reply. The invariant: the released text always passes the check as a whole.
 """
@@ -29,11 +30,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from nemo_gateway.prompts.plain_text import visible
+from nemo_gateway.prompts.plain_text import MAX_PATTERN_CHARS, visible
 
 MAX_HELD_CHARS = 400
 HOLD_BACK_CHARS = 120
-LOOK_BACK_CHARS = 1000
+LOOK_BACK_CHARS = MAX_PATTERN_CHARS
 _SENTENCE_END = re.compile(r"[.!?…][\"'»)\]]*\s+|\n")
 # Where the checks start a new sentence (the score-claim check splits here).
 _CHECK_SENTENCE_START = re.compile(r"[.!?;]\s+|\n+")

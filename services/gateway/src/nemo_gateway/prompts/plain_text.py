@@ -15,9 +15,11 @@ must not hold:
 - **identifiers**: the shape of a learner's pseudonym (``nemo_`` and hex), of the platform's keys
   (``L-2041-1``, UUIDs), of a provider key (``sk-...``), and any value the caller forbids.
 
-Every check but the first reads the text folded as the instruction checks read it
-(:func:`nemo_core.text.fold_lookalikes`): any case, invisible characters inside, full-width and
-look-alike letters make no difference. The patterns below are written for folded text.
+Every pattern is shorter than :data:`MAX_PATTERN_CHARS`, so a stream can check the reply a
+window at a time (:mod:`nemo_gateway.screen`). Every check but the first reads the text folded
+as the instruction checks read it (:func:`nemo_core.text.fold_lookalikes`): any case, invisible
+characters inside, full-width and look-alike letters make no difference. The patterns below are
+written for folded text.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Iterable
-from functools import cache
+from functools import cache, lru_cache
 from importlib.resources import files
 from typing import Final
 
@@ -33,6 +35,8 @@ import publicsuffixlist
 
 from nemo_core.text import INVISIBLE, fold_lookalikes
 
+MAX_PATTERN_CHARS: Final = 400
+"""Longer than any match of the patterns below (a domain of four labels, a tag's attributes)."""
 _KEPT_CONTROLS: Final = frozenset("\n\t")
 # Categories a reader never sees as text: controls, surrogates (never valid text), private use
 # and unassigned code points.
@@ -41,27 +45,30 @@ _HIDDEN_CATEGORIES: Final = frozenset({"Cc", "Cs", "Co", "Cn"})
 # Markup: a tag is a name right after "<" (no space) closed by ">" on its own, or with
 # attributes that hold an "=", so that "a<b và c>d" in a maths reply is no tag.
 _HTML: Final = (
-    r"<\s*/?\s*[a-z][a-z0-9-]*\s*/?\s*>"
-    r"|<[a-z][a-z0-9-]*\s[^<>]*=[^<>]*>"
+    r"<\s{0,20}/?\s{0,20}[a-z][a-z0-9-]{0,30}\s{0,20}/?\s{0,20}>"
+    r"|<[a-z][a-z0-9-]{0,30}\s[^<>]{0,150}=[^<>]{0,150}>"
     r"|<!--|<![a-z\[]|<\?[a-z]"
 )
-_MARKDOWN: Final = r"!?\[[^\[\]\n]*\]\s*\(|^\s*\[[^\[\]\n]+\]:\s*\S"
+_MARKDOWN: Final = r"!?\[[^\[\]\n]{0,200}\]\s{0,20}\(|^\s{0,20}\[[^\[\]\n]{1,200}\]:\s{0,20}\S"
 # Schemes that work without "//"; any other scheme is caught with its "//".
 _BARE_SCHEMES: Final = ("javascript", "vbscript", "data", "file", "mailto", "tel", "sms", "blob")
-_SCHEME: Final = rf"\b[a-z][a-z0-9+.-]{{1,30}}\s*:\s*/\s*/|\b(?:{'|'.join(_BARE_SCHEMES)})\s*:"
+_SCHEME: Final = (
+    rf"[a-z][a-z0-9+.-]{{0,30}}\s{{0,5}}:\s{{0,5}}/\s{{0,5}}/"
+    rf"|\b(?:{'|'.join(_BARE_SCHEMES)})\s{{0,5}}:"
+)
 # The label separators IDNA reads as ".": full stop, ideographic, full-width and half-width
 # ideographic full stops (full-width is already "." once folded).
 _DOT: Final = r"[.\u3002\uff61]"
 _DOMAIN: Final = re.compile(
-    rf"(?<![\w@.-])(?:[a-z0-9](?:[a-z0-9-]{{0,61}}[a-z0-9])?{_DOT})+([a-z]{{2,24}}|xn--[a-z0-9-]+)"
+    rf"(?<![\w@-])(?:[a-z0-9](?:[a-z0-9-]{{0,61}}[a-z0-9])?{_DOT}){{1,4}}([a-z]{{2,24}}|xn--[a-z0-9-]+)"
     r"(?![\w-])"
 )
 _LINK: Final = re.compile(rf"{_SCHEME}|\bwww{_DOT}")
 
-# Identifiers: the pseudonym (nemo_ and 12 hex, any separator or none), the demo keys
-# (kind-school-serial), UUIDs, provider keys.
-_PSEUDONYM: Final = r"\bnem[o0][\W_]{0,3}[0-9a-f]{6,}"
-_PLATFORM_KEY: Final = r"\b[a-z]{1,3}-\d{4}-\d{1,6}\b"
+# Identifiers: the pseudonym (nemo_ and hex, any separator or none, glued to a word or not), the
+# demo keys (kind-school-serial, glued or not), UUIDs, provider keys.
+_PSEUDONYM: Final = r"nem[o0][\W_]{0,3}[0-9a-f]{6,}"
+_PLATFORM_KEY: Final = r"[a-z]-\d{4}-\d{1,6}(?!\d)"
 _UUID: Final = r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"
 _PROVIDER_KEY: Final = r"\b(?:sk|nvapi|xai|gsk)[-_][a-z0-9_-]{16,}"
 _IDENTIFIER: Final = re.compile("|".join((_PSEUDONYM, _PLATFORM_KEY, _UUID, _PROVIDER_KEY)))
@@ -83,6 +90,7 @@ def top_level_domains() -> frozenset[str]:
     return frozenset(found)
 
 
+@lru_cache(maxsize=4096)
 def _hidden(char: str) -> bool:
     if char in _KEPT_CONTROLS:
         return False

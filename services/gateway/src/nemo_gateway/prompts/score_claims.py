@@ -74,6 +74,8 @@ _READER_CLAIMS = tuple(
         rf"{_NUMBER}\s*/\s*\d+ (?:cau )?(?:dung|correct)",
     )
 )
+_DIGIT = re.compile(r"\d")
+_WORD = re.compile(r"[a-z]+")
 _CONDITION = re.compile(r"\b(?:neu|gia su|if|suppose|imagine|would)\b")
 _NAMED = re.compile(r"\b[Bb]ạn(?= [A-ZĐ])")
 _SENTENCES = re.compile(r"(?<=[.!?;])\s+|\n+")
@@ -115,7 +117,11 @@ def _states_a_score(sentence: str) -> bool:
     folded = " ".join(fold_lookalikes(sentence).split())
     if not folded or folded.endswith("?") or _CONDITION.search(folded):
         return False
-    return _claims(folded) or _claims(numbers_as_digits(folded))
+    # Every claim names a number: most sentences have none, in digits or in words.
+    converted = numbers_as_digits(folded)
+    if _DIGIT.search(converted) is None:
+        return False
+    return _claims(folded) or (converted != folded and _claims(converted))
 
 
 def _claims(folded: str) -> bool:
