@@ -104,7 +104,7 @@ async def test_a_reask_that_would_pass_the_limit_is_not_sent(
     result = await runner.execute(
         _prepared("learner.tutor_hint", _chars_to_fill("learner.tutor_hint", 50)), CLOCK
     )
-    assert (result.record.reason, result.record.attempts) == ("INPUT_TOO_LONG", 1)
+    assert (result.record.reason, result.record.attempts) == ("REASK_TOO_LONG", 1)
     assert len(provider.requests) == 1
 
 

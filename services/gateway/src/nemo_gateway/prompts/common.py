@@ -36,6 +36,12 @@ CONTEXT_IS_DATA: dict[Lang, str] = {
 }
 
 
+def prepare() -> None:
+    """Build the tables the checks of model output read (the confusables and character data,
+    the top-level domains, numbers in words), so the first answer does not wait for them."""
+    content_problem("warm-up", "\uff37arm-up: chín mươi phần trăm, example.com.", ())
+
+
 def text_problems(
     label: str, text: str, *, max_chars: int, forbidden: tuple[str, ...]
 ) -> str | None:

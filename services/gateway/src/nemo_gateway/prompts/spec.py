@@ -122,6 +122,10 @@ class PromptSpec(Generic[V, M, Out]):
     (answer keys, rubrics); None: the result mirrors its message field by field
     (:mod:`.proto_mirror`), which the registry checks when it is built."""
     temperature: float = 0.0
+    declares_language: bool = True
+    """Whether the output must be written in the request's language, an answer in the other one
+    being re-asked (WRONG_LANGUAGE). Off for content prompts whose text follows the item's own
+    language (an English lesson's items are in English)."""
     reasoning: bool = False
     """Whether the model may reason before it answers, where the server can switch it (the
     Nemotron 3 models think unless told not to). Off for every prompt so far: the answers are

@@ -140,4 +140,5 @@ SPEC = PromptSpec(
     finish=finish,
     baseline=baseline,
     output_field="item_evaluation",
+    declares_language=False,
 )

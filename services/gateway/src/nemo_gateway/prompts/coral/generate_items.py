@@ -261,4 +261,5 @@ SPEC = PromptSpec(
     output_field="generated_items",
     client_view=client_view,
     bank_items=bank_items,
+    declares_language=False,
 )
