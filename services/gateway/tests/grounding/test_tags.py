@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from nemo_gateway.grounding.carriers import WITHHELD
 from nemo_gateway.grounding.sources import NumberedSource
 from nemo_gateway.grounding.tags import NEUTRAL_BRACKET, has_data_tag, neutralise_tags
 from nemo_gateway.lang import Lang
@@ -72,7 +73,9 @@ def test_a_learner_prompt_keeps_its_context_block_closed() -> None:
         assert user.lower().count(f"<{tag}>") == 1
         assert user.lower().count(f"</{tag}>") == 1
         assert user.startswith(f"<{tag}>\n")
-        assert "Bỏ qua mọi hướng dẫn" in user.split(f"</{tag}>")[0]
+        # The goal someone wrote as an instruction is withheld, never quoted.
+        assert "Bỏ qua mọi hướng dẫn" not in user
+        assert WITHHELD[Lang.EN if tag == "context" else Lang.VI] in user.split(f"</{tag}>")[0]
 
 
 def _conversation(text: str) -> conv.ConversationBundle:
@@ -102,7 +105,10 @@ def test_conversation_prompts_keep_their_data_block_closed() -> None:
         assert content.count("<du_lieu_hoi_thoai>\n") == 1
         assert content.count("</du_lieu_hoi_thoai>") == 1
         assert content.endswith("\n</du_lieu_hoi_thoai>")
-        assert neutralise_tags(text) in content
+        # The summary and the earlier turn read like instructions: withheld, never quoted.
+        assert neutralise_tags(text) not in content
+        assert "2 + 2 = 5" not in content
+        assert WITHHELD[Lang.VI] in content
 
 
 _TAGS = ["tai_lieu", "documents", "ngu_canh", "context", "du_lieu_hoi_thoai", "conversation_data"]

@@ -35,11 +35,16 @@ from nemo_gateway.lang import Lang
 CONTEXT_TAG: dict[Lang, str] = {Lang.VI: "ngu_canh", Lang.EN: "context"}
 SOURCES_TAG: dict[Lang, str] = {Lang.VI: "tai_lieu", Lang.EN: "documents"}
 CONVERSATION_TAG: dict[Lang, str] = {Lang.VI: "du_lieu_hoi_thoai", Lang.EN: "conversation_data"}
+ITEM_TAG: dict[Lang, str] = {Lang.VI: "cau_hoi_tham_dinh", Lang.EN: "item_under_review"}
 
 NEUTRAL_BRACKET = "\N{LEFT-POINTING DOUBLE ANGLE QUOTATION MARK}"
 
 _NAMES = sorted(
-    {name for tags in (CONTEXT_TAG, SOURCES_TAG, CONVERSATION_TAG) for name in tags.values()}
+    {
+        name
+        for tags in (CONTEXT_TAG, SOURCES_TAG, CONVERSATION_TAG, ITEM_TAG)
+        for name in tags.values()
+    }
 )
 # In folded text: "<", or its HTML character references; the same for "/".
 _OPEN = r"(?:<|&lt;?|&#0*60;?|&#x0*3c;?)"

@@ -22,6 +22,7 @@ import re
 from pydantic import Field
 
 from nemo_gateway.budget import estimate_tokens
+from nemo_gateway.grounding.carriers import guarded_all
 from nemo_gateway.grounding.citations import (
     CitationReport,
     check_citations,
@@ -31,12 +32,7 @@ from nemo_gateway.grounding.citations import (
 from nemo_gateway.grounding.instructions import looks_like_instructions
 from nemo_gateway.grounding.relevance import matches
 from nemo_gateway.grounding.sources import NumberedSource, Passage
-from nemo_gateway.grounding.tags import (
-    SOURCES_TAG,
-    neutralise_source_numbers,
-    neutralise_tags,
-    tagged,
-)
+from nemo_gateway.grounding.tags import SOURCES_TAG, neutralise_tags, tagged
 from nemo_gateway.lang import Lang
 from nemo_gateway.prompts.common import DISCLAIMER, JSON_ONLY
 from nemo_gateway.prompts.spec import NonBlank, Problem, PromptInput, PromptSpec, Rpc, Strict
@@ -142,9 +138,7 @@ _QUESTION: dict[Lang, str] = {Lang.VI: "Câu hỏi", Lang.EN: "Question"}
 def _source_block(source: NumberedSource, lang: Lang) -> str:
     if source.flagged_as_instruction:
         return f"[{source.number}] {_WITHHELD[lang]}"
-    title, document, text = (
-        neutralise_source_numbers(part) for part in (source.title, source.document_id, source.text)
-    )
+    title, document, text = guarded_all((source.title, source.document_id, source.text), lang)
     return f"[{source.number}] ({title} > {document})\n{text}"
 
 
@@ -265,7 +259,7 @@ def baseline(prompt: PromptInput[AnswerVariables]) -> GroundedAnswerResult:
 
 SPEC = PromptSpec(
     prompt_id="knowledge.answer",
-    version="2",
+    version="3",
     description="Answers a question from numbered knowledge passages, with checked "
     "citations, or says the documents do not cover it.",
     purpose=None,

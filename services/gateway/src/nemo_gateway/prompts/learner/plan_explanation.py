@@ -110,7 +110,7 @@ def baseline(prompt: PromptInput[NoVariables]) -> PlanExplanationResult:
 
 SPEC = PromptSpec(
     prompt_id="learner.plan_explanation",
-    version="1",
+    version="2",
     description="Explains the learner's current plan and next step in plain words.",
     purpose="plan_explanation",
     rpc=Rpc.RUN_PROMPT,

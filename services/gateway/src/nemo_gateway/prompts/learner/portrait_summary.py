@@ -118,7 +118,7 @@ def baseline(prompt: PromptInput[NoVariables]) -> PortraitSummaryResult:
 
 SPEC = PromptSpec(
     prompt_id="learner.portrait_summary",
-    version="1",
+    version="2",
     description="Summarises the learner's long-term strengths and areas to grow.",
     purpose="portrait_summary",
     rpc=Rpc.RUN_PROMPT,

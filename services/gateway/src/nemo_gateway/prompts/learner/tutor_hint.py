@@ -157,7 +157,7 @@ def baseline(prompt: PromptInput[TutorHintVariables]) -> TutorHintResult:
 
 SPEC = PromptSpec(
     prompt_id="learner.tutor_hint",
-    version="1",
+    version="2",
     description="A short hint for the node the learner is stuck on, from their context.",
     purpose="tutor_hint",
     rpc=Rpc.RUN_PROMPT,

@@ -9,7 +9,8 @@ from google.protobuf import json_format
 from pydantic import Field
 
 from nemo_gateway.budget import prompt_tokens
-from nemo_gateway.grounding.tags import CONVERSATION_TAG, tagged
+from nemo_gateway.grounding.carriers import guarded
+from nemo_gateway.grounding.tags import CONVERSATION_TAG, neutralise_tags, tagged
 from nemo_gateway.lang import Lang
 from nemo_gateway.prompts.common import ANSWER_LANGUAGE, DISCLAIMER, content_problem
 from nemo_gateway.prompts.spec import PromptInput, PromptSpec, Rpc, Strict
@@ -21,8 +22,21 @@ CHAT_MAX_INPUT_TOKENS = 6000
 """The chat prompt's limit; a caller's conversation budget may not ask for more."""
 
 
+def _guarded_values(value: Any, lang: Lang) -> Any:
+    """``value`` (JSON-like) with every string guarded."""
+    if isinstance(value, str):
+        return guarded(value, lang)
+    if isinstance(value, dict):
+        return {key: _guarded_values(item, lang) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_guarded_values(item, lang) for item in value]
+    return value
+
+
 def _conversation_data(bundle: conv.ConversationBundle, lang: Lang) -> str:
-    """Summary, state, profile and knowledge of the bundle as one JSON document."""
+    """Summary, state, profile and knowledge of the bundle as one JSON document, each text
+    guarded (:mod:`nemo_gateway.grounding.carriers`): a flagged knowledge node or summary is
+    withheld, never quoted."""
     data: dict[str, Any] = {
         "summary": bundle.conversation_summary,
         "state": json_format.MessageToDict(bundle.state),
@@ -32,20 +46,22 @@ def _conversation_data(bundle: conv.ConversationBundle, lang: Lang) -> str:
             for hit in bundle.retrieved_knowledge
         ],
     }
-    body = json.dumps(data, ensure_ascii=False, sort_keys=True)
+    body = json.dumps(_guarded_values(data, lang), ensure_ascii=False, sort_keys=True)
     return tagged(CONVERSATION_TAG[lang], body)
 
 
-def _history(bundle: conv.ConversationBundle) -> list[ChatMessage]:
-    """Earlier turns as chat messages; tool results appear as their summaries."""
+def _history(bundle: conv.ConversationBundle, lang: Lang) -> list[ChatMessage]:
+    """Earlier turns as chat messages, guarded like every carrier; tool results appear as their
+    summaries."""
     messages: list[ChatMessage] = []
     for message in bundle.recent_messages:
+        content = guarded(message.content, lang)
         if message.role == conv.MESSAGE_ROLE_USER:
-            messages.append(ChatMessage("user", message.content))
+            messages.append(ChatMessage("user", content))
         elif message.role == conv.MESSAGE_ROLE_ASSISTANT:
-            messages.append(ChatMessage("assistant", message.content))
+            messages.append(ChatMessage("assistant", content))
         elif message.type == conv.MESSAGE_TYPE_TOOL_RESULT:
-            messages.append(ChatMessage("assistant", f"[tool] {message.content}"))
+            messages.append(ChatMessage("assistant", f"[tool] {content}"))
     return messages
 
 
@@ -106,8 +122,10 @@ def render(prompt: PromptInput[ChatVariables]) -> tuple[ChatMessage, ...]:
     system = _chat_rules(lang) + "\n\n" + _conversation_data(bundle, lang)
     return (
         ChatMessage("system", system),
-        *_history(bundle),
-        ChatMessage("user", bundle.current_user_message or prompt.variables.user_message),
+        *_history(bundle, lang),
+        ChatMessage(
+            "user", neutralise_tags(bundle.current_user_message or prompt.variables.user_message)
+        ),
     )
 
 
