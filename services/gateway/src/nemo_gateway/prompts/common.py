@@ -60,10 +60,16 @@ def content_problem(label: str, text: str, forbidden: Iterable[str]) -> str | No
     markup or a link, or an identifier (a pseudonym or key shape, or one of ``forbidden`` such
     as the learner's pseudonym), the last two in any spelling
     (:mod:`nemo_gateway.prompts.plain_text`)."""
-    if hidden_characters(text):
-        return f"{label} holds control or invisible characters"
     if states_a_score(text):
         return f"{label} states a score, which only the server may set"
+    return plain_text_problem(label, text, forbidden)
+
+
+def plain_text_problem(label: str, text: str, forbidden: Iterable[str]) -> str | None:
+    """Why a text is not plain text a learner may be shown: hidden characters, markup or a
+    link, or an identifier, in any spelling."""
+    if hidden_characters(text):
+        return f"{label} holds control or invisible characters"
     folded = fold_lookalikes(text)
     problem = markup_problem(folded) or identifier_problem(folded, forbidden)
     return f"{label} {problem}" if problem else None

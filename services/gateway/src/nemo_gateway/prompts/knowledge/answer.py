@@ -9,7 +9,8 @@ chosen by the server, never the model's guess.
   source that exists and was not withheld, and there are at most five sentences when no detail
   was asked for. An answer no re-ask fixes falls back with CITATION_CHECK_FAILED.
 - The guardrail (straight to the baseline): a covered answer that itself reads like
-  instructions aimed at a model has been steered by its input.
+  instructions aimed at a model has been steered by its input; one that is not plain text (markup,
+  a link, hidden characters, an identifier) may not be shown.
 - The baseline quotes the opening sentence of the strongest sources that were not withheld and
   that match the question (:mod:`nemo_gateway.grounding.relevance`); with none it says the
   documents do not cover the question.
@@ -34,7 +35,7 @@ from nemo_gateway.grounding.relevance import matches
 from nemo_gateway.grounding.sources import NumberedSource, Passage
 from nemo_gateway.grounding.tags import SOURCES_TAG, neutralise_tags, tagged
 from nemo_gateway.lang import Lang
-from nemo_gateway.prompts.common import DISCLAIMER, JSON_ONLY
+from nemo_gateway.prompts.common import DISCLAIMER, JSON_ONLY, plain_text_problem
 from nemo_gateway.prompts.spec import NonBlank, Problem, PromptInput, PromptSpec, Rpc, Strict
 from nemo_gateway.providers.base import ChatMessage
 from nemo_gateway.reasons import RunReason
@@ -196,9 +197,11 @@ def check(draft: AnswerDraft, prompt: PromptInput[AnswerVariables]) -> Problem |
 
 
 def guardrail(draft: AnswerDraft, prompt: PromptInput[AnswerVariables]) -> str | None:
-    if draft.covered and looks_like_instructions(draft.answer):
+    if not draft.covered:
+        return None
+    if looks_like_instructions(draft.answer):
         return "the answer reads like instructions aimed at a model"
-    return None
+    return plain_text_problem("the answer", draft.answer, ())
 
 
 def _result(

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Annotated, Any
 
 from google.protobuf import json_format
-from pydantic import Field
+from pydantic import AfterValidator, Field
 
 from nemo_gateway.budget import prompt_tokens
 from nemo_gateway.grounding.carriers import guarded
 from nemo_gateway.grounding.tags import CONVERSATION_TAG, neutralise_tags, tagged
 from nemo_gateway.lang import Lang
 from nemo_gateway.prompts.common import ANSWER_LANGUAGE, DISCLAIMER, content_problem
+from nemo_gateway.prompts.plain_text import hidden_characters
 from nemo_gateway.prompts.spec import PromptInput, PromptSpec, Rpc, Strict
 from nemo_gateway.prompts.tutor.shared import DATA_RULE, conversation_bundle
 from nemo_gateway.providers.base import ChatMessage
@@ -65,12 +66,21 @@ def _history(bundle: conv.ConversationBundle, lang: Lang) -> list[ChatMessage]:
     return messages
 
 
+def _shown_as_written(text: str) -> str:
+    if hidden_characters(text):
+        raise ValueError("must hold no control or invisible characters but line breaks and tabs")
+    return text
+
+
 class ChatVariables(Strict):
-    """One chat turn, as StreamPrompt receives it."""
+    """One chat turn, as StreamPrompt receives it. The learner's message is stored with the turn
+    as it is, so it may hold nothing the conversation store refuses or a reader cannot see."""
 
     session_id: str = Field(min_length=1, max_length=100)
     turn_id: str = Field(min_length=1, max_length=100)
-    user_message: str = Field(min_length=1, max_length=4000)
+    user_message: Annotated[str, AfterValidator(_shown_as_written)] = Field(
+        min_length=1, max_length=4000
+    )
     token_budget: int = Field(
         0,
         ge=0,
