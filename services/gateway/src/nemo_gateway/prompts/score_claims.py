@@ -22,7 +22,7 @@ Measured on the labelled corpus ``nemo_testing.corpora`` (``score_claims``) by `
 from __future__ import annotations
 
 import re
-from functools import cache
+from functools import cache, lru_cache
 
 from num2words import num2words
 
@@ -113,7 +113,10 @@ def states_a_score(text: str) -> bool:
     )
 
 
+@lru_cache(maxsize=4096)
 def _states_a_score(sentence: str) -> bool:
+    """One sentence's verdict; cached, since a stream checks what it released again with what
+    follows."""
     folded = " ".join(fold_lookalikes(sentence).split())
     if not folded or folded.endswith("?") or _CONDITION.search(folded):
         return False
