@@ -21,9 +21,9 @@ from nemo_gateway.app import SERVICE_NAME, build
 from nemo_gateway.cache import CachedRun, CacheKey, ResultCache
 from nemo_gateway.context_client import ContextClient
 from nemo_gateway.errors import provider_busy
+from nemo_gateway.lang import Lang
 from nemo_gateway.prompts.learner.tutor_hint import TutorHintVariables
 from nemo_gateway.prompts.registry import REGISTRY
-from nemo_gateway.prompts.spec import Lang
 from nemo_gateway.providers.factory import build_provider
 from nemo_gateway.runner import Clock, Prepared, PromptRunner
 from nemo_gateway.settings import GatewaySettings
