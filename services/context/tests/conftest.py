@@ -18,6 +18,8 @@ from pydantic import SecretStr
 
 from nemo_context.app import SERVICE_NAME, build
 from nemo_context.settings import ContextSettings
+from nemo_context.snapshots.keys import DataKeys, MasterKey
+from nemo_context.snapshots.store import SnapshotOwner
 from nemo_core.client import create_channel
 from nemo_core.db import Pool, connect, create_pool, init_connection
 from nemo_core.server import Server
@@ -105,6 +107,20 @@ async def s3_bucket(s3_endpoint: S3Endpoint, s3_session: aioboto3.Session) -> st
     async with s3_session.client("s3", endpoint_url=s3_endpoint.url) as s3:
         await s3.create_bucket(Bucket=name)
     return name
+
+
+TEST_MASTER_KEY = MasterKey(b"test-snapshot-master-key-0123456789abcdef")
+"""The snapshot master key of the tests' stores: one for all, as a deployment has one."""
+
+
+def keys_for(pool: Pool) -> DataKeys:
+    """Data keys under the tests' master key, read from and created in ``pool``'s database."""
+    return DataKeys(pool, TEST_MASTER_KEY)
+
+
+def owner_of(learner_ref: str) -> SnapshotOwner:
+    """The owner of a snapshot for a ref a test made up: its learner id picks the data key."""
+    return SnapshotOwner(f"L-test-{learner_ref[5:17]}", learner_ref)
 
 
 TEST_PSEUDONYM_KEY = "test-pseudonym-key-0123456789abcdef0123456789"

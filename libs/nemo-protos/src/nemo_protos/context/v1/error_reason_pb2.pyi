@@ -487,6 +487,35 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
           "domain": "context",
           "metadata": {} }
     """
+    LEARNER_RESTRICTED: _ErrorReason.ValueType  # 150
+    """Processing of the learner's data is restricted at the family's request (a restriction
+    request in effect): nothing is built or recorded for the learner until it is lifted.
+
+    Sent with status FAILED_PRECONDITION. Example:
+
+        { "reason": "LEARNER_RESTRICTED",
+          "domain": "context",
+          "metadata": {} }
+    """
+    LEARNER_ERASED: _ErrorReason.ValueType  # 151
+    """The learner's data was erased at the family's request; the AI plane keeps nothing about the
+    learner and builds nothing for it again.
+
+    Sent with status NOT_FOUND. Example:
+
+        { "reason": "LEARNER_ERASED",
+          "domain": "context",
+          "metadata": {} }
+    """
+    SNAPSHOT_ERASED: _ErrorReason.ValueType  # 152
+    """The snapshot was about a learner whose data was erased: it and its data key are gone.
+
+    Sent with status NOT_FOUND. Example:
+
+        { "reason": "SNAPSHOT_ERASED",
+          "domain": "context",
+          "metadata": {} }
+    """
 
 class ErrorReason(_ErrorReason, metaclass=_ErrorReasonEnumTypeWrapper):
     """The reasons in the google.rpc.ErrorInfo of every error the context service sends (domain "context").
@@ -959,6 +988,35 @@ SNAPSHOT_STORE_UNAVAILABLE: ErrorReason.ValueType  # 140
 Sent with status UNAVAILABLE. Example:
 
     { "reason": "SNAPSHOT_STORE_UNAVAILABLE",
+      "domain": "context",
+      "metadata": {} }
+"""
+LEARNER_RESTRICTED: ErrorReason.ValueType  # 150
+"""Processing of the learner's data is restricted at the family's request (a restriction
+request in effect): nothing is built or recorded for the learner until it is lifted.
+
+Sent with status FAILED_PRECONDITION. Example:
+
+    { "reason": "LEARNER_RESTRICTED",
+      "domain": "context",
+      "metadata": {} }
+"""
+LEARNER_ERASED: ErrorReason.ValueType  # 151
+"""The learner's data was erased at the family's request; the AI plane keeps nothing about the
+learner and builds nothing for it again.
+
+Sent with status NOT_FOUND. Example:
+
+    { "reason": "LEARNER_ERASED",
+      "domain": "context",
+      "metadata": {} }
+"""
+SNAPSHOT_ERASED: ErrorReason.ValueType  # 152
+"""The snapshot was about a learner whose data was erased: it and its data key are gone.
+
+Sent with status NOT_FOUND. Example:
+
+    { "reason": "SNAPSHOT_ERASED",
       "domain": "context",
       "metadata": {} }
 """
