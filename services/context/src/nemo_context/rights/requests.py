@@ -18,6 +18,8 @@ from enum import StrEnum
 from typing import Any, Final
 from zoneinfo import ZoneInfo
 
+import asyncpg
+
 from nemo_core.db import Connection
 
 #: Where working days are counted: the law is Vietnamese.
@@ -118,7 +120,7 @@ _COLUMNS: Final = (
 )
 
 
-def _request(row: Mapping[str, Any]) -> RightsRequest:
+def _request(row: asyncpg.Record) -> RightsRequest:
     receipt = row["receipt"]
     return RightsRequest(
         request_id=row["id"],
@@ -151,7 +153,7 @@ async def record_event(
 
 
 async def get_request(conn: Connection, request_id: str) -> RightsRequest | None:
-    row = await conn.fetchrow(f"SELECT {_COLUMNS} FROM rights.requests WHERE id = $1", request_id)  # noqa: S608
+    row = await conn.fetchrow(f"SELECT {_COLUMNS} FROM rights.requests WHERE id = $1", request_id)
     return None if row is None else _request(row)
 
 
@@ -238,7 +240,7 @@ async def list_requests(conn: Connection, now: datetime, limit: int = 100) -> li
     """Requests, overdue ones first (by how late), then open ones by deadline, then the rest
     newest first."""
     rows = await conn.fetch(
-        f"SELECT {_COLUMNS} FROM rights.requests"  # noqa: S608
+        f"SELECT {_COLUMNS} FROM rights.requests"
         " ORDER BY (state NOT IN ('completed', 'in_effect', 'lifted') AND"
         "  ((acknowledged_at IS NULL AND acknowledge_by < $1) OR complete_by < $1)) DESC,"
         " (state NOT IN ('completed', 'in_effect', 'lifted')) DESC,"
