@@ -48,10 +48,26 @@ async def change_in_batches(
             return total
 
 
-def like_pattern(text: str) -> str:
-    """``%text%``, with LIKE's wildcards in ``text`` escaped."""
-    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return f"%{escaped}%"
+#: Characters that continue a key: a key is found only where none stands right before or after
+#: it, so erasing L-2041-1 never touches L-2041-10 (``.`` and ``:`` separate, as in
+#: ``learner:L-2041-1``).
+_KEY_CHARS: Final = "A-Za-z0-9_-"
+
+
+def _escaped(text: str) -> str:
+    return "".join(char if char.isalnum() else f"\\{char}" for char in text)
+
+
+def key_pattern(key: str) -> str:
+    """A PostgreSQL regular expression that finds ``key`` as a whole key in any text."""
+    return f"(?<![{_KEY_CHARS}]){_escaped(key)}(?![{_KEY_CHARS}])"
+
+
+def ref_pattern(ref: str, prefix_length: int) -> str:
+    """A regular expression that finds ``ref`` and its first ``prefix_length`` characters (a
+    ref from before refs widened) as whole refs."""
+    head, rest = ref[:prefix_length], ref[prefix_length:]
+    return f"(?<![0-9a-f]){_escaped(head)}({_escaped(rest)})?(?![0-9a-f])"
 
 
 # Every column that can hold text, of every table of the given schemas.
@@ -71,15 +87,14 @@ ORDER BY name
 async def count_traces(
     conn: Connection, schemas: Collection[str], patterns: Collection[str]
 ) -> dict[str, int]:
-    """How many rows of each table of ``schemas`` hold any of ``patterns`` (in any case) in a
-    column that can hold text. Reads every row: the verification of an erasure, not a query for
-    every day."""
-    likes = [like_pattern(pattern) for pattern in patterns]
+    """How many rows of each table of ``schemas`` match any of ``patterns`` (regular
+    expressions, in any case) in a column that can hold text. Reads every row: the verification
+    of an erasure, not a query for every day."""
     found: dict[str, int] = {}
     for table in await conn.fetch(_TEXT_COLUMNS, list(schemas)):
         text = " || ' ' || ".join(f"coalesce({column}::text, '')" for column in table["columns"])
         found[table["name"]] = await conn.fetchval(
-            f"SELECT count(*) FROM {table['name']} WHERE ({text}) ILIKE ANY($1::text[])",
-            likes,
+            f"SELECT count(*) FROM {table['name']} WHERE ({text}) ~* ANY($1::text[])",
+            list(patterns),
         )
     return found

@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 from typing import Any, Final
 
 from nemo_core.db import Connection
-from nemo_core.retention import Progress, change_in_batches, like_pattern
+from nemo_core.retention import Progress, change_in_batches
 
 DELINKED_RESOURCE: Final = "learner:delinked"
 
@@ -35,34 +35,35 @@ class LearnerKeys:
     refs: tuple[str, ...]
     """Its snapshot refs (exact), as ``input_ref`` names them."""
     patterns: tuple[str, ...]
-    """Substrings whose presence anywhere is a trace of the learner."""
+    """Regular expressions that find a trace of the learner in any text (whole keys and refs
+    only: another learner whose id starts the same is not matched)."""
 
     @property
     def resource(self) -> str:
         return f"learner:{self.learner_id}"
 
     @property
-    def likes(self) -> list[str]:
-        return [like_pattern(pattern) for pattern in self.patterns]
+    def regexes(self) -> list[str]:
+        return list(self.patterns)
 
 
 _AUDIT_MATCH: Final = """
     (resource = $1 OR user_id = ANY($2::text[]) OR split_part(input_ref, '/', 3) = ANY($3::text[])
      OR concat_ws(' ', request_id, session_id, resource, input_ref, metadata::text)
-        ILIKE ANY($4::text[]))
+        ~* ANY($4::text[]))
 """
 _APPROVAL_MATCH: Final = """
     (resource = $1 OR user_id = ANY($2::text[])
-     OR concat_ws(' ', request_id, resource, arguments_json, decision_note) ILIKE ANY($3::text[]))
+     OR concat_ws(' ', request_id, resource, arguments_json, decision_note) ~* ANY($3::text[]))
 """
 
 
 def _args(keys: LearnerKeys) -> tuple[object, ...]:
-    return (keys.resource, list(keys.user_ids), list(keys.refs), keys.likes)
+    return (keys.resource, list(keys.user_ids), list(keys.refs), keys.regexes)
 
 
 def _approval_args(keys: LearnerKeys) -> tuple[object, ...]:
-    return (keys.resource, list(keys.user_ids), keys.likes)
+    return (keys.resource, list(keys.user_ids), keys.regexes)
 
 
 async def export_records(conn: Connection, keys: LearnerKeys) -> dict[str, list[dict[str, Any]]]:
@@ -98,9 +99,9 @@ async def erase_records(conn: Connection, keys: LearnerKeys) -> dict[str, int]:
         "UPDATE toolplane.audit_logs SET"
         " resource = CASE WHEN resource LIKE 'learner:%' THEN $5 ELSE resource END,"
         " user_id = NULL, token_id = NULL, session_id = NULL, input_ref = NULL,"
-        " request_id = CASE WHEN request_id ILIKE ANY($4::text[]) THEN 'delinked'"
+        " request_id = CASE WHEN request_id ~* ANY($4::text[]) THEN 'delinked'"
         "  ELSE request_id END,"
-        " metadata = CASE WHEN metadata::text ILIKE ANY($4::text[]) THEN '{}' ELSE metadata END"
+        " metadata = CASE WHEN metadata::text ~* ANY($4::text[]) THEN '{}' ELSE metadata END"
         f" WHERE {_AUDIT_MATCH}",
         *_args(keys),
         DELINKED_RESOURCE,
@@ -113,7 +114,7 @@ async def erase_records(conn: Connection, keys: LearnerKeys) -> dict[str, int]:
         "DELETE FROM toolplane.agent_tokens WHERE user_id = ANY($1::text[])", list(keys.user_ids)
     )
     buckets = await conn.execute(
-        "DELETE FROM toolplane.rate_buckets WHERE key ILIKE ANY($1::text[])", keys.likes
+        "DELETE FROM toolplane.rate_buckets WHERE key ~* ANY($1::text[])", keys.regexes
     )
     scopes = {table: await _drop_from_scopes(conn, table, keys) for table in _SCOPED_TABLES}
     return {

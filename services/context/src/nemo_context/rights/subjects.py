@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from nemo_context.pseudonym import Pseudonymizer
 from nemo_context.snapshots.keys import REF_DIGEST_WIDTH, MasterKey
 from nemo_core.db import Connection
+from nemo_core.retention import key_pattern, ref_pattern
 
 
 @dataclass(frozen=True)
@@ -37,8 +38,12 @@ class LearnerTraces:
 
     @property
     def patterns(self) -> tuple[str, ...]:
-        """Substrings whose presence anywhere is a trace of the learner."""
-        return (self.learner_id, *self.account_ids, self.ref_prefix)
+        """Regular expressions that find a trace of the learner in any text: its id and own
+        account as whole keys, its ref (either width) as a whole ref."""
+        return (
+            *(key_pattern(key) for key in self.user_ids),
+            ref_pattern(self.ref, REF_DIGEST_WIDTH),
+        )
 
     @property
     def user_ids(self) -> tuple[str, ...]:
