@@ -9,6 +9,7 @@ database of this module's own; a second run finds nothing left to do.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 import os
@@ -64,7 +65,7 @@ async def _snapshots(
         for name, when in (("old", ago(SNAPSHOT_DAYS + 5)), ("new", NOW)):
             store = DigestedSnapshotStore(
                 objects, pool, keys=DataKeys(pool, IDENTITIES.master), write_timeout_seconds=10,
-                clock=lambda when=when: when,
+                clock=functools.partial(lambda moment: moment, when),
             )  # fmt: skip
             ref = IDENTITIES.pseudonyms.learner_ref(f"L-purge-{name}-1")
             bundle = lc.ContextBundle(learner_ref=ref, purpose="tutor_hint")
