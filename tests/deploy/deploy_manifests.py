@@ -98,7 +98,8 @@ def pod_spec(workload: Mapping[str, Any]) -> dict[str, Any]:
 
 def pod_labels(workload: Mapping[str, Any]) -> dict[str, str]:
     """The labels of a workload's pods."""
-    template = workload["spec"]["template"]
+    spec = workload["spec"]
+    template = spec["jobTemplate"]["spec"]["template"] if "jobTemplate" in spec else spec["template"]
     labels: dict[str, str] = template["metadata"]["labels"]
     return labels
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from google.protobuf import descriptor_pool
 
+from nemo_context.rights.retention import render_table
 from nemo_core.secret_files import file_variable, secret_file_fields
 from nemo_ops.approvals import OPERATOR_TOKEN_ENV
 from nemo_ops.cli import SUBCOMMANDS
@@ -33,6 +34,7 @@ PAGES = {
     "audit-log.md": "Read the audit log",
     "scaling.md": "Scale each service",
     "evaluation.md": "Evaluate the prompts against a model",
+    "learner-rights.md": "Handle a family's data rights requests",
 }
 
 _FRONT_MATTER = re.compile(r"\A---\ntitle: (?P<title>[^\n]+)\n---\n\n# (?P<heading>[^\n]+)\n")
@@ -139,3 +141,9 @@ def test_the_readme_points_to_the_operations_docs() -> None:
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     assert "](docs/operations/deploy.md)" in readme
     assert Path(REPO / "docs/operations/deploy.md").exists()
+
+
+def test_the_retention_table_shown_is_the_one_enforced() -> None:
+    text = _text("learner-rights.md")
+    shown = text.split("<!-- retention:begin -->\n", 1)[1].split("\n<!-- retention:end -->", 1)[0]
+    assert shown == render_table()
