@@ -14,6 +14,7 @@ import re
 import secrets
 import subprocess
 from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import UTC, datetime
 from pathlib import Path
 
 import aioboto3
@@ -24,10 +25,12 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from nemo_context.rights import requests as rights_requests
+from nemo_context.rights.requests import Kind, State
 from nemo_context.snapshots.objects import LocalDirectoryObjects, S3Objects, SnapshotObjects
 from nemo_core.db import Connection, Pool, connect, create_pool, dsn_with
 from nemo_ops.cli import main
-from nemo_ops.learner_rights import RightsWork, erase, export, replay
+from nemo_ops.learner_rights import RightsWork, erase, export, process, replay
 from nemo_ops.migrate import migrate, role_passwords_from_env
 from nemo_ops.seed import seed
 from nemo_testing.s3 import S3Endpoint
@@ -363,3 +366,25 @@ def test_the_command_needs_an_operator_and_the_keys(
                 rights_dsn,
             ]
         )
+
+
+async def test_process_carries_out_the_erasures_the_platform_recorded(
+    owner: Connection, owner_pool: Pool, context_pool: Pool, tmp_path: Path
+) -> None:
+    objects = LocalDirectoryObjects(tmp_path / "snapshots")
+    learner = await seed_learner(owner, context_pool, objects, new_learner_id())
+    request_id = "RPC-" + secrets.token_hex(4)
+    # What SubmitRightsRequest leaves: the request, acknowledged, and the learner blocked.
+    await rights_requests.open_request(
+        owner, request_id, Kind.ERASURE, IDENTITIES.master.subject(learner.learner_id),
+        requested_by="U-2041-P1", requested_via="platform", now=datetime.now(UTC),
+    )  # fmt: skip
+    receipts = await process(work_on(owner_pool, objects), progress=lambda _line: None)
+    assert [receipt["request_id"] for receipt in receipts] == [request_id]
+    stored = await rights_requests.get_request(owner, request_id)
+    assert stored is not None
+    assert stored.state is State.COMPLETED
+    assert stored.receipt is not None
+    assert stored.receipt["verified"]
+    assert await process(work_on(owner_pool, objects), progress=lambda _line: None) == []
+    await objects.aclose()

@@ -73,6 +73,8 @@ def _expected(overlay: str) -> set[Connection]:
     # Internal callers (a labelled namespace) reach the gateway's and tool plane's gRPC.
     paths.add(Connection("internal-caller", "nemo-gateway", 50052))
     paths.add(Connection("internal-caller", "nemo-toolplane", 50053))
+    # The platform (an internal caller) records a family's data rights requests.
+    paths.add(Connection("internal-caller", "nemo-context", 50051))
     # The gateway and the tool plane call the context service.
     paths.add(Connection("nemo-gateway", "nemo-context", 50051))
     paths.add(Connection("nemo-toolplane", "nemo-context", 50051))

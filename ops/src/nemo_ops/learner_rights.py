@@ -208,6 +208,32 @@ async def replay(work: RightsWork, progress: Callable[[str], None]) -> list[dict
     return receipts
 
 
+async def process(work: RightsWork, progress: Callable[[str], None]) -> list[dict[str, Any]]:
+    """Carry out the erasures recorded through RightsService (the learner is already blocked):
+    each open erasure request whose subject matches a learner is erased, its receipt stored."""
+    receipts = []
+    async with work.pool.acquire() as conn:
+        pending = await conn.fetch(
+            "SELECT id, subject, requested_by FROM rights.requests WHERE kind = 'erasure'"
+            " AND state IN ('received', 'acknowledged', 'in_progress', 'failed')"
+            " ORDER BY complete_by"
+        )
+        if not pending:
+            return []
+        learner_ids = [row["id"] for row in await conn.fetch("SELECT id FROM learning.learners")]
+    master = work.identities.master
+    by_subject = {master.subject(learner_id): learner_id for learner_id in learner_ids}
+    for row in pending:
+        learner_id = by_subject.get(row["subject"])
+        if learner_id is None:
+            progress(f"request {row['id']}: no such learner any more; erase it by hand")
+            continue
+        receipt = await erase(work, learner_id, row["id"], row["requested_by"])
+        progress(f"request {row['id']}: erased, verified={receipt['verified']}")
+        receipts.append(receipt)
+    return receipts
+
+
 async def _restore_request(work: RightsWork, conn: Connection, entry: LedgerEntry) -> None:
     """The request row of a ledger entry, back after a restore that lost it."""
     if await rights_requests.get_request(conn, entry.request_id) is not None:

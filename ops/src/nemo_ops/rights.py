@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -36,7 +37,7 @@ from nemo_toolplane import operators
 
 HELP = "handle a family's export, erasure and restriction requests"
 
-_ACTIONS = ("list", "show", "export", "erase", "restrict", "lift", "replay")
+_ACTIONS = ("list", "show", "export", "erase", "restrict", "lift", "replay", "process")
 
 
 class RightsCommandError(Exception):
@@ -50,8 +51,10 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         "`export` writes everything the AI plane holds about the learner to a new directory; "
         "`erase` removes it, with a ledger entry written first and a verified receipt; "
         "`restrict` stops every build for the learner until `lift`; `replay` erases again "
-        "after a database restore from a backup older than an erasure. Acting needs your "
-        f"operator credential (${OPERATOR_TOKEN_ENV} or --operator-token-file)."
+        "after a database restore from a backup older than an erasure; `process` carries out "
+        "the erasures the platform recorded through RightsService (the nightly purge job runs "
+        "it). Acting, except `process`, needs your operator credential "
+        f"(${OPERATOR_TOKEN_ENV} or --operator-token-file)."
     )
     parser.add_argument("action", choices=_ACTIONS)
     parser.add_argument("--learner", metavar="ID", help="the learner the request is about")
@@ -156,6 +159,14 @@ async def _read(args: argparse.Namespace) -> int:
         return 0
 
 
+async def _process(args: argparse.Namespace) -> int:
+    async with rights_work(args, acting=False) as work:
+        work = dataclasses.replace(work, actor="nemo rights process")
+        receipts = await learner_rights.process(work, _progress)
+    _progress(f"carried out {len(receipts)} erasure(s)")
+    return 0 if all(receipt["verified"] for receipt in receipts) else 1
+
+
 async def _act(args: argparse.Namespace) -> int:
     async with rights_work(args, acting=True) as work:
         if args.action == "erase":
@@ -203,8 +214,9 @@ def _check(args: argparse.Namespace) -> None:
 def run_command(args: argparse.Namespace) -> int:
     _check(args)
     try:
-        reading = args.action in ("list", "show")
-        return asyncio.run(_read(args) if reading else _act(args))
+        if args.action in ("list", "show"):
+            return asyncio.run(_read(args))
+        return asyncio.run(_process(args) if args.action == "process" else _act(args))
     except (RightsCommandError, RequestError, FileExistsError) as error:
         print(f"nemo rights: error: {error}", file=sys.stderr)
         return 1

@@ -36,7 +36,7 @@ CALLER_IDENTITIES: Mapping[str, tuple[str, ...]] = {
     "toolplane": ("context",),
     "audit": ("context",),
     "internal": ("gateway", "toolplane"),
-    "platform": ("toolplane",),
+    "platform": ("toolplane", "context"),
     "operator": ("toolplane",),
 }
 

@@ -138,14 +138,18 @@ class RunningContextServer:
     """Token of each caller identity the server accepts."""
     _channels: dict[str, grpc.aio.Channel] = field(default_factory=dict)
 
-    def stub(self, caller: str) -> context_service_pb2_grpc.ContextServiceAsyncStub:
-        """A client stub that calls as ``caller`` (one of :attr:`caller_tokens`)."""
+    def channel(self, caller: str) -> grpc.aio.Channel:
+        """A channel that calls as ``caller`` (one of :attr:`caller_tokens`)."""
         channel = self._channels.get(caller)
         if channel is None:
             token = SecretStr(self.caller_tokens[caller])
             channel = create_channel(self.address, self.settings, token=token)
             self._channels[caller] = channel
-        return context_service_pb2_grpc.ContextServiceStub(channel)
+        return channel
+
+    def stub(self, caller: str) -> context_service_pb2_grpc.ContextServiceAsyncStub:
+        """A client stub that calls as ``caller`` (one of :attr:`caller_tokens`)."""
+        return context_service_pb2_grpc.ContextServiceStub(self.channel(caller))
 
     async def stop(self) -> None:
         """Close the client channels and shut the server down."""
@@ -162,7 +166,7 @@ StartContextServer = Callable[..., Awaitable[RunningContextServer]]
 @pytest.fixture(scope="session")
 def caller_tokens() -> Mapping[str, str]:
     """Tokens of the context service's callers, plus an ``operator`` the ACL does not list."""
-    identities = ("gateway", "toolplane", "audit", "operator")
+    identities = ("gateway", "toolplane", "audit", "platform", "operator")
     return {identity: f"{identity}-{secrets.token_hex(16)}" for identity in identities}
 
 

@@ -80,5 +80,9 @@ CREATE TABLE rights.blocks (
 );
 CREATE INDEX blocks_ref_digests_idx ON rights.blocks USING gin (ref_digests);
 
--- The context service reads blocks on every build and answers GetSnapshot with them.
-GRANT SELECT ON rights.blocks TO nemo_context;
+-- The context service reads blocks on every build and answers GetSnapshot with them. Through
+-- RightsService it records requests on a person's behalf, with their steps, and blocks the
+-- learner of a restriction or an erasure at once; it deletes nothing here.
+GRANT SELECT, INSERT, UPDATE ON rights.requests, rights.blocks TO nemo_context;
+GRANT SELECT, INSERT ON rights.request_events TO nemo_context;
+GRANT USAGE ON SEQUENCE rights.request_events_id_seq TO nemo_context;

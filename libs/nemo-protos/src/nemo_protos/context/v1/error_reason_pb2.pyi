@@ -516,6 +516,42 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
           "domain": "context",
           "metadata": {} }
     """
+    INVALID_REQUEST_ID: _ErrorReason.ValueType  # 153
+    """A request id is not 3 to 64 letters, digits or . _ : -, starting with a letter or digit.
+
+    Sent with status INVALID_ARGUMENT. Example:
+
+        { "reason": "INVALID_REQUEST_ID",
+          "domain": "context",
+          "metadata": {} }
+    """
+    INVALID_RIGHTS_KIND: _ErrorReason.ValueType  # 154
+    """A rights request names no kind (export, erasure or restriction).
+
+    Sent with status INVALID_ARGUMENT. Example:
+
+        { "reason": "INVALID_RIGHTS_KIND",
+          "domain": "context",
+          "metadata": {} }
+    """
+    REQUEST_ID_CONFLICT: _ErrorReason.ValueType  # 155
+    """The request id already names a request of another kind or about another learner.
+
+    Sent with status ALREADY_EXISTS. Example:
+
+        { "reason": "REQUEST_ID_CONFLICT",
+          "domain": "context",
+          "metadata": {} }
+    """
+    RIGHTS_REQUEST_NOT_FOUND: _ErrorReason.ValueType  # 156
+    """No request with this id was made by this person.
+
+    Sent with status NOT_FOUND. Example:
+
+        { "reason": "RIGHTS_REQUEST_NOT_FOUND",
+          "domain": "context",
+          "metadata": {} }
+    """
 
 class ErrorReason(_ErrorReason, metaclass=_ErrorReasonEnumTypeWrapper):
     """The reasons in the google.rpc.ErrorInfo of every error the context service sends (domain "context").
@@ -1017,6 +1053,42 @@ SNAPSHOT_ERASED: ErrorReason.ValueType  # 152
 Sent with status NOT_FOUND. Example:
 
     { "reason": "SNAPSHOT_ERASED",
+      "domain": "context",
+      "metadata": {} }
+"""
+INVALID_REQUEST_ID: ErrorReason.ValueType  # 153
+"""A request id is not 3 to 64 letters, digits or . _ : -, starting with a letter or digit.
+
+Sent with status INVALID_ARGUMENT. Example:
+
+    { "reason": "INVALID_REQUEST_ID",
+      "domain": "context",
+      "metadata": {} }
+"""
+INVALID_RIGHTS_KIND: ErrorReason.ValueType  # 154
+"""A rights request names no kind (export, erasure or restriction).
+
+Sent with status INVALID_ARGUMENT. Example:
+
+    { "reason": "INVALID_RIGHTS_KIND",
+      "domain": "context",
+      "metadata": {} }
+"""
+REQUEST_ID_CONFLICT: ErrorReason.ValueType  # 155
+"""The request id already names a request of another kind or about another learner.
+
+Sent with status ALREADY_EXISTS. Example:
+
+    { "reason": "REQUEST_ID_CONFLICT",
+      "domain": "context",
+      "metadata": {} }
+"""
+RIGHTS_REQUEST_NOT_FOUND: ErrorReason.ValueType  # 156
+"""No request with this id was made by this person.
+
+Sent with status NOT_FOUND. Example:
+
+    { "reason": "RIGHTS_REQUEST_NOT_FOUND",
       "domain": "context",
       "metadata": {} }
 """
