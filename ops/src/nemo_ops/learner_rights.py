@@ -2,7 +2,7 @@
 
 The work crosses the context service's stores (learning, snapshots, rights) and the tool
 plane's, which no single service role may touch, so it runs here with the owner role, calling
-each service's own functions for its stores (ADR 0007, ADR 0011).
+each service's own functions for its stores (ADR 0007, ADR 0013).
 
 An erasure, in order, each step committed on its own so a run that stops is resumed by the
 next with the same request id:

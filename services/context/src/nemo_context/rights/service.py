@@ -7,7 +7,7 @@ learner the person cannot reach gets the same answer as one that does not exist.
 
 Recording is all this service does to a learner's data: a restriction or an erasure blocks the
 learner at once (nothing more is built or recorded for it); the erasure itself, which deletes
-across stores no service role may touch, runs with the owner role (``nemo rights``, ADR 0011).
+across stores no service role may touch, runs with the owner role (``nemo rights``, ADR 0013).
 """
 
 from __future__ import annotations
