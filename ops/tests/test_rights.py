@@ -97,11 +97,7 @@ async def context_pool(rights_dsn: str) -> AsyncIterator[Pool]:
 
 @pytest.fixture
 def s3_session(s3_endpoint: S3Endpoint) -> aioboto3.Session:
-    return aioboto3.Session(
-        aws_access_key_id=s3_endpoint.access_key_id,
-        aws_secret_access_key=s3_endpoint.secret_access_key,
-        region_name=s3_endpoint.region,
-    )
+    return s3_endpoint.session()
 
 
 @pytest.fixture

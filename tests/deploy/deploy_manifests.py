@@ -99,7 +99,8 @@ def pod_spec(workload: Mapping[str, Any]) -> dict[str, Any]:
 def pod_labels(workload: Mapping[str, Any]) -> dict[str, str]:
     """The labels of a workload's pods."""
     spec = workload["spec"]
-    template = spec["jobTemplate"]["spec"]["template"] if "jobTemplate" in spec else spec["template"]
+    # A CronJob's pods come from its job template.
+    template = (spec.get("jobTemplate") or {}).get("spec", spec)["template"]
     labels: dict[str, str] = template["metadata"]["labels"]
     return labels
 

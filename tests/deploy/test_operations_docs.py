@@ -16,8 +16,10 @@ from nemo_ops.approvals import OPERATOR_TOKEN_ENV
 from nemo_ops.cli import SUBCOMMANDS
 from nemo_ops.migrate import ROLE_PASSWORD_ENV
 from nemo_ops.settings_doc import SERVICES as SETTINGS_CLASSES
-from nemo_protos.context.v1 import context_service_pb2  # noqa: F401  (registers the descriptors)
-from nemo_protos.context.v1 import rights_service_pb2  # noqa: F401
+from nemo_protos.context.v1 import (
+    context_service_pb2,  # noqa: F401  (registers the descriptors)
+    rights_service_pb2,  # noqa: F401
+)
 from nemo_protos.gateway.v1 import gateway_service_pb2  # noqa: F401
 from nemo_protos.toolplane.v1 import toolplane_admin_service_pb2, toolplane_service_pb2  # noqa: F401
 from tests.deploy.deploy_manifests import REPO

@@ -93,11 +93,7 @@ def _counter_total(reader: InMemoryMetricReader, name: str, attributes: Mapping[
 @pytest.fixture(scope="session")
 def s3_session(s3_endpoint: S3Endpoint) -> aioboto3.Session:
     """An aioboto3 session signing for the test S3 API."""
-    return aioboto3.Session(
-        aws_access_key_id=s3_endpoint.access_key_id,
-        aws_secret_access_key=s3_endpoint.secret_access_key,
-        region_name=s3_endpoint.region,
-    )
+    return s3_endpoint.session()
 
 
 @pytest.fixture
