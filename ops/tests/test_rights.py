@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nemo_context.rights import requests as rights_requests
-from nemo_context.rights.requests import Kind, State
+from nemo_context.rights.requests import Kind, RequestError, State
 from nemo_context.snapshots.objects import LocalDirectoryObjects, S3Objects, SnapshotObjects
 from nemo_core.db import Connection, Pool, connect, create_pool, dsn_with
 from nemo_ops.cli import main
@@ -383,4 +383,16 @@ async def test_process_carries_out_the_erasures_the_platform_recorded(
     assert stored.receipt is not None
     assert stored.receipt["verified"]
     assert await process(work_on(owner_pool, objects), progress=lambda _line: None) == []
+    await objects.aclose()
+
+
+async def test_a_mistyped_learner_gets_no_request_and_no_receipt(
+    owner: Connection, owner_pool: Pool, tmp_path: Path
+) -> None:
+    objects = LocalDirectoryObjects(tmp_path / "snapshots")
+    request_id = "TYPO-" + secrets.token_hex(4)
+    with pytest.raises(RequestError):
+        await erase(work_on(owner_pool, objects), "L-9999-typo-1", request_id, "U-2041-P1")
+    assert await rights_requests.get_request(owner, request_id) is None
+    assert await objects.ledger() == {}
     await objects.aclose()

@@ -76,9 +76,14 @@ async def open_request(
     work: RightsWork, learner_id: str, request_id: str, kind: Kind, requested_by: str
 ) -> rights_requests.RightsRequest:
     """Record the request (harmless when it exists) and acknowledge it: the command answering
-    is the acknowledgement."""
+    is the acknowledgement. A new request must name a learner the database holds, so a mistyped
+    id never gets a receipt that proves nothing; an existing one runs again even when its
+    learner is gone (an erasure resumed or repeated)."""
     async with work.pool.acquire() as conn, conn.transaction():
         subject = work.identities.master.subject(learner_id)
+        known = await conn.fetchval("SELECT 1 FROM learning.learners WHERE id = $1", learner_id)
+        if not known and await rights_requests.get_request(conn, request_id) is None:
+            raise RequestError(f"no learner {learner_id} in the database; check the id")
         request = await rights_requests.open_request(
             conn,
             request_id,
