@@ -38,7 +38,7 @@ from nemo_context.snapshots.store import (
     canonical_json,
     persist_snapshot,
 )
-from nemo_core.db import Pool, create_pool
+from nemo_core.db import Pool, connect, create_pool
 from nemo_core.deadlines import set_time_remaining
 from nemo_core.errors import ServiceError
 from nemo_protos.context.v1 import conversation_pb2 as cv
@@ -530,3 +530,31 @@ async def test_struct_keys_that_look_like_old_names_are_data_and_stay(
     stored = await store.put(owner_of(learner_ref), canonical_json(bundle), kind=CONVERSATION_KIND)
     snapshot = (await read_snapshot(store, stored.input_ref)).message
     assert snapshot.conversation_bundle == bundle
+
+
+async def test_a_key_destroyed_under_a_cached_copy_fails_one_snapshot_and_is_read_again(
+    tmp_path: Path, context_pool: Pool, owner_dsn: str
+) -> None:
+    store = DigestedSnapshotStore(
+        LocalDirectoryObjects(tmp_path), context_pool, keys=keys_for(context_pool),
+        write_timeout_seconds=10,
+    )  # fmt: skip
+    learner_ref = new_learner_ref()
+    owner = owner_of(learner_ref)
+    first = await persist_snapshot(store, owner, sample_bundle(learner_ref))
+    assert first is not None
+    conn = await connect(owner_dsn)
+    try:
+        # What an erasure or a purge of the key does, while this store still holds it.
+        await conn.execute(
+            "DELETE FROM learning.snapshot_keys WHERE subject = $1",
+            store.keys.master.subject(owner.learner_id),
+        )
+    finally:
+        await conn.close()
+    assert await persist_snapshot(store, owner, sample_bundle(learner_ref)) is None
+    third = await persist_snapshot(store, owner, sample_bundle(learner_ref))
+    assert third is not None
+    assert (await store.get(third.input_ref)).sha256 == third.sha256
+    with pytest.raises(SnapshotNotFoundError):
+        await store.get(first.input_ref)  # its digest went with its key

@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Final, Protocol, TypeVar
 
+import asyncpg
 from google.protobuf.message import Message
 from opentelemetry import metrics
 
@@ -193,17 +194,23 @@ class DigestedSnapshotStore:
             data_key = await self.keys.for_learner(owner.learner_id)
             # Object first: a digest row always points at an object that was fully written.
             await self.objects.put(stored.input_ref, seal(data_key.key, stored.input_ref, body))
-            await self._digests.record(
-                DigestRow(
-                    stored.input_ref,
-                    owner.learner_ref,
-                    stored.sha256,
-                    len(body),
-                    created_at,
-                    kind,
-                    data_key.key_id,
+            try:
+                await self._digests.record(
+                    DigestRow(
+                        stored.input_ref,
+                        owner.learner_ref,
+                        stored.sha256,
+                        len(body),
+                        created_at,
+                        kind,
+                        data_key.key_id,
+                    )
                 )
-            )
+            except asyncpg.ForeignKeyViolationError:
+                # The key was destroyed (an erasure, or a purge of an unused key) while this
+                # process held it: the next snapshot reads the learner's key again.
+                self.keys.forget(self.keys.master.subject(owner.learner_id))
+                raise
         return stored
 
     async def get(self, input_ref: str) -> VerifiedSnapshot:
