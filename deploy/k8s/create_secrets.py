@@ -4,18 +4,19 @@
 
     python3 deploy/k8s/create_secrets.py --namespace nemo \\
         --owner-database-url 'postgresql://nemo_owner:...@db.internal:5432/nemo?sslmode=require' \\
-        --pseudonym-key-file pseudonym.key \\
+        --pseudonym-key-file pseudonym.key --snapshot-master-key-file snapshot-master.key \\
         --llm-api-key-file llm.key --embedding-api-key-file embedding.key \\
         --caller-tokens-out caller-tokens.json | kubectl apply -f -
 
 Every run generates new login passwords for the nemo_context and nemo_toolplane roles and new
 caller tokens. To rotate them, follow "Rotate service credentials" in
 docs/operations/deploy.md: applying a run's output at once cuts callers off until every pod
-has restarted. The pseudonym key is never generated here:
-it decides every learner_ref and must outlive runs of this script (see
-docs/operations/pseudonym-key.md). The tokens of callers outside the namespace (internal
-services, operators, the audit reader) are written to --caller-tokens-out, readable by the
-owner only, to hand over through your secret store.
+has restarted. The pseudonym key and the snapshot master key are never generated here: the
+first decides every learner_ref, the second unlocks every snapshot, and both must outlive runs
+of this script (see docs/operations/pseudonym-key.md and docs/operations/learner-rights.md).
+The tokens of callers outside the namespace (internal services, operators, the audit reader)
+are written to --caller-tokens-out, readable by the owner only, to hand over through your
+secret store.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ CALLER_IDENTITIES: Mapping[str, tuple[str, ...]] = {
     "toolplane": ("context",),
     "audit": ("context",),
     "internal": ("gateway", "toolplane"),
-    "platform": ("toolplane",),
+    "platform": ("toolplane", "context"),
     "operator": ("toolplane",),
 }
 
@@ -100,14 +101,17 @@ def build_secrets(
     namespace: str,
     owner_database_url: str,
     pseudonym_key: str,
+    snapshot_master_key: str,
     llm_api_key: str,
     embedding_api_key: str,
 ) -> tuple[list[dict[str, Any]], dict[str, str]]:
     """The Secrets of ``namespace`` and the caller tokens generated for them."""
-    if len(pseudonym_key) < MIN_PSEUDONYM_KEY_LENGTH:
-        raise SecretsError(
-            f"the pseudonym key must be at least {MIN_PSEUDONYM_KEY_LENGTH} characters"
-        )
+    for name, key in (
+        ("pseudonym key", pseudonym_key),
+        ("snapshot master key", snapshot_master_key),
+    ):
+        if len(key) < MIN_PSEUDONYM_KEY_LENGTH:
+            raise SecretsError(f"the {name} must be at least {MIN_PSEUDONYM_KEY_LENGTH} characters")
     passwords = {service: _random_token() for service in SERVICE_ROLES}
     tokens = {identity: _random_token() for identity in CALLER_IDENTITIES}
 
@@ -138,6 +142,7 @@ def build_secrets(
             for service, role in SERVICE_ROLES.items()
         ),
         _secret("nemo-pseudonym-key", namespace, {"key": pseudonym_key}),
+        _secret("nemo-snapshot-master-key", namespace, {"key": snapshot_master_key}),
         _secret(
             "nemo-model-keys",
             namespace,
@@ -173,6 +178,13 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         required=True,
         help=f"file holding the pseudonym key (at least {MIN_PSEUDONYM_KEY_LENGTH} characters)",
     )
+    parser.add_argument(
+        "--snapshot-master-key-file",
+        type=Path,
+        required=True,
+        help="file holding the snapshot master key, which wraps every learner's snapshot key "
+        f"(at least {MIN_PSEUDONYM_KEY_LENGTH} characters)",
+    )
     parser.add_argument("--llm-api-key-file", type=Path, help="file holding the LLM API key")
     parser.add_argument(
         "--embedding-api-key-file", type=Path, help="file holding the embedding API key"
@@ -195,6 +207,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             namespace=args.namespace,
             owner_database_url=args.owner_database_url,
             pseudonym_key=_read_secret_file(args.pseudonym_key_file),
+            snapshot_master_key=_read_secret_file(args.snapshot_master_key_file),
             # No key is fine for the baseline provider and for local model servers.
             llm_api_key=_read_secret_file(args.llm_api_key_file) if args.llm_api_key_file else "",
             embedding_api_key=(
