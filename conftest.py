@@ -20,7 +20,9 @@ from pathlib import Path
 import pytest
 
 from nemo_core.db import connect, dsn_with
+from nemo_devtools.oauth_server import Account
 from nemo_ops.embedded_pg import start_embedded_postgres
+from nemo_ops.local_oauth import seeded_accounts
 from nemo_ops.migrate import migrate, role_passwords_from_env
 from nemo_ops.seed import seed
 
@@ -127,3 +129,9 @@ def context_dsn(owner_dsn: str) -> str:
 def toolplane_dsn(owner_dsn: str) -> str:
     """DSN of the tool plane's role (``nemo_toolplane``) on the session's database."""
     return _role_dsn(owner_dsn, "nemo_toolplane", "NEMO_DB_TOOLPLANE_PASSWORD")
+
+
+@pytest.fixture(scope="session")
+def oauth_accounts() -> list[Account]:
+    """Who may sign in at the ``oauth_server`` fixture: the seeded users."""
+    return seeded_accounts()

@@ -11,6 +11,10 @@ fault tests can take one away under load and bring it back::
     finally:
         await stack.stop()
 
+With ``oauth=True`` the stack also runs its own local authorization server (the seeded users sign
+in), and ``await stack.oauth_tokens("U-2041-P1", scopes=[...])`` is a person's tokens for the
+stack's edge; tests that share one server for the session use the ``oauth_server`` fixture.
+
 Processes get SIGTERM from the kernel if the test process dies (PR_SET_PDEATHSIG), so none
 outlives its test run.
 """
@@ -24,13 +28,16 @@ import os
 import secrets
 import signal
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from nemo_core.db import connect
 from nemo_core.settings import DEFAULT_CALLER_TOKEN_METADATA_KEY
+from nemo_devtools.oauth_client import Tokens
+from nemo_devtools.oauth_server import TOOL_SCOPES
+from nemo_ops.local_oauth import seeded_accounts
 from nemo_ops.migrate import ROLE_PASSWORD_ENV
 from nemo_ops.service_processes import CALLER_IDENTITIES as CALLER_IDENTITIES
 from nemo_ops.service_processes import (
@@ -43,6 +50,7 @@ from nemo_ops.service_processes import (
 )
 from nemo_ops.service_processes import grpc_serving as grpc_serving
 from nemo_ops.service_processes import http_ok as http_ok
+from nemo_testing.oauth import OAuthServer, running_authorization_server
 from nemo_testing.ports import free_port
 from nemo_testing.s3 import S3Endpoint, context_snapshot_environment, create_bucket
 from nemo_toolplane.tokens import issue_token
@@ -187,6 +195,9 @@ class Stack:
     caller_tokens: dict[str, str]
     agent_tokens: dict[str, str] = field(default_factory=dict)
     token_label: str = ""
+    #: The stack's own authorization server (``start_stack(..., oauth=True)``).
+    oauth: OAuthServer | None = None
+    _stop_oauth: contextlib.AsyncExitStack = field(default_factory=contextlib.AsyncExitStack)
 
     @property
     def services(self) -> dict[str, ServiceProcess]:
@@ -209,10 +220,19 @@ class Stack:
             await conn.close()
         return issued.token
 
+    async def oauth_tokens(self, user: str, scopes: Sequence[str] = TOOL_SCOPES) -> Tokens:
+        """``user``'s tokens for this stack's edge from its authorization server, through the
+        development sign-in and consent (the development client of the learning agent)."""
+        if self.oauth is None:
+            raise RuntimeError("this stack runs no authorization server: start it with oauth=True")
+        return await self.oauth.tokens(user, resource=self.mcp_url, scopes=scopes)
+
     async def stop(self) -> None:
-        """Stop every service that still runs (gateway and tool plane before context)."""
+        """Stop every service that still runs (gateway and tool plane before context), then
+        the authorization server."""
         for service in (self.gateway, self.toolplane, self.context):
             await service.shutdown()
+        await self._stop_oauth.aclose()
 
 
 def _role_passwords() -> dict[str, str]:
@@ -266,6 +286,7 @@ async def start_stack(
     provider: str = "openai",
     otlp_endpoint: str | None = None,
     extra_env: Mapping[str, Mapping[str, str]] | None = None,
+    oauth: bool = False,
 ) -> Stack:
     """Start the three services against ``owner_dsn`` and return once all serve.
 
@@ -275,7 +296,8 @@ async def start_stack(
     ``otlp_endpoint`` (``http://127.0.0.1:PORT``) exports traces and metrics there.
     ``extra_env`` adds variables per service name (context, gateway, toolplane). Role
     passwords come from ``NEMO_DB_CONTEXT_PASSWORD`` / ``NEMO_DB_TOOLPLANE_PASSWORD`` as in the
-    suite's database fixtures.
+    suite's database fixtures. ``oauth`` starts a local authorization server first
+    (``stack.oauth``), in ``state_dir/oauth``.
     """
     (state_dir / "logs").mkdir(parents=True, exist_ok=True)
     write_pseudonym_key(state_dir / "pseudonym.key")
@@ -285,6 +307,45 @@ async def start_stack(
     role_passwords = _role_passwords()
     if s3 is not None:
         await create_bucket(s3, s3_bucket)
+    oauth_exit = contextlib.AsyncExitStack()
+    oauth_server = None
+    if oauth:
+        oauth_server = await oauth_exit.enter_async_context(
+            running_authorization_server(state_dir / "oauth", seeded_accounts())
+        )
+    try:
+        stack = await _start_services(
+            owner_dsn,
+            state_dir,
+            caller_tokens,
+            agent_tokens,
+            label,
+            role_passwords,
+            s3=s3,
+            s3_bucket=s3_bucket,
+            provider_base_url=provider_base_url,
+            provider=provider,
+            otlp_endpoint=otlp_endpoint,
+            extra_env=extra_env or {},
+            oauth=oauth_server,
+        )
+    except BaseException:
+        await oauth_exit.aclose()
+        raise
+    stack._stop_oauth = oauth_exit
+    return stack
+
+
+async def _start_services(
+    owner_dsn: str,
+    state_dir: Path,
+    caller_tokens: dict[str, str],
+    agent_tokens: dict[str, str],
+    label: str,
+    role_passwords: Mapping[str, str],
+    **assembly: Any,
+) -> Stack:
+    """The three services on free ports, serving; new ports when one was taken meanwhile."""
     for attempt in range(1, _START_ATTEMPTS + 1):
         # A port that was free a moment ago can be taken before a service binds it (by another
         # test's connection): then that service exits at start, and the stack gets new ports.
@@ -297,12 +358,7 @@ async def start_stack(
             agent_tokens,
             label,
             envs=service_environments(owner_dsn, ports, caller_tokens, state_dir, role_passwords),
-            s3=s3,
-            s3_bucket=s3_bucket,
-            provider_base_url=provider_base_url,
-            provider=provider,
-            otlp_endpoint=otlp_endpoint,
-            extra_env=extra_env or {},
+            **assembly,
         )
         try:
             for service in stack.services.values():
@@ -335,6 +391,7 @@ def _assemble(
     provider: str,
     otlp_endpoint: str | None,
     extra_env: Mapping[str, Mapping[str, str]],
+    oauth: OAuthServer | None = None,
 ) -> Stack:
     """The stack's service processes (not started yet) with their environments."""
     if s3 is not None:
@@ -367,6 +424,7 @@ def _assemble(
         caller_tokens=caller_tokens,
         agent_tokens=agent_tokens,
         token_label=label,
+        oauth=oauth,
     )
 
 

@@ -27,8 +27,11 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
     ProtoReflectionDescriptorDatabase,
 )
+from joserfc import jwt
+from joserfc.jwk import KeySet
 
 from nemo_core.errors import error_details
+from nemo_ops.cli import main
 from nemo_ops.embedded_pg import start_embedded_postgres
 from nemo_protos.context.v1 import context_service_pb2, context_service_pb2_grpc
 from nemo_protos.gateway.v1 import gateway_service_pb2, gateway_service_pb2_grpc
@@ -46,6 +49,8 @@ REQUIRED_VARIABLES = (
     "NEMO_GATEWAY_ADDR",
     "NEMO_TOOLPLANE_ADDR",
     "NEMO_MCP_URL",
+    "NEMO_OAUTH_ISSUER",
+    "NEMO_DEV_OAUTH_CLIENT_ID",
     "NEMO_CALLER_TOKEN_METADATA_KEY",
     "NEMO_DEV_TOKEN_LEARNING_AGENT",
     "NEMO_DEV_TOKEN_RESEARCH_AGENT",
@@ -56,6 +61,10 @@ REQUIRED_VARIABLES = (
     "NEMO_DEV_CALLER_TOKEN_PLATFORM",
     "NEMO_DEV_CALLER_TOKEN_OPERATOR",
     "NEMO_DEV_CALLER_TOKEN_AUDIT",
+    "NEMO_CONTEXT_SNAPSHOT_DIR",
+    "NEMO_CONTEXT_PSEUDONYM_KEY_FILE",
+    "NEMO_CONTEXT_SNAPSHOT_MASTER_KEY_FILE",
+    "NEMO_OPERATOR_TOKEN",
 )
 
 SERVICE_RPCS = {
@@ -106,7 +115,7 @@ def _args(state_dir: Path, ports: list[str]) -> list[str]:
     return [
         *(NEMO, "dev", "up", "--state-dir", str(state_dir)),
         *("--context-port", ports[0], "--gateway-port", ports[1]),
-        *("--toolplane-port", ports[2], "--mcp-port", ports[3]),
+        *("--toolplane-port", ports[2], "--mcp-port", ports[3], "--oauth-port", ports[4]),
     ]
 
 
@@ -130,7 +139,7 @@ def _written_at(path: Path) -> int | None:
 def _start(
     state_dir: Path, *, database_url: str | None = None, local_model: bool = False
 ) -> DevStack:
-    ports = [str(free_port()) for _ in range(4)]
+    ports = [str(free_port()) for _ in range(5)]
     env = _environment(database_url)
     args = _args(state_dir, ports)
     if local_model:
@@ -196,8 +205,11 @@ async def test_every_service_is_serving(dev_stack: DevStack) -> None:
             )
             assert reply.status == health_pb2.HealthCheckResponse.SERVING
     mcp_health = dev_stack.env["NEMO_MCP_URL"].removesuffix("/mcp") + "/health"
+    issuer = dev_stack.env["NEMO_OAUTH_ISSUER"]
     async with httpx.AsyncClient() as client:
         assert (await client.get(mcp_health)).status_code == 200
+        discovery = await client.get(f"{issuer}/.well-known/openid-configuration")
+        assert discovery.json()["issuer"] == issuer
 
 
 @pytest.mark.parametrize("variable", sorted(SERVICE_RPCS))
@@ -245,11 +257,110 @@ async def test_callers_are_authenticated_and_checked(dev_stack: DevStack) -> Non
         assert "tutor_hint" in {purpose.name for purpose in purposes.purposes}
 
 
+def _oauth_token(stack: DevStack, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [NEMO, "dev", "oauth-token", "--state-dir", str(stack.state_dir), *args],
+        capture_output=True,
+        text=True,
+        env=_environment(),
+        timeout=60,
+    )
+
+
+def test_oauth_token_signs_a_seeded_user_in_and_prints_the_token_last(
+    dev_stack: DevStack,
+) -> None:
+    env = dev_stack.env
+    done = _oauth_token(dev_stack, "--user", "U-2041-P4", "--scope", "learner.read")
+    assert done.returncode == 0, done.stderr
+    token = done.stdout.strip().splitlines()[-1]
+    issuer = env["NEMO_OAUTH_ISSUER"]
+    metadata = httpx.get(f"{issuer}/.well-known/openid-configuration", timeout=10).json()
+    keys = KeySet.import_key_set(httpx.get(metadata["jwks_uri"], timeout=10).json())
+    claims = jwt.decode(token, keys, algorithms=["RS256"]).claims
+    assert claims["iss"] == issuer
+    assert claims["aud"] == env["NEMO_MCP_URL"]
+    assert claims["sub"] == "U-2041-P4"
+    assert claims["client_id"] == env["NEMO_DEV_OAUTH_CLIENT_ID"]
+    assert claims["scope"] == "learner.read"
+
+
+@pytest.mark.parametrize(
+    ("args", "error"),
+    [
+        (["--user", "U-0000-X9"], "sign-in refused: unknown user: U-0000-X9"),
+        (
+            ["--user", "U-2041-P1", "--resource", "https://edge.example.org/mcp"],
+            "authorization refused: invalid_target: ",
+        ),
+    ],
+)
+def test_oauth_token_refusals_are_one_line_and_exit_1(
+    dev_stack: DevStack, capsys: pytest.CaptureFixture[str], args: list[str], error: str
+) -> None:
+    assert main(["dev", "oauth-token", "--state-dir", str(dev_stack.state_dir), *args]) == 1
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.startswith(f"nemo dev: error: {error}")
+    assert len(err.strip().splitlines()) == 1
+
+
+def _nemo(stack: DevStack, *args: str) -> subprocess.CompletedProcess[str]:
+    """The nemo command from the project root, in a shell that sourced the stack's dev.env."""
+    env = {**os.environ, **stack.env}
+    return subprocess.run(
+        [NEMO, *args], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+async def test_retention_and_rights_work_with_dev_env(dev_stack: DevStack) -> None:
+    retention = _nemo(dev_stack, "retention")
+    assert retention.returncode == 0, retention.stderr
+    assert "snapshots" in retention.stdout
+    assert "erasure_ledger" in retention.stdout
+
+    restricted = _nemo(
+        dev_stack, "rights", "restrict", "--learner", "L-2041-2", "--request-id", "DEV-R1",
+        "--requested-by", "U-2041-P1",
+    )  # fmt: skip
+    assert restricted.returncode == 0, restricted.stderr
+    listed = _nemo(dev_stack, "rights", "list")
+    assert "DEV-R1" in listed.stdout
+    assert "in_effect" in listed.stdout
+    key = dev_stack.env["NEMO_CALLER_TOKEN_METADATA_KEY"]
+    gateway = ((key, dev_stack.env["NEMO_DEV_CALLER_TOKEN_GATEWAY"]),)
+    request = context_service_pb2.BuildContextRequest(learner_id="L-2041-2", purpose="tutor_hint")
+    async with grpc.aio.insecure_channel(dev_stack.env["NEMO_CONTEXT_ADDR"]) as channel:
+        stub = context_service_pb2_grpc.ContextServiceStub(channel)
+        refused: grpc.aio.AioRpcError | None = None
+        deadline = time.monotonic() + 10
+        while refused is None:  # the service reads blocks again within seconds
+            try:
+                await stub.BuildContext(request, timeout=5, metadata=gateway)
+            except grpc.aio.AioRpcError as error:
+                refused = error
+            assert time.monotonic() < deadline, "the restriction never applied"
+            await asyncio.sleep(0.5)
+        assert refused.code() is grpc.StatusCode.FAILED_PRECONDITION
+        assert error_details(refused).reason == "LEARNER_RESTRICTED"
+        lifted = _nemo(dev_stack, "rights", "lift", "--request-id", "DEV-R1")
+        assert lifted.returncode == 0, lifted.stderr
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                await stub.BuildContext(request, timeout=5, metadata=gateway)
+                break
+            except grpc.aio.AioRpcError:
+                assert time.monotonic() < deadline, "the restriction was never lifted"
+                await asyncio.sleep(0.5)
+
+
 def _ports_of(stack: DevStack) -> list[str]:
     return [
         *(stack.env[name].rsplit(":", 1)[1] for name in ("NEMO_CONTEXT_ADDR", "NEMO_GATEWAY_ADDR")),
         stack.env["NEMO_TOOLPLANE_ADDR"].rsplit(":", 1)[1],
         str(httpx.URL(stack.env["NEMO_MCP_URL"]).port),
+        str(httpx.URL(stack.env["NEMO_OAUTH_ISSUER"]).port),
     ]
 
 
@@ -290,7 +401,7 @@ def test_a_run_whose_port_is_taken_is_refused_before_it_starts_anything(
 ) -> None:
     state_dir = fast_scratch_dir / "dev-stack-port-taken"
     taken = _ports_of(dev_stack)[0]
-    ports = [taken, *(str(free_port()) for _ in range(3))]
+    ports = [taken, *(str(free_port()) for _ in range(4))]
     second = subprocess.run(
         _args(state_dir, ports), capture_output=True, text=True, env=_environment(), timeout=60
     )
@@ -341,9 +452,9 @@ async def test_services_do_not_outlive_a_killed_stack(fast_scratch_dir: Path) ->
     services = [
         child
         for child in psutil.Process(stack.process.pid).children(recursive=True)
-        if "nemo_" in " ".join(child.cmdline())
+        if "nemo_" in " ".join(child.cmdline()) or "server.mjs" in " ".join(child.cmdline())
     ]
-    assert len(services) == 3
+    assert len(services) == 4, "three services and the authorization server"
     stack.process.kill()
     stack.process.wait()
     _, alive = await asyncio.to_thread(psutil.wait_procs, services, STOP_SECONDS)

@@ -19,6 +19,7 @@ WORKDIR /src
 COPY pyproject.toml uv.lock ./
 COPY libs/nemo-protos/pyproject.toml libs/nemo-protos/
 COPY libs/nemo-core/pyproject.toml libs/nemo-core/
+COPY libs/nemo-devtools/pyproject.toml libs/nemo-devtools/
 COPY services/context/pyproject.toml services/context/
 COPY services/gateway/pyproject.toml services/gateway/
 COPY services/toolplane/pyproject.toml services/toolplane/
@@ -31,6 +32,7 @@ RUN --mount=type=cache,target=/root/.cache/uv \
 # as wheels (not editable) so the runtime stage needs nothing from /src.
 COPY libs/nemo-protos libs/nemo-protos
 COPY libs/nemo-core libs/nemo-core
+COPY libs/nemo-devtools libs/nemo-devtools
 COPY services/context services/context
 COPY services/gateway services/gateway
 COPY services/toolplane services/toolplane

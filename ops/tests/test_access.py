@@ -417,7 +417,7 @@ async def test_the_identifier_key_digests_and_the_hmac_helpers_are_the_owners_al
     owner: asyncpg.Connection, context: asyncpg.Connection
 ) -> None:
     # With the digests or the helpers, the context role could fingerprint with a key of its own
-    # choosing and test guesses about the circle offline (ADR 0011).
+    # choosing and test guesses about the circle offline (ADR 0014).
     for table in ("learning.identifier_keys",):
         for privilege in ("SELECT", "INSERT", "UPDATE", "DELETE"):
             assert not await owner.fetchval(

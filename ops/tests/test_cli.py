@@ -166,3 +166,50 @@ async def test_seed_before_migrate_fails(make_empty_database: DatabaseFactory) -
     code, _, err = await _run("seed", "--database-url", dsn)
     assert code == 1
     assert "run `nemo migrate` first" in err
+
+
+def test_oauth_token_without_a_stack_says_to_start_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["dev", "oauth-token", "--user", "U-2041-P1", "--state-dir", str(tmp_path)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        "nemo dev: error: no --issuer: pass it, or start the stack (`make run`) so "
+        "dev.env names NEMO_OAUTH_ISSUER"
+    ]
+
+
+def test_oauth_token_needs_a_user(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as usage:
+        main(["dev", "oauth-token"])
+    assert usage.value.code == 2
+    assert "--user" in capsys.readouterr().err
+
+
+def test_oauth_token_with_no_server_at_the_issuer_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    issuer = f"http://127.0.0.1:{free_port()}"
+    args = ["--user", "U-2041-P1", "--issuer", issuer, "--client", "c", "--resource", "http://r"]
+    assert main(["dev", "oauth-token", "--state-dir", str(tmp_path), *args]) == 1
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"nemo dev: error: the authorization server at {issuer} does not answer")
+
+
+def test_dev_up_without_npm_says_so_before_it_starts_anything(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))  # no npm there, nor anywhere else
+    monkeypatch.setenv("NEMO_NODE_TOOLS_CACHE", str(tmp_path / "node-tools"))  # nothing installed
+    state_dir = tmp_path / "state"
+    ports = [
+        *("--context-port", str(free_port()), "--gateway-port", str(free_port())),
+        *("--toolplane-port", str(free_port()), "--mcp-port", str(free_port())),
+        *("--oauth-port", str(free_port())),
+    ]
+    assert main(["dev", "up", "--state-dir", str(state_dir), *ports]) == 1
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("nemo dev: error: `nemo dev up` runs a local authorization server")
+    assert "npm is not on PATH" in line
+    assert "apt-get install npm" in line
+    assert not (state_dir / "pgdata").exists()

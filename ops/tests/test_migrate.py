@@ -8,13 +8,14 @@ import dataclasses
 import hashlib
 import hmac
 import os
+import secrets
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import asyncpg
 import pytest
 
-from nemo_core.db import connect
+from nemo_core.db import connect, create_pool
 from nemo_ops.migrate import (
     MIGRATIONS_TABLE,
     Migration,
@@ -23,6 +24,8 @@ from nemo_ops.migrate import (
     migrate,
     role_passwords_from_env,
 )
+from nemo_toolplane.rules.store import RulesStore
+from nemo_toolplane.tokens import hash_token
 
 DatabaseFactory = Callable[[], Awaitable[str]]
 
@@ -229,3 +232,54 @@ async def test_the_database_refuses_keys_too_plain_for_the_identifier_gate(
             await conn.execute(f"INSERT INTO {table} {columns} VALUES {row}")
     finally:
         await conn.close()
+
+
+async def test_legacy_agent_tokens_keep_working_as_unbound_agent_tokens(
+    make_empty_database: DatabaseFactory,
+) -> None:
+    dsn = await make_empty_database()
+    known = load_migrations()
+    [move] = [m for m in known if m.name == "toolplane_legacy_agent_tokens"]
+    await migrate(dsn, migrations=[m for m in known if m.version < move.version])
+    legacy = {agent: f"nemo_at_{secrets.token_urlsafe(32)}" for agent in ("agent-on", "agent-off")}
+    conn = await connect(dsn)
+    try:
+        for agent_id, status in (
+            ("agent-on", "active"),
+            ("agent-off", "disabled"),
+            ("agent-new", "active"),
+        ):
+            token = legacy.get(agent_id)
+            await conn.execute(
+                "INSERT INTO toolplane.agents (id, name, status, token_hash) "
+                "VALUES ($1, $1, $2, $3)",
+                agent_id,
+                status,
+                hash_token(token) if token else None,
+            )
+        await migrate(dsn, migrations=known)
+        moved = await conn.fetch(
+            "SELECT agent_id, user_id, revoked_at FROM toolplane.agent_tokens ORDER BY agent_id"
+        )
+        assert [tuple(row) for row in moved] == [
+            ("agent-off", None, None),
+            ("agent-on", None, None),
+        ]
+        assert not await conn.fetchval(
+            "SELECT count(*) FROM information_schema.columns WHERE table_schema = 'toolplane' "
+            "AND table_name = 'agents' AND column_name = 'token_hash'"
+        )
+    finally:
+        await conn.close()
+    pool = await create_pool(dsn, max_size=1)
+    try:
+        store = RulesStore(pool)
+        # The active agent's token still authenticates it, unbound, now under a token id.
+        agent = await store.load(legacy["agent-on"])
+        assert agent is not None
+        assert (agent.identity.agent_id, agent.identity.bound_user_id) == ("agent-on", None)
+        assert agent.identity.token_id
+        # A disabled agent's token stays refused, as it was.
+        assert await store.load(legacy["agent-off"]) is None
+    finally:
+        await pool.close()

@@ -258,7 +258,6 @@ async def test_agents_grants_and_policies(owner: asyncpg.Connection) -> None:
 
     # Tokens are issued by an operator command, never seeded.
     assert await owner.fetchval("SELECT count(*) FROM toolplane.agent_tokens") == 0
-    assert await owner.fetchval("SELECT count(token_hash) FROM toolplane.agents") == 0
     assert await _column(owner, "SELECT id FROM toolplane.agents ORDER BY id") == [
         "engineering-agent",
         "learning-agent",

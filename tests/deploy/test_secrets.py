@@ -39,12 +39,14 @@ MODEL_KEY_SECRETS = {"nemo-model-keys"}
 
 #: Each workload and exactly the Secrets its pods may see.
 EXPECTED_SECRETS: dict[str, set[str]] = {
-    # Database role nemo_context, pseudonym and identifier keys, accepted caller tokens,
+    # Database role nemo_context, pseudonym, identifier and snapshot master keys, accepted
+    # caller tokens,
     # optional S3 keys.
     "nemo-context": {
         "nemo-context-database",
         "nemo-pseudonym-key",
         "nemo-identifier-key",
+        "nemo-snapshot-master-key",
         "nemo-context-callers",
         "nemo-context-s3",
     },
@@ -58,6 +60,14 @@ EXPECTED_SECRETS: dict[str, set[str]] = {
     },
     # The owner role and the two role passwords it sets.
     "nemo-migrate": {"nemo-migrate-database"},
+    # The owner role (only its URL), the snapshot bucket's keys, and the keys the context
+    # settings need to load.
+    "nemo-purge": {
+        "nemo-migrate-database",
+        "nemo-context-s3",
+        "nemo-pseudonym-key",
+        "nemo-snapshot-master-key",
+    },
 }
 
 # Names of settings that hold a secret: they may only point at a mounted file (``..._FILE``).
@@ -118,6 +128,7 @@ def _generated(namespace: str = "nemo") -> tuple[dict[str, dict[str, str]], dict
         owner_database_url="postgresql://nemo_owner:owner%40pw@db.internal:5432/nemo?sslmode=require",
         pseudonym_key="k" * 64,
         identifier_key="i" * 32,
+        snapshot_master_key="m" * 64,
         llm_api_key="llm-key",
         embedding_api_key="embedding-key",
     )
@@ -207,6 +218,8 @@ def _run_script(tmp_path: Path, key: str) -> subprocess.CompletedProcess[str]:
             str(tmp_path / "pseudonym.key"),
             "--identifier-key-file",
             str(tmp_path / "identifier.key"),
+            "--snapshot-master-key-file",
+            str(tmp_path / "pseudonym.key"),
             "--llm-api-key-file",
             str(tmp_path / "llm.key"),
             "--caller-tokens-out",

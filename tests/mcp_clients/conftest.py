@@ -1,6 +1,6 @@
 """Fixtures of the external-client tests: the official MCP clients from the npm registry, pinned in
 ``node/package.json`` and ``node/package-lock.json`` and installed once per lockfile (see
-:mod:`nemo_testing.node`), run against the shared stack, which is configured like ``make run``."""
+:mod:`nemo_devtools.node`), run against the shared stack, which is configured like ``make run``."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from nemo_testing import node
+from nemo_devtools import node
 from nemo_toolplane.mcp.endpoint import ERROR_META_KEY
 from tests.stack import Stack
 

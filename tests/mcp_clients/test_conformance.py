@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from nemo_testing.node import NodeTools
+from nemo_devtools.node import NodeTools
 from tests.stack import Stack
 
 from .bearer_proxy import bearer_proxy

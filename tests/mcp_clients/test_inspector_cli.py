@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from nemo_testing.node import NodeTools
+from nemo_devtools.node import NodeTools
 from tests.stack import Stack
 
 from .conftest import error_envelope, listed_tool_names, run_node

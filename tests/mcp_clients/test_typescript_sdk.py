@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from nemo_testing.node import NodeTools
+from nemo_devtools.node import NodeTools
 from tests.stack import Stack
 
 from .conftest import NODE_PROJECT, error_envelope, listed_tool_names, run_node

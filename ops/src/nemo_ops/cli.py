@@ -19,6 +19,7 @@ from pathlib import Path
 
 import asyncpg
 
+from nemo_devtools.oauth_server import AuthorizationServerUnavailable
 from nemo_ops import (
     agent_tokens,
     approvals,
@@ -26,9 +27,12 @@ from nemo_ops import (
     dev,
     local_model,
     migrate,
+    oauth_token,
     operator_accounts,
     policies,
-    purge_snapshots,
+    purge,
+    retention,
+    rights,
     seed,
     settings_doc,
     sync_tools,
@@ -70,13 +74,9 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
     Subcommand(
         "settings", settings_doc.HELP, settings_doc.configure_parser, settings_doc.run_command
     ),
-    Subcommand(
-        "purge-snapshots",
-        purge_snapshots.HELP,
-        purge_snapshots.configure_parser,
-        purge_snapshots.run_command,
-        True,
-    ),
+    Subcommand("purge", purge.HELP, purge.configure_parser, purge.run_command, True),
+    Subcommand("retention", retention.HELP, retention.configure_parser, retention.run_command),
+    Subcommand("rights", rights.HELP, rights.configure_parser, rights.run_command, True),
     Subcommand(
         "sync-tools", sync_tools.HELP, sync_tools.configure_parser, sync_tools.run_command, True
     ),
@@ -103,6 +103,8 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
 _EXPECTED_FAILURES: tuple[type[BaseException], ...] = (
     dev.DevStackError,
     local_model.LocalModelUnavailable,
+    AuthorizationServerUnavailable,
+    oauth_token.OAuthTokenError,
     EmbeddedPostgresError,
     ValueError,  # a malformed URL or value given on the command line or in the environment
     migrate.MigrationError,

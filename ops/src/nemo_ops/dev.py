@@ -1,7 +1,8 @@
 """`nemo dev up`: the whole stack on one machine, on embedded defaults.
 
 Starts embedded PostgreSQL (or uses ``DATABASE_URL``), migrates, seeds, issues demo agent tokens,
-starts the three services as separate processes, waits until each reports SERVING, writes
+starts the local authorization server (an OpenID provider on Node, which signs in the seeded
+users) and the three services as separate processes, waits until each serves, writes
 ``<state-dir>/dev.env`` and stops everything it started on Ctrl-C or SIGTERM. With
 ``NEMO_GATEWAY_PROVIDER=local`` it first starts the local model server (SmolLM2-135M-Instruct,
 built by ``make local-model``) and points the gateway at it.
@@ -26,7 +27,8 @@ from pathlib import Path
 
 from nemo_core.db import connect, dsn_with
 from nemo_core.settings import DEFAULT_CALLER_TOKEN_METADATA_KEY
-from nemo_ops import local_model
+from nemo_devtools.oauth_server import DEV_PASSWORD, start_authorization_server
+from nemo_ops import local_model, local_oauth, oauth_token
 from nemo_ops.embedded_pg import EmbeddedPostgres, start_embedded_postgres
 from nemo_ops.migrate import migrate, role_passwords_from_env
 from nemo_ops.seed import seed
@@ -42,16 +44,20 @@ from nemo_ops.service_processes import (
     write_private,
 )
 from nemo_ops.service_processes import log_tail as read_log_tail
+from nemo_toolplane import operators
 from nemo_toolplane.tokens import issue_token, revoke_tokens_labelled
 from nemo_toolplane.tool_sync import sync_tools
 from nemo_toolplane.tools import build_registry
 
-HELP = "start the whole stack locally (embedded PostgreSQL unless DATABASE_URL is set)"
+HELP = "the local stack: `up` starts it, `oauth-token` gets a person's OAuth token from it"
 
 DATABASE_NAME = "nemo"
 DEV_TOKEN_LABEL = "dev-stack"  # noqa: S105  the label of dev tokens, not a token
 STARTUP_TIMEOUT_SECONDS = 60.0
 STOP_TIMEOUT_SECONDS = 8.0
+
+#: The demo privacy operator: `nemo rights` acts as this person on the local stack.
+DEMO_OPERATOR = "privacy-demo"
 
 #: Demo agents and the user a token is bound to (None: unbound).
 DEMO_AGENTS: Mapping[str, str | None] = {
@@ -100,7 +106,8 @@ async def _ensure_database(server_dsn: str) -> str:
     return dsn_with(server_dsn, database=DATABASE_NAME)
 
 
-async def _issue_demo_tokens(owner_dsn: str) -> dict[str, str]:
+async def _issue_demo_tokens(owner_dsn: str) -> tuple[dict[str, str], str]:
+    """The demo agents' tokens and the demo privacy operator's credential."""
     conn = await connect(owner_dsn)
     try:
         async with conn.transaction():
@@ -110,9 +117,23 @@ async def _issue_demo_tokens(owner_dsn: str) -> dict[str, str]:
                 agent: await issue_token(conn, agent, user_id=user, label=DEV_TOKEN_LABEL)
                 for agent, user in DEMO_AGENTS.items()
             }
+            await conn.execute(
+                "INSERT INTO toolplane.operators (id, name) VALUES ($1, 'privacy staff (demo)')"
+                " ON CONFLICT (id) DO NOTHING",
+                DEMO_OPERATOR,
+            )
+            await conn.execute(
+                "UPDATE toolplane.operator_tokens SET revoked_at = now()"
+                " WHERE operator_id = $1 AND label = $2 AND revoked_at IS NULL",
+                DEMO_OPERATOR,
+                DEV_TOKEN_LABEL,
+            )
+            operator = await operators.issue_operator_token(
+                conn, DEMO_OPERATOR, label=DEV_TOKEN_LABEL
+            )
     finally:
         await conn.close()
-    return {agent: token.token for agent, token in issued.items()}
+    return {agent: token.token for agent, token in issued.items()}, operator.token
 
 
 class ServiceProcesses:
@@ -126,6 +147,20 @@ class ServiceProcesses:
         self.processes[name] = await spawn_service(
             name, {**os.environ, **env}, self._log_dir / f"{name}.log"
         )
+
+    async def start_oauth(self, port: int, state_dir: Path) -> str:
+        """The local authorization server, serving its discovery document before the services
+        start; returns its issuer."""
+        name = "oauth"
+        server = await start_authorization_server(
+            port,
+            state_dir,
+            local_oauth.seeded_accounts(),
+            log_path=self._log_dir / f"{name}.log",
+        )
+        self.processes[name] = server.process
+        _progress(f"authorization server is serving at {server.issuer}")
+        return server.issuer
 
     async def start_local_model(self, port: int) -> None:
         """The local model server, loaded and serving before the gateway starts."""
@@ -194,15 +229,22 @@ def dev_env(
     caller_tokens: Mapping[str, str],
     agent_tokens: Mapping[str, str],
     *,
+    oauth_issuer: str,
     local_model_port: int | None = None,
+    context: Mapping[str, str] | None = None,
+    operator_token: str | None = None,
 ) -> dict[str, str]:
-    """What `.nemo/dev.env` holds: where everything is and how to authenticate."""
+    """What `.nemo/dev.env` holds: where everything is and how to authenticate, and what
+    `nemo purge` and `nemo rights` need of the context service's settings (its snapshot
+    directory and keys) and of a person (the demo privacy operator's credential)."""
     env = {
         "DATABASE_URL": owner_dsn,
         "NEMO_CONTEXT_ADDR": f"127.0.0.1:{ports.context}",
         "NEMO_GATEWAY_ADDR": f"127.0.0.1:{ports.gateway}",
         "NEMO_TOOLPLANE_ADDR": f"127.0.0.1:{ports.toolplane}",
         "NEMO_MCP_URL": ports.mcp_url,
+        local_oauth.ISSUER_VARIABLE: oauth_issuer,
+        local_oauth.CLIENT_ID_VARIABLE: local_oauth.DEV_CLIENT_ID,
         "NEMO_CALLER_TOKEN_METADATA_KEY": DEFAULT_CALLER_TOKEN_METADATA_KEY,
     }
     if local_model_port is not None:
@@ -211,7 +253,20 @@ def dev_env(
         env[f"NEMO_DEV_TOKEN_{agent.removesuffix('-agent').upper()}_AGENT"] = token
     for identity, token in sorted(caller_tokens.items()):
         env[f"NEMO_DEV_CALLER_TOKEN_{identity.upper()}"] = token
+    env |= {name: value for name, value in (context or {}).items() if name in _SHARED_CONTEXT}
+    if operator_token is not None:
+        env["NEMO_OPERATOR_TOKEN"] = operator_token
     return env
+
+
+#: The context service's settings the `nemo` command reads too (snapshots, learner names).
+_SHARED_CONTEXT = frozenset(
+    {
+        "NEMO_CONTEXT_SNAPSHOT_DIR",
+        "NEMO_CONTEXT_PSEUDONYM_KEY_FILE",
+        "NEMO_CONTEXT_SNAPSHOT_MASTER_KEY_FILE",
+    }
+)
 
 
 class DevStackError(Exception):
@@ -232,7 +287,9 @@ def _exclusive(state_dir: Path) -> Iterator[None]:
         yield
 
 
-def _check_ports_free(ports: Ports, local_model_port: int | None = None) -> None:
+def _check_ports_free(
+    ports: Ports, local_model_port: int | None = None, oauth_port: int | None = None
+) -> None:
     """Refuse to start when a port is taken: readiness checks would find whatever serves it."""
     checked = [
         ("--context-port", ports.context),
@@ -240,6 +297,8 @@ def _check_ports_free(ports: Ports, local_model_port: int | None = None) -> None
         ("--toolplane-port", ports.toolplane),
         ("--mcp-port", ports.mcp),
     ]
+    if oauth_port is not None:
+        checked.append(("--oauth-port", oauth_port))
     if local_model_port is not None:
         checked.append(("--local-model-port", local_model_port))
     for name, port in checked:
@@ -297,9 +356,11 @@ async def up(
     ports: Ports,
     caller_tokens: Mapping[str, str],
     local_model_port: int | None = None,
+    oauth_port: int = local_oauth.DEFAULT_PORT,
 ) -> int:
-    """Run the stack until a signal arrives; returns the exit code. With
-    ``local_model_port``, the local model server runs there and the gateway uses it."""
+    """Run the stack until a signal arrives; returns the exit code. The authorization server
+    listens on ``oauth_port``. With ``local_model_port``, the local model server runs there and
+    the gateway uses it."""
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -307,7 +368,7 @@ async def up(
     with _database(state_dir) as (server_dsn, embedded):
         owner_dsn = await _ensure_database(server_dsn) if embedded else server_dsn
         await _prepare_database(owner_dsn)
-        agent_tokens = await _issue_demo_tokens(owner_dsn)
+        agent_tokens, operator_token = await _issue_demo_tokens(owner_dsn)
         services = ServiceProcesses(state_dir / "logs")
         environments = service_environments(
             owner_dsn, ports, caller_tokens, state_dir, role_passwords_from_env(os.environ)
@@ -318,6 +379,7 @@ async def up(
                 "NEMO_GATEWAY_LLM_BASE_URL": local_model.base_url(local_model_port),
             }
         try:
+            oauth_issuer = await services.start_oauth(oauth_port, state_dir / "oauth")
             if local_model_port is not None:
                 await services.start_local_model(local_model_port)
             for name in SERVICES:
@@ -325,7 +387,14 @@ async def up(
             if not await _wait_until_ready(services, ports, stop):
                 return 0 if stop.is_set() else 1
             env = dev_env(
-                owner_dsn, ports, caller_tokens, agent_tokens, local_model_port=local_model_port
+                owner_dsn,
+                ports,
+                caller_tokens,
+                agent_tokens,
+                oauth_issuer=oauth_issuer,
+                local_model_port=local_model_port,
+                context=environments["context"],
+                operator_token=operator_token,
             )
             write_private(
                 state_dir / "dev.env",
@@ -353,6 +422,7 @@ def _print_summary(env: Mapping[str, str], state_dir: Path) -> None:
         f"  gateway    grpc  {env['NEMO_GATEWAY_ADDR']}",
         f"  toolplane  grpc  {env['NEMO_TOOLPLANE_ADDR']}",
         f"  MCP edge   http  {env['NEMO_MCP_URL']}",
+        f"  OAuth      http  {env[local_oauth.ISSUER_VARIABLE]}  (authorization server)",
         *(
             [f"  model      http  {env['NEMO_LOCAL_MODEL_URL']}  ({local_model.MODEL_NAME})"]
             if "NEMO_LOCAL_MODEL_URL" in env
@@ -362,6 +432,9 @@ def _print_summary(env: Mapping[str, str], state_dir: Path) -> None:
         "Demo agent tokens (Authorization: Bearer ...):",
         *(f"  {key}={value}" for key, value in env.items() if key.startswith("NEMO_DEV_TOKEN_")),
         "",
+        f"OAuth: any seeded user signs in with the development password {DEV_PASSWORD!r};",
+        "a user's access token for the edge: uv run nemo dev oauth-token --user U-2041-P1",
+        "",
         f"Caller tokens go in the {env['NEMO_CALLER_TOKEN_METADATA_KEY']!r} metadata;",
         f"all of it is in {state_dir / 'dev.env'}. Logs: {state_dir / 'logs'}. Ctrl-C stops.",
         "",
@@ -370,12 +443,21 @@ def _print_summary(env: Mapping[str, str], state_dir: Path) -> None:
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
+    parser.description = "The local stack (`up`), and a person's OAuth token from it."
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    _configure_up(actions.add_parser("up", help=UP_HELP))
+    oauth_token.configure_parser(actions.add_parser("oauth-token", help=oauth_token.HELP))
+
+
+UP_HELP = "start the whole stack locally; Ctrl-C stops it"
+
+
+def _configure_up(parser: argparse.ArgumentParser) -> None:
     parser.description = (
         "Start embedded PostgreSQL (or use DATABASE_URL), migrate, seed, issue demo agent "
-        "tokens, start the context, gateway and tool plane services, and write STATE_DIR/dev.env. "
-        "Ctrl-C or SIGTERM stops everything it started."
+        "tokens, start the local authorization server and the context, gateway and tool plane "
+        "services, and write STATE_DIR/dev.env. Ctrl-C or SIGTERM stops everything it started."
     )
-    parser.add_argument("action", choices=["up"], help="what to do (only `up` for now)")
     parser.add_argument(
         "--state-dir", type=Path, default=Path(".nemo"), help="local state (default: .nemo)"
     )
@@ -389,17 +471,28 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         default=50054,
         help="the local model server's port, with NEMO_GATEWAY_PROVIDER=local (default: 50054)",
     )
+    parser.add_argument(
+        "--oauth-port",
+        type=int,
+        default=local_oauth.DEFAULT_PORT,
+        help=f"the local authorization server's port (default: {local_oauth.DEFAULT_PORT})",
+    )
 
 
 def run_command(args: argparse.Namespace) -> int:
+    if args.action == "oauth-token":
+        return oauth_token.run_command(args)
     ports = Ports(args.context_port, args.gateway_port, args.toolplane_port, args.mcp_port)
     state_dir: Path = args.state_dir.resolve()
     (state_dir / "logs").mkdir(parents=True, exist_ok=True)
     local_model_port = args.local_model_port if wants_local_model(os.environ) else None
     with _exclusive(state_dir):
-        _check_ports_free(ports, local_model_port)
+        _check_ports_free(ports, local_model_port, args.oauth_port)
         if local_model_port is not None:
             local_model.server_python()  # not built: say so before anything starts
+        local_oauth.install()  # npm missing: say so before anything starts
         caller_tokens = load_or_create_caller_tokens(state_dir / "caller-tokens.json")
         load_or_create_pseudonym_key(state_dir / "pseudonym.key")
-        return asyncio.run(up(state_dir, ports, caller_tokens, local_model_port))
+        return asyncio.run(
+            up(state_dir, ports, caller_tokens, local_model_port, oauth_port=args.oauth_port)
+        )

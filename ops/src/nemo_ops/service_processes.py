@@ -1,10 +1,9 @@
 """The three service processes on one machine: their environment, their start and readiness.
 
 Shared by `nemo dev up` and by the cross-service test launcher (``tests.stack``), so both
-start the services the same way: ``python -m nemo_<service>`` in its own session, with a hook that
-makes the kernel send it SIGTERM when its parent dies (PR_SET_PDEATHSIG), its output appended to
-a log file, ready once gRPC health reports SERVING (and, for the tool plane, the MCP edge's
-``/health`` answers).
+start the services the same way: ``python -m nemo_<service>`` in its own session, dying with its
+parent, its output appended to a log file (:func:`nemo_devtools.processes.spawn_logged`), ready
+once gRPC health reports SERVING (and, for the tool plane, the MCP edge's ``/health`` answers).
 """
 
 from __future__ import annotations
@@ -13,9 +12,8 @@ import asyncio
 import json
 import os
 import secrets
-import shutil
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +23,8 @@ import httpx
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from nemo_core.db import dsn_with
+from nemo_devtools.processes import log_tail as log_tail
+from nemo_devtools.processes import spawn_logged as spawn_logged
 from nemo_toolplane.mcp.origins import LOOPBACK_HOSTS, LOOPBACK_ORIGINS
 
 #: The services, in the order they start (context first: the others call it).
@@ -36,7 +36,7 @@ CALLER_IDENTITIES: Mapping[str, tuple[str, ...]] = {
     "toolplane": ("context",),
     "audit": ("context",),
     "internal": ("gateway", "toolplane"),
-    "platform": ("toolplane",),
+    "platform": ("toolplane", "context"),
     "operator": ("toolplane",),
 }
 
@@ -84,6 +84,20 @@ def load_or_create_pseudonym_key(path: Path) -> Path:
     return path
 
 
+#: The snapshot master key of a local stack, in its state directory: kept across runs, so
+#: snapshots written by one run are read by the next and by `nemo rights`.
+MASTER_KEY_FILE = "snapshot-master.key"
+
+
+def load_or_create_master_key(state_dir: Path) -> Path:
+    """The snapshot master key of the stack whose state is ``state_dir``, created if missing."""
+    path = state_dir / MASTER_KEY_FILE
+    if not path.exists():
+        state_dir.mkdir(parents=True, exist_ok=True)
+        write_private(path, secrets.token_hex(32) + "\n")
+    return path
+
+
 def callers_of(service: str, tokens: Mapping[str, str]) -> str:
     """The caller tokens JSON a service accepts: those of the identities that may call it."""
     return json.dumps(
@@ -107,7 +121,8 @@ def service_environments(
     ``tokens`` holds one caller token per identity of :data:`CALLER_IDENTITIES`;
     ``role_passwords`` the passwords of the ``nemo_context`` / ``nemo_toolplane`` database roles
     (a role without one connects without a password). The context service's pseudonym key is
-    ``state_dir/pseudonym.key`` and its snapshots go to ``state_dir/snapshots``.
+    ``state_dir/pseudonym.key``, its snapshot master key ``state_dir/snapshot-master.key``
+    (created here when missing) and its snapshots go to ``state_dir/snapshots``.
     """
     context_dsn = dsn_with(
         owner_dsn, user="nemo_context", password=role_passwords.get("nemo_context")
@@ -123,6 +138,7 @@ def service_environments(
             "NEMO_CONTEXT_CALLER_TOKENS": callers_of("context", tokens),
             "NEMO_CONTEXT_PSEUDONYM_KEY_FILE": str(state_dir / "pseudonym.key"),
             "NEMO_CONTEXT_SNAPSHOT_DIR": str(state_dir / "snapshots"),
+            "NEMO_CONTEXT_SNAPSHOT_MASTER_KEY_FILE": str(load_or_create_master_key(state_dir)),
         },
         "gateway": {
             "NEMO_GATEWAY_LISTEN_ADDRESS": f"127.0.0.1:{ports.gateway}",
@@ -146,19 +162,6 @@ def service_environments(
     }
 
 
-def _dying_with_parent(argv: Sequence[str]) -> list[str]:
-    """``argv`` run so that, on Linux, the kernel sends it SIGTERM if its parent dies without
-    stopping it (SIGKILL, a crash), so no service outlives whoever started it.
-
-    util-linux's ``setpriv`` sets the signal and execs ``argv``. Setting it from a
-    ``preexec_fn`` instead runs Python in the forked child of a threaded process, with every
-    fork hook of the parent's libraries (OpenTelemetry's starts a thread pool there), and the
-    child could crash before it ever ran ``argv``.
-    """
-    setpriv = shutil.which("setpriv") if sys.platform.startswith("linux") else None
-    return [setpriv, "--pdeathsig", "TERM", "--", *argv] if setpriv else list(argv)
-
-
 async def spawn_service(
     service: str, env: Mapping[str, str], log_path: Path
 ) -> asyncio.subprocess.Process:
@@ -166,22 +169,6 @@ async def spawn_service(
     ``log_path``. It runs in its own session (Ctrl-C in a terminal reaches only the parent, which
     stops the services in order) and dies with its parent."""
     return await spawn_logged((sys.executable, "-m", f"nemo_{service}"), env, log_path)
-
-
-async def spawn_logged(
-    argv: Sequence[str], env: Mapping[str, str], log_path: Path
-) -> asyncio.subprocess.Process:
-    """Start ``argv`` with exactly ``env`` as a service process is started: its own session,
-    dying with its parent, its output appended to ``log_path``."""
-    with log_path.open("ab") as log:
-        return await asyncio.create_subprocess_exec(
-            *_dying_with_parent(argv),
-            env=dict(env),
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=log,
-            stderr=asyncio.subprocess.STDOUT,
-            start_new_session=True,
-        )
 
 
 async def grpc_serving(address: str) -> bool:
@@ -202,10 +189,3 @@ async def http_ok(url: str) -> bool:
             return (await client.get(url)).status_code == 200
         except httpx.HTTPError:
             return False
-
-
-def log_tail(path: Path, lines: int) -> str:
-    """The last ``lines`` lines of the log at ``path`` ("" if there is none yet)."""
-    if not path.exists():
-        return ""
-    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])

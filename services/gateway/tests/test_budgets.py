@@ -18,10 +18,11 @@ from nemo_gateway.budget import prompt_tokens
 from nemo_gateway.cache import ResultCache
 from nemo_gateway.context_client import ContextClient
 from nemo_gateway.errors import provider_busy
+from nemo_gateway.lang import Lang
 from nemo_gateway.prompts.learner.shared import NoVariables
 from nemo_gateway.prompts.learner.tutor_hint import TutorHintVariables
 from nemo_gateway.prompts.registry import REGISTRY
-from nemo_gateway.prompts.spec import Lang, PromptInput
+from nemo_gateway.prompts.spec import PromptInput
 from nemo_gateway.prompts.tutor.chat_reply import CHAT_MAX_INPUT_TOKENS, conversation_budget
 from nemo_gateway.providers.factory import build_provider
 from nemo_gateway.runner import Clock, Prepared, PromptRunner
@@ -103,7 +104,7 @@ async def test_a_reask_that_would_pass_the_limit_is_not_sent(
     result = await runner.execute(
         _prepared("learner.tutor_hint", _chars_to_fill("learner.tutor_hint", 50)), CLOCK
     )
-    assert (result.record.reason, result.record.attempts) == ("INPUT_TOO_LONG", 1)
+    assert (result.record.reason, result.record.attempts) == ("REASK_TOO_LONG", 1)
     assert len(provider.requests) == 1
 
 

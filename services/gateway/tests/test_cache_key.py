@@ -12,6 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from nemo_gateway.cache import input_digest, messages_digest
+from nemo_gateway.grounding.sources import NumberedSource
+from nemo_gateway.lang import Lang
 from nemo_gateway.prompts.coral import generate_items
 from nemo_gateway.prompts.knowledge.answer import AnswerDraft, AnswerVariables
 from nemo_gateway.prompts.learner.plan_explanation import PlanDraft
@@ -19,7 +21,7 @@ from nemo_gateway.prompts.learner.portrait_summary import PortraitDraft
 from nemo_gateway.prompts.learner.shared import NoVariables
 from nemo_gateway.prompts.learner.tutor_hint import HintDraft, TutorHintVariables
 from nemo_gateway.prompts.registry import REGISTRY
-from nemo_gateway.prompts.spec import Lang, NumberedSource, PromptInput
+from nemo_gateway.prompts.spec import PromptInput
 from nemo_protos.context.v1 import learner_context_pb2 as ctx
 
 NOW = datetime(2026, 1, 15, 8, tzinfo=UTC)

@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 from google.protobuf.message import Message
 
+from nemo_gateway.lang import Lang
 from nemo_gateway.prompts.coral import evaluate_item
-from nemo_gateway.prompts.spec import Lang, PromptInput
+from nemo_gateway.prompts.spec import PromptInput
 from nemo_protos.gateway.v1 import answer_pb2, outputs_pb2, run_pb2
 from nemo_protos.gateway.v1 import gateway_service_pb2 as pb
 from nemo_protos.type.v1 import locale_pb2

@@ -24,9 +24,9 @@ import pytest
 from pydantic import ValidationError
 
 from nemo_core.settings import DEFAULT_CALLER_TOKEN_METADATA_KEY
+from nemo_gateway.grounding.tags import CONTEXT_TAG, tagged
+from nemo_gateway.lang import Lang
 from nemo_gateway.prompts.registry import REGISTRY
-from nemo_gateway.prompts.spec import Lang
-from nemo_gateway.prompts.tags import CONTEXT_TAG, tagged
 from nemo_gateway.providers.reasoning import strip_reasoning
 from nemo_ops import local_model
 from nemo_protos.context.v1 import context_service_pb2, context_service_pb2_grpc

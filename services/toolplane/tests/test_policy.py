@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from nemo_toolplane.decisions import Decision
 from nemo_toolplane.envelope import ErrorCode
 from nemo_toolplane.policy import (
     RULES,
-    Decision,
     Effect,
     Grant,
     Policy,
@@ -20,7 +20,7 @@ from nemo_toolplane.policy import (
     evaluate,
     visible,
 )
-from nemo_toolplane.registry import Mode, Risk
+from nemo_toolplane.tool_kinds import Mode, Risk
 
 READ = ToolFacts("learner.get_profile:v1", "learner.get_profile", Risk.LOW, Mode.READ)
 WRITE_LEARNER = ToolFacts(

@@ -12,9 +12,9 @@ from nemo_protos.toolplane.v1 import approval_pb2, audit_pb2, tool_pb2
 from nemo_protos.type.v1 import user_source_pb2
 from nemo_toolplane.approvals import ApprovalStatus
 from nemo_toolplane.audit.log import CallStatus
-from nemo_toolplane.policy import Decision
+from nemo_toolplane.decisions import Decision
 from nemo_toolplane.principal import UserSource
-from nemo_toolplane.registry import Mode, Risk
+from nemo_toolplane.tool_kinds import Mode, Risk
 
 PAIRS: list[tuple[type[Enum], Any, str]] = [
     (Risk, tool_pb2.Risk, "RISK_"),

@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 from pydantic import BaseModel
 
-from nemo_toolplane.registry import Mode, Registry, Risk, ToolDefinition, ToolHints, hints_for
+from nemo_toolplane.registry import Registry, ToolDefinition
 from nemo_toolplane.tool_call import ToolCall
+from nemo_toolplane.tool_kinds import Mode, Risk, ToolHints, hints_for
 from nemo_toolplane.tools import build_registry
 
 EXPECTED = {

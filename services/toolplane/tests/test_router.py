@@ -13,6 +13,7 @@ import pytest
 from mcp.shared.tool_name_validation import validate_tool_name
 from pydantic import BaseModel, ConfigDict, SecretStr
 
+from nemo_core.client import create_channel
 from nemo_core.db import Pool, create_pool
 from nemo_toolplane.approvals import CallApprovals
 from nemo_toolplane.audit.log import AuditLog
@@ -22,11 +23,12 @@ from nemo_toolplane.limits.calls import CallLimiter
 from nemo_toolplane.limits.shared import SharedBuckets
 from nemo_toolplane.policy import Effect, Grant, Policy
 from nemo_toolplane.principal import Principal, UserSource
-from nemo_toolplane.registry import Mode, Registry, Risk, ToolDefinition
+from nemo_toolplane.registry import Registry, ToolDefinition
 from nemo_toolplane.router import ToolRouter, _mentions, audit_name
 from nemo_toolplane.rules.store import AgentRules
 from nemo_toolplane.settings import ToolPlaneSettings
 from nemo_toolplane.tool_call import Services, ToolCall
+from nemo_toolplane.tool_kinds import Mode, Risk
 
 from .conftest import CONTEXT_CALLER_TOKEN
 
@@ -83,11 +85,15 @@ async def router_services(
         context_address=context_address,
         client_token=SecretStr(CONTEXT_CALLER_TOKEN),
     )
-    context = ContextClient(settings)
+    channel = create_channel(settings.context_address, settings)
+    context = ContextClient(channel, settings.context_timeout_seconds)
     audit = AuditLog(pool, flush_seconds=0.05, batch_size=10)
-    yield Services(context=context, pool=pool, docs=DocsLibrary(tmp_path, "https://x")), audit
+    yield (
+        Services(context_service=context, pool=pool, docs=DocsLibrary(tmp_path, "https://x")),
+        audit,
+    )
     await audit.close()
-    await context.close()
+    await channel.close()
     await pool.close()
 
 

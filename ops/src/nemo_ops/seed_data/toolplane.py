@@ -92,21 +92,18 @@ AGENTS = TableData(
             "name": "Learning agent",
             "description": "Helps a parent, mentor or learner understand a child's learning.",
             "status": "active",
-            "token_hash": None,
         },
         {
             "id": "research-agent",
             "name": "Research agent",
             "description": "Answers curriculum questions from the knowledge graph and the docs.",
             "status": "active",
-            "token_hash": None,
         },
         {
             "id": "engineering-agent",
             "name": "Engineering agent",
             "description": "Reasons about the platform's applications and operates their status.",
             "status": "active",
-            "token_hash": None,
         },
     ),
 )

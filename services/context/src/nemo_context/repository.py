@@ -15,7 +15,7 @@ Rules every statement here keeps (tests record each statement and its parameters
 - it reads the learner as of the build's reference time ``$2`` (the request's ``evaluate_time``,
   or the server's clock): evidence, goals and computed models recorded after it are left out,
   the last-7-days window ends at it. The age is as of the server's date whatever the reference
-  time, so no choice of time tells more than the current age (migration 0020). Mastery and
+  time, so no choice of time tells more than the current age (migration 0022). Mastery and
   retention are kept as current state only (the engines overwrite them), so they are read as
   they are.
 
@@ -241,7 +241,7 @@ def statement_for(purpose: Purpose) -> str:
     reference time (timestamptz) as ``$2``."""
     columns = ["l.grade", f"{LINKED_IDS_SQL} AS linked_ids"]
     if purpose.declares(Slice.AGE):
-        # As of the server's date, whatever the reference time: see migration 0020.
+        # As of the server's date, whatever the reference time: see migration 0022.
         columns.append("learning.learner_age_years($1) AS age_years")
     if purpose.declares(Slice.MASTERY):
         columns.append(f"{_mastery_sql(purpose.mastery_limit)} AS mastery")

@@ -54,6 +54,13 @@ class ContextSettings(ServiceSettings):
         "outside development; in development an unset key means the development key the demo "
         "seed registers.",
     )
+    snapshot_master_key: Annotated[SecretStr | None, SECRET_FILE] = Field(
+        None,
+        description="Secret that wraps each learner's snapshot data key and names learners in "
+        f"the rights tables, at least {MIN_PSEUDONYM_KEY_LENGTH} characters; losing it makes "
+        "every snapshot unreadable. Required outside development; in development an unset key "
+        "means a random key per process (snapshots then cannot be read after a restart).",
+    )
     snapshot_backend: Literal["local", "s3"] = Field(
         "local",
         description="Where context snapshots are written: a local directory (the embedded "
@@ -77,8 +84,8 @@ class ContextSettings(ServiceSettings):
     snapshot_retention_days: int = Field(
         30,
         gt=0,
-        description="Days a snapshot is kept: the bucket lifecycle rule and `nemo "
-        "purge-snapshots` delete older ones.",
+        description="Days a snapshot is kept: the bucket lifecycle rule and `nemo purge` "
+        "delete older ones.",
     )
     snapshot_write_timeout_seconds: float = Field(
         2.0,
@@ -108,8 +115,9 @@ class ContextSettings(ServiceSettings):
         for what, key, minimum in (
             ("pseudonym", self.pseudonym_key, MIN_PSEUDONYM_KEY_LENGTH),
             ("identifier", self.identifier_key, MIN_IDENTIFIER_KEY_LENGTH),
+            ("snapshot master", self.snapshot_master_key, MIN_PSEUDONYM_KEY_LENGTH),
         ):
-            variable = f"NEMO_CONTEXT_{what.upper()}_KEY"
+            variable = f"NEMO_CONTEXT_{what.upper().replace(' ', '_')}_KEY"
             if key is None:
                 if self.environment != "development":
                     article = "an" if what[0] in "aeiou" else "a"

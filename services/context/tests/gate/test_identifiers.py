@@ -229,7 +229,7 @@ def test_every_seeded_identifier_in_every_spelling_is_masked_in_written_text(
         for spelling, spell in SPELLINGS.items():
             if text.startswith("bạn ") and spelling == "no diacritics":
                 # "ban Ngoc": without its diacritics "bạn" is no longer a word for a person
-                # ("bán", "bàn"), and a given name alone passes (ADR 0011).
+                # ("bán", "bàn"), and a given name alone passes (ADR 0014).
                 continue
             written = spell(text)
             carried = carrier(circle, written)

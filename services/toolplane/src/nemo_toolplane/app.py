@@ -7,6 +7,7 @@ import logging
 from dataclasses import dataclass
 from functools import partial
 
+from nemo_core.client import create_channel
 from nemo_core.db import Pool, create_pool
 from nemo_core.server import Service, ServiceSetup
 from nemo_protos.toolplane.v1 import (
@@ -16,6 +17,7 @@ from nemo_protos.toolplane.v1 import (
     toolplane_service_pb2_grpc,
 )
 from nemo_toolplane.acl import ACL
+from nemo_toolplane.admin_servicer import ToolPlaneAdminServicer
 from nemo_toolplane.agent_auth import AgentAuthenticator
 from nemo_toolplane.approvals import ApprovalStore, CallApprovals
 from nemo_toolplane.audit.log import AuditLog
@@ -30,7 +32,7 @@ from nemo_toolplane.mcp.origins import OriginPolicy
 from nemo_toolplane.router import ToolRouter
 from nemo_toolplane.rules.cache import RulesCache
 from nemo_toolplane.rules.store import RulesStore
-from nemo_toolplane.servicer import ToolPlaneAdminServicer, ToolPlaneServicer
+from nemo_toolplane.servicer import ToolPlaneServicer
 from nemo_toolplane.settings import ToolPlaneSettings
 from nemo_toolplane.tool_call import Services
 from nemo_toolplane.tools import build_registry
@@ -61,7 +63,7 @@ async def assemble(settings: ToolPlaneSettings) -> ToolPlane:
         max_size=settings.database_pool_size,
         reads_learner_rows=False,
     )
-    context = ContextClient(settings)
+    channel = create_channel(settings.context_address, settings)
     audit = AuditLog(
         pool,
         flush_seconds=settings.audit_flush_seconds,
@@ -90,7 +92,7 @@ async def assemble(settings: ToolPlaneSettings) -> ToolPlane:
         ),
         audit=audit,
         services=Services(
-            context=context,
+            context_service=ContextClient(channel, settings.context_timeout_seconds),
             pool=pool,
             docs=DocsLibrary(settings.docs_dir, settings.docs_base_url),
         ),
@@ -126,7 +128,7 @@ async def assemble(settings: ToolPlaneSettings) -> ToolPlane:
         # Run last registered first: pending audit rows are written before the pool closes.
         cleanup=[
             partial(close_pool, pool, settings.audit_statement_timeout_seconds),
-            context.close,
+            channel.close,
             audit.close,
         ],
     )

@@ -33,14 +33,20 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 import asyncpg
 
 from nemo_core.db import Connection, Pool
+from nemo_core.deadlines import downstream_timeout
+from nemo_core.errors import ServiceError
 from nemo_core.page_tokens import decode_page_token, encode_page_token
+from nemo_toolplane.audit.log import CallStatus
+from nemo_toolplane.envelope import ErrorCode, ToolError
 from nemo_toolplane.limits.shared import Bucket, SharedBuckets, bucket_key
 from nemo_toolplane.operators import Operator
+from nemo_toolplane.policy import Policy
+from nemo_toolplane.principal import Principal
 
 T = TypeVar("T")
 
@@ -120,13 +126,65 @@ class CallBinding:
     #: What the call is about ("learner:L-2041-1"); shown, not compared (it comes from the
     #: arguments).
     resource: str | None = None
-    #: The agent token of the call (None for an agent's legacy token) and its user's source.
+    #: The agent token of the call (None for agents' legacy tokens, before migration 0019) and
+    #: its user's source.
     token_id: str | None = None
     user_source: str = "none"
 
     @property
     def arguments_digest(self) -> str:
         return _sha256(self.arguments_json)
+
+
+def bind_call(
+    principal: Principal,
+    tool_id: str,
+    arguments: Mapping[str, Any],
+    policy: Policy | None,
+    resource: str | None,
+) -> CallBinding:
+    """The binding of a call that ``policy`` sends for approval (None: the CRITICAL rule, which
+    no policy can lift); ``arguments`` are the validated ones, as JSON values."""
+    return CallBinding(
+        agent_id=principal.agent_id,
+        user_id=principal.user_id,
+        tool_id=tool_id,
+        arguments_json=canonical_arguments(arguments),
+        policy_name=policy.name if policy else None,
+        policy_version=policy.versioned_name if policy else "critical-risk@builtin",
+        resource=resource,
+        token_id=principal.token_id,
+        user_source=principal.user_source.value,
+    )
+
+
+@dataclass(frozen=True)
+class ApprovalOutcome(Generic[T]):
+    """How a call that needs approval ended, as its audit row and its answer say it."""
+
+    status: CallStatus
+    output: T | None = None
+    error: ToolError | None = None
+    #: The id of the approval request the call filed, when it filed one.
+    requested: str | None = None
+
+
+def caller_deadline() -> float | None:
+    """The caller's deadline (gRPC) as :func:`time.monotonic`; None without one (MCP)."""
+    try:
+        remaining = downstream_timeout()
+    except ServiceError:
+        remaining = 0.0
+    return None if remaining is None else time.monotonic() + remaining
+
+
+def out_of_time() -> ToolError:
+    """An approved call that ran past its caller's deadline: rolled back, so it may be repeated."""
+    return ToolError(
+        ErrorCode.DEPENDENCY_ERROR,
+        "the call ran out of time; nothing was changed",
+        retryable=True,
+    )
 
 
 @dataclass(frozen=True)
@@ -271,6 +329,54 @@ class CallApprovals:
             if deadline is not None and time.monotonic() >= deadline:
                 raise ApprovalCutShort
             return approval, result
+
+    async def run_or_request(
+        self,
+        binding: CallBinding,
+        run: Callable[[Approval, Connection], Awaitable[T]],
+        *,
+        request_id: str,
+        deadline: float | None,
+    ) -> ApprovalOutcome[T]:
+        """Run the call under an approval of exactly this call (:meth:`run_approved`); without
+        one, file the request an operator must decide (:meth:`request`). Every way this can end
+        is an outcome: a failure of ``run`` is the call's error, never the router's."""
+        try:
+            ran = await self.run_approved(binding, run, deadline=deadline)
+        except ToolError as failed:
+            return ApprovalOutcome(CallStatus.ERROR, error=failed)
+        except ApprovalCutShort:
+            return ApprovalOutcome(CallStatus.ERROR, error=out_of_time())
+        except ApprovalBusy:
+            busy = ToolError(
+                ErrorCode.CONFLICT,
+                "an identical call is running under this approval; repeat it once it has ended",
+                retryable=True,
+            )
+            return ApprovalOutcome(CallStatus.ERROR, error=busy)
+        if ran is not None:
+            return ApprovalOutcome(CallStatus.SUCCESS, output=ran[1])
+        try:
+            approval = await self.request(binding, request_id)
+        except ApprovalRequestsLimited as limited:
+            flood = ToolError(
+                ErrorCode.RATE_LIMITED,
+                "too many approval requests from this agent for this user; wait for decisions",
+                details={"retry_after_seconds": round(limited.retry_after_seconds)},
+            )
+            return ApprovalOutcome(CallStatus.DENIED, error=flood)
+        waiting = ToolError(
+            ErrorCode.APPROVAL_REQUIRED,
+            "this call needs a person's approval; repeat it with the same arguments once approved",
+            details={
+                "approval_id": approval.approval_id,
+                "expires_at": approval.expires_at.isoformat(),
+                "policy": binding.policy_version,
+            },
+        )
+        return ApprovalOutcome(
+            CallStatus.APPROVAL_REQUIRED, error=waiting, requested=approval.approval_id
+        )
 
     def _requests_bucket(self, binding: CallBinding) -> Bucket:
         key = bucket_key("approval-requests", binding.agent_id, binding.user_id or "")

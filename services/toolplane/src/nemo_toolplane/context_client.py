@@ -20,7 +20,6 @@ from dataclasses import dataclass
 import grpc
 import grpc.aio
 
-from nemo_core.client import create_channel
 from nemo_core.deadlines import downstream_timeout
 from nemo_core.errors import ErrorDetails, ServiceError, error_details, reason_from
 from nemo_core.proto_enums import to_proto
@@ -31,7 +30,6 @@ from nemo_protos.context.v1.error_reason_pb2 import ErrorReason as ContextReason
 from nemo_protos.type.v1 import user_source_pb2
 from nemo_toolplane.envelope import ErrorCode, ToolError, internal_error
 from nemo_toolplane.principal import UserSource
-from nemo_toolplane.settings import ToolPlaneSettings
 
 logger = logging.getLogger(__name__)
 
@@ -128,15 +126,12 @@ def _translate(
 
 
 class ContextClient:
-    """Typed calls to the context service, with errors already translated."""
+    """Typed calls to the context service, with errors already translated. The channel is its
+    owner's to open and close; ``timeout_seconds`` bounds each call."""
 
-    def __init__(self, settings: ToolPlaneSettings) -> None:
-        self._channel = create_channel(settings.context_address, settings)
-        self._stub = pb_grpc.ContextServiceStub(self._channel)
-        self._timeout = settings.context_timeout_seconds
-
-    async def close(self) -> None:
-        await self._channel.close()
+    def __init__(self, channel: grpc.aio.Channel, timeout_seconds: float) -> None:
+        self._stub = pb_grpc.ContextServiceStub(channel)
+        self._timeout = timeout_seconds
 
     def _call_timeout(self) -> float:
         try:

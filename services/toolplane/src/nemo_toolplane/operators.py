@@ -13,8 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from nemo_core.db import Connection, Pool
-from nemo_toolplane.rules.store import MAX_TOKEN_LENGTH
-from nemo_toolplane.tokens import TokenError, hash_token, revoke_in
+from nemo_toolplane.tokens import MAX_TOKEN_LENGTH, TokenError, hash_token, revoke_in
 
 OPERATOR_TOKEN_PREFIX = "nemo_ot_"  # noqa: S105  the public prefix, not a token
 

@@ -34,16 +34,12 @@ from enum import StrEnum
 from fnmatch import fnmatchcase
 from functools import lru_cache
 
+from nemo_toolplane.decisions import Decision
 from nemo_toolplane.envelope import ErrorCode
-from nemo_toolplane.registry import Mode, Risk
+from nemo_toolplane.patterns import matches_pattern
+from nemo_toolplane.tool_kinds import Mode, Risk
 
 logger = logging.getLogger(__name__)
-
-
-class Decision(StrEnum):
-    ALLOW = "allow"
-    DENY = "deny"
-    REQUIRE_APPROVAL = "require_approval"
 
 
 class Effect(StrEnum):
@@ -113,13 +109,6 @@ class Verdict:
     policy: Policy | None = None
     #: Grants that passed rules 1 to 3; their resource scopes bound resource authorization.
     grants: tuple[Grant, ...] = ()
-
-
-def matches_pattern(pattern: str, value: str) -> bool:
-    """Whether ``value`` matches a comma-separated list of exact values and globs."""
-    return any(
-        item and fnmatchcase(value, item) for item in (part.strip() for part in pattern.split(","))
-    )
 
 
 def grant_covers_tool(grant: Grant, tool: ToolFacts) -> bool:

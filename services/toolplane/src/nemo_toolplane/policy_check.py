@@ -15,15 +15,15 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from nemo_toolplane.patterns import matches_pattern
 from nemo_toolplane.policy import (
     BrokenConditions,
     Grant,
     ToolFacts,
     grant_covers_tool,
-    matches_pattern,
     parse_conditions,
 )
-from nemo_toolplane.registry import Mode
+from nemo_toolplane.tool_kinds import Mode
 
 #: Every environment the tool plane can run in (``NEMO_TOOLPLANE_ENVIRONMENT``).
 ENVIRONMENTS: Final = ("development", "staging", "production")

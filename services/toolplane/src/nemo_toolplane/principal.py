@@ -43,7 +43,7 @@ class AgentIdentity:
     """What a valid token says: which agent, and for which user when the token is bound."""
 
     agent_id: str
-    token_id: str | None
+    token_id: str
     bound_user_id: str | None
 
 

@@ -14,14 +14,13 @@ from __future__ import annotations
 import re
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from enum import StrEnum
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
-if TYPE_CHECKING:
-    from nemo_toolplane.tool_call import ToolCall
+from nemo_toolplane.tool_call import ToolCall
+from nemo_toolplane.tool_kinds import Mode, Risk, ToolHints, hints_for
 
 _NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_]*\.[a-z][a-z0-9_]*\Z")
 _ID_PATTERN = re.compile(r"^(?P<name>[a-z][a-z0-9_]*\.[a-z][a-z0-9_]*):v(?P<version>[1-9][0-9]*)\Z")
@@ -35,47 +34,6 @@ _LISTED_VERSION_PATTERN = re.compile(
 def listed_version_name(tool_id: str) -> str:
     """The name a listing shows for an older version (``name.vN`` for ``name:vN``)."""
     return tool_id.replace(":v", ".v")
-
-
-class Risk(StrEnum):
-    """How much harm a tool can do, lowest first."""
-
-    LOW = "LOW"
-    MEDIUM = "MEDIUM"
-    HIGH = "HIGH"
-    CRITICAL = "CRITICAL"
-
-    @property
-    def rank(self) -> int:
-        return list(Risk).index(self)
-
-
-class Mode(StrEnum):
-    """Whether a tool reads or writes; policies read this, never the executor's code."""
-
-    READ = "read"
-    WRITE = "write"
-
-
-@dataclass(frozen=True)
-class ToolHints:
-    """MCP tool annotations, derived from mode and risk only."""
-
-    read_only: bool
-    destructive: bool
-    idempotent: bool
-    open_world: bool
-
-
-def hints_for(mode: Mode, risk: Risk) -> ToolHints:
-    """Reads change nothing and can be repeated; writes at HIGH risk or above may destroy data.
-    Every tool acts on the platform's own data, so none is open-world."""
-    return ToolHints(
-        read_only=mode is Mode.READ,
-        destructive=mode is Mode.WRITE and risk.rank >= Risk.HIGH.rank,
-        idempotent=mode is Mode.READ,
-        open_world=False,
-    )
 
 
 In = TypeVar("In", bound=BaseModel)

@@ -34,24 +34,20 @@ from opentelemetry import metrics
 from pydantic import ValidationError
 
 from nemo_core.db import Connection
-from nemo_core.deadlines import downstream_timeout
-from nemo_core.errors import ServiceError
 from nemo_core.identifiers import mention_pattern
 from nemo_toolplane.approvals import (
     Approval,
-    ApprovalBusy,
-    ApprovalCutShort,
-    ApprovalRequestsLimited,
     CallApprovals,
-    CallBinding,
-    canonical_arguments,
+    bind_call,
+    caller_deadline,
+    out_of_time,
 )
 from nemo_toolplane.audit.log import AuditEntry, AuditLog, CallStatus
 from nemo_toolplane.context_client import LearnerReach, not_reachable
+from nemo_toolplane.decisions import Decision
 from nemo_toolplane.envelope import ErrorCode, ToolError, internal_error
 from nemo_toolplane.limits.calls import Admission, CallLimiter, describe
 from nemo_toolplane.policy import (
-    Decision,
     Request,
     ToolFacts,
     Verdict,
@@ -60,9 +56,10 @@ from nemo_toolplane.policy import (
     visible,
 )
 from nemo_toolplane.principal import Principal
-from nemo_toolplane.registry import AnyTool, Mode, Registry, listed_version_name
+from nemo_toolplane.registry import AnyTool, Registry, listed_version_name
 from nemo_toolplane.rules.store import AgentRules
 from nemo_toolplane.tool_call import Services, ToolCall
+from nemo_toolplane.tool_kinds import Mode
 
 logger = logging.getLogger(__name__)
 # The call's span is the MCP server's (or gRPC's); executions are counted per tool, which also
@@ -358,7 +355,7 @@ class ToolRouter:
 
     async def _authorize(self, learner_id: str, reach: LearnerReach) -> None:
         """Knowing a learner id is not access: one of the covering grants' scopes must reach it."""
-        refusal = await self._services.context.check_access(learner_id, reach)
+        refusal = await self._services.context_service.check_access(learner_id, reach)
         if refusal is not None:
             raise not_reachable(refusal)
 
@@ -373,64 +370,26 @@ class ToolRouter:
     ) -> CallOutcome:
         """Run the call under an approval of exactly this call, which is used up only if the call
         succeeds; without one, return the pending request an operator must decide."""
-        principal = record.principal
-        policy = verdict.policy
-        binding = CallBinding(
-            agent_id=principal.agent_id,
-            user_id=principal.user_id,
-            tool_id=tool.tool_id,
-            arguments_json=canonical_arguments(args.model_dump(mode="json")),
-            policy_name=policy.name if policy else None,
-            policy_version=policy.versioned_name if policy else "critical-risk@builtin",
-            resource=record.resource,
-            token_id=principal.token_id,
-            user_source=principal.user_source.value,
+        binding = bind_call(
+            record.principal,
+            tool.tool_id,
+            args.model_dump(mode="json"),
+            verdict.policy,
+            record.resource,
         )
 
         async def run(approval: Approval, conn: Connection) -> dict[str, Any]:
+            # Noted before the tool runs: a call cut short still names the approval it held.
             record.metadata["approval_id"] = approval.approval_id
             return await self._execute(record, tool, args, learner_id, reach, conn)
 
-        try:
-            ran = await self._approvals.run_approved(binding, run, deadline=_deadline())
-        except ToolError as failed:
-            return self._finish(record, Decision.REQUIRE_APPROVAL, CallStatus.ERROR, error=failed)
-        except ApprovalCutShort:
-            return self._finish(
-                record, Decision.REQUIRE_APPROVAL, CallStatus.ERROR, error=_out_of_time()
-            )
-        except ApprovalBusy:
-            busy = ToolError(
-                ErrorCode.CONFLICT,
-                "an identical call is running under this approval; repeat it once it has ended",
-                retryable=True,
-            )
-            return self._finish(record, Decision.REQUIRE_APPROVAL, CallStatus.ERROR, error=busy)
-        if ran is not None:
-            return self._finish(
-                record, Decision.REQUIRE_APPROVAL, CallStatus.SUCCESS, output=ran[1]
-            )
-        try:
-            approval = await self._approvals.request(binding, principal.request_id)
-        except ApprovalRequestsLimited as limited:
-            flood = ToolError(
-                ErrorCode.RATE_LIMITED,
-                "too many approval requests from this agent for this user; wait for decisions",
-                details={"retry_after_seconds": round(limited.retry_after_seconds)},
-            )
-            return self._finish(record, Decision.REQUIRE_APPROVAL, CallStatus.DENIED, error=flood)
-        record.metadata["approval_id"] = approval.approval_id
-        waiting = ToolError(
-            ErrorCode.APPROVAL_REQUIRED,
-            "this call needs a person's approval; repeat it with the same arguments once approved",
-            details={
-                "approval_id": approval.approval_id,
-                "expires_at": approval.expires_at.isoformat(),
-                "policy": binding.policy_version,
-            },
+        ended = await self._approvals.run_or_request(
+            binding, run, request_id=record.principal.request_id, deadline=caller_deadline()
         )
+        if ended.requested is not None:
+            record.metadata["approval_id"] = ended.requested
         return self._finish(
-            record, Decision.REQUIRE_APPROVAL, CallStatus.APPROVAL_REQUIRED, error=waiting
+            record, Decision.REQUIRE_APPROVAL, ended.status, output=ended.output, error=ended.error
         )
 
     async def _execute(
@@ -453,7 +412,7 @@ class ToolRouter:
             raise
         except asyncpg.QueryCanceledError:
             # The statement timeout of an approved call: its caller's deadline came first.
-            raise _out_of_time() from None
+            raise out_of_time() from None
         except Exception:
             logger.exception("tool executor failed", extra={"tool_id": tool.tool_id})
             raise internal_error() from None
@@ -504,23 +463,6 @@ class ToolRouter:
             output=output,
             error=error,
         )
-
-
-def _deadline() -> float | None:
-    """The caller's deadline (gRPC) as :func:`time.monotonic`; None without one (MCP)."""
-    try:
-        remaining = downstream_timeout()
-    except ServiceError:
-        remaining = 0.0
-    return None if remaining is None else time.monotonic() + remaining
-
-
-def _out_of_time() -> ToolError:
-    return ToolError(
-        ErrorCode.DEPENDENCY_ERROR,
-        "the call ran out of time; nothing was changed",
-        retryable=True,
-    )
 
 
 def _no_tool(name: str) -> ToolError:

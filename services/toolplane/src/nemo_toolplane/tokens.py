@@ -17,6 +17,8 @@ from datetime import datetime
 from nemo_core.db import Connection
 
 TOKEN_PREFIX = "nemo_at_"  # noqa: S105  the tokens' public prefix, not a token
+# Long enough for any token we issue, short enough that hashing a junk header costs nothing.
+MAX_TOKEN_LENGTH = 256
 
 
 class TokenError(Exception):

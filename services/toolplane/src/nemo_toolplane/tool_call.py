@@ -21,7 +21,7 @@ from nemo_toolplane.principal import Principal
 class Services:
     """The process-wide dependencies of executors."""
 
-    context: ContextClient
+    context_service: ContextClient
     pool: Pool
     docs: DocsLibrary
 
@@ -52,8 +52,8 @@ class ToolCall:
         return self.reach
 
     @property
-    def context(self) -> ContextClient:
-        return self.services.context
+    def context_service(self) -> ContextClient:
+        return self.services.context_service
 
     @property
     def pool(self) -> Pool:

@@ -24,17 +24,19 @@ from nemo_ops.migrate import migrate
 from nemo_ops.seed import seed
 from nemo_toolplane.approvals import CallApprovals
 from nemo_toolplane.audit.log import AuditEntry, AuditLog, CallStatus
+from nemo_toolplane.decisions import Decision
 from nemo_toolplane.docs.library import DocsLibrary
 from nemo_toolplane.envelope import ErrorCode
 from nemo_toolplane.limits.calls import CallLimiter
 from nemo_toolplane.limits.shared import SharedBuckets
-from nemo_toolplane.policy import Decision, Grant
+from nemo_toolplane.policy import Grant
 from nemo_toolplane.principal import Principal
-from nemo_toolplane.registry import Mode, Registry, Risk, ToolDefinition
+from nemo_toolplane.registry import Registry, ToolDefinition
 from nemo_toolplane.router import ToolRouter
 from nemo_toolplane.rules.store import AgentRules
 from nemo_toolplane.tokens import issue_token
 from nemo_toolplane.tool_call import Services, ToolCall
+from nemo_toolplane.tool_kinds import Mode, Risk
 from services.toolplane.tests.conftest import (
     AgentTokens,
     RunningToolPlane,
@@ -335,7 +337,7 @@ async def test_a_hung_audit_database_loses_no_row_silently_and_does_not_hold_shu
         registry=Registry([tool]),
         approvals=CallApprovals(pool, ttl_seconds=60),
         audit=audit,
-        services=Services(context=None, pool=pool, docs=DocsLibrary(tmp_path, "https://x")),  # type: ignore[arg-type]
+        services=Services(context_service=None, pool=pool, docs=DocsLibrary(tmp_path, "https://x")),  # type: ignore[arg-type]
         environment="development",
         limiter=CallLimiter([], SharedBuckets(pool, timeout=1)),
     )

@@ -4,7 +4,7 @@ accounts, the family's members, guardians and mentors.
 The context role cannot read names, e-mail, phone numbers, addresses, schools or birth dates.
 The definer function ``learning.circle_fingerprints`` gives it, for the learner bound to its
 transaction, the first 16 bytes of HMAC-SHA256(key, word) of every folded word of those values
-(see ``ops/src/nemo_ops/migrations/0019_identifier_fingerprints.sql`` and ADR 0011). The gate
+(see ``ops/src/nemo_ops/migrations/0021_identifier_fingerprints.sql`` and ADR 0014). The gate
 fingerprints the words of a text with the same key and compares. What counts as a match:
 
 - **name**: two or more of a person's name words written next to each other, in any order, one

@@ -38,8 +38,8 @@ from typing import Any
 from opentelemetry import metrics
 
 from nemo_core.db import Pool, untraced
+from nemo_toolplane.decisions import Decision
 from nemo_toolplane.envelope import ErrorCode
-from nemo_toolplane.policy import Decision
 
 logger = logging.getLogger(__name__)
 
@@ -72,7 +72,7 @@ class AuditEntry:
     metadata: Mapping[str, Any] = field(default_factory=dict)
     #: Made by the server for this call (the agent's request id may repeat).
     call_id: str | None = None
-    #: The agent token of the call; None for an agent's legacy unbound token.
+    #: The agent token of the call; None on rows of agents' legacy tokens (before 0019).
     token_id: str | None = None
     #: Where ``user_id`` came from: none, token, caller or asserted.
     user_source: str | None = None

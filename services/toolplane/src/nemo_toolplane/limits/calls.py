@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from nemo_toolplane.limits.local import KeyedRateLimiter
 from nemo_toolplane.limits.shared import Bucket, BucketsUnavailable, SharedBuckets, bucket_key
-from nemo_toolplane.policy import matches_pattern
+from nemo_toolplane.patterns import matches_pattern
 from nemo_toolplane.principal import Principal
 
 logger = logging.getLogger(__name__)

@@ -33,9 +33,10 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import mcp_types as types
@@ -240,11 +241,8 @@ def _version_refusal(header: str | None, message: JsonRpcMessage | None) -> Resp
     return None
 
 
-class _BodyTooLarge(Exception):
-    pass
-
-
-async def _read_body(receive: Receive) -> bytes:
+async def _read_body(receive: Receive) -> bytes | None:
+    """The request body, or None once it grows past :data:`MAX_BODY_BYTES` (the rest unread)."""
     chunks = []
     size = 0
     while True:
@@ -254,11 +252,95 @@ async def _read_body(receive: Receive) -> bytes:
         chunk = message.get("body", b"")
         size += len(chunk)
         if size > MAX_BODY_BYTES:
-            raise _BodyTooLarge
+            return None
         chunks.append(chunk)
         if not message.get("more_body", False):
             break
     return b"".join(chunks)
+
+
+@dataclass(frozen=True)
+class _Post:
+    """One admitted POST as the checks before the SDK see it."""
+
+    #: None when it was larger than :data:`MAX_BODY_BYTES`.
+    body: bytes | None
+    #: The ``MCP-Protocol-Version`` header, when sent.
+    version_header: str | None
+
+    @cached_property
+    def message(self) -> JsonRpcMessage | None:
+        """The parsed body; None when there is none, or it is not JSON."""
+        return parse(self.body) if self.body is not None else None
+
+    @property
+    def tool_call(self) -> JsonRpcMessage | None:
+        """The message when it asks for ``tools/call``, however malformed the rest."""
+        message = self.message
+        return message if message is not None and message.is_tool_call else None
+
+
+@dataclass(frozen=True)
+class _Refusal:
+    """The answer to a POST refused before the SDK sees it, and how its audit row names it."""
+
+    response: Response
+    #: The fixed label the audit row carries (never the input).
+    problem: str
+    #: Audited only when set; an audited refusal names the tool a ``tools/call`` asked for.
+    audited: bool = True
+    tool_name: object = None
+
+
+def _too_large(post: _Post) -> _Refusal | None:
+    if post.body is not None:
+        return None
+    return _Refusal(
+        _jsonrpc_error(413, types.INVALID_REQUEST, "Request body too large"), "body too large"
+    )
+
+
+def _batch(post: _Post) -> _Refusal | None:
+    # JSON-RPC batches were removed from MCP: exactly one message per POST.
+    if post.body is None or post.body.lstrip()[:1] != b"[":
+        return None
+    batch = _jsonrpc_error(400, types.INVALID_REQUEST, "Send exactly one JSON-RPC message per POST")
+    return _Refusal(batch, "batch")
+
+
+def _malformed_envelope(post: _Post) -> _Refusal | None:
+    problem = post.message.problem if post.message is not None else None
+    if problem is None:
+        return None
+    invalid = _jsonrpc_error(400, types.INVALID_REQUEST, f"Invalid Request: {problem}")
+    # Only a call is audited here: any other malformed message is no attempt to use a tool.
+    tool_call = post.tool_call
+    return _Refusal(
+        invalid,
+        "JSON-RPC envelope",
+        audited=tool_call is not None,
+        tool_name=tool_call.tool_name if tool_call is not None else None,
+    )
+
+
+def _unserved_version(post: _Post) -> _Refusal | None:
+    refused = _version_refusal(post.version_header, post.message)
+    if refused is None:
+        return None
+    tool_call = post.tool_call
+    return _Refusal(
+        refused, "protocol version", tool_name=tool_call.tool_name if tool_call else None
+    )
+
+
+#: What the endpoint refuses before the SDK sees a POST, in this order; the first that applies
+#: answers (the numbers 4 and 5 of the module docstring).
+_CHECKS: tuple[Callable[[_Post], _Refusal | None], ...] = (
+    _too_large,
+    _batch,
+    _malformed_envelope,
+    _unserved_version,
+)
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:
@@ -311,47 +393,28 @@ class McpEndpoint:
                 message["headers"] = [*message.get("headers", ()), *ids]
             await send(message)
 
-        # Refused from here on, an authenticated request still leaves its audit row.
-        try:
-            body = await _read_body(receive)
-        except _BodyTooLarge:
-            self._router.refuse(principal, None, transport="mcp", problem="body too large")
-            too_large = _jsonrpc_error(413, types.INVALID_REQUEST, "Request body too large")
-            await too_large(scope, receive, send_with_request_id)
-            return
-        if body.lstrip()[:1] == b"[":
-            # JSON-RPC batches were removed from MCP: exactly one message per POST.
-            self._router.refuse(principal, None, transport="mcp", problem="batch")
-            batch = _jsonrpc_error(
-                400, types.INVALID_REQUEST, "Send exactly one JSON-RPC message per POST"
-            )
-            await batch(scope, receive, send_with_request_id)
-            return
-        message = parse(body)
-        tool_call = message if message is not None and message.is_tool_call else None
-        if message is not None and (problem := message.problem) is not None:
-            if tool_call is not None:
-                self._router.refuse(
-                    principal, tool_call.tool_name, transport="mcp", problem="JSON-RPC envelope"
-                )
-            invalid = _jsonrpc_error(400, types.INVALID_REQUEST, f"Invalid Request: {problem}")
-            await invalid(scope, receive, send_with_request_id)
-            return
-        version = _version_refusal(Headers(scope=scope).get("mcp-protocol-version"), message)
-        if version is not None:
-            name = tool_call.tool_name if tool_call is not None else None
-            self._router.refuse(principal, name, transport="mcp", problem="protocol version")
-            await version(scope, receive, send_with_request_id)
-            return
+        post = _Post(await _read_body(receive), Headers(scope=scope).get("mcp-protocol-version"))
+        for check in _CHECKS:
+            if (refusal := check(post)) is not None:
+                # Refused here, an authenticated request still leaves its audit row.
+                if refusal.audited:
+                    self._router.refuse(
+                        principal, refusal.tool_name, transport="mcp", problem=refusal.problem
+                    )
+                await refusal.response(scope, receive, send_with_request_id)
+                return
+        assert post.body is not None  # noqa: S101  narrows the type: _too_large let it through
         # W3C trace context from the HTTP headers; the SDK prefers one carried in `_meta`.
         trace = otel_context.attach(propagate.extract(Headers(scope=scope)))
         handed_over = _admitted.set(admitted)
         try:
-            await self.manager.handle_request(scope, _replay(body, receive), send_with_request_id)
+            await self.manager.handle_request(
+                scope, _replay(post.body, receive), send_with_request_id
+            )
         finally:
             _admitted.reset(handed_over)
             otel_context.detach(trace)
-        if tool_call is not None and not admitted.routed:
+        if (tool_call := post.tool_call) is not None and not admitted.routed:
             # The SDK answered it without calling the handler (its parameters do not fit).
             self._router.refuse(
                 principal, tool_call.tool_name, transport="mcp", problem="tools/call parameters"

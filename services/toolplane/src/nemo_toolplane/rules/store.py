@@ -14,14 +14,11 @@ from datetime import datetime
 from nemo_core.db import Pool
 from nemo_toolplane.policy import Effect, Grant, Policy, Verdict
 from nemo_toolplane.principal import AgentIdentity
-from nemo_toolplane.registry import Mode
-from nemo_toolplane.tokens import hash_token
+from nemo_toolplane.tokens import MAX_TOKEN_LENGTH, hash_token
+from nemo_toolplane.tool_kinds import Mode
 
-# Long enough for any token we issue, short enough that hashing a junk header costs nothing.
-MAX_TOKEN_LENGTH = 256
-
-# The token (bound to a user or not), else the agent's legacy unbound token; then, only for the
-# row found, the agent's grants and every enabled policy, each in a stable order.
+# The live token (bound to a user or not) of an active agent; then, only for the row found, the
+# agent's grants and every enabled policy, each in a stable order.
 _LOAD = """
 WITH identity AS (
     SELECT t.agent_id, t.id AS token_id, t.user_id, t.expires_at
@@ -31,11 +28,6 @@ WITH identity AS (
       AND t.revoked_at IS NULL
       AND (t.expires_at IS NULL OR t.expires_at > now())
       AND a.status = 'active'
-    UNION ALL
-    SELECT a.id, NULL, NULL, NULL::timestamptz
-    FROM toolplane.agents a
-    WHERE a.token_hash = $1 AND a.status = 'active'
-    LIMIT 1
 )
 SELECT i.agent_id, i.token_id, i.user_id, i.expires_at,
   (SELECT coalesce(json_agg(g ORDER BY g.id), '[]'::json) FROM (

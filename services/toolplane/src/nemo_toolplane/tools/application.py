@@ -19,8 +19,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from nemo_core.db import Connection
 from nemo_toolplane.envelope import ErrorCode, ToolError
-from nemo_toolplane.registry import AnyTool, Mode, Risk, ToolDefinition
+from nemo_toolplane.registry import AnyTool, ToolDefinition
 from nemo_toolplane.tool_call import ToolCall
+from nemo_toolplane.tool_kinds import Mode, Risk
 
 Status = Literal["active", "maintenance", "deprecated", "retired"]
 _APPLICATION_ID = Field(

@@ -9,8 +9,9 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from nemo_core.text import is_significant, words
 from nemo_protos.context.v1 import knowledge_pb2
-from nemo_toolplane.registry import AnyTool, Mode, Risk, ToolDefinition
+from nemo_toolplane.registry import AnyTool, ToolDefinition
 from nemo_toolplane.tool_call import ToolCall
+from nemo_toolplane.tool_kinds import Mode, Risk
 
 
 def _searchable(query: str) -> str:
@@ -85,7 +86,9 @@ def _node(node: knowledge_pb2.KnowledgeNode) -> KnowledgeNode:
 
 
 async def _search(call: ToolCall, args: SearchKnowledgeArgs) -> SearchKnowledgeResult:
-    response = await call.context.search_knowledge(args.query, args.limit, args.subject, args.grade)
+    response = await call.context_service.search_knowledge(
+        args.query, args.limit, args.subject, args.grade
+    )
     return SearchKnowledgeResult(
         nodes=[
             KnowledgeHit(**_node(hit.node).model_dump(), score=round(hit.score, 4))
@@ -95,7 +98,7 @@ async def _search(call: ToolCall, args: SearchKnowledgeArgs) -> SearchKnowledgeR
 
 
 async def _get_node(call: ToolCall, args: GetKnowledgeNodeArgs) -> GetKnowledgeNodeResult:
-    response = await call.context.knowledge_node(args.node_id)
+    response = await call.context_service.knowledge_node(args.node_id)
     return GetKnowledgeNodeResult(
         node=_node(response.node),
         edges=[

@@ -6,8 +6,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from nemo_toolplane.docs.library import DocNotFound
 from nemo_toolplane.envelope import ErrorCode, ToolError
-from nemo_toolplane.registry import AnyTool, Mode, Risk, ToolDefinition
+from nemo_toolplane.registry import AnyTool, ToolDefinition
 from nemo_toolplane.tool_call import ToolCall
+from nemo_toolplane.tool_kinds import Mode, Risk
 
 
 class SearchDocsArgs(BaseModel):

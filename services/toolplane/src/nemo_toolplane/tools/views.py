@@ -20,8 +20,9 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 
 from nemo_core.identifiers import KEY_PATTERN, KEY_RULE, is_key
 from nemo_protos.context.v1 import learner_context_pb2
-from nemo_toolplane.registry import Mode, Risk, ToolDefinition
+from nemo_toolplane.registry import ToolDefinition
 from nemo_toolplane.tool_call import ToolCall
+from nemo_toolplane.tool_kinds import Mode, Risk
 
 
 def _learner_key(value: str) -> str:
@@ -54,12 +55,15 @@ def _short_enum(prefix: str) -> Callable[[Any], Any]:
 KnowledgeState = Annotated[str, BeforeValidator(_short_enum("KNOWLEDGE_STATE_"))]
 
 
-class _Slice(BaseModel):
+class SliceModel(BaseModel):
+    """The base of every model a view result is read into: subclass it to keep fewer fields of a
+    slice than the models here do (a tool keeps only the fields its model declares)."""
+
     # Fields the context service adds later are dropped until a tool version declares them.
     model_config = ConfigDict(extra="ignore", frozen=True)
 
 
-class Provenance(_Slice):
+class Provenance(SliceModel):
     version: int = Field(0, description="Version of the computed learner model.")
     computed_at: str | None = Field(
         None,
@@ -69,17 +73,17 @@ class Provenance(_Slice):
     engine_version: str = Field("", description="Version of the engine that computed it.")
 
 
-class NodeRef(_Slice):
+class NodeRef(SliceModel):
     node_id: str
     node_title: str = ""
 
 
-class Profile(_Slice):
+class Profile(SliceModel):
     grade: int | None = Field(None, description="School grade, 1 to 12.")
     age_years: int | None = Field(None, description="Age in whole years; never a birth date.")
 
 
-class MasteryEntry(_Slice):
+class MasteryEntry(SliceModel):
     node_id: str
     node_title: str = ""
     mastery: float | None = None
@@ -89,7 +93,7 @@ class MasteryEntry(_Slice):
     state: KnowledgeState = Field("unspecified", description="unknown, gap, shaky or solid.")
 
 
-class LearningContext(_Slice):
+class LearningContext(SliceModel):
     subject: str = ""
     strand: str = ""
     package_title: str = ""
@@ -98,7 +102,7 @@ class LearningContext(_Slice):
     provenance: Provenance | None = None
 
 
-class LearningProgress(_Slice):
+class LearningProgress(SliceModel):
     coverage: float | None = None
     solid_count: int = 0
     shaky_count: int = 0
@@ -117,7 +121,7 @@ class LearningProgress(_Slice):
     provenance: Provenance | None = None
 
 
-class CompetencyEntry(_Slice):
+class CompetencyEntry(SliceModel):
     strand: str
     mastery: float | None = None
     coverage: float | None = None
@@ -125,7 +129,7 @@ class CompetencyEntry(_Slice):
     state: KnowledgeState = "unspecified"
 
 
-class Competency(_Slice):
+class Competency(SliceModel):
     code: str
     title: str = ""
     level: int | None = None
@@ -134,18 +138,18 @@ class Competency(_Slice):
     confidence: float | None = None
 
 
-class CompetencyProfile(_Slice):
+class CompetencyProfile(SliceModel):
     strands: list[CompetencyEntry] = Field(default_factory=list)
     competencies: list[Competency] = Field(default_factory=list)
     provenance: Provenance | None = None
 
 
-class StrandReadiness(_Slice):
+class StrandReadiness(SliceModel):
     strand: str
     readiness: float | None = None
 
 
-class Readiness(_Slice):
+class Readiness(SliceModel):
     readiness: float | None = None
     confidence: float | None = None
     coverage: float | None = None
@@ -156,7 +160,7 @@ class Readiness(_Slice):
     provenance: Provenance | None = None
 
 
-class PlanStep(_Slice):
+class PlanStep(SliceModel):
     position: int | None = Field(None, description="From 1; absent when the plan gives no order.")
     node_id: str = ""
     node_title: str = ""
@@ -165,7 +169,7 @@ class PlanStep(_Slice):
     minutes: int | None = None
 
 
-class LearningPlan(_Slice):
+class LearningPlan(SliceModel):
     plan_id: str = ""
     title: str = ""
     horizon_days: int | None = None
@@ -173,7 +177,7 @@ class LearningPlan(_Slice):
     provenance: Provenance | None = None
 
 
-class NextExperience(_Slice):
+class NextExperience(SliceModel):
     kind: str = ""
     title: str = ""
     node_id: str = ""
@@ -183,7 +187,7 @@ class NextExperience(_Slice):
     provenance: Provenance | None = None
 
 
-class ViewResult(_Slice):
+class ViewResult(SliceModel):
     """What every learner tool returns besides its slices."""
 
     learner_ref: str = Field(description="Stable pseudonym of the learner.")
@@ -217,7 +221,7 @@ def view_tool(
 
     async def execute(call: ToolCall, args: LearnerArgs) -> Result:
         # Persisted: every agent read of a learner can be reproduced from its audit row.
-        bundle = await call.context.agent_view(
+        bundle = await call.context_service.agent_view(
             args.learner_id, view, call.learner_reach(), persist=True
         )
         call.record_input(bundle.input_ref)

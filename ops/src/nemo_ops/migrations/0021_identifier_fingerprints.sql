@@ -2,7 +2,7 @@
 -- e-mail, phone, address, school, birth date) in any string, while nemo_context still cannot read
 -- those columns. This definer function gives it keyed fingerprints of their normalised tokens,
 -- never a value: the service fingerprints the tokens of a text with the same key and compares
--- (ADR 0011). pgcrypto is not available on the embedded server, so HMAC-SHA256 is written here
+-- (ADR 0014). pgcrypto is not available on the embedded server, so HMAC-SHA256 is written here
 -- by its definition (RFC 2104) from the built-in sha256().
 
 -- The keys the context service may fingerprint with, by their SHA-256 digest (the key itself is

@@ -1,5 +1,5 @@
-"""npm packages for tests: pinned by a committed ``package.json`` and ``package-lock.json``,
-installed with ``npm ci`` from the registry once per lockfile, then reused.
+"""npm packages for the tests and the local stack: pinned by a committed ``package.json`` and
+``package-lock.json``, installed with ``npm ci`` from the registry once per lockfile, then reused.
 
 Each install lives in a cache directory named after a digest of the two files, so a changed pin
 makes a fresh install and an unchanged one costs nothing; concurrent test sessions on one machine
@@ -112,7 +112,10 @@ def _exclusive(lock_path: Path) -> Iterator[None]:
 def _npm_ci(project: Path, target: Path) -> None:
     npm = shutil.which("npm")
     if npm is None:
-        raise NodeToolsUnavailable("npm is not on PATH (Debian: apt-get install npm)")
+        raise NodeToolsUnavailable(
+            f"npm is not on PATH, and {project} needs it to install its pinned packages"
+            " (Debian: apt-get install npm)"
+        )
     shutil.rmtree(target, ignore_errors=True)
     target.mkdir(parents=True)
     for name in PINNED_FILES:
