@@ -190,6 +190,8 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         required=True,
         help="file holding the identifier key (at least "
         f"{MIN_IDENTIFIER_KEY_LENGTH} characters; its digest is registered in the database)",
+    )
+    parser.add_argument(
         "--snapshot-master-key-file",
         type=Path,
         required=True,
