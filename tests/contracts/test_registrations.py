@@ -78,7 +78,7 @@ KIND_OF_RPC = {
 
 def _add_row(name: str, kind: str) -> str:
     return (
-        f"add a {kind} row {name!r} to PURPOSES in {PURPOSES_FILE} (its slices and a reason), "
+        f"add the {kind} row {name!r} to PURPOSES in {PURPOSES_FILE} (its slices and a reason), "
         f"bump POLICY_VERSION, and record the row and the new digest in {PURPOSES_TEST}"
     )
 
