@@ -67,10 +67,12 @@ VIEW_TOOLS = [tool for tool in TOOLS if tool.agent_view is not None]
 LEARNER_PROMPTS = [spec for spec in REGISTRY if spec.purpose is not None]
 #: The bundle each kind of purpose is built as, by the RPC that builds it.
 BUNDLES = {"PROMPT": LEARNER, "CONVERSATION": CONVERSATION}
-#: Which kind of purpose the gateway builds for a prompt, by the RPC that serves it:
-#: ``RunPrompt`` calls ``BuildContext``; the chat and its summary ``BuildConversationContext``.
+#: Which kind of purpose the gateway builds for a prompt, by the RPC that serves it: the runner
+#: of ``RunPrompt`` and ``Answer`` calls ``BuildContext``; the chat and its summary
+#: ``BuildConversationContext``.
 KIND_OF_RPC = {
     Rpc.RUN_PROMPT: "PROMPT",
+    Rpc.ANSWER: "PROMPT",
     Rpc.STREAM_PROMPT: "CONVERSATION",
     Rpc.INTERNAL: "CONVERSATION",
 }
@@ -157,10 +159,13 @@ def test_every_tool_declares_its_risk_and_mode(tool: AnyTool) -> None:
 # --- prompts and their purposes --------------------------------------------------------------
 
 
+def test_each_rpc_has_the_kind_of_purpose_it_builds() -> None:
+    assert set(KIND_OF_RPC) == set(Rpc), "say in KIND_OF_RPC which kind a new RPC builds"
+
+
 @pytest.mark.parametrize("spec", LEARNER_PROMPTS, ids=lambda spec: spec.prompt_id)
 def test_every_prompt_purpose_is_a_row_of_the_kind_its_rpc_builds(spec: AnySpec) -> None:
-    purpose, wanted = str(spec.purpose), KIND_OF_RPC.get(spec.rpc)
-    assert wanted is not None, f"{spec.prompt_id}: the {spec.rpc} RPC builds no learner context"
+    purpose, wanted = str(spec.purpose), KIND_OF_RPC[spec.rpc]
     row = ROWS.get(purpose)
     assert row is not None, (
         f"{spec.prompt_id} names purpose {purpose!r}, which the context service does not "
@@ -208,7 +213,7 @@ def test_a_prompt_reads_only_the_slices_its_purpose_declares(
 ) -> None:
     purpose = str(spec.purpose)
     if purpose not in ROWS:
-        pytest.fail(f"{spec.prompt_id}: {_add_row(purpose, KIND_OF_RPC.get(spec.rpc, 'PROMPT'))}")
+        pytest.fail(f"{spec.prompt_id}: {_add_row(purpose, KIND_OF_RPC[spec.rpc])}")
     fields, seen = reads_of(spec, data)
     read = {path: fields.slice_of(path) for path in seen}
     undeclared = {
