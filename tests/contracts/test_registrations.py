@@ -16,16 +16,18 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given, reject, settings
 from hypothesis import strategies as st
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from nemo_context.acl import PURPOSE_KINDS_BY_CALLER
 from nemo_context.purposes import Slice, purpose_table
+from nemo_gateway.lang import Lang
 from nemo_gateway.prompts.registry import REGISTRY, AnySpec
-from nemo_gateway.prompts.spec import Lang, PromptInput, Rpc
+from nemo_gateway.prompts.spec import PromptInput, Rpc
 from nemo_protos.context.v1 import purpose_pb2
-from nemo_toolplane.registry import AnyTool, Mode, Risk
+from nemo_toolplane.registry import AnyTool
+from nemo_toolplane.tool_kinds import Mode, Risk
 from nemo_toolplane.tools import build_registry
 from tests.contracts.bundle_fields import (
     CONVERSATION,
@@ -182,8 +184,16 @@ def test_every_prompt_purpose_is_a_row_of_the_kind_its_rpc_builds(spec: AnySpec)
     assert row.kind in gateway_kinds, f"the context service refuses {row.kind} to the gateway"
 
 
+def _valid(data: st.DataObject, model: type[BaseModel], label: str) -> Any:
+    """An instance of ``model``: values its own validators refuse are drawn again."""
+    try:
+        return data.draw(st.from_type(model), label=label)
+    except ValidationError:
+        reject()
+
+
 def _prompt_input(spec: AnySpec, data: st.DataObject, bundle: Any) -> PromptInput[Any]:
-    variables = data.draw(st.from_type(spec.variables), label="variables")
+    variables = _valid(data, spec.variables, "variables")
     lang = data.draw(st.sampled_from(list(Lang)), label="lang")
     if ROWS[str(spec.purpose)].kind == "CONVERSATION":
         return PromptInput(variables, lang, NOW, conversation=bundle)
@@ -198,7 +208,7 @@ def reads_of(spec: AnySpec, data: st.DataObject) -> tuple[BundleFields, set[str]
     prompt = _prompt_input(spec, data, Reads(bundle, fields, seen))
     spec.render(prompt)
     spec.baseline(prompt)
-    draft = data.draw(st.from_type(spec.model_output), label="model output")
+    draft = _valid(data, spec.model_output, "model output")
     spec.guardrail(draft, prompt)
     spec.check(draft, prompt)
     spec.finish(draft, prompt)

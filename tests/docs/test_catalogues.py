@@ -9,7 +9,8 @@ from collections.abc import Iterator
 
 from nemo_eval.cases import CASES, LEARNERS
 from nemo_gateway.prompts.registry import REGISTRY
-from nemo_toolplane.registry import AnyTool, Mode, Risk
+from nemo_toolplane.registry import AnyTool
+from nemo_toolplane.tool_kinds import Mode, Risk
 from nemo_toolplane.tools import build_registry
 from tests.docs.docs_text import REPO
 

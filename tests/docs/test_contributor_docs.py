@@ -161,7 +161,7 @@ SYSTEM_PACKAGES = {
     "python3-venv": ("Makefile", "python3 -m venv"),  # uv into .tools/ when not on PATH
     "build-essential": ("local-model/build.sh", "compiles llama.cpp"),
     "git": ("Makefile", ".git#branch=main"),  # buf breaking against main
-    "npm": ("libs/nemo-testing/src/nemo_testing/node.py", 'shutil.which("npm")'),
+    "npm": ("libs/nemo-devtools/src/nemo_devtools/node.py", 'shutil.which("npm")'),
 }
 
 
