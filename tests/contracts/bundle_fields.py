@@ -80,6 +80,8 @@ LEARNER = BundleFields(
             "rendered_text",
             "input_ref",
             "snapshot_sha256",
+            # Counts by kind of what the gate masked in written text, never the values.
+            "redactions",
         }
     ),
 )
