@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from nemo_context.gate.circle import FINGERPRINT_BYTES, Circle
 from nemo_context.gate.identifiers import identifier_kind
+from nemo_context.gate.reading import read
 from nemo_context.gate.tokens import accented_words, words
 from nemo_context.settings import DEVELOPMENT_IDENTIFIER_KEY
 from nemo_core.db import Pool, learner_transaction
@@ -154,5 +155,5 @@ async def test_the_context_role_cannot_fold_or_hash_values_itself(context_pool: 
 
 async def test_a_circle_read_from_the_database_finds_its_own_people(context_pool: Pool) -> None:
     circle = Circle.from_rows(KEY, await _circle_rows(context_pool, "L-2041-2", KEY))
-    assert identifier_kind("Bạn Trần Bảo Ngọc ở nhà", circle) == "name"
-    assert identifier_kind("Hôm nay em học bài về hàm số bậc nhất", circle) is None
+    assert identifier_kind(read("Bạn Trần Bảo Ngọc ở nhà"), circle) == "name"
+    assert identifier_kind(read("Hôm nay em học bài về hàm số bậc nhất"), circle) is None

@@ -7,7 +7,10 @@ message and refuses it when it finds a forbidden field name or a forbidden value
 - :mod:`.walk` gathers what a message holds and judges it;
 - :mod:`.gated` holds the result (:class:`Gated`, built only by :func:`gate`) and records blocks;
 - :mod:`.names` and :mod:`.rules` judge field names by their words; :mod:`.text` folds spellings,
-  decodes encodings and finds keys written in text.
+  decodes encodings and finds keys written in text;
+- :mod:`.circle` and :mod:`.shapes` find identifiers (:mod:`.identifiers`), which
+  :mod:`.masking` masks in text a person wrote;
+- :mod:`.reading` reads each string once for all of them and keeps what it found.
 """
 
 from nemo_context.gate.gated import Gated, gate, leak_blocked, record_block
@@ -17,7 +20,6 @@ from nemo_context.gate.walk import (
     find_forbidden_name,
     find_leak,
     forbidden_names_in,
-    text_finding,
 )
 
 __all__ = [
@@ -30,5 +32,4 @@ __all__ = [
     "is_forbidden_name",
     "leak_blocked",
     "record_block",
-    "text_finding",
 ]

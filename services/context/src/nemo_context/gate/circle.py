@@ -30,14 +30,13 @@ from __future__ import annotations
 import hashlib
 import hmac
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Final
+from typing import Final, Protocol, cast
 
 from nemo_context.gate.rules import ORDINARY_PAIRS, PERSON_WORDS, SCHOOL_WORDS
 from nemo_context.gate.shapes import Span, dates
-from nemo_context.gate.tokens import origins_of, soft_fold
 
 FINGERPRINT_BYTES: Final = 16
 _WORD: Final = re.compile(r"[a-z0-9]+")
@@ -117,6 +116,37 @@ class Circle:
         phrases = (*self.names, *self.addresses, *self.schools)
         return frozenset(fp for phrase in phrases for fp in phrase)
 
+    @cached_property
+    def _named_by(self) -> frozenset[str]:
+        """The given names and the names written as one word: every name found holds one."""
+        return self.joined_names | {name[-1] for name in self.names}
+
+    @cached_property
+    def _phrases(self) -> tuple[tuple[str, ...], ...]:
+        """The e-mail addresses, addresses and schools: each found only with all its words."""
+        return (*self.emails, *self.addresses, *self.schools)
+
+    @cached_property
+    def identity(self) -> bytes:
+        """A digest of everything the circle matches with (its key and fingerprints): two circles
+        with one identity find the same identifiers, so a verdict remembered for one holds for
+        the other (see :mod:`.reading`); a circle that changed has another identity."""
+        described = "\0".join(
+            f"{kind}:{' '.join(phrase)}"
+            for kind, phrases in (
+                ("name", self.names),
+                ("name_joined", (sorted(self.joined_names),)),
+                ("email", self.emails),
+                ("address", self.addresses),
+                ("school", self.schools),
+                ("phone", (sorted(self.phones),)),
+                ("birth_date", (sorted(self.birth_dates),)),
+                ("accented", (sorted(self.accented),)),
+            )
+            for phrase in phrases
+        )
+        return hashlib.sha256(b"%d:%b\0%b" % (len(self.key), self.key, described.encode())).digest()
+
     @property
     def empty(self) -> bool:
         """Whether there is nothing to look for."""
@@ -124,45 +154,85 @@ class Circle:
             self.names or self.emails or self.addresses or self.schools or self.phones
         ) and not (self.birth_dates or self.joined_names)
 
-    def spans(self, folded: str, original: str) -> list[Span]:
-        """Where the circle's identifiers are in ``folded``, the :func:`.tokens.fold_plain` of
-        ``original``."""
+    def spans(self, text: ReadText) -> list[Span]:
+        """Where the circle's identifiers are in ``text.plain``."""
         if self.empty:
             return []
-        words = [(match.group(), match.start(), match.end()) for match in _WORD.finditer(folded)]
-        known = _PRINTS.get(self.key) or {}
-        prints = [known.get(word) or fingerprint(self.key, word) for word, _, _ in words]
-        if self.accented:
-            self._reject_other_diacritics(original, words, prints)
+        return [
+            *self._word_spans(text),
+            *self._phones(text.plain),
+            *self._birth_dates(text.plain),
+        ]
+
+    def finds(self, text: ReadText) -> bool:
+        """Whether ``text`` holds an identifier of the circle (``spans`` says where): settled by
+        its dates, digit runs and distinct words, and read word by word only when its words hold
+        what a match needs (a given name, every word of an e-mail, an address or a school)."""
+        if self.empty:
+            return False
+        if self.birth_dates and not self.birth_dates.isdisjoint(self._prints_of(text.dates)):
+            return True
+        if text.digit_runs and any(self._phone(digits) for digits in text.digit_runs):
+            return True
+        present = self._present(text)
+        if present.isdisjoint(self._named_by) and not any(
+            present.issuperset(phrase) for phrase in self._phrases
+        ):
+            return False
+        return next(self._word_spans(text), None) is not None
+
+    def _present(self, text: ReadText) -> set[str]:
+        """The fingerprints of the distinct words of ``text``, but for the circle's words that
+        are written only with other diacritics than the circle's."""
+        words = list(text.words)
+        prints = self._prints_of(words)
         present = set(prints)
-        found: list[Span] = []
-        found.extend(self._names(folded, original, words, prints, present))
+        suspects = present.intersection(self._worded) if self.accented else ()
+        if suspects:
+            word_of = dict(zip(prints, words, strict=True))
+            for fp in suspects:
+                places = _places(word_of[fp], text.plain)
+                if all(self._rejected(text.written(start, end)) for start, end in places):
+                    present.discard(fp)
+        return present
+
+    def _prints_of(self, words: Sequence[str]) -> list[str]:
+        """The fingerprints of ``words``, in order."""
+        known = _PRINTS.get(self.key) or {}
+        found = list(map(known.get, words))
+        if None not in found:
+            return cast(list[str], found)
+        return [fp or fingerprint(self.key, word) for fp, word in zip(found, words, strict=True)]
+
+    def _rejected(self, written: str) -> bool:
+        """Whether a word of the circle, as ``written``, carries other diacritics than the
+        circle's words carry."""
+        return not written.isascii() and fingerprint(self.key, written) not in self.accented
+
+    def _word_spans(self, text: ReadText) -> Iterator[Span]:
+        """Names, e-mail addresses, addresses and schools: what is found by its words."""
+        folded = text.plain
+        words = [(match.group(), match.start(), match.end()) for match in _WORD.finditer(folded)]
+        prints = self._prints_of([word for word, _, _ in words])
+        if self.accented:
+            self._reject_other_diacritics(text, words, prints)
+        present = set(prints)
+        yield from self._names(text, words, prints, present)
         for kind, phrases in (("email", self.emails), ("address", self.addresses)):
-            found.extend(_phrases(folded, words, prints, phrases, kind, present))
-        found.extend(self._schools(folded, words, prints, present))
-        found.extend(self._phones(folded))
-        found.extend(self._birth_dates(folded))
-        return found
+            yield from _phrases(folded, words, prints, phrases, kind, present)
+        yield from self._schools(folded, words, prints, present)
 
     def _reject_other_diacritics(
-        self, original: str, words: list[tuple[str, int, int]], prints: list[str]
+        self, text: ReadText, words: list[tuple[str, int, int]], prints: list[str]
     ) -> None:
         """Forget the words of the circle written with other diacritics than the circle's."""
-        known = self._worded
-        origins: list[int] | None = None
         for index, fp in enumerate(prints):
-            if fp not in known:
-                continue
-            origins = origins if origins is not None else origins_of(original)
-            _, start, end = words[index]
-            written = soft_fold(original[origins[start] : origins[end - 1] + 1])
-            if not written.isascii() and fingerprint(self.key, written) not in self.accented:
+            if fp in self._worded and self._rejected(text.written(*words[index][1:])):
                 prints[index] = ""
 
     def _names(
         self,
-        folded: str,
-        original: str,
+        text: ReadText,
         words: list[tuple[str, int, int]],
         prints: list[str],
         present: set[str],
@@ -187,13 +257,11 @@ class Circle:
                     end < len(prints)
                     and prints[end] in parts
                     and prints[end] not in seen
-                    and _near(folded, words[end - 1], words[end])
+                    and _near(text.plain, words[end - 1], words[end])
                 ):
                     seen.add(prints[end])
                     end += 1
-                if given in seen and (
-                    len(seen) >= 2 or _after_person_word(folded, original, words, index)
-                ):
+                if given in seen and (len(seen) >= 2 or _after_person_word(text, words, index)):
                     yield words[index][1], words[end - 1][2], "name"
                 index = end
 
@@ -214,17 +282,18 @@ class Circle:
                         before -= 1
                     yield words[before][1], words[start + len(school) - 1][2], "school"
 
+    def _phone(self, digits: str) -> bool:
+        """Whether a national number of the circle is written in ``digits``."""
+        return bool(self.phones) and any(
+            fingerprint(self.key, digits[start : start + length]) in self.phones
+            for length in _PHONE_LENGTHS
+            for start in range(len(digits) - length + 1)
+        )
+
     def _phones(self, folded: str) -> Iterable[Span]:
-        if not self.phones:
-            return
-        for run in _DIGIT_RUN.finditer(folded):
-            digits = "".join(char for char in run.group() if char.isdigit())
-            if any(
-                fingerprint(self.key, digits[start : start + length]) in self.phones
-                for length in _PHONE_LENGTHS
-                for start in range(len(digits) - length + 1)
-            ):
-                yield run.start(), run.end(), "phone"
+        for start, end, digits in digit_runs(folded):
+            if self._phone(digits):
+                yield start, end, "phone"
 
     def _birth_dates(self, folded: str) -> Iterable[Span]:
         if not self.birth_dates:
@@ -232,6 +301,36 @@ class Circle:
         for start, end, day in dates(folded):
             if fingerprint(self.key, day) in self.birth_dates:
                 yield start, end, "birth_date"
+
+
+class ReadText(Protocol):
+    """A text as :meth:`Circle.finds` reads it (see :class:`.reading.Reading`)."""
+
+    @property
+    def text(self) -> str: ...
+    @property
+    def plain(self) -> str: ...
+    @property
+    def words(self) -> frozenset[str]: ...
+    @property
+    def dates(self) -> tuple[str, ...]: ...
+    @property
+    def digit_runs(self) -> tuple[str, ...]: ...
+    def written(self, start: int, end: int) -> str:
+        """``plain[start:end]`` as written: diacritics kept (:func:`.tokens.soft_fold`)."""
+
+
+def _places(word: str, folded: str) -> Iterator[tuple[int, int]]:
+    """Where ``word`` stands as a whole word in ``folded``."""
+    for match in re.finditer(rf"(?<![a-z0-9]){re.escape(word)}(?![a-z0-9])", folded):
+        yield match.span()
+
+
+def digit_runs(folded: str) -> Iterator[tuple[int, int, str]]:
+    """``(start, end, digits)`` of every run of digits in ``folded`` long enough to hold a phone
+    number, however its digits are grouped and separated."""
+    for run in _DIGIT_RUN.finditer(folded):
+        yield run.start(), run.end(), "".join(char for char in run.group() if char.isdigit())
 
 
 def _school_word(folded: str, words: list[tuple[str, int, int]], index: int) -> bool:
@@ -250,18 +349,12 @@ def _near(folded: str, first: tuple[str, int, int], second: tuple[str, int, int]
     return len(gap) <= _NEAR and not gap.strip(_JOINERS)
 
 
-def _after_person_word(
-    folded: str, original: str, words: list[tuple[str, int, int]], index: int
-) -> bool:
+def _after_person_word(text: ReadText, words: list[tuple[str, int, int]], index: int) -> bool:
     """Whether the word before ``words[index]``, as written (with its diacritics), is a word for a
     person and the two are not an ordinary word together ("anh hùng" is a hero)."""
-    if index == 0 or not _near(folded, words[index - 1], words[index]):
+    if index == 0 or not _near(text.plain, words[index - 1], words[index]):
         return False
-    origins = origins_of(original)
-    before, name = (
-        soft_fold(original[origins[start] : origins[end - 1] + 1])
-        for _, start, end in (words[index - 1], words[index])
-    )
+    before, name = (text.written(start, end) for _, start, end in (words[index - 1], words[index]))
     return before in PERSON_WORDS and f"{before} {name}" not in ORDINARY_PAIRS
 
 

@@ -21,15 +21,16 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from typing import Final
+from typing import Any, Final
 
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 from google.protobuf.struct_pb2 import ListValue, Struct, Value
 
 from nemo_context.gate.circle import Circle
-from nemo_context.gate.identifiers import identifier_kind, identifier_spans
+from nemo_context.gate.identifiers import identifier_spans
 from nemo_context.gate.names import is_forbidden_key, is_forbidden_name
+from nemo_context.gate.reading import Reading, key_rule, passes, read
 from nemo_context.gate.rules import PLACEHOLDERS
 from nemo_context.gate.text import (
     ValueMatcher,
@@ -38,7 +39,6 @@ from nemo_context.gate.text import (
     fold_with_offsets,
     text_keys,
 )
-from nemo_context.gate.walk import text_finding
 from nemo_protos.context.v1 import learner_context_pb2 as pb
 
 ID_MASK: Final = "[id removed]"
@@ -118,7 +118,7 @@ def _spans(text: str, matcher: ValueMatcher, circle: Circle) -> Spans:
             if end > start:
                 spans.append((start, end, VALUE_MASK, VALUE))
     for start, end, decoded in encoded_chunks(text):
-        if text_finding(decoded, matcher, depth=1) is not None:
+        if key_rule(Reading(decoded, depth=1), matcher) is not None:
             spans.append((start, end, ENCODED_MASK, KEY))
             spans.extend(_value_after_encoded_key(text, end, decoded))
     spans.extend(
@@ -147,7 +147,7 @@ def _value_after_encoded_key(text: str, end: int, decoded: str) -> Spans:
 
 
 def _clean(text: str, matcher: ValueMatcher, circle: Circle) -> bool:
-    return text_finding(text, matcher) is None and identifier_kind(text, circle) is None
+    return passes(read(text), matcher, circle)
 
 
 def mask_text(text: str, matcher: ValueMatcher, circle: Circle) -> tuple[str, Counter[str]]:
@@ -166,6 +166,40 @@ def mask_text(text: str, matcher: ValueMatcher, circle: Circle) -> tuple[str, Co
         if _clean(masked, matcher, circle):
             return masked, counts
     return OMITTED, Counter({OMITTED_KIND: 1})
+
+
+_PLANS: dict[tuple[str, frozenset[str]], tuple[tuple[FieldDescriptor, bool], ...]] = {}
+
+
+def _plan(descriptor: Any, wanted: frozenset[str]) -> tuple[tuple[FieldDescriptor, bool], ...]:
+    """The fields of a message type that are a ``wanted`` string field, ``(field, True)``, or a
+    message that can hold one, ``(field, False)``; worked out once per type (maps are not
+    read)."""
+    key = (descriptor.full_name, wanted)
+    plan = _PLANS.get(key)
+    if plan is None:
+        plan = _PLANS[key] = _steps(descriptor, wanted, set())
+    return plan
+
+
+def _steps(
+    descriptor: Any, wanted: frozenset[str], visiting: set[str]
+) -> tuple[tuple[FieldDescriptor, bool], ...]:
+    visiting.add(descriptor.full_name)
+    steps: list[tuple[FieldDescriptor, bool]] = []
+    for field in descriptor.fields:
+        inner = field.message_type
+        if field.type == FieldDescriptor.TYPE_STRING and field.full_name in wanted:
+            steps.append((field, True))
+        elif (
+            inner is not None
+            and not inner.GetOptions().map_entry
+            # A type met again inside itself may hold one at any depth.
+            and (inner.full_name in visiting or _steps(inner, wanted, visiting))
+        ):
+            steps.append((field, False))
+    visiting.discard(descriptor.full_name)
+    return tuple(steps)
 
 
 class TextMasker:
@@ -192,16 +226,21 @@ class TextMasker:
     def fields(self, message: Message, names: Iterable[str]) -> None:
         """Mask, in place and at any depth, the string fields of ``message`` whose full names
         (``nemo.context.v1.Goal.title``) are in ``names``."""
-        wanted = frozenset(names)
-        for field, value in message.ListFields():
-            if field.type == FieldDescriptor.TYPE_STRING and field.full_name in wanted:
-                if field.is_repeated:
-                    value[:] = [self.text(item) for item in value]
-                else:
+        self._fields(message, frozenset(names))
+
+    def _fields(self, message: Message, wanted: frozenset[str]) -> None:
+        for field, text in _plan(message.DESCRIPTOR, wanted):
+            value = getattr(message, field.name)
+            if text and field.is_repeated:
+                value[:] = [self.text(item) for item in value]
+            elif text:
+                if value:
                     setattr(message, field.name, self.text(value))
-            elif field.message_type is not None and not field.message_type.GetOptions().map_entry:
-                for item in value if field.is_repeated else [value]:
-                    self.fields(item, wanted)
+            elif field.is_repeated:
+                for item in value:
+                    self._fields(item, wanted)
+            elif message.HasField(field.name):
+                self._fields(value, wanted)
 
     def struct(self, struct: Struct) -> None:
         """Mask, in place, every string of ``struct`` (a conversation state); an entry whose key

@@ -67,6 +67,7 @@ def _without_marks(name: str) -> str:
     )
 
 
+@lru_cache(maxsize=8192)
 def name_words(name: str) -> tuple[str, ...]:
     """The lower-case words of a field name: ``studentName``, ``student-name``, ``STUDENT_NAME``
     and ``studentname`` are all ``("student", "name")``."""

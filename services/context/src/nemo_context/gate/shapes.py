@@ -22,12 +22,19 @@ from nemo_context.gate.rules import BIRTH_WORDS
 
 Span = tuple[int, int, str]
 
+_DIGIT: Final = re.compile(r"\d")
+"""Dates, addresses and birth dates all hold a digit: text without one holds none of them."""
+
 _EMAIL: Final = re.compile(
     r"[a-z0-9][a-z0-9._%+-]*\s*(?:@|\(at\)|\[at\])\s*[a-z0-9-]+(?:\s*(?:\.|\(dot\)|\[dot\])\s*[a-z0-9-]+)+"
 )
-_DIGIT_RUN: Final = re.compile(r"(?<![a-z0-9])(?<![a-z0-9]-)\+?\(?\d(?:[ _.\-()/]{0,3}\d){7,}")
+_DIGIT_RUN: Final = re.compile(
+    r"(?=[+(0-9])(?<![a-z0-9])(?<![a-z0-9]-)\+?\(?\d(?:[ _.\-()/]{0,3}\d){7,}"
+)
 """Eight digits or more, written with the separators phone numbers are written with, not inside
-a code (``SP-2024-0001``): the only text worth handing to the phone number matcher."""
+a code (``SP-2024-0001``): the only text worth handing to the phone number matcher. Each pattern
+here that cannot start just anywhere first looks ahead at the characters it can start with:
+checked first, that one test rules out most positions of a text."""
 _DIALLED: Final = re.compile(r"[(]?(?:\+|0|84\D*[1-9](?:\D*\d){8,9}$)")
 """How a phone number is written: with its country code (``+84``, ``0084``, Vietnam's ``84``
 without a plus) or its trunk prefix (``0``). Nine bare digits are a number, a count or a code,
@@ -57,7 +64,10 @@ _ADDRESS: Final = re.compile(
     r"(?:street|road|avenue|lane|boulevard)\b"
 )
 
-_ADDRESS_START: Final = re.compile(rf"\b(?:so{_GAP}(?:nha{_GAP})?)?\d")
+_ADDRESS_START: Final = re.compile(
+    # Every form has a house number (up to five digits, maybe a letter and slashes) and a gap.
+    rf"(?=[s0-9])\b(?:so{_GAP}(?:nha{_GAP})?)?\d(?=\d{{0,4}}[a-z]?(?:/\d{{1,4}}[a-z]?)*[ \t_.\-])"
+)
 
 _MONTHS: Final = {
     name: number
@@ -74,19 +84,24 @@ _MONTHS: Final = {
 }  # fmt: skip
 _MONTH: Final = "|".join(sorted(_MONTHS, key=len, reverse=True))
 _SEP: Final = r"(?:[ \t]*[/.\-_][ \t]*|[ \t]+)"
+_DATE_START: Final = "".join(sorted({name[0] for name in _MONTHS}))
 _DATE: Final = re.compile(
-    rf"\b(?P<d1>\d{{1,2}}){_SEP}(?P<m1>\d{{1,2}}){_SEP}(?P<y1>\d{{4}}|\d{{2}})\b"
-    rf"|\b(?P<y2>\d{{4}}){_SEP}(?P<m2>\d{{1,2}}){_SEP}(?P<d2>\d{{1,2}})\b"
-    rf"|\b(?P<d3>\d{{1,2}}){_GAP}thang{_GAP}(?P<m3>\d{{1,2}})"
+    # Every date starts with a digit or a month's name.
+    rf"(?=[0-9{_DATE_START}])\b(?:"
+    rf"(?P<d1>\d{{1,2}}){_SEP}(?P<m1>\d{{1,2}}){_SEP}(?P<y1>\d{{4}}|\d{{2}})\b"
+    rf"|(?P<y2>\d{{4}}){_SEP}(?P<m2>\d{{1,2}}){_SEP}(?P<d2>\d{{1,2}})\b"
+    rf"|(?P<d3>\d{{1,2}}){_GAP}thang{_GAP}(?P<m3>\d{{1,2}})"
     rf"[ \t_.,\-]*(?:nam{_GAP})?(?P<y3>\d{{4}})\b"
-    rf"|\b(?P<mn4>{_MONTH})\.?{_GAP}(?P<d4>\d{{1,2}})(?:st|nd|rd|th)?"
+    rf"|(?P<mn4>{_MONTH})\.?{_GAP}(?P<d4>\d{{1,2}})(?:st|nd|rd|th)?"
     rf"[ \t_.,\-]+(?P<y4>\d{{4}})\b"
-    rf"|\b(?P<d5>\d{{1,2}})(?:st|nd|rd|th)?{_GAP}(?:of{_GAP})?(?P<mn5>{_MONTH})\.?"
+    rf"|(?P<d5>\d{{1,2}})(?:st|nd|rd|th)?{_GAP}(?:of{_GAP})?(?P<mn5>{_MONTH})\.?"
     rf"[ \t_.,\-]+(?P<y5>\d{{4}})\b"
+    r")"
 )
 _YEAR: Final = re.compile(r"\b(?:19|20)\d{2}\b")
 _BIRTH_WORD: Final = re.compile(
     # Longest first; "học sinh" (a pupil) and "sinh học" (biology) are no birth words.
+    f"(?=[{''.join(sorted({word[0] for word in BIRTH_WORDS}))}])"
     r"(?<!hoc )\b(?:"
     + "|".join(
         re.escape(word).replace(r"\ ", r"\s+")
@@ -108,7 +123,7 @@ def _year(text: str) -> int:
 
 def dates(folded: str) -> Iterator[tuple[int, int, str]]:
     """``(start, end, YYYY-MM-DD)`` of every calendar date written in ``folded``."""
-    if not any(char.isdigit() for char in folded):
+    if _DIGIT.search(folded) is None:
         return
     for match in _DATE.finditer(folded):
         groups = match.groupdict()
@@ -146,7 +161,7 @@ def phones(folded: str) -> Iterator[Span]:
 
 def addresses(folded: str) -> Iterator[Span]:
     """Street addresses: a house number, a street, and a ward or district (or a street word)."""
-    if not any(char.isdigit() for char in folded):
+    if _DIGIT.search(folded) is None:
         return
     end = 0
     # Tried only where a house number (maybe "số nhà" first) starts, not at every character.
@@ -162,7 +177,7 @@ def addresses(folded: str) -> Iterator[Span]:
 def birth_dates(folded: str) -> Iterator[Span]:
     """A date (or a year) written shortly after a birth word: "sinh ngày 2/5/2014", "DOB:
     2014-05-02", "born in 2014"."""
-    if not any(char.isdigit() for char in folded):
+    if _DIGIT.search(folded) is None:
         return
     for word in _BIRTH_WORD.finditer(folded):
         window = folded[word.end() : word.end() + _BIRTH_REACH]

@@ -275,16 +275,20 @@ def value_matcher(values: tuple[str, ...]) -> ValueMatcher:
 
 _JSON_KEY: Final = re.compile(r'"((?:[^"\\\n]|\\.){1,200})"\s*:')
 _PYTHON_KEY: Final = re.compile(r"'((?:[^'\\\n]|\\.){1,200})'\s*:")
-_BARE_KEY: Final = re.compile(
-    r"(?:^|(?<=[\n\x00{,;(\[|\"']))[ \t]*(?:[-*+][ \t]+)?(?:\*\*|__|\*|_)?"
-    r"([^\W\d_][\w.-]{0,63}(?: [^\W\d_][\w.-]{0,31}){0,3}?)"
+_BARE_KEY_BODY: Final = (
+    r"[ \t]*(?:[-*+][ \t]+)?(?:\*\*|__|\*|_)?"
+    r"([^\W\d_][\w.-]{0,63}+(?: [^\W\d_][\w.-]{0,31}+){0,3}?)"
     r"(?:\*\*|__|\*|_)?[ \t]*[:=](?![:=/])"
 )
-"""A bare key: after the start of the text, a line break, a NUL between strings, an opening
-bracket, a separator or a quote, maybe indented or bulleted, maybe in bold or italics
-(``**Email**:``), one to four words of any script ("Họ tên", "Số điện thoại", "SĐT"), then the
-``:`` or ``=`` after it (not ``::``, ``==``, ``://``). Nothing in it starts another key, so each
-key start is tried once and the search is linear however long the indentation."""
+_BARE_KEY_FIRST: Final = re.compile(_BARE_KEY_BODY)
+_BARE_KEY: Final = re.compile(f"[\n\\x00{{,;(\\[|\"']{_BARE_KEY_BODY}")
+"""A bare key: at the start of the text (:data:`_BARE_KEY_FIRST`) or after a line break, a NUL
+between strings, an opening bracket, a separator or a quote, maybe indented or bulleted, maybe
+in bold or italics (``**Email**:``), one to four words of any script ("Họ tên", "Số điện thoại",
+"SĐT"), then the ``:`` or ``=`` after it (not ``::``, ``==``, ``://``). Nothing in it starts
+another key, so each key start is tried once and the search is linear however long the
+indentation; the search skips to the characters a key follows (a pattern that starts with them,
+rather than looking behind at every position, is several times faster)."""
 _FULL_WIDTH: Final = {code: code - 0xFEE0 for code in range(0xFF01, 0xFF5F)}
 _HAS_FULL_WIDTH: Final = re.compile("[\uff01-\uff5e]")
 """Full-width ASCII forms as ASCII, one character for one, so keys are found where they are."""
@@ -331,7 +335,9 @@ def text_keys(text: str) -> Iterator[TextKey]:
     if not text.isascii() and _HAS_FULL_WIDTH.search(text) is not None:
         text = text.translate(_FULL_WIDTH)
     if ":" in text or "=" in text:
-        for bare in _BARE_KEY.finditer(text):
+        first = _BARE_KEY_FIRST.match(text)
+        after = 0 if first is None else first.end()
+        for bare in itertools.chain((first,) if first else (), _BARE_KEY.finditer(text, after)):
             name = bare.group(1)
             yield TextKey(bare.start(1), bare.end(1), bare.end(), name, spaced=" " in name)
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from dataclasses import dataclass
 from functools import cache
 from typing import Final
 
@@ -65,6 +66,28 @@ def _table() -> dict[int, str]:
     return table
 
 
+@dataclass(frozen=True)
+class _Replacements:
+    """The table as ``str.replace`` steps: each character beyond ASCII and what it folds to."""
+
+    folded: dict[str, str]
+    chained: frozenset[str]
+    """Characters that fold to a character the table folds again (U+00B5 micro sign to Greek
+    mu): replaced one at a time, they would be folded twice."""
+
+
+@cache
+def _replacements() -> _Replacements:
+    folded = {chr(code): text for code, text in _table().items() if code >= 0x80}
+    chained = frozenset(char for char, text in folded.items() if not folded.keys().isdisjoint(text))
+    return _Replacements(folded, chained)
+
+
+_ASCII_LOWER: Final = bytes(range(256)).translate(
+    bytes.maketrans(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ", b"abcdefghijklmnopqrstuvwxyz")
+)
+
+
 @cache
 def _soft_table() -> dict[int, str]:
     """Look-alike letters and invisible characters only: what hides a word, not its diacritics."""
@@ -94,14 +117,28 @@ def soft_fold(text: str) -> str:
 
 def prepare() -> None:
     """Build the translation tables now, so the first request does not."""
-    _table()
+    _replacements()
     _soft_table()
     _uneven()
 
 
 def fold_plain(text: str) -> str:
     """``text`` in the one spelling identifiers are compared in (see the module docstring)."""
-    return text.translate(_table())
+    if text.isascii():
+        return text.lower()
+    # One str.replace per distinct character beyond ASCII, then ASCII letters lowered as bytes
+    # (non-ASCII bytes are all >= 0x80): a third of the cost of str.translate with the table.
+    replacements = _replacements()
+    present = replacements.folded.keys() & set(text)
+    if not present.isdisjoint(replacements.chained):
+        return text.translate(_table())
+    for char in present:
+        text = text.replace(char, replacements.folded[char])
+    return (
+        text.encode("utf-8", "surrogatepass")
+        .translate(_ASCII_LOWER)
+        .decode("utf-8", "surrogatepass")
+    )
 
 
 def words(text: str) -> list[str]:

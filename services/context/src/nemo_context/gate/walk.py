@@ -12,9 +12,10 @@ fields, map keys, ``google.protobuf.Struct`` values — and judges them:
 - an identifier of the child's circle or anyone's contact data (see :mod:`.identifiers`), rule
   ``identifier_<kind>``.
 
-Speed: message types are planned once (numbers, enums and text-free messages are never
-visited), and the strings are read as one text, joined by NUL (a token boundary no key
-contains), in one folded pass with a substring pre-check.
+A message is judged as its strings one by one: it breaks a rule exactly when one of its strings
+does. Speed: message types are planned once (numbers, enums and text-free messages are never
+visited), each distinct string is judged once, and a string's reading and verdict are kept for
+the builds that bring it back (see :mod:`.reading`).
 """
 
 from __future__ import annotations
@@ -30,23 +31,16 @@ from google.protobuf.struct_pb2 import ListValue, Struct, Value
 
 from nemo_context.gate.circle import Circle
 from nemo_context.gate.identifiers import NO_CIRCLE, identifier_kind
-from nemo_context.gate.names import is_forbidden_key, is_forbidden_name
+from nemo_context.gate.names import is_forbidden_name
+from nemo_context.gate.reading import all_pass, key_rule, read
 from nemo_context.gate.rules import CURRICULUM_FIELDS
-from nemo_context.gate.text import (
-    MAX_DECODE_DEPTH,
-    ValueMatcher,
-    decodings,
-    fold,
-    text_keys,
-    value_matcher,
-)
+from nemo_context.gate.text import ValueMatcher, value_matcher
 
 __all__ = [
     "LeakFinding",
     "find_forbidden_name",
     "find_leak",
     "forbidden_names_in",
-    "text_finding",
 ]
 
 
@@ -237,76 +231,52 @@ class Gathered:
             self.texts.append(value.decode("utf-8", "replace"))
 
 
-# Reading text.
-
-
-def text_finding(
-    text: str,
-    matcher: ValueMatcher | None,
-    depth: int = 0,
-    *,
-    decode: bool = True,
-    keys_anywhere: bool = True,
-) -> str | None:
-    """The rule ``text`` breaks (a forbidden key written in it, one of ``matcher``'s values in
-    any spelling, either of them encoded), or None. ``matcher`` None checks names only;
-    ``decode`` False reads the text as written, without decoding encodings; ``keys_anywhere``
-    False reads only keys inside an object (``{"email": ...}``), as in curriculum titles."""
-    if matcher is not None and matcher.search(fold(text)) is not None:
-        return "value" if depth == 0 else "encoded_value"
-    for key in text_keys(text):
-        if (keys_anywhere or _in_object(text, key.start)) and is_forbidden_key(key):
-            return "key_in_text"
-    if decode and depth < MAX_DECODE_DEPTH:
-        for decoded in decodings(text):
-            # One level down, a value found is already "encoded_value".
-            found = text_finding(decoded, matcher, depth + 1, keys_anywhere=keys_anywhere)
-            if found is not None:
-                return found
-    return None
-
-
-def _in_object(text: str, start: int) -> bool:
-    """Whether the key starting at ``start`` follows an opening brace or bracket or a comma."""
-    position = start - 1
-    while position >= 0 and text[position].isspace():
-        position -= 1
-    return position >= 0 and text[position] in "{[,"
+# Judging what was gathered.
 
 
 def _judge(
-    gathered: Gathered,
-    matcher: ValueMatcher | None,
-    location: str,
-    *,
-    decode: bool = True,
-    circle: Circle = NO_CIRCLE,
+    gathered: Gathered, matcher: ValueMatcher, location: str, *, circle: Circle = NO_CIRCLE
 ) -> LeakFinding | None:
     for name, holder in gathered.names:
         if is_forbidden_name(name):
             return LeakFinding("field_name", holder)
-    if not gathered.texts and not gathered.curriculum:
-        return None
-    # NUL is a token boundary and a line start for keys written in text, and no key holds it, so
-    # the joined text breaks a rule exactly when one of its strings does.
-    joined = "\0".join(gathered.texts)
-    titles = "\0".join(gathered.curriculum)
+    texts, titles = gathered.texts, gathered.curriculum
     # Curriculum titles may read like keys ("Email: gửi và nhận thư"); where another text quotes
-    # them (the rendered text), they are read for values and identifiers, not for keys.
-    keyed = {title for title in gathered.curriculum if ":" in title or "=" in title}
-    for title in sorted(keyed, key=len, reverse=True):
-        joined = joined.replace(title, _QUOTED_TITLE)
-    rule = text_finding(joined, matcher, decode=decode) or text_finding(
-        titles, matcher, decode=decode, keys_anywhere=False
+    # them (the rendered text), they are read for values and identifiers, not for keys. A title
+    # holding a NUL is never quoted: no other rule reads across one (see .reading.all_pass).
+    quoted = tuple(
+        sorted({title for title in titles if (":" in title or "=" in title) and "\0" not in title})
     )
-    if rule is None and matcher is not None:
-        kind = identifier_kind(f"{joined}\0{titles}", circle)
-        rule = f"identifier_{kind}" if kind is not None else None
+    if all_pass(texts, matcher, circle, quoted=quoted) and all_pass(
+        titles, matcher, circle, keys_anywhere=False
+    ):
+        return None
+    rule = _first_rule(texts, titles, matcher, circle, quoted)
     return LeakFinding(rule, location) if rule is not None else None
 
 
-_QUOTED_TITLE: Final = "\u201ctitle\u201d"
-"""What a curriculum title stands as in other texts while keys are read."""
+def _first_rule(
+    texts: list[str],
+    titles: list[str],
+    matcher: ValueMatcher,
+    circle: Circle,
+    quoted: tuple[str, ...],
+) -> str | None:
+    """The rule of the first string that breaks one: keys in the texts, then in the titles,
+    then identifiers in either."""
+    for text in texts:
+        rule = key_rule(read(text), matcher, quoted=quoted)
+        if rule is not None:
+            return rule
+    for title in titles:
+        rule = key_rule(read(title), matcher, keys_anywhere=False)
+        if rule is not None:
+            return rule
+    for text in (*texts, *titles):
+        kind = identifier_kind(read(text), circle)
+        if kind is not None:
+            return f"identifier_{kind}"
+    return None
 
 
 def find_leak(
@@ -336,7 +306,7 @@ def find_forbidden_name(value: object) -> LeakFinding | None:
     location = type(value).__name__
     if any(is_forbidden_name(name) for name in names):
         return LeakFinding("field_name", location)
-    if texts and text_finding("\0".join(texts), None, decode=False) is not None:
+    if any(read(text).keyed for text in texts):
         return LeakFinding("key_in_text", location)
     return None
 
