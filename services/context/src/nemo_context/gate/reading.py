@@ -141,29 +141,37 @@ def _in_object(text: str, start: int) -> bool:
     return position >= 0 and text[position] in "{[,"
 
 
-class _Kept:
-    """The readings of recent strings, the oldest dropped first beyond a budget of characters."""
+class Kept:
+    """The readings of recent strings, within a budget of characters: the oldest are dropped
+    first (the strings a build brings back are read again soon, or not at all)."""
 
-    BUDGET: Final = 2_000_000
-
-    def __init__(self) -> None:
-        self.readings: dict[str, Reading] = {}
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self._readings: dict[str, Reading] = {}
         self.characters = 0
+        """The characters of the strings kept."""
 
     def read(self, text: str) -> Reading:
-        found = self.readings.get(text)
+        """The reading of ``text``: kept from an earlier call, or new (and kept, within budget)."""
+        found = self._readings.get(text)
         if found is not None:
             return found
         found = Reading(text)
-        if len(text) <= self.BUDGET:
-            while self.characters + len(text) > self.BUDGET:
-                self.characters -= len(self.readings.pop(next(iter(self.readings))).text)
-            self.readings[text] = found
+        if len(text) <= self.budget:
+            while self.characters + len(text) > self.budget:
+                self.characters -= len(self._readings.pop(next(iter(self._readings))).text)
+            self._readings[text] = found
             self.characters += len(text)
         return found
 
+    def forget(self) -> None:
+        """Drop every reading kept."""
+        self._readings.clear()
+        self.characters = 0
 
-_KEPT: Final = _Kept()
+
+_KEPT: Final = Kept(budget=2_000_000)
+"""The readings the gate keeps: two million characters, a few megabytes with their forms."""
 
 
 def read(text: str) -> Reading:
@@ -173,8 +181,7 @@ def read(text: str) -> Reading:
 
 def forget() -> None:
     """Drop every kept reading, as a new process starts (what ``make bench`` measures first)."""
-    _KEPT.readings.clear()
-    _KEPT.characters = 0
+    _KEPT.forget()
 
 
 def passes(
@@ -220,12 +227,13 @@ def all_pass(
             unknown.append(reading)
         elif not verdict:
             return False
-    if len(unknown) > 1:
-        joined = read("\0".join(sorted(reading.text for reading in unknown)))
-        if passes(joined, matcher, circle, keys_anywhere=keys_anywhere, quoted=quoted):
-            for reading in unknown:
-                _remember(reading, remembered, True)
-            return True
+    if not unknown:
+        return True
+    joined = read("\0".join(sorted(reading.text for reading in unknown)))
+    if passes(joined, matcher, circle, keys_anywhere=keys_anywhere, quoted=quoted):
+        for reading in unknown:
+            _remember(reading, remembered, True)
+        return True
     return all(
         passes(reading, matcher, circle, keys_anywhere=keys_anywhere, quoted=quoted)
         for reading in unknown

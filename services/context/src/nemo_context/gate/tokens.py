@@ -73,7 +73,8 @@ class _Replacements:
     folded: dict[str, str]
     chained: frozenset[str]
     """Characters that fold to a character the table folds again (U+00B5 micro sign to Greek
-    mu): replaced one at a time, they would be folded twice."""
+    mu, which folds to "u"): replaced after the others, so what they fold to is not folded
+    twice (Unicode's data has no longer chain)."""
 
 
 @cache
@@ -130,9 +131,7 @@ def fold_plain(text: str) -> str:
     # (non-ASCII bytes are all >= 0x80): a third of the cost of str.translate with the table.
     replacements = _replacements()
     present = replacements.folded.keys() & set(text)
-    if not present.isdisjoint(replacements.chained):
-        return text.translate(_table())
-    for char in present:
+    for char in (*(present - replacements.chained), *(present & replacements.chained)):
         text = text.replace(char, replacements.folded[char])
     return (
         text.encode("utf-8", "surrogatepass")
