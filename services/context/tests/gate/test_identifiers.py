@@ -29,6 +29,7 @@ from nemo_context.gate.text import value_matcher
 from nemo_context.gate.tokens import fold_plain
 from nemo_protos.context.v1 import conversation_pb2 as chat
 from nemo_protos.context.v1 import learner_context_pb2 as pb
+from nemo_testing.corpora.ordinary import ordinary_texts
 
 from .circles import Person, circle_of, seeded_circle
 
@@ -294,3 +295,57 @@ def test_anyones_contact_data_is_masked_in_written_text_and_refused_in_fields(
     carried = carrier(circle, written)
     assert written not in carried
     assert find_leak(pb.MasteryEntry(node_title=written), forbidden_values=(), circle=circle)
+
+
+# Names written letter by letter ("T r ầ n  B ả o  N g ọ c"): a spelling that leaves no word of
+# the name whole.
+
+
+def _letter_by_letter(name: str, between: str, apart: str) -> str:
+    """Each word of ``name`` spelled with ``between`` between its letters, ``apart`` between
+    the words."""
+    return apart.join(between.join(word) for word in name.split())
+
+
+def _spaced_names() -> list[tuple[str, str]]:
+    found: set[tuple[str, str]] = set()
+    for learner in LEARNERS:
+        for person in seeded_circle(learner):
+            parts = person.name.split()
+            for between in (" ", ".", "-", "_"):
+                for apart in (between, "  ", " - "):
+                    for form in (person.name, _plain(person.name).upper()):
+                        found.add((learner, _letter_by_letter(form, between, apart)))
+                    given = _letter_by_letter(parts[-1], between, apart)
+                    found.add((learner, f"{_letter_by_letter(parts[-2], between, apart)} {given}"))
+                    found.add((learner, f"bạn {given}"))
+    return sorted(found)
+
+
+@pytest.mark.parametrize("carrier", WRITTEN, ids=lambda carrier: carrier.__name__)
+def test_a_name_written_letter_by_letter_is_masked_in_written_text(
+    carrier: Callable[[Circle, str], str],
+) -> None:
+    for learner, text in _spaced_names():
+        carried = carrier(CIRCLES[learner], text)
+        assert text not in carried, carried
+        _assert_gone(carried, text)
+
+
+def test_a_name_written_letter_by_letter_refuses_a_structured_field() -> None:
+    for learner, text in _spaced_names():
+        item = pb.MasteryEntry(node_title=f"Bài của {text}")
+        assert find_leak(item, forbidden_values=(), circle=CIRCLES[learner]) is not None, text
+
+
+@RANDOM
+@given(
+    text=st.sampled_from(ordinary_texts()),
+    between=st.sampled_from([" ", ".", "-", "_"]),
+    seed=st.integers(0, 9),
+)
+def test_ordinary_text_written_letter_by_letter_passes(text: str, between: str, seed: int) -> None:
+    spaced = _letter_by_letter(text, between, "  ")
+    circle = CIRCLES[LEARNERS[seed % 2]]
+    assert find_leak(pb.MasteryEntry(node_title=spaced), forbidden_values=(), circle=circle) is None
+    assert chat_message(circle, spaced) == f"Em hỏi: {spaced} ạ"

@@ -37,15 +37,17 @@ from typing import Final, Protocol, cast
 
 from nemo_context.gate.rules import ORDINARY_PAIRS, PERSON_WORDS, SCHOOL_WORDS
 from nemo_context.gate.shapes import Span, dates
+from nemo_context.gate.tokens import Token
 
 FINGERPRINT_BYTES: Final = 16
-_WORD: Final = re.compile(r"[a-z0-9]+")
 _DIGIT_RUN: Final = re.compile(r"\d(?:[ _.\-()/+]{0,3}\d){7,}")
 #: Lengths of a national number without its trunk prefix (Vietnam: 9 for mobiles, 9 or 10 for
 #: landlines; elsewhere up to 12).
 _PHONE_LENGTHS: Final = range(8, 13)
 #: Most characters between two words of one name, address or school ("Trần  Bảo", "Trần - Bảo").
 _NEAR: Final = 3
+#: Most letters of one word of the circle read out of a word written letter by letter.
+_LONGEST_PIECE: Final = 32
 _JOINERS: Final = " \t-_."
 
 
@@ -117,6 +119,11 @@ class Circle:
         return frozenset(fp for phrase in phrases for fp in phrase)
 
     @cached_property
+    def _findable(self) -> frozenset[str]:
+        """Every word a name, an e-mail address, an address or a school is found by."""
+        return self._worded | self.joined_names | {fp for email in self.emails for fp in email}
+
+    @cached_property
     def _named_by(self) -> frozenset[str]:
         """The given names and the names written as one word: every name found holds one."""
         return self.joined_names | {name[-1] for name in self.names}
@@ -174,6 +181,9 @@ class Circle:
             return True
         if text.digit_runs and any(self._phone(digits) for digits in text.digit_runs):
             return True
+        if text.spaced:
+            # Words written letter by letter are read with the circle's words (_pieces).
+            return next(self._word_spans(text), None) is not None
         present = self._present(text)
         if present.isdisjoint(self._named_by) and not any(
             present.issuperset(phrase) for phrase in self._phrases
@@ -191,7 +201,7 @@ class Circle:
         if suspects:
             word_of = dict(zip(prints, words, strict=True))
             for fp in suspects:
-                places = _places(word_of[fp], text.plain)
+                places = text.places(word_of[fp])
                 if all(self._rejected(text.written(start, end)) for start, end in places):
                     present.discard(fp)
         return present
@@ -210,17 +220,41 @@ class Circle:
         return not written.isascii() and fingerprint(self.key, written) not in self.accented
 
     def _word_spans(self, text: ReadText) -> Iterator[Span]:
-        """Names, e-mail addresses, addresses and schools: what is found by its words."""
+        """Names, e-mail addresses, addresses and schools: what is found by its words (read
+        again with the words written letter by letter read whole, when there are any)."""
         folded = text.plain
-        words = [(match.group(), match.start(), match.end()) for match in _WORD.finditer(folded)]
-        prints = self._prints_of([word for word, _, _ in words])
-        if self.accented:
-            self._reject_other_diacritics(text, words, prints)
-        present = set(prints)
-        yield from self._names(text, words, prints, present)
-        for kind, phrases in (("email", self.emails), ("address", self.addresses)):
-            yield from _phrases(folded, words, prints, phrases, kind, present)
-        yield from self._schools(folded, words, prints, present)
+        for words in (text.tokens, *((self._with_pieces(text),) if text.spaced else ())):
+            prints = self._prints_of([word for word, _, _ in words])
+            if self.accented:
+                self._reject_other_diacritics(text, words, prints)
+            present = set(prints)
+            yield from self._names(text, words, prints, present)
+            for kind, phrases in (("email", self.emails), ("address", self.addresses)):
+                yield from _phrases(folded, words, prints, phrases, kind, present)
+            yield from self._schools(folded, words, prints, present)
+
+    def _with_pieces(self, text: ReadText) -> list[Token]:
+        """The words of ``text`` with each word written letter by letter read as the circle's
+        words it is made of (:meth:`_pieces`) instead of one letter at a time."""
+        spaced = text.spaced
+        kept = [word for word in text.tokens if not any(s <= word[1] < e for _, s, e in spaced)]
+        pieces = [piece for letters, start, _ in spaced for piece in self._pieces(letters, start)]
+        return sorted([*kept, *pieces], key=lambda word: word[1])
+
+    def _pieces(self, letters: str, start: int) -> Iterator[Token]:
+        """The circle's words ``letters`` are made of, the longest first from the left, and its
+        other letters one by one (``start``: where the first letter is written; the others
+        follow two characters apart). "khoaa" is "khoa" and "a" ("K h o a ạ"); "tranbaongoc" is
+        a name run together."""
+        first = 0
+        while first < len(letters):
+            end = first + 1
+            for longer in range(min(len(letters), first + _LONGEST_PIECE), first + 1, -1):
+                if fingerprint(self.key, letters[first:longer]) in self._findable:
+                    end = longer
+                    break
+            yield letters[first:end], start + 2 * first, start + 2 * end - 1
+            first = end
 
     def _reject_other_diacritics(
         self, text: ReadText, words: list[tuple[str, int, int]], prints: list[str]
@@ -316,14 +350,15 @@ class ReadText(Protocol):
     def dates(self) -> tuple[str, ...]: ...
     @property
     def digit_runs(self) -> tuple[str, ...]: ...
+    @property
+    def tokens(self) -> list[Token]: ...
+    @property
+    def spaced(self) -> list[Token]: ...
+    def places(self, word: str) -> list[tuple[int, int]]:
+        """Where ``word`` stands in ``plain``."""
+
     def written(self, start: int, end: int) -> str:
         """``plain[start:end]`` as written: diacritics kept (:func:`.tokens.soft_fold`)."""
-
-
-def _places(word: str, folded: str) -> Iterator[tuple[int, int]]:
-    """Where ``word`` stands as a whole word in ``folded``."""
-    for match in re.finditer(rf"(?<![a-z0-9]){re.escape(word)}(?![a-z0-9])", folded):
-        yield match.span()
 
 
 def digit_runs(folded: str) -> Iterator[tuple[int, int, str]]:

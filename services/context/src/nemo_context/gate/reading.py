@@ -25,9 +25,17 @@ from nemo_context.gate.circle import Circle, digit_runs
 from nemo_context.gate.names import is_forbidden_key
 from nemo_context.gate.shapes import addresses, birth_dates, dates, emails, phones
 from nemo_context.gate.text import MAX_DECODE_DEPTH, ValueMatcher, decodings, fold, text_keys
-from nemo_context.gate.tokens import fold_plain, origins_of, soft_fold
+from nemo_context.gate.tokens import (
+    Token,
+    fold_plain,
+    origins_of,
+    soft_fold,
+    spaced_words,
+    tokens,
+)
 
 _WORD: Final = re.compile(r"[a-z0-9]+")
+_JOINERS: Final = str.maketrans("", "", " .-_")
 _SHAPES: Final = (emails, phones, addresses, birth_dates)
 _VERDICTS_KEPT: Final = 8
 """Circles and key sets a reading remembers its verdict for (the builds of a few learners at once
@@ -80,14 +88,30 @@ class Reading:
         return origins_of(self.text)
 
     def written(self, start: int, end: int) -> str:
-        """``plain[start:end]`` as written, diacritics kept (:func:`.tokens.soft_fold`)."""
+        """The word at ``plain[start:end]`` as written, diacritics kept (:func:`.tokens.soft_fold`)
+        and the spaces of a word written letter by letter left out."""
         origins = self.origins
-        return soft_fold(self.text[origins[start] : origins[end - 1] + 1])
+        return soft_fold(self.text[origins[start] : origins[end - 1] + 1]).translate(_JOINERS)
 
     @_once
     def words(self) -> frozenset[str]:
         """The distinct words of :attr:`plain`."""
         return frozenset(_WORD.findall(self.plain))
+
+    @_once
+    def tokens(self) -> list[Token]:
+        """The words of :attr:`plain`, each with where it is."""
+        return tokens(self.plain)
+
+    @_once
+    def spaced(self) -> list[Token]:
+        """The words written letter by letter ("T r a n"), as their letters run together."""
+        return spaced_words(self.plain)
+
+    def places(self, word: str) -> list[tuple[int, int]]:
+        """Where ``word`` stands in :attr:`plain` as a word."""
+        pattern = rf"(?<![a-z0-9]){re.escape(word)}(?![a-z0-9])"
+        return [match.span() for match in re.finditer(pattern, self.plain)]
 
     @_once
     def dates(self) -> tuple[str, ...]:

@@ -145,6 +145,25 @@ def words(text: str) -> list[str]:
     return _WORD.findall(fold_plain(text))
 
 
+Token = tuple[str, int, int]
+"""A word of folded text and where it is: ``(word, start, end)``."""
+
+_SPACED: Final = re.compile(r"(?=[a-z])(?<![a-z0-9])[a-z](?:[ .\-_][a-z](?![a-z0-9]))+")
+"""Two letters or more written one by one, each a space, a dot, a hyphen or an underscore from
+the next ("T r a n", "N.g.o.c", "A N"): a word spaced out so that no word of it is a name."""
+
+
+def tokens(folded: str) -> list[Token]:
+    """The words of folded text, each with where it is."""
+    return [(match.group(), match.start(), match.end()) for match in _WORD.finditer(folded)]
+
+
+def spaced_words(folded: str) -> list[Token]:
+    """The words of folded text written letter by letter, each as its letters run together
+    ("t r a n" is "tran"), with where each is (its letters stand two characters apart)."""
+    return [(match.group()[::2], match.start(), match.end()) for match in _SPACED.finditer(folded)]
+
+
 @cache
 def _uneven() -> re.Pattern[str]:
     """Any character that folds to fewer or more than one character, as a class of ranges."""
