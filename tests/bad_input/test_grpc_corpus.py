@@ -18,6 +18,7 @@ from google.protobuf import struct_pb2
 
 from nemo_core.errors import error_details
 from nemo_protos.context.v1 import context_service_pb2 as context_pb
+from nemo_protos.context.v1 import conversation_pb2
 from nemo_protos.context.v1 import rights_service_pb2 as rights_pb
 from nemo_protos.gateway.v1 import gateway_service_pb2 as gateway_pb
 from nemo_protos.toolplane.v1 import tool_pb2
@@ -238,6 +239,35 @@ CASES: list[GrpcCase] = [
         "gateway",
         INVALID,
         "INVALID_TOKEN_BUDGET",
+    ),
+    *(
+        GrpcCase(
+            f"record-turn-status-reason-{case}",
+            "context",
+            CONTEXT + "RecordTurn",
+            context_pb.RecordTurnRequest(
+                session_id="S-1",
+                turn_id="T-bad",
+                messages=[
+                    conversation_pb2.TurnMessage(
+                        role=conversation_pb2.MESSAGE_ROLE_ASSISTANT,
+                        type=conversation_pb2.MESSAGE_TYPE_TEXT,
+                        status=status,
+                        content="x",
+                        status_reason=reason,
+                    )
+                ],
+            ).SerializeToString(),
+            "gateway",
+            INVALID,
+            "INVALID_MESSAGE_STATUS",
+        )
+        for case, status, reason in (
+            ("on-a-completed-message", conversation_pb2.MESSAGE_STATUS_COMPLETED, "STOPPED"),
+            ("lower-case", conversation_pb2.MESSAGE_STATUS_PARTIAL, "guardrail_rejected"),
+            ("too-long", conversation_pb2.MESSAGE_STATUS_PARTIAL, "X" * 65),
+            ("sql", conversation_pb2.MESSAGE_STATUS_FAILED, SQL_LIKE[1]),
+        )
     ),
     GrpcCase(
         "stream-token-budget-int32-max",

@@ -160,3 +160,20 @@ async def stored_messages(
     finally:
         await conn.close()
     return [(row["role"], row["status"], row["content"]) for row in rows]
+
+
+async def stored_reasons(
+    owner_dsn: str, session_id: str, turn_id: str
+) -> list[tuple[str, str | None]]:
+    """(status, status reason) of a turn's stored messages, in order."""
+    conn = await connect(owner_dsn)
+    try:
+        rows = await conn.fetch(
+            "SELECT status, status_reason FROM learning.chat_messages"
+            " WHERE session_id = $1 AND turn_id = $2 ORDER BY seq",
+            session_id,
+            turn_id,
+        )
+    finally:
+        await conn.close()
+    return [(row["status"], row["status_reason"]) for row in rows]

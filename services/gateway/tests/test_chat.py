@@ -30,6 +30,7 @@ from .gateway_testing import (
     collect_stream,
     start_context_service,
     stored_messages,
+    stored_reasons,
 )
 
 QUESTION = "Còn (2x - 1)² thì sao ạ?"
@@ -85,6 +86,7 @@ async def test_a_finished_stream_is_relayed_and_recorded_completed(
         ("user", "completed", QUESTION),
         ("assistant", "completed", "".join(DELTAS)),
     ]
+    assert await stored_reasons(owner_dsn, session, "T2") == [("completed", None)] * 2
     body = provider.requests[0].json()
     assert body["stream"] is True
     # The earlier, completed turn is history; the current question comes last.
@@ -115,6 +117,10 @@ async def test_a_stream_cut_after_two_deltas_ends_with_an_error_and_a_partial_tu
     assert await stored_messages(owner_dsn, session, "T2") == [
         ("user", "completed", QUESTION),
         ("assistant", "partial", "".join(DELTAS[:2])),
+    ]
+    assert await stored_reasons(owner_dsn, session, "T2") == [
+        ("completed", None),
+        ("partial", "PROVIDER_STREAM_BROKEN"),
     ]
 
 
@@ -153,6 +159,7 @@ async def test_a_reply_stopped_by_the_token_limit_is_stored_partial(
         "partial",
         DELTAS[0],
     )
+    assert (await stored_reasons(owner_dsn, session, "T2"))[1] == ("partial", "TRUNCATED")
 
 
 async def test_a_provider_that_never_starts_falls_back_to_the_baseline_reply(

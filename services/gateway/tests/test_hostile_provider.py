@@ -38,6 +38,7 @@ from .gateway_testing import (
     chat_session,
     collect_stream,
     stored_messages,
+    stored_reasons,
     variables,
 )
 from .structured.test_pipeline import ITEM, VALID
@@ -65,10 +66,18 @@ async def _stream(
     return "".join(deltas), events, error
 
 
-async def _assert_stored(owner_dsn: str, session_id: str, status: str, text: str) -> None:
+async def _assert_stored(
+    owner_dsn: str, session_id: str, status: str, text: str, reason: str | None = None
+) -> None:
+    """The turn is what the learner saw: its question, and the reply as shown with its final
+    status and, for one that did not complete, why."""
     assert await stored_messages(owner_dsn, session_id, "T2") == [
         ("user", "completed", QUESTION),
         ("assistant", status, text),
+    ]
+    assert await stored_reasons(owner_dsn, session_id, "T2") == [
+        ("completed", None),
+        (status, reason),
     ]
 
 
@@ -121,7 +130,7 @@ async def test_a_reply_past_its_bound_ends_answer_too_long_stored_as_shown(
     assert not any(event.HasField("completed") for event in events)
     assert text.startswith(OPENING)
     assert len(text) <= reply_char_limit(CHAT.max_output_tokens)
-    await _assert_stored(owner_dsn, session, "partial", text)
+    await _assert_stored(owner_dsn, session, "partial", text, "ANSWER_TOO_LONG")
 
 
 async def test_a_stream_that_stalls_after_it_started_ends_provider_timeout(
@@ -138,7 +147,7 @@ async def test_a_stream_that_stalls_after_it_started_ends_provider_timeout(
     assert error.code() is grpc.StatusCode.UNAVAILABLE
     assert error_details(error).reason == "PROVIDER_TIMEOUT"
     assert text == OPENING
-    await _assert_stored(owner_dsn, session, "partial", text)
+    await _assert_stored(owner_dsn, session, "partial", text, "PROVIDER_TIMEOUT")
 
 
 async def test_a_key_the_provider_echoes_across_deltas_never_reaches_the_learner(
@@ -156,7 +165,8 @@ async def test_a_key_the_provider_echoes_across_deltas_never_reaches_the_learner
     assert error is not None
     assert error_details(error).reason == "REPLY_REJECTED"
     assert text == OPENING
-    await _assert_stored(owner_dsn, session, "partial", text)
+    # Stopped by the screen: stored as what the learner saw, with why.
+    await _assert_stored(owner_dsn, session, "partial", text, "GUARDRAIL_REJECTED")
 
 
 async def test_a_turn_the_context_service_refuses_ends_turn_not_recorded(

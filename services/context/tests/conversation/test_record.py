@@ -46,12 +46,13 @@ QUESTION = text(pb.MESSAGE_ROLE_USER, "(x + 5)² bằng bao nhiêu ạ?")
 ANSWER = text(pb.MESSAGE_ROLE_ASSISTANT, "x² + 10x + 25.")
 
 
-async def stored(owner_dsn: str, session_id: str) -> list[tuple[Any, ...]]:
+async def stored(
+    owner_dsn: str, session_id: str, columns: str = "turn_id, seq, role, type, status, content"
+) -> list[tuple[Any, ...]]:
     conn = await connect(owner_dsn)
     try:
         rows = await conn.fetch(
-            "SELECT turn_id, seq, role, type, status, content FROM learning.chat_messages"
-            " WHERE session_id = $1 ORDER BY seq",
+            f"SELECT {columns} FROM learning.chat_messages WHERE session_id = $1 ORDER BY seq",
             session_id,
         )
     finally:
@@ -86,6 +87,7 @@ async def test_messages_are_stored_in_order_with_their_final_status(
         tool_summary="Một bài luyện tập.",
     )
     cut = text(pb.MESSAGE_ROLE_ASSISTANT, "x² + 10x", pb.MESSAGE_STATUS_PARTIAL)
+    cut.status_reason = "GUARDRAIL_REJECTED"  # stopped by the chat screen: why is stored too
     response = await call(context_pool, session, "T1", [QUESTION, tool, cut])
     assert response.stored_message_count == 3
     assert response.summary_version == 0
@@ -94,6 +96,16 @@ async def test_messages_are_stored_in_order_with_their_final_status(
         ("T1", 2, "tool", "tool_result", "completed", '{"items": ["I-ID-01"]}'),
         ("T1", 3, "assistant", "text", "partial", "x² + 10x"),
     ]
+    assert [why for (why,) in await stored(owner_dsn, session, "status_reason")] == [
+        None,
+        None,
+        "GUARDRAIL_REJECTED",
+    ]
+    # Any code, on any status but completed.
+    codes = [_with_reason(status, code) for status in _NOT_COMPLETED for code in _CODES]
+    await call(context_pool, session, "T2", codes)
+    stored_codes = await stored(owner_dsn, session, "status_reason")
+    assert [why for (why,) in stored_codes[3:]] == [message.status_reason for message in codes]
 
 
 async def test_recording_the_latest_turn_again_replaces_its_messages(
@@ -209,9 +221,52 @@ async def test_a_summary_of_an_unknown_turn_writes_nothing(
     assert await stored(owner_dsn, session) == before
 
 
+_CODES = ("GUARDRAIL_REJECTED", "PROVIDER_STREAM_BROKEN", "TRUNCATED", "X", "A1_" + "B" * 61)
+"""Codes a message's status reason can be: upper-case letters, digits, underscores, 64 at most."""
+
+
+def _not_codes(code: str) -> list[str]:
+    """Near misses of ``code``: in lower case, with a space, starting with a digit or an
+    underscore, one character too long, with a hyphen, a dot or a Vietnamese letter."""
+    return [
+        code.lower(),
+        f"{code} ",
+        f"1{code}",
+        f"_{code}",
+        (code * 65)[:65],
+        f"{code}-X",
+        f"{code}.X",
+        f"{code}Ỗ",
+    ]
+
+
+def _with_reason(status: int, reason: str) -> pb.TurnMessage:
+    message = raw(2, 1, status)
+    message.status_reason = reason
+    return message
+
+
+_NOT_COMPLETED = (
+    pb.MESSAGE_STATUS_PENDING,
+    pb.MESSAGE_STATUS_FAILED,
+    pb.MESSAGE_STATUS_PARTIAL,
+    pb.MESSAGE_STATUS_CANCELLED,
+)
+_BAD_REASONS = [
+    *(_with_reason(pb.MESSAGE_STATUS_COMPLETED, code) for code in _CODES),
+    *(
+        _with_reason(_NOT_COMPLETED[n % len(_NOT_COMPLETED)], bad)
+        for n, bad in enumerate(bad for code in _CODES for bad in _not_codes(code))
+    ),
+]
+"""A reason on a completed message, and near misses of a code on the others."""
+
+
 @pytest.mark.parametrize(
     ("turn_id", "messages", "summary", "reason"),
     [
+        # Only a message that did not complete says why, as an upper-case code.
+        *(("T1", [QUESTION, message], None, "INVALID_MESSAGE_STATUS") for message in _BAD_REASONS),
         ("", [QUESTION], None, "INVALID_TURN_ID"),
         ("   ", [QUESTION], None, "INVALID_TURN_ID"),
         ("T1", [], None, "NO_MESSAGES"),

@@ -9,8 +9,8 @@ What the learner is shown is exactly what was checked, as a whole, and exactly w
 - Retry and fallback happen only before the first delta. Once the learner has seen text, a
   provider stream that breaks or stalls, a reply the guardrail stops, one that runs past its
   bound and the token limit all end the RPC with an error status naming what happened (never a
-  clean end), and the turn is stored as PARTIAL with exactly what the learner saw, so the cut
-  reply is never reused as context.
+  clean end), and the turn is stored as PARTIAL with exactly what the learner saw and why (its
+  run reason as the message's ``status_reason``), so the cut reply is never reused as context.
 - A reply the caller cancels after its first delta is stored as CANCELLED.
 - A broken or cancelled turn is recorded even when the caller's deadline is what broke it: that
   write gets its own :data:`BROKEN_TURN_RECORD_SECONDS` and outlives the RPC, since a reply the
@@ -19,8 +19,9 @@ What the learner is shown is exactly what was checked, as a whole, and exactly w
   with a new summary when the bundle said the stored one is stale (tutor.summarize_conversation
   runs alongside the reply).
 - A turn the context service refuses to store is stored again without its summary, then as a
-  placeholder (the learner's message and a FAILED reply) so the next turn knows; the RPC then
-  ends with TURN_NOT_RECORDED, never as a bad request of the caller.
+  placeholder (the learner's message and a FAILED reply, with the context service's reason) so
+  the next turn knows; the RPC then ends with TURN_NOT_RECORDED, never as a bad request of the
+  caller.
 - Streamed replies are never cached.
 """
 
@@ -292,9 +293,10 @@ class ChatStreamer:
         if path is RunPath.MODEL and (problem := spec.guardrail(draft, prompt)) is not None:
             # The screen checked every release as a whole; this is the whole reply, once more.
             reply.rejected, path = ReplyRejected(problem), RunPath.PARTIAL
+            reason = RunReason.GUARDRAIL_REJECTED
         if path is RunPath.PARTIAL:
             # The learner saw part of the reply: it is stored partial, never reused as context.
-            await self._record_broken(prompt, shown, conv.MESSAGE_STATUS_PARTIAL)
+            await self._record_broken(prompt, shown, conv.MESSAGE_STATUS_PARTIAL, reason)
             raise _broken_off(reply)
         if path is RunPath.FALLBACK:
             async for response in self._fallback(
@@ -392,11 +394,18 @@ class ChatStreamer:
         )
 
     async def _record_broken(
-        self, prompt: PromptInput[ChatVariables], reply: str, status: conv.MessageStatus.ValueType
+        self,
+        prompt: PromptInput[ChatVariables],
+        reply: str,
+        status: conv.MessageStatus.ValueType,
+        reason: str = "",
     ) -> None:
-        """Store a turn whose reply did not finish, in a task the RPC's end does not cancel."""
+        """Store a turn whose reply did not finish, and why, in a task the RPC's end does not
+        cancel."""
         task = asyncio.create_task(
-            self._record(prompt, reply, status, None, seconds=BROKEN_TURN_RECORD_SECONDS)
+            self._record(
+                prompt, reply, status, None, seconds=BROKEN_TURN_RECORD_SECONDS, reason=reason
+            )
         )
         self._broken_records.add(task)
         task.add_done_callback(self._broken_records.discard)
@@ -410,13 +419,16 @@ class ChatStreamer:
         summary: asyncio.Task[conv.SummaryUpdate | None] | None,
         *,
         seconds: float | None = None,
+        reason: str = "",
     ) -> None:
-        """Store the turn: the learner's message and the reply with its final status. Within
-        the caller's deadline unless ``seconds`` is given."""
+        """Store the turn: the learner's message and the reply with its final status (and why,
+        for one that did not complete). Within the caller's deadline unless ``seconds`` is
+        given."""
         variables = prompt.variables
         update = await summary if summary is not None else None
         context = self._runner.context
-        ids, turn = (variables.session_id, variables.turn_id), _turn(variables, reply, status)
+        ids = (variables.session_id, variables.turn_id)
+        turn = _turn(variables, reply, status, reason)
         try:
             await context.record_turn(*ids, turn, update, seconds=seconds)
             return
@@ -442,7 +454,7 @@ class ChatStreamer:
             "the context service refused a turn the learner saw",
             extra={"context_reason": refused.context_reason},
         )
-        messages = _turn(variables, "", conv.MESSAGE_STATUS_FAILED)
+        messages = _turn(variables, "", conv.MESSAGE_STATUS_FAILED, refused.context_reason)
         try:
             await self._runner.context.record_turn(
                 variables.session_id, variables.turn_id, messages, None, seconds=seconds
@@ -453,9 +465,9 @@ class ChatStreamer:
 
 
 def _turn(
-    variables: ChatVariables, reply: str, status: conv.MessageStatus.ValueType
+    variables: ChatVariables, reply: str, status: conv.MessageStatus.ValueType, reason: str = ""
 ) -> list[conv.TurnMessage]:
-    """The learner's message and the reply with its final status."""
+    """The learner's message and the reply with its final status and why it ended so."""
     return [
         conv.TurnMessage(
             role=conv.MESSAGE_ROLE_USER,
@@ -468,6 +480,7 @@ def _turn(
             type=conv.MESSAGE_TYPE_TEXT,
             status=status,
             content=reply,
+            status_reason=reason,
         ),
     ]
 

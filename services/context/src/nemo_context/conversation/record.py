@@ -1,7 +1,9 @@
 """RecordTurn: the conversation's write path (finished turns, structured state, summaries).
 
 The gateway records each turn once it has finished, with every message's final status, so a
-reply cut mid-stream is stored as ``partial`` and never reused as context. Recording a turn again
+reply cut mid-stream is stored as ``partial`` and never reused as context, and, for a message
+that did not complete, why (``status_reason``: a reply the chat screen stopped is stored as what
+the learner saw, with ``GUARDRAIL_REJECTED``). Recording a turn again
 replaces its messages: allowed while it is the session's latest turn (a retry or a completion of
 it), refused once later turns follow it, since the order of the conversation is already settled.
 Everything of one call (messages, state, summary) is written in one transaction bound to the
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any, Final
 
 import grpc
@@ -46,6 +49,9 @@ MAX_STATE_CHARS: Final = 32_000
 its flow, not a transcript."""
 MAX_TOOL_SUMMARY_CHARS: Final = 2_000
 """A tool result's summary (the result itself is never stored)."""
+_STATUS_REASON: Final = re.compile(r"[A-Z][A-Z0-9_]{0,63}")
+"""Why a message did not complete, as the gateway names it (``GUARDRAIL_REJECTED``); the column's
+check constraint repeats it (migration 0023)."""
 
 
 def _check_text(value: str, what: str, index: int | None = None) -> None:
@@ -78,6 +84,16 @@ def _message(index: int, message: pb.TurnMessage) -> store.NewMessage:
             "messages[].status must be PENDING, COMPLETED, FAILED, PARTIAL or CANCELLED",
             where,
         )
+    if message.status_reason and (
+        message.status == pb.MESSAGE_STATUS_COMPLETED
+        or _STATUS_REASON.fullmatch(message.status_reason) is None
+    ):
+        raise invalid(
+            ErrorReason.INVALID_MESSAGE_STATUS,
+            "messages[].status_reason must be an upper-case code of at most 64 letters, digits"
+            " and underscores, and empty for a completed message",
+            where,
+        )
     is_tool_result = message.type == pb.MESSAGE_TYPE_TOOL_RESULT
     if is_tool_result != (message.role == pb.MESSAGE_ROLE_TOOL) or (
         message.tool_summary and not is_tool_result
@@ -101,6 +117,7 @@ def _message(index: int, message: pb.TurnMessage) -> store.NewMessage:
         status=STATUSES[message.status],
         content=message.content,
         tool_summary=message.tool_summary or None,
+        status_reason=message.status_reason or None,
     )
 
 

@@ -148,6 +148,8 @@ class NewMessage:
     status: str
     content: str
     tool_summary: str | None
+    status_reason: str | None = None
+    """Why a message that did not complete ended as it did (see ``TurnMessage.status_reason``)."""
 
 
 class TurnNotLatestError(Exception):
@@ -194,9 +196,9 @@ async def replace_turn(
         learner_id,
     )
     await conn.executemany(
-        "INSERT INTO learning.chat_messages"
-        " (session_id, learner_id, turn_id, seq, role, type, status, content, tool_summary)"
-        " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+        "INSERT INTO learning.chat_messages (session_id, learner_id, turn_id, seq, role, type,"
+        " status, content, tool_summary, status_reason)"
+        " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
         [
             (
                 session_id,
@@ -208,6 +210,7 @@ async def replace_turn(
                 message.status,
                 message.content,
                 message.tool_summary,
+                message.status_reason,
             )
             for offset, message in enumerate(messages)
         ],

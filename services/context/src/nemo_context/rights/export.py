@@ -154,8 +154,8 @@ async def _conversations(conn: Connection, learner_id: str) -> list[dict[str, An
     found = []
     for session in sessions:
         messages = await conn.fetch(
-            "SELECT turn_id, seq, role, type, status, content, tool_summary, created_at"
-            " FROM learning.chat_messages WHERE session_id = $1 ORDER BY seq",
+            "SELECT turn_id, seq, role, type, status, status_reason, content, tool_summary,"
+            " created_at FROM learning.chat_messages WHERE session_id = $1 ORDER BY seq",
             session["id"],
         )
         state = await conn.fetchrow(

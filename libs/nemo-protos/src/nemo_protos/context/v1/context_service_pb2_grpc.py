@@ -119,10 +119,11 @@ class ContextServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def RecordTurn(self, request, context):
-        """Stores a turn's messages with their final status, the new state and, when given, a new
-        summary. Errors include INVALID_ARGUMENT (IDENTIFIER_IN_TURN_ID, IDENTIFIER_IN_STATE for a
-        state key that names a person or holds a linked key, STATE_TOO_LARGE,
-        TOOL_SUMMARY_TOO_LONG); nothing is stored when the call is refused.
+        """Stores a turn's messages with their final status (and, for one that did not complete, why),
+        the new state and, when given, a new summary. Errors include INVALID_ARGUMENT
+        (IDENTIFIER_IN_TURN_ID, IDENTIFIER_IN_STATE for a state key that names a person or holds a
+        linked key, STATE_TOO_LARGE, TOOL_SUMMARY_TOO_LONG, INVALID_MESSAGE_STATUS); nothing is
+        stored when the call is refused.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

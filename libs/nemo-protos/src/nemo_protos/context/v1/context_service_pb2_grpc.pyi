@@ -54,10 +54,11 @@ class ContextServiceStub:
     BuildConversationContext: _grpc.UnaryUnaryMultiCallable[_context_service_pb2.BuildConversationContextRequest, _context_service_pb2.BuildConversationContextResponse]
     """Builds the bundle for one chat turn."""
     RecordTurn: _grpc.UnaryUnaryMultiCallable[_context_service_pb2.RecordTurnRequest, _context_service_pb2.RecordTurnResponse]
-    """Stores a turn's messages with their final status, the new state and, when given, a new
-    summary. Errors include INVALID_ARGUMENT (IDENTIFIER_IN_TURN_ID, IDENTIFIER_IN_STATE for a
-    state key that names a person or holds a linked key, STATE_TOO_LARGE,
-    TOOL_SUMMARY_TOO_LONG); nothing is stored when the call is refused.
+    """Stores a turn's messages with their final status (and, for one that did not complete, why),
+    the new state and, when given, a new summary. Errors include INVALID_ARGUMENT
+    (IDENTIFIER_IN_TURN_ID, IDENTIFIER_IN_STATE for a state key that names a person or holds a
+    linked key, STATE_TOO_LARGE, TOOL_SUMMARY_TOO_LONG, INVALID_MESSAGE_STATUS); nothing is
+    stored when the call is refused.
     """
     CheckLearnerAccess: _grpc.UnaryUnaryMultiCallable[_context_service_pb2.CheckLearnerAccessRequest, _context_service_pb2.CheckLearnerAccessResponse]
     """Says whether a user may reach a learner under a grant's resource scope."""
@@ -102,10 +103,11 @@ class ContextServiceAsyncStub(ContextServiceStub):
     BuildConversationContext: _aio.UnaryUnaryMultiCallable[_context_service_pb2.BuildConversationContextRequest, _context_service_pb2.BuildConversationContextResponse]  # type: ignore[assignment]
     """Builds the bundle for one chat turn."""
     RecordTurn: _aio.UnaryUnaryMultiCallable[_context_service_pb2.RecordTurnRequest, _context_service_pb2.RecordTurnResponse]  # type: ignore[assignment]
-    """Stores a turn's messages with their final status, the new state and, when given, a new
-    summary. Errors include INVALID_ARGUMENT (IDENTIFIER_IN_TURN_ID, IDENTIFIER_IN_STATE for a
-    state key that names a person or holds a linked key, STATE_TOO_LARGE,
-    TOOL_SUMMARY_TOO_LONG); nothing is stored when the call is refused.
+    """Stores a turn's messages with their final status (and, for one that did not complete, why),
+    the new state and, when given, a new summary. Errors include INVALID_ARGUMENT
+    (IDENTIFIER_IN_TURN_ID, IDENTIFIER_IN_STATE for a state key that names a person or holds a
+    linked key, STATE_TOO_LARGE, TOOL_SUMMARY_TOO_LONG, INVALID_MESSAGE_STATUS); nothing is
+    stored when the call is refused.
     """
     CheckLearnerAccess: _aio.UnaryUnaryMultiCallable[_context_service_pb2.CheckLearnerAccessRequest, _context_service_pb2.CheckLearnerAccessResponse]  # type: ignore[assignment]
     """Says whether a user may reach a learner under a grant's resource scope."""
@@ -165,10 +167,11 @@ class ContextServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _context_service_pb2.RecordTurnRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_context_service_pb2.RecordTurnResponse, _abc.Awaitable[_context_service_pb2.RecordTurnResponse]]:
-        """Stores a turn's messages with their final status, the new state and, when given, a new
-        summary. Errors include INVALID_ARGUMENT (IDENTIFIER_IN_TURN_ID, IDENTIFIER_IN_STATE for a
-        state key that names a person or holds a linked key, STATE_TOO_LARGE,
-        TOOL_SUMMARY_TOO_LONG); nothing is stored when the call is refused.
+        """Stores a turn's messages with their final status (and, for one that did not complete, why),
+        the new state and, when given, a new summary. Errors include INVALID_ARGUMENT
+        (IDENTIFIER_IN_TURN_ID, IDENTIFIER_IN_STATE for a state key that names a person or holds a
+        linked key, STATE_TOO_LARGE, TOOL_SUMMARY_TOO_LONG, INVALID_MESSAGE_STATUS); nothing is
+        stored when the call is refused.
         """
 
     @_abc_1.abstractmethod

@@ -347,6 +347,7 @@ class TurnMessage(_message.Message):
     STATUS_FIELD_NUMBER: _builtins.int
     CONTENT_FIELD_NUMBER: _builtins.int
     TOOL_SUMMARY_FIELD_NUMBER: _builtins.int
+    STATUS_REASON_FIELD_NUMBER: _builtins.int
     role: Global___MessageRole.ValueType
     """Who wrote it."""
     type: Global___MessageType.ValueType
@@ -357,6 +358,12 @@ class TurnMessage(_message.Message):
     """Its content."""
     tool_summary: _builtins.str
     """For a tool result, the short summary reused as context."""
+    status_reason: _builtins.str
+    """Why a message that did not complete ended as it did: an upper-case code of at most 64
+    letters, digits and underscores (the gateway's run reasons, such as GUARDRAIL_REJECTED for a
+    reply the chat screen stopped, ANSWER_TOO_LONG, PROVIDER_STREAM_BROKEN or TRUNCATED). Empty
+    for a completed message. Stored with the message and exported with it; never context.
+    """
     def __init__(
         self,
         *,
@@ -365,10 +372,11 @@ class TurnMessage(_message.Message):
         status: Global___MessageStatus.ValueType = ...,
         content: _builtins.str = ...,
         tool_summary: _builtins.str = ...,
+        status_reason: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["content", b"content", "role", b"role", "status", b"status", "tool_summary", b"tool_summary", "type", b"type"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["content", b"content", "role", b"role", "status", b"status", "status_reason", b"status_reason", "tool_summary", b"tool_summary", "type", b"type"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -303,7 +303,8 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
           "metadata": {"index": "2"} }
     """
     INVALID_MESSAGE_STATUS: _ErrorReason.ValueType  # 121
-    """A message's status is unset or unknown; `index` is its position.
+    """A message's status is unset or unknown, or its status reason is not an upper-case code of
+    at most 64 characters or is given for a completed message; `index` is its position.
 
     Sent with status INVALID_ARGUMENT. Example:
 
@@ -882,7 +883,8 @@ Sent with status INVALID_ARGUMENT. Example:
       "metadata": {"index": "2"} }
 """
 INVALID_MESSAGE_STATUS: ErrorReason.ValueType  # 121
-"""A message's status is unset or unknown; `index` is its position.
+"""A message's status is unset or unknown, or its status reason is not an upper-case code of
+at most 64 characters or is given for a completed message; `index` is its position.
 
 Sent with status INVALID_ARGUMENT. Example:
 
