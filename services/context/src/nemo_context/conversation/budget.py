@@ -41,8 +41,10 @@ _PIECES: Final = re.compile(r"[A-Za-z0-9]+|[\x21-\x7e]|[^\x00-\x7f]")
 
 MESSAGE_OVERHEAD_TOKENS: Final = 4
 """Tokens a chat template spends on one message's role and separators."""
-TAG_TOKENS: Final = 16
-"""The tag around the conversation data document, opening and closing, in either language."""
+TAG_TOKENS: Final = 24
+"""The tag around the conversation data document, opening and closing, in either language, as
+:func:`estimate_tokens` counts it (``<du_lieu_hoi_thoai>`` ... ``</du_lieu_hoi_thoai>`` is 23;
+``tests/journeys/test_chat_token_estimate.py`` measures it against what the gateway sends)."""
 TOOL_MARK: Final = "[tool] "
 """How the gateway marks a tool result's summary in the history."""
 
