@@ -20,18 +20,16 @@ from __future__ import annotations
 
 import json
 import random
-import secrets
-from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 
 import pytest
 
 from nemo_context.conversation.budget import MESSAGE_OVERHEAD_TOKENS, estimate_tokens
-from nemo_core.db import connect
 from nemo_protos.context.v1 import conversation_pb2 as conv
 from nemo_protos.gateway.v1 import gateway_service_pb2 as gateway_pb
 from nemo_protos.gateway.v1 import run_pb2
+from nemo_testing.conversations import stored_session
 from nemo_testing.providers import ScriptedProvider, Stream
 from tests.stack import Stack
 
@@ -49,12 +47,8 @@ _WORDS = (
 """Words of a maths chat, in both languages, with formulas, symbols and an emoji."""
 
 
-@dataclass(frozen=True)
-class Message:
-    role: str
-    type: str
-    content: str
-    tool_summary: str | None = None
+Message = tuple[str, str, str, str | None]
+"""A message of a turn: role, type, content and tool summary."""
 
 
 def _sentence(rng: random.Random, words: int) -> str:
@@ -65,68 +59,31 @@ def _history(rng: random.Random, turns: int, words: Callable[[], int]) -> list[l
     """``turns`` turns, each a learner's message, maybe a tool result, and the tutor's reply."""
     history = []
     for _ in range(turns):
-        turn = [Message("user", "text", _sentence(rng, words()))]
+        turn: list[Message] = [("user", "text", _sentence(rng, words()), None)]
         if rng.random() < 0.3:
             result = json.dumps({"items": [f"I-{rng.randrange(100)}"], "note": _sentence(rng, 4)})
-            turn.append(Message("tool", "tool_result", result, _sentence(rng, words())))
-        turn.append(Message("assistant", "text", _sentence(rng, words())))
+            turn.append(("tool", "tool_result", result, _sentence(rng, words())))
+        turn.append(("assistant", "text", _sentence(rng, words()), None))
         history.append(turn)
     return history
 
 
-@asynccontextmanager
-async def _session(
+def _session(
     stack: Stack, history: Sequence[Sequence[Message]], rng: random.Random
-) -> AsyncIterator[str]:
+) -> AbstractAsyncContextManager[str]:
     """A session of ``LEARNER`` holding ``history`` as completed turns T1..., with a stored
     summary of its first turn and a structured state."""
-    session_id = f"CS-BUDGET-{secrets.token_hex(6)}"
-    conn = await connect(stack.owner_dsn)
-    try:
-        await conn.execute(
-            "INSERT INTO learning.chat_sessions (id, learner_id) VALUES ($1, $2)",
-            session_id,
-            LEARNER,
-        )
-        seq = 0
-        for number, turn in enumerate(history, start=1):
-            for message in turn:
-                seq += 1
-                await conn.execute(
-                    "INSERT INTO learning.chat_messages (session_id, learner_id, turn_id, seq,"
-                    " role, type, status, content, tool_summary)"
-                    " VALUES ($1, $2, $3, $4, $5, $6, 'completed', $7, $8)",
-                    session_id,
-                    LEARNER,
-                    f"T{number}",
-                    seq,
-                    message.role,
-                    message.type,
-                    message.content,
-                    message.tool_summary,
-                )
-        await conn.execute(
-            "INSERT INTO learning.conversation_summaries"
-            " (session_id, learner_id, version, summary, covers_through_seq, covered_turns)"
-            " VALUES ($1, $2, 1, $3, $4, 1)",
-            session_id,
-            LEARNER,
-            _sentence(rng, 25),
-            len(history[0]),
-        )
-        state = {"topic": rng.choice(_WORDS), "steps_done": rng.randrange(5), "hint_level": 1}
-        await conn.execute(
-            "INSERT INTO learning.conversation_state"
-            " (session_id, learner_id, extracted_info, agent_state) VALUES ($1, $2, $3, $4)",
-            session_id,
-            LEARNER,
-            json.dumps(state, ensure_ascii=False),
-            json.dumps({"step": "explain"}),
-        )
-        yield session_id
-    finally:
-        await conn.execute("DELETE FROM learning.chat_sessions WHERE id = $1", session_id)
-        await conn.close()
+    messages = [
+        (f"T{number}", *message) for number, turn in enumerate(history, start=1) for message in turn
+    ]
+    state = {"topic": rng.choice(_WORDS), "steps_done": rng.randrange(5), "hint_level": 1}
+    return stored_session(
+        stack.owner_dsn,
+        LEARNER,
+        messages,
+        summary=(_sentence(rng, 25), len(history[0])),
+        state=(state, {"step": "explain"}),
+    )
 
 
 async def _turn(
@@ -211,10 +168,7 @@ async def test_a_long_chat_of_short_messages_keeps_its_messages(
     # A budget a few dozen short messages fit in, with their overhead and the summary and state.
     bundle, body = await _measure(stack, scripted_provider, history, "Vâng ạ.", rng, 600)
     window = [message for turn in history[-8:] for message in turn]
-    contents = [
-        f"[tool] {message.tool_summary}" if message.tool_summary else message.content
-        for message in window
-    ]
+    contents = [f"[tool] {summary}" if summary else content for _, _, content, summary in window]
     messages = body["messages"]
     assert isinstance(messages, list)
     assert [str(message["content"]) for message in messages[1:-1]] == contents

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import re
-import secrets
 import unicodedata
 from collections.abc import AsyncIterator, Iterator
 from datetime import date
@@ -23,6 +22,7 @@ from google.protobuf import struct_pb2
 
 from nemo_core.db import connect
 from nemo_protos.gateway.v1 import gateway_service_pb2 as gateway_pb
+from nemo_testing.conversations import stored_session
 from nemo_testing.providers import Answer, ScriptedProvider, Stream
 from tests.stack import Stack
 
@@ -143,51 +143,32 @@ async def poisoned_session(stack: Stack) -> AsyncIterator[tuple[str, list[str]]]
     carry the circle's identifiers, and a goal titled with them; removed afterwards."""
     circle = await _circle(stack.owner_dsn)
     sentences = _carried(circle)
-    session_id = f"CS-IDENT-{secrets.token_hex(6)}"
-    conn = await connect(stack.owner_dsn)
-    try:
-        await conn.execute(
-            "INSERT INTO learning.chat_sessions (id, learner_id) VALUES ($1, $2)",
-            session_id,
-            LEARNER,
-        )
-        rows = []
-        for seq, sentence in enumerate(sentences[0::3], start=1):
-            role, kind = ("user", "text") if seq % 3 else ("tool", "tool_result")
-            rows.append((f"{session_id}-M{seq}", f"T{seq // 2}", seq, role, kind, sentence))
-        await conn.executemany(
-            "INSERT INTO learning.chat_messages (id, session_id, learner_id, turn_id, seq, role,"
-            " type, status, content) VALUES ($1, $2, $3, $4, $5, $6, $7, 'completed', $8)",
-            [(m, session_id, LEARNER, t, s, r, k, c) for m, t, s, r, k, c in rows],
-        )
-        await conn.execute(
-            "INSERT INTO learning.conversation_summaries"
-            " (session_id, learner_id, version, summary, covers_through_seq, covered_turns)"
-            " VALUES ($1, $2, 1, $3, 2, 1)",
-            session_id,
-            LEARNER,
-            " ".join(sentences[1::6]),
-        )
-        await conn.execute(
-            "INSERT INTO learning.conversation_state (session_id, learner_id, extracted_info,"
-            " agent_state) VALUES ($1, $2, $3, '{}')",
-            session_id,
-            LEARNER,
-            json.dumps({"notes": sentences[2::6]}, ensure_ascii=False),
-        )
-        await conn.execute(
-            "INSERT INTO learning.goals (id, learner_id, title, target, status, created_at)"
-            " VALUES ($1, $2, $3, $4, 'active', now() - interval '1 day')",
-            f"G-{session_id}",
-            LEARNER,
-            " ".join(sentences[4::12]),
-            " ".join(sentences[10::12]),
-        )
-        yield session_id, sentences
-    finally:
-        await conn.execute("DELETE FROM learning.goals WHERE id = $1", f"G-{session_id}")
-        await conn.execute("DELETE FROM learning.chat_sessions WHERE id = $1", session_id)
-        await conn.close()
+    messages = []
+    for seq, sentence in enumerate(sentences[0::3], start=1):
+        role, kind = ("user", "text") if seq % 3 else ("tool", "tool_result")
+        messages.append((f"T{seq // 2}", role, kind, sentence, None))
+    async with stored_session(
+        stack.owner_dsn,
+        LEARNER,
+        messages,
+        summary=(" ".join(sentences[1::6]), 2),
+        state=({"notes": sentences[2::6]}, {}),
+    ) as session_id:
+        goal = f"G-{session_id}"
+        conn = await connect(stack.owner_dsn)
+        try:
+            await conn.execute(
+                "INSERT INTO learning.goals (id, learner_id, title, target, status, created_at)"
+                " VALUES ($1, $2, $3, $4, 'active', now() - interval '1 day')",
+                goal,
+                LEARNER,
+                " ".join(sentences[4::12]),
+                " ".join(sentences[10::12]),
+            )
+            yield session_id, sentences
+        finally:
+            await conn.execute("DELETE FROM learning.goals WHERE id = $1", goal)
+            await conn.close()
 
 
 async def test_no_request_body_a_provider_receives_holds_an_identifier_of_the_circle(

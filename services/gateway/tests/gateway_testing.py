@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from nemo_gateway.prompts.spec import Rpc
 from nemo_gateway.settings import GatewaySettings
 from nemo_protos.gateway.v1 import gateway_service_pb2 as gw_pb
 from nemo_protos.gateway.v1 import gateway_service_pb2_grpc
+from nemo_testing.conversations import stored_session
 
 INTERNAL_TOKEN = "internal-caller-token-0123456789"
 CONTEXT_CLIENT_TOKEN = "gateway-client-token-0123456789"
@@ -109,40 +109,17 @@ EARLIER_TURNS = (
 )
 
 
-@asynccontextmanager
-async def chat_session(
+def chat_session(
     owner_dsn: str, learner_id: str = "L-2041-1", turns: int = 1
-) -> AsyncIterator[str]:
+) -> AbstractAsyncContextManager[str]:
     """A new chat session of ``learner_id`` with ``turns`` finished earlier turns (T1, T2);
     deleted afterwards with everything stored for it, so the seeded sessions stay as they are."""
-    session_id = f"CS-GW-{secrets.token_hex(6)}"
-    conn = await connect(owner_dsn)
-    try:
-        await conn.execute(
-            "INSERT INTO learning.chat_sessions (id, learner_id) VALUES ($1, $2)",
-            session_id,
-            learner_id,
-        )
-        seq = 0
-        for turn, exchange in enumerate(EARLIER_TURNS[:turns], start=1):
-            for role, content in zip(("user", "assistant"), exchange, strict=True):
-                seq += 1
-                await conn.execute(
-                    "INSERT INTO learning.chat_messages (id, session_id, learner_id, turn_id,"
-                    " seq, role, type, status, content)"
-                    " VALUES ($1, $2, $3, $4, $5, $6, 'text', 'completed', $7)",
-                    f"{session_id}-M{seq}",
-                    session_id,
-                    learner_id,
-                    f"T{turn}",
-                    seq,
-                    role,
-                    content,
-                )
-        yield session_id
-    finally:
-        await conn.execute("DELETE FROM learning.chat_sessions WHERE id = $1", session_id)
-        await conn.close()
+    messages = [
+        (f"T{turn}", role, "text", content, None)
+        for turn, exchange in enumerate(EARLIER_TURNS[:turns], start=1)
+        for role, content in zip(("user", "assistant"), exchange, strict=True)
+    ]
+    return stored_session(owner_dsn, learner_id, messages)
 
 
 async def stored_messages(
