@@ -84,12 +84,14 @@ async def _circle(owner_dsn: str) -> dict[str, list[str]]:
 
 def _traces(circle: dict[str, list[str]]) -> set[str]:
     """What must not be in a request body, in the plain form of :func:`_plain`: every name of
-    two words or more, every e-mail's local part, every phone's digits, every address's first
-    part, every school's own name, the birth date."""
+    two words or more (also letter by letter), every e-mail's local part, every phone's digits,
+    every address's first part, every school's own name, the birth date."""
     traces = set()
     for name in circle["name"]:
         words = _plain(name).split()
-        traces |= {" ".join(words), " ".join(words[1:]), f"{words[-1]} {words[0]}"}
+        forms = {" ".join(words), " ".join(words[1:]), f"{words[-1]} {words[0]}"}
+        # And written letter by letter ("t r a n b a o n g o c" once in plain form).
+        traces |= forms | {" ".join(form.replace(" ", "")) for form in forms}
     traces |= {_plain(email.split("@")[0]) for email in circle["email"]}
     traces |= {"".join(c for c in phone if c.isdigit())[1:] for phone in circle["phone"]}
     traces |= {_plain(address.split(",")[0]) for address in circle["address"]}
@@ -99,10 +101,14 @@ def _traces(circle: dict[str, list[str]]) -> set[str]:
 
 
 def _carried(circle: dict[str, list[str]]) -> list[str]:
-    """Sentences a person would write, each carrying one identifier in one spelling."""
+    """Sentences a person would write, each carrying one identifier in one spelling (names also
+    letter by letter)."""
     sentences = []
     for kind, values in circle.items():
         for value in values:
+            if kind == "name":
+                spaced = "  ".join(" ".join(word) for word in value.split())
+                sentences.append(f"Bạn {spaced} hỏi bài.")
             for index, spelled in enumerate(_spellings(value)):
                 if kind == "name":
                     sentences.append(f"Bạn {spelled} hỏi bài {index}.")
