@@ -138,21 +138,18 @@ class Circle:
         """A digest of everything the circle matches with (its key and fingerprints): two circles
         with one identity find the same identifiers, so a verdict remembered for one holds for
         the other (see :mod:`.reading`); a circle that changed has another identity."""
-        described = "\0".join(
-            f"{kind}:{' '.join(phrase)}"
-            for kind, phrases in (
-                ("name", self.names),
-                ("name_joined", (sorted(self.joined_names),)),
-                ("email", self.emails),
-                ("address", self.addresses),
-                ("school", self.schools),
-                ("phone", (sorted(self.phones),)),
-                ("birth_date", (sorted(self.birth_dates),)),
-                ("accented", (sorted(self.accented),)),
-            )
-            for phrase in phrases
+        fields = (
+            self.key,
+            self.names,
+            sorted(self.joined_names),
+            self.emails,
+            self.addresses,
+            self.schools,
+            sorted(self.phones),
+            sorted(self.birth_dates),
+            sorted(self.accented),
         )
-        return hashlib.sha256(b"%d:%b\0%b" % (len(self.key), self.key, described.encode())).digest()
+        return hashlib.sha256(repr(fields).encode()).digest()
 
     @property
     def empty(self) -> bool:
