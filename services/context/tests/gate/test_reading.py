@@ -116,8 +116,9 @@ def test_a_verdict_for_one_set_of_keys_is_not_used_for_another(key: str, sentenc
 
 KEYED_TITLES = st.tuples(
     st.sampled_from(["Email", "Phone", "Địa chỉ", "Ngày sinh", "Họ tên"]),
+    st.sampled_from([": ", " = "]),
     st.sampled_from(["gửi và nhận thư", "bài đọc hiểu", "từ vựng lớp 6"]),
-).map(": ".join)
+).map("".join)
 
 
 @PROPERTY
@@ -253,9 +254,20 @@ def test_recent_strings_are_kept_within_the_budget_the_oldest_dropped_first() ->
     longer = kept.read("x" * 11)
     assert kept.read("x" * 11) is not longer  # longer than the whole budget: never kept
     assert kept.characters <= 10
+    whole = kept.read("y" * 10)  # as long as the whole budget: kept, everything else dropped
+    assert kept.read("y" * 10) is whole
+    assert kept.characters == 10
     kept.forget()
     assert kept.characters == 0
-    assert kept.read("k") is not fourth
+    assert kept.read("y" * 10) is not whole
+
+
+def test_the_gate_forgets_what_it_read_when_told() -> None:
+    text = "Hằng đẳng thức đáng nhớ (ôn tập)"
+    reading = read(text)
+    assert read(text) is reading
+    forget()
+    assert read(text) is not reading
 
 
 def test_a_reading_remembers_a_few_verdicts_and_keeps_judging_right() -> None:
