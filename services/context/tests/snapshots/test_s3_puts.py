@@ -17,7 +17,7 @@ import httpx
 import pytest
 from aiobotocore.credentials import AioRefreshableCredentials
 from aiobotocore.session import AioSession
-from botocore.exceptions import ClientError
+from botocore.exceptions import ClientError, ParamValidationError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -253,3 +253,15 @@ async def test_a_directory_bucket_keeps_the_clients_own_put() -> None:
         target = await resolve_put_target(client, "nemo-prod-context-snapshots")
     assert target is not None
     assert (target.region, target.signing_name) == ("us-east-1", "s3")
+
+
+async def test_a_bucket_botocore_refuses_fails_every_put_with_botocores_error(
+    s3_endpoint: S3Endpoint,
+) -> None:
+    objects = S3Objects("not/a bucket", endpoint_url=s3_endpoint.url, session=s3_endpoint.session())
+    try:
+        for _ in range(2):
+            with pytest.raises(ParamValidationError):
+                await objects.put(new_key(), b"{}")
+    finally:
+        await objects.aclose()

@@ -333,15 +333,18 @@ class S3Objects:
                         config=self._config,
                     )
                 )
-                target = await resolve_put_target(client, self.bucket)
-                if target is not None:
-                    self._puts = SignedPuts(
-                        target,
-                        await self._session.get_credentials(),
-                        # The client's own pool: its proxies, TLS settings and timeouts.
-                        client._endpoint.http_session,
-                    )
-                self._client = client
+                try:
+                    target = await resolve_put_target(client, self.bucket)
+                    if target is not None:
+                        self._puts = SignedPuts(
+                            target,
+                            await self._session.get_credentials(),
+                            # The client's own pool: its proxies, TLS settings and timeouts.
+                            client._endpoint.http_session,
+                        )
+                finally:
+                    # Kept when the target cannot be resolved: its own put then says why.
+                    self._client = client
             return self._client
 
     async def put(self, key: str, body: bytes) -> None:
