@@ -14,7 +14,9 @@ without its snapshot (``persist`` unset), tells the snapshot's share of the cost
 of the build's. Two more, services writing their snapshots to a real S3 API as production does,
 give the cost of that backend: one to the moto server on loopback, which closes every connection
 (so it is an upper bound), one to the same server behind a front that keeps connections alive,
-as S3 does (``nemo_testing.s3_front``). The loads take turns, so
+as S3 does (``nemo_testing.s3_front``). The identifier gate's own CPU per build, before and after
+it learned the child's circle, is measured apart (``benchmarks.gate_cost``) and reported as a
+share of the build. The loads take turns, so
 a shared machine's drift in speed falls on all of them; the report also gives the floor's service
 CPU per call against the build's.
 
@@ -39,6 +41,7 @@ from pathlib import Path
 import grpc.aio
 import psutil
 
+from benchmarks.gate_cost import GateCost, measure_gate
 from benchmarks.grpc_baseline import empty_call
 from benchmarks.load import Load, LoadResult, run_alternating, server_process
 from nemo_context.snapshots.keys import MasterKey, seal
@@ -87,6 +90,8 @@ class ContextBenchmark:
     keep_alive: LoadResult
     """The same build with its snapshot written to the same S3 API behind a front that keeps
     connections alive, as S3 does."""
+    gate: GateCost
+    """The identifier gate's CPU per build, before and after the circle (in this process)."""
     sealing_ms: float
     """CPU milliseconds to find the learner's key (subject digest) and seal its snapshot."""
     sealed_bytes: int
@@ -112,7 +117,9 @@ class ContextBenchmark:
             f"build; the snapshot costs the service {self._snapshot_cpu(self.load)} ms per build\n"
             f"{self._s3_builds()}\n"
             f"{self._sealing()}\n"
-            f"{self._loops()}"
+            f"{self._loops()}\n"
+            # Against the build without its snapshot: the gate's share of building the bundle.
+            f"{self.gate.describe(self.unpersisted.server_cpu_ms_per_call)}"
         )
 
     def _s3_builds(self) -> str:
@@ -293,6 +300,7 @@ async def measure_build_context(*, concurrency: int, seconds: float) -> ContextB
                     warmup_seconds=WARMUP_SECONDS,
                 )
                 built = await _build_call(channel, persist=False)()
+        gate = await measure_gate(context_dsn)
     snapshot = canonical_json(built.bundle)
     return ContextBenchmark(
         load=build,
@@ -301,6 +309,7 @@ async def measure_build_context(*, concurrency: int, seconds: float) -> ContextB
         unpersisted=unpersisted,
         s3=s3_build,
         keep_alive=kept_build,
+        gate=gate,
         sealing_ms=sealing_cpu_ms(snapshot),
         sealed_bytes=len(snapshot),
     )

@@ -75,7 +75,7 @@ class ContextServicer(pb_grpc.ContextServiceServicer):
             learner_id = await session_learner(self._pool, request.session_id)
             if learner_id is not None:
                 await self._blocks.check(learner_id)
-        return await record_turn(self._pool, request)
+        return await record_turn(self._pool, request, self._settings.identifier_key_bytes())
 
     async def CheckLearnerAccess(
         self, request: pb.CheckLearnerAccessRequest, context: Context

@@ -53,9 +53,10 @@ class ToolDefinition(Generic[In, Out]):
     output_model: type[Out]
     execute: Callable[[ToolCall, In], Awaitable[Out]] = field(repr=False)
     learner_id_field: str | None = None
-    #: The executor's read from the context service decides whether the call may reach the
-    #: learner (agent views): the router then does not ask the context service first.
-    authorized_in_context: bool = False
+    #: The context service's agent view (a purpose of its table) the executor reads. That read
+    #: decides whether the call may reach the learner, so the router does not ask first; and the
+    #: registrations contract checks the view is declared there.
+    agent_view: str | None = None
 
     def __post_init__(self) -> None:
         if not _NAME_PATTERN.match(self.name):
@@ -66,8 +67,13 @@ class ToolDefinition(Generic[In, Out]):
             self.learner_id_field not in self.input_model.model_fields
         ):
             raise ValueError(f"tool {self.name!r} names no input field {self.learner_id_field!r}")
-        if self.authorized_in_context and self.learner_id_field is None:
-            raise ValueError(f"tool {self.name!r} is authorized in context but names no learner")
+        if self.agent_view is not None and self.learner_id_field is None:
+            raise ValueError(f"tool {self.name!r} reads an agent view but names no learner")
+
+    @property
+    def authorized_in_context(self) -> bool:
+        """Whether the executor's read from the context service authorizes the call."""
+        return self.agent_view is not None
 
     @property
     def tool_id(self) -> str:

@@ -237,5 +237,5 @@ def view_tool(
         output_model=output_model,
         execute=execute,
         learner_id_field="learner_id",
-        authorized_in_context=True,
+        agent_view=view,
     )
