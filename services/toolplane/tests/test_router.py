@@ -28,7 +28,7 @@ from nemo_toolplane.router import ToolRouter, _mentions, audit_name
 from nemo_toolplane.rules.store import AgentRules
 from nemo_toolplane.settings import ToolPlaneSettings
 from nemo_toolplane.tool_call import Services, ToolCall
-from nemo_toolplane.tool_kinds import Mode, Risk
+from nemo_toolplane.tool_kinds import Mode, Risk, Scope
 
 from .conftest import CONTEXT_CALLER_TOKEN
 
@@ -68,6 +68,7 @@ def _tool(
         input_model=Args,
         output_model=Echo,
         execute=run,  # type: ignore[arg-type]
+        scope=Scope.LEARNER_WRITE if mode is Mode.WRITE else Scope.LEARNER_READ,
         learner_id_field="learner_id",
     )
 
