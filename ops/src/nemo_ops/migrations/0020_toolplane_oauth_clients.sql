@@ -5,7 +5,8 @@
 CREATE TABLE toolplane.oauth_clients (
     -- As the authorization server writes it in the token's client claim: an opaque id, or the
     -- https URL of a client ID metadata document.
-    client_id  text PRIMARY KEY CHECK (client_id ~ '^[\x21-\x7e]{1,512}$'),
+    client_id  text PRIMARY KEY
+        CHECK (length(client_id) <= 512 AND client_id ~ '^[\x21-\x7e]+$'),
     agent_id   text NOT NULL REFERENCES toolplane.agents (id) ON DELETE CASCADE,
     label      text NOT NULL DEFAULT '',
     created_at timestamptz NOT NULL DEFAULT now()

@@ -41,7 +41,7 @@ def create_app(
     from the cluster, under any host name; the resource metadata is public)."""
     metadata_routes = (
         [
-            Route(path, ResourceMetadata(oauth), methods=["GET", "HEAD", "OPTIONS"])
+            Route(path, ResourceMetadata(oauth).respond, methods=["GET", "HEAD", "OPTIONS"])
             for path in metadata_paths(oauth)
         ]
         if oauth is not None

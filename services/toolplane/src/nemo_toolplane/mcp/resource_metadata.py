@@ -37,7 +37,7 @@ class ResourceMetadata:
     def __init__(self, oauth: OAuthConfig) -> None:
         self._document = metadata(oauth)
 
-    async def __call__(self, request: Request) -> Response:
+    async def respond(self, request: Request) -> Response:
         headers = {
             "Access-Control-Allow-Origin": "*",
             "Cache-Control": "public, max-age=3600",
