@@ -10,8 +10,9 @@ SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT format('resource scope %s can never match (a policy names "*" or learner:<id> '
                   'entries; family and user scopes belong to grants)', to_jsonb(btrim(item)))
-    FROM unnest(string_to_array(scope, ',')) AS item
-    WHERE btrim(item) <> '*' AND btrim(item) !~ '^learner:\S+$'
+    -- An empty scope is one empty item (string_to_array would make it none), and matches nothing.
+    FROM unnest(CASE WHEN scope = '' THEN ARRAY[''] ELSE string_to_array(scope, ',') END) AS item
+    WHERE btrim(item) <> '*' AND btrim(item) !~ '^learner:[\x21-\x7e]+$'
     LIMIT 1
 $$;
 

@@ -35,7 +35,7 @@ _RESOURCE_SCOPE: Final = re.compile(
 )
 # What a call is about is "learner:<id>" or nothing: a policy names learners (globs allowed) or
 # "*", as the database's check (0022) says.
-_POLICY_RESOURCE_ITEM: Final = re.compile(r"\*|learner:\S+")
+_POLICY_RESOURCE_ITEM: Final = re.compile(r"\*|learner:[\x21-\x7e]+")
 
 
 @dataclass(frozen=True)
@@ -78,9 +78,10 @@ def _policy_problems(
     if (environment := _environment_problem(row["environment_scope"])) is not None:
         problems.append(environment)
     unmatchable = [
-        item.strip()
+        item.strip(" ")
         for item in row["resource_scope"].split(",")
-        if not _POLICY_RESOURCE_ITEM.fullmatch(item.strip())
+        # Trimmed as the database's check trims (btrim: spaces only).
+        if not _POLICY_RESOURCE_ITEM.fullmatch(item.strip(" "))
     ]
     if unmatchable:
         problems.append(
