@@ -136,6 +136,14 @@ const provider = new Provider(args.issuer, {
   },
 });
 
+// OAuth 2.1 (section 3.2.2.1): a request without a scope gets a predefined one. The default is
+// `openid` alone, so such a token reaches no tool: tools need the scopes asked for by name.
+provider.use(async (ctx, next) => {
+  if (ctx.method === 'GET' && ctx.path === '/auth' && ctx.query.scope === undefined) {
+    ctx.query = { ...ctx.query, scope: 'openid' };
+  }
+  await next();
+});
 provider.use(interactions(provider, accounts, args['dev-password']));
 provider.on('server_error', (ctx, error) => console.error('local-oauth: server error', error));
 
