@@ -70,6 +70,7 @@ SERVICE_RPCS = {
             "BuildConversationContext",
             "RecordTurn",
             "CheckLearnerAccess",
+            "CheckUser",
             "SearchKnowledge",
             "GetKnowledgeNode",
             "GetSnapshot",
