@@ -37,8 +37,9 @@ from nemo_core import event_loop
 from nemo_core.server import Server, serve
 from nemo_core.settings import DEFAULT_CALLER_TOKEN_METADATA_KEY
 from nemo_gateway.app import SERVICE_NAME, build
+from nemo_gateway.lang import Lang
 from nemo_gateway.prompts.registry import REGISTRY
-from nemo_gateway.prompts.spec import Lang, PromptInput
+from nemo_gateway.prompts.spec import PromptInput
 from nemo_gateway.providers.base import ModelRequest
 from nemo_gateway.providers.factory import build_provider
 from nemo_gateway.settings import GatewaySettings

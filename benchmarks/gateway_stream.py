@@ -9,10 +9,12 @@ Reported at 1 and 16 callers:
 
 - added time to first delta: StreamPrompt's p50 time to its first text delta minus the direct
   stream's. It includes building the conversation bundle (a context service round trip and its
-  database read) and holding text back until the first sentence has passed the chat guardrail;
+  database read) and holding text back until the reply so far, with its first sentence, has
+  passed the chat guardrail as a whole (ADR 0012);
 - CPU per model delta: the provider streams the same reply in 1 and in 64 deltas; the difference
   in CPU per call, over 63, is what one more delta costs, in the gateway process and, for the
-  direct stream, in this process.
+  direct stream, in this process. It includes cleaning each delta and checking the reply so far
+  at each release.
 """
 
 from __future__ import annotations

@@ -4,16 +4,19 @@
 
     python3 deploy/k8s/create_secrets.py --namespace nemo \\
         --owner-database-url 'postgresql://nemo_owner:...@db.internal:5432/nemo?sslmode=require' \\
-        --pseudonym-key-file pseudonym.key \\
+        --pseudonym-key-file pseudonym.key --identifier-key-file identifier.key \\
+        --snapshot-master-key-file snapshot-master.key \\
         --llm-api-key-file llm.key --embedding-api-key-file embedding.key \\
         --caller-tokens-out caller-tokens.json | kubectl apply -f -
 
 Every run generates new login passwords for the nemo_context and nemo_toolplane roles and new
 caller tokens. To rotate them, follow "Rotate service credentials" in
 docs/operations/deploy.md: applying a run's output at once cuts callers off until every pod
-has restarted. The pseudonym key is never generated here:
-it decides every learner_ref and must outlive runs of this script (see
-docs/operations/pseudonym-key.md). The tokens of callers outside the namespace (internal
+has restarted. The pseudonym key, the identifier key and the snapshot master key are never
+generated here: the first decides every learner_ref, the second's digest the database must
+hold (docs/operations/identifier-key.md), the third unlocks every snapshot, and each must
+outlive runs of this script (see docs/operations/pseudonym-key.md and
+docs/operations/learner-rights.md). The tokens of callers outside the namespace (internal
 services, operators, the audit reader) are written to --caller-tokens-out, readable by the
 owner only, to hand over through your secret store.
 """
@@ -37,7 +40,7 @@ CALLER_IDENTITIES: Mapping[str, tuple[str, ...]] = {
     "toolplane": ("context",),
     "audit": ("context",),
     "internal": ("gateway", "toolplane"),
-    "platform": ("toolplane",),
+    "platform": ("toolplane", "context"),
     "operator": ("toolplane",),
 }
 
@@ -50,6 +53,7 @@ SERVICES: tuple[str, ...] = ("context", "gateway", "toolplane")
 SERVICE_ROLES: Mapping[str, str] = {"context": "nemo_context", "toolplane": "nemo_toolplane"}
 
 MIN_PSEUDONYM_KEY_LENGTH = 32
+MIN_IDENTIFIER_KEY_LENGTH = 32
 
 
 class SecretsError(Exception):
@@ -100,14 +104,19 @@ def build_secrets(
     namespace: str,
     owner_database_url: str,
     pseudonym_key: str,
+    identifier_key: str,
+    snapshot_master_key: str,
     llm_api_key: str,
     embedding_api_key: str,
 ) -> tuple[list[dict[str, Any]], dict[str, str]]:
     """The Secrets of ``namespace`` and the caller tokens generated for them."""
-    if len(pseudonym_key) < MIN_PSEUDONYM_KEY_LENGTH:
-        raise SecretsError(
-            f"the pseudonym key must be at least {MIN_PSEUDONYM_KEY_LENGTH} characters"
-        )
+    for name, key, minimum in (
+        ("pseudonym key", pseudonym_key, MIN_PSEUDONYM_KEY_LENGTH),
+        ("identifier key", identifier_key, MIN_IDENTIFIER_KEY_LENGTH),
+        ("snapshot master key", snapshot_master_key, MIN_PSEUDONYM_KEY_LENGTH),
+    ):
+        if len(key) < minimum:
+            raise SecretsError(f"the {name} must be at least {minimum} characters")
     passwords = {service: _random_token() for service in SERVICE_ROLES}
     tokens = {identity: _random_token() for identity in CALLER_IDENTITIES}
 
@@ -138,6 +147,8 @@ def build_secrets(
             for service, role in SERVICE_ROLES.items()
         ),
         _secret("nemo-pseudonym-key", namespace, {"key": pseudonym_key}),
+        _secret("nemo-identifier-key", namespace, {"key": identifier_key}),
+        _secret("nemo-snapshot-master-key", namespace, {"key": snapshot_master_key}),
         _secret(
             "nemo-model-keys",
             namespace,
@@ -173,6 +184,20 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         required=True,
         help=f"file holding the pseudonym key (at least {MIN_PSEUDONYM_KEY_LENGTH} characters)",
     )
+    parser.add_argument(
+        "--identifier-key-file",
+        type=Path,
+        required=True,
+        help="file holding the identifier key (at least "
+        f"{MIN_IDENTIFIER_KEY_LENGTH} characters; its digest is registered in the database)",
+    )
+    parser.add_argument(
+        "--snapshot-master-key-file",
+        type=Path,
+        required=True,
+        help="file holding the snapshot master key, which wraps every learner's snapshot key "
+        f"(at least {MIN_PSEUDONYM_KEY_LENGTH} characters)",
+    )
     parser.add_argument("--llm-api-key-file", type=Path, help="file holding the LLM API key")
     parser.add_argument(
         "--embedding-api-key-file", type=Path, help="file holding the embedding API key"
@@ -195,6 +220,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             namespace=args.namespace,
             owner_database_url=args.owner_database_url,
             pseudonym_key=_read_secret_file(args.pseudonym_key_file),
+            identifier_key=_read_secret_file(args.identifier_key_file),
+            snapshot_master_key=_read_secret_file(args.snapshot_master_key_file),
             # No key is fine for the baseline provider and for local model servers.
             llm_api_key=_read_secret_file(args.llm_api_key_file) if args.llm_api_key_file else "",
             embedding_api_key=(

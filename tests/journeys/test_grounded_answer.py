@@ -13,6 +13,7 @@ import pytest
 from nemo_core.db import connect
 from nemo_protos.gateway.v1 import gateway_service_pb2 as gateway_pb
 from nemo_protos.gateway.v1 import run_pb2
+from nemo_protos.type.v1.locale_pb2 import LOCALE_EN
 from nemo_testing.otlp import OtlpReceiver
 from nemo_testing.providers import Answer, ScriptedProvider
 from tests.stack import Stack
@@ -62,7 +63,9 @@ async def test_a_grounded_answer_flags_the_injected_passage_and_checks_citations
     with journey_span("grounded answer") as trace_id:
         async with clients(stack) as grpc_clients:
             response = await grpc_clients.gateway.Answer(
-                gateway_pb.AnswerRequest(question=f"{word} identity"), timeout=20
+                # English question, English answer: the prompt declares its language.
+                gateway_pb.AnswerRequest(question=f"{word} identity", locale=LOCALE_EN),
+                timeout=20,
             )
 
     answer = response.answer
@@ -86,7 +89,7 @@ async def test_a_grounded_answer_flags_the_injected_passage_and_checks_citations
     assert INJECTION not in user_text
     assert injected_id not in user_text
     assert f"[{numbers[fact_id]}] ({word} identity > {fact_id})" in user_text
-    assert f"[{numbers[injected_id]}] (đoạn này bị giữ lại" in user_text
+    assert f"[{numbers[injected_id]}] (withheld: this passage reads like" in user_text
 
     spans = await services_in_trace(otlp_receiver, trace_id, {"gateway", "context"})
     assert {span.trace_id for span in spans} == {trace_id}

@@ -10,6 +10,7 @@ from google.protobuf import struct_pb2
 
 from nemo_protos.gateway.v1 import gateway_service_pb2 as gateway_pb
 from nemo_protos.gateway.v1 import run_pb2
+from nemo_protos.type.v1.locale_pb2 import LOCALE_EN
 from nemo_testing.otlp import OtlpReceiver
 from nemo_testing.providers import Answer, ScriptedProvider
 from tests.stack import Stack
@@ -49,8 +50,12 @@ async def test_parent_agent_state_then_tutor_hint_stay_pseudonymous_in_one_trace
             )
         async with clients(stack) as grpc_clients:
             hint = await grpc_clients.gateway.RunPrompt(
+                # The scripted hint is English: the prompt declares its language.
                 gateway_pb.RunPromptRequest(
-                    prompt_id="learner.tutor_hint", learner_id="L-2041-1", variables=variables
+                    prompt_id="learner.tutor_hint",
+                    learner_id="L-2041-1",
+                    variables=variables,
+                    locale=LOCALE_EN,
                 ),
                 timeout=20,
             )

@@ -3,7 +3,7 @@
 An MCP host signs a person in at the platform's authorization server as an OAuth client; the
 access token names that client. The tool plane maps it to a registered agent through this table,
 whose grants and policies then apply (narrowed by the token's scopes), and refuses a client it
-cannot map with the id to add here. Every change reaches the tool plane at once (0020's
+cannot map with the id to add here. Every change reaches the tool plane at once (0023's
 notification).
 """
 

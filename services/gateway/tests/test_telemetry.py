@@ -12,6 +12,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
+from nemo_gateway.prompts.learner import tutor_hint
 from nemo_protos.gateway.v1 import gateway_service_pb2 as pb
 from nemo_testing.providers import Answer, Hang, HttpError, Reply, ScriptedProvider
 
@@ -51,7 +52,7 @@ async def test_a_learner_prompt_span_has_genai_attributes_and_no_text(
     assert attributes["gen_ai.provider.name"] == "openai"
     assert attributes["gen_ai.request.model"] == model
     assert attributes["gen_ai.prompt.name"] == "learner.tutor_hint"
-    assert attributes["nemo.prompt.version"] == "1"
+    assert attributes["nemo.prompt.version"] == tutor_hint.SPEC.version
     assert attributes["gen_ai.usage.input_tokens"] == 321
     assert attributes["gen_ai.usage.output_tokens"] == 12
     assert attributes["gen_ai.response.finish_reasons"] == ("stop",)

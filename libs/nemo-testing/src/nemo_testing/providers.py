@@ -9,7 +9,13 @@ takes the next scripted reply (or the default one):
 - :class:`Answer` — a whole answer with its finish reason and token usage;
 - :class:`HttpError` — a status such as 429 (with ``Retry-After``) or 503;
 - :class:`Hang` — no answer for a while, so the client's timeout fires;
-- :class:`Stream` — text deltas, then a clean end, or a cut connection after ``cut_after``.
+- :class:`Stream` — text deltas, then a clean end, or a cut connection after ``cut_after``, or
+  (``endless``) the deltas over and over until the client goes away;
+- :class:`Raw` — any bytes with any status and headers, as a hostile provider may send them
+  (JSON nested past any parser's recursion limit, a huge body, a redirect).
+
+Anywhere in a reply, :data:`ECHOED_KEY` stands for the key the request carried (its bearer token
+or ``x-api-key``), as a provider that echoes the caller's key sends it back.
 
 In tests: ``async with ScriptedProvider() as provider: provider.script(Answer('{"a": 1}'))``.
 As a process (benchmarks): ``python -m nemo_testing.providers PORT TEXT [DELTAS]`` answers every
@@ -32,6 +38,8 @@ from typing import Any, NoReturn
 
 import h11
 
+ECHOED_KEY = "<<the request's key>>"
+"""Replaced, in every reply, by the key the request carried."""
 OPENAI_PATH = "/v1/chat/completions"
 ANTHROPIC_PATH = "/v1/messages"
 _READ_SIZE = 65536
@@ -83,9 +91,23 @@ class Stream:
     input_tokens: int = 40
     usage: bool = True
     """False: no usage in the stream, as llama-cpp-python's server sends none."""
+    endless: bool = False
+    """Send the deltas over and over, never ending, until the client goes away."""
+    output_tokens: int | None = None
+    """The output tokens the usage reports; None: the words of the deltas."""
 
 
-Reply = Answer | HttpError | Hang | Stream
+@dataclass(frozen=True)
+class Raw:
+    """``body`` as it is, with ``status`` and ``headers`` (a redirect's ``location``...)."""
+
+    body: bytes
+    status: int = 200
+    content_type: str = "application/json"
+    headers: tuple[tuple[str, str], ...] = ()
+
+
+Reply = Answer | HttpError | Hang | Stream | Raw
 
 
 @dataclass(frozen=True)
@@ -175,7 +197,7 @@ def _openai_stream(model: str, stream: Stream) -> tuple[list[bytes], list[bytes]
         )
 
     deltas = [chunk({"content": text}, None) for text in stream.deltas]
-    output_tokens = sum(len(text.split()) for text in stream.deltas)
+    output_tokens = _output_tokens(stream)
     usage = _sse(
         None,
         {
@@ -196,6 +218,12 @@ def _openai_stream(model: str, stream: Stream) -> tuple[list[bytes], list[bytes]
         _sse(None, "[DONE]"),
     ]
     return deltas, closing
+
+
+def _output_tokens(stream: Stream) -> int:
+    if stream.output_tokens is not None:
+        return stream.output_tokens
+    return sum(len(text.split()) for text in stream.deltas)
 
 
 def _anthropic_stream(model: str, stream: Stream) -> tuple[list[bytes], list[bytes]]:
@@ -237,7 +265,7 @@ def _anthropic_stream(model: str, stream: Stream) -> tuple[list[bytes], list[byt
             {
                 "type": "message_delta",
                 "delta": {"stop_reason": "max_tokens" if stream.truncated else "end_turn"},
-                "usage": {"output_tokens": sum(len(t.split()) for t in stream.deltas)},
+                "usage": {"output_tokens": _output_tokens(stream)},
             },
         ),
         _sse("message_stop", {"type": "message_stop"}),
@@ -387,76 +415,114 @@ class ScriptedProvider:
             reply = self._script.popleft()
         else:
             reply = (self.default_stream if streamed else None) or self.default
-        model = str(payload.get("model", ""))
-        anthropic = path == ANTHROPIC_PATH
+        send = _Sender(connection, writer, _request_key(request))
         if path not in (OPENAI_PATH, ANTHROPIC_PATH):
-            await _send_json(connection, writer, 404, {"error": "unknown path"})
+            await _send_json(send, 404, {"error": "unknown path"})
         elif reply is None:
-            await _send_json(connection, writer, 500, {"error": "no scripted reply"})
-        elif isinstance(reply, HttpError):
-            extra = list(reply.headers)
-            if isinstance(reply.retry_after, str):
-                extra.append(("retry-after", reply.retry_after))
-            elif reply.retry_after is not None:
-                extra.append(("retry-after", f"{reply.retry_after:g}"))
-            await _send_json(connection, writer, reply.status, reply.body, extra)
-        elif isinstance(reply, Hang):
-            await asyncio.sleep(reply.seconds)
-            raise _Cut
-        elif isinstance(reply, Answer):
-            answer = _anthropic_answer if anthropic else _openai_answer
-            await _send_json(connection, writer, 200, answer(model, reply))
+            await _send_json(send, 500, {"error": "no scripted reply"})
         else:
-            await _send_stream(connection, writer, reply, model, anthropic=anthropic)
+            model = str(payload.get("model", ""))
+            await _send_reply(send, reply, model, anthropic=path == ANTHROPIC_PATH)
 
 
-async def _send(connection: h11.Connection, writer: asyncio.StreamWriter, event: Any) -> None:
-    data = connection.send(event)
-    if data:
-        writer.write(data)
-        await writer.drain()
+async def _send_reply(send: _Sender, reply: Reply, model: str, *, anthropic: bool) -> None:
+    if isinstance(reply, HttpError):
+        extra = list(reply.headers)
+        if isinstance(reply.retry_after, str):
+            extra.append(("retry-after", reply.retry_after))
+        elif reply.retry_after is not None:
+            extra.append(("retry-after", f"{reply.retry_after:g}"))
+        await _send_json(send, reply.status, reply.body, extra)
+    elif isinstance(reply, Hang):
+        await asyncio.sleep(reply.seconds)
+        raise _Cut
+    elif isinstance(reply, Answer):
+        answer = _anthropic_answer if anthropic else _openai_answer
+        await _send_json(send, 200, answer(model, reply))
+    elif isinstance(reply, Raw):
+        await _send_body(
+            send, reply.status, reply.body, [("content-type", reply.content_type), *reply.headers]
+        )
+    else:
+        await _send_stream(send, reply, model, anthropic=anthropic)
+
+
+def _request_key(request: h11.Request) -> str:
+    """The key a request carried: its bearer token or its ``x-api-key``."""
+    for name, value in request.headers:
+        if name.lower() == b"authorization" and value.startswith(b"Bearer "):
+            return value[len(b"Bearer ") :].decode()
+        if name.lower() == b"x-api-key":
+            return value.decode()
+    return ""
+
+
+@dataclass
+class _Sender:
+    """Writes one response, with :data:`ECHOED_KEY` replaced by the request's key."""
+
+    connection: h11.Connection
+    writer: asyncio.StreamWriter
+    key: str
+
+    async def __call__(self, event: Any) -> None:
+        if isinstance(event, h11.Data):
+            event = h11.Data(data=event.data.replace(ECHOED_KEY.encode(), self.key.encode()))
+        data = self.connection.send(event)
+        if data:
+            self.writer.write(data)
+            await self.writer.drain()
 
 
 async def _send_json(
-    connection: h11.Connection,
-    writer: asyncio.StreamWriter,
+    send: _Sender,
     status: int,
     payload: Any,
     extra_headers: list[tuple[str, str]] | None = None,
 ) -> None:
     body = json.dumps(payload, ensure_ascii=False).encode()
-    headers = [
-        ("content-type", "application/json"),
-        ("content-length", str(len(body))),
-        *(extra_headers or []),
-    ]
-    await _send(connection, writer, h11.Response(status_code=status, headers=headers))
-    await _send(connection, writer, h11.Data(data=body))
-    await _send(connection, writer, h11.EndOfMessage())
+    headers = [("content-type", "application/json"), *(extra_headers or [])]
+    await _send_body(send, status, body, headers)
 
 
-async def _send_stream(
-    connection: h11.Connection,
-    writer: asyncio.StreamWriter,
-    stream: Stream,
-    model: str,
-    *,
-    anthropic: bool,
+async def _send_body(
+    send: _Sender, status: int, body: bytes, headers: list[tuple[str, str]]
 ) -> None:
+    body = body.replace(ECHOED_KEY.encode(), send.key.encode())
+    head = [("content-length", str(len(body))), *headers]
+    await send(h11.Response(status_code=status, headers=head))
+    await send(h11.Data(data=body))
+    await send(h11.EndOfMessage())
+
+
+async def _send_stream(send: _Sender, stream: Stream, model: str, *, anthropic: bool) -> None:
     deltas, closing = (_anthropic_stream if anthropic else _openai_stream)(model, stream)
     headers = [("content-type", "text/event-stream"), ("transfer-encoding", "chunked")]
-    await _send(connection, writer, h11.Response(status_code=200, headers=headers))
+    await send(h11.Response(status_code=200, headers=headers))
     for sent, message in enumerate(deltas):
         if stream.cut_after is not None and sent >= stream.cut_after:
             await _cut_after_delivery()
-        await _send(connection, writer, h11.Data(data=message))
+        await send(h11.Data(data=message))
         if stream.delta_delay:
             await asyncio.sleep(stream.delta_delay)
     if stream.cut_after is not None:
         await _cut_after_delivery()
+    # An endless stream repeats its deltas (without the opening events) until the client goes.
+    again = [_sse_repeat(message, anthropic) for message in deltas]
+    while stream.endless and again:
+        for message in again:
+            await send(h11.Data(data=message))
+        await asyncio.sleep(0)
     for message in closing:
-        await _send(connection, writer, h11.Data(data=message))
-    await _send(connection, writer, h11.EndOfMessage())
+        await send(h11.Data(data=message))
+    await send(h11.EndOfMessage())
+
+
+def _sse_repeat(message: bytes, anthropic: bool) -> bytes:
+    """A delta message as it is sent again: without the opening events the first one carries."""
+    if not anthropic:
+        return message
+    return b"event: content_block_delta" + message.rsplit(b"event: content_block_delta", 1)[-1]
 
 
 CUT_PAUSE_SECONDS = 0.1

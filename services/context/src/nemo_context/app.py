@@ -6,14 +6,22 @@ from nemo_context.acl import ACL
 from nemo_context.builder import ContextBuilder
 from nemo_context.conversation.builder import ConversationBuilder, ConversationSettings
 from nemo_context.gate.text import prepare as prepare_gate
+from nemo_context.gate.tokens import prepare as prepare_tokens
 from nemo_context.pseudonym import pseudonymizer_from_settings
 from nemo_context.repository import PostgresLearnerRepository
+from nemo_context.rights.blocks import ProcessingBlocks
+from nemo_context.rights.servicer import RightsServicer
 from nemo_context.servicer import ContextServicer
 from nemo_context.settings import ContextSettings
-from nemo_context.snapshots.store import create_snapshot_store
+from nemo_context.snapshots.store import create_snapshot_store, master_key_from_settings
 from nemo_core.db import create_pool
 from nemo_core.server import Service, ServiceSetup
-from nemo_protos.context.v1 import context_service_pb2, context_service_pb2_grpc
+from nemo_protos.context.v1 import (
+    context_service_pb2,
+    context_service_pb2_grpc,
+    rights_service_pb2,
+    rights_service_pb2_grpc,
+)
 
 SERVICE_NAME = "context"
 
@@ -23,13 +31,19 @@ async def build(settings: ContextSettings) -> ServiceSetup:
     pool = await create_pool(
         settings.database_url.get_secret_value(), max_size=settings.database_pool_size
     )
-    snapshots = create_snapshot_store(settings, pool)
+    master = master_key_from_settings(settings)
+    snapshots = create_snapshot_store(settings, pool, master)
+    blocks = ProcessingBlocks(pool, master, on_erased=snapshots.keys.forget)
     prepare_gate()
+    prepare_tokens()
     # One pseudonymizer for both builders: in development its key is random per process.
     pseudonymizer = pseudonymizer_from_settings(settings)
-    builder = ContextBuilder(PostgresLearnerRepository(pool), pseudonymizer)
+    identifier_key = settings.identifier_key_bytes()
+    builder = ContextBuilder(
+        PostgresLearnerRepository(pool, identifier_key=identifier_key), pseudonymizer
+    )
     conversations = ConversationBuilder(
-        pool, pseudonymizer, ConversationSettings.from_settings(settings)
+        pool, pseudonymizer, ConversationSettings.from_settings(settings, identifier_key)
     )
     servicer = ContextServicer(
         settings=settings,
@@ -37,6 +51,7 @@ async def build(settings: ContextSettings) -> ServiceSetup:
         snapshots=snapshots,
         builder=builder,
         conversations=conversations,
+        blocks=blocks,
     )
     return ServiceSetup(
         services=[
@@ -44,7 +59,12 @@ async def build(settings: ContextSettings) -> ServiceSetup:
                 context_service_pb2_grpc.add_ContextServiceServicer_to_server,
                 servicer,
                 context_service_pb2.DESCRIPTOR.services_by_name["ContextService"],
-            )
+            ),
+            Service.from_servicer(
+                rights_service_pb2_grpc.add_RightsServiceServicer_to_server,
+                RightsServicer(pool, master),
+                rights_service_pb2.DESCRIPTOR.services_by_name["RightsService"],
+            ),
         ],
         acl=ACL,
         # No deadline_required: no RPC here calls another service (snapshot writes are bounded

@@ -10,10 +10,12 @@ from nemo_gateway.cache import ResultCache
 from nemo_gateway.chat import ChatStreamer
 from nemo_gateway.context_client import ContextClient
 from nemo_gateway.errors import caller_busy, provider_busy
+from nemo_gateway.prompts import common
 from nemo_gateway.providers.factory import build_provider
 from nemo_gateway.runner import PromptRunner
 from nemo_gateway.servicer import GatewayServicer
 from nemo_gateway.settings import GatewaySettings
+from nemo_gateway.structured import language
 from nemo_protos.gateway.v1 import gateway_service_pb2, gateway_service_pb2_grpc
 
 SERVICE_NAME = "gateway"
@@ -25,6 +27,10 @@ DEADLINE_REQUIRED = ("RunPrompt", "StreamPrompt", "Answer")
 async def build(settings: GatewaySettings) -> ServiceSetup:
     """Everything the gateway serves, and how to clean it up."""
     provider = build_provider(settings)
+    if provider is not None:
+        # Model output is checked from the first answer on: its tables are built now.
+        common.prepare()
+        language.prepare()
     channel = create_channel(settings.context_address, settings)
     provider_limit = InFlightLimit(settings.provider_max_concurrency, provider_busy)
     runner = PromptRunner(

@@ -1,19 +1,26 @@
 """StreamPrompt for tutor.chat_reply: deltas as the model sends them, the turn recorded after.
 
+What the learner is shown is exactly what was checked, as a whole, and exactly what is recorded:
+
 - The conversation bundle comes first; without it no prompt is sent.
-- The reply goes out sentence by sentence, each checked by the chat guardrail first
-  (:mod:`nemo_gateway.screen`): a sentence that states a score, holds a link or repeats the
-  learner's pseudonym never reaches the learner.
+- The reply goes out only once the reply so far passes the chat guardrail as a whole
+  (:mod:`nemo_gateway.screen`): cleaned of hidden characters, held to sentence ends, bounded in
+  characters and deltas by the prompt's own output token limit.
 - Retry and fallback happen only before the first delta. Once the learner has seen text, a
-  provider stream that breaks, a sentence the guardrail stops and the token limit all end the
-  RPC with an error status (never a clean end) and the turn is stored as PARTIAL with what the
-  learner saw, so the cut reply is never reused as context.
+  provider stream that breaks or stalls, a reply the guardrail stops, one that runs past its
+  bound and the token limit all end the RPC with an error status naming what happened (never a
+  clean end), and the turn is stored as PARTIAL with exactly what the learner saw, so the cut
+  reply is never reused as context.
 - A reply the caller cancels after its first delta is stored as CANCELLED.
 - A broken or cancelled turn is recorded even when the caller's deadline is what broke it: that
   write gets its own :data:`BROKEN_TURN_RECORD_SECONDS` and outlives the RPC, since a reply the
   learner saw part of must never come back as a finished one.
-- A finished reply is stored as COMPLETED, together with a new summary when the bundle said the
-  stored one is stale (tutor.summarize_conversation runs alongside the reply).
+- A finished reply passes the guardrail whole once more, then is stored as COMPLETED, together
+  with a new summary when the bundle said the stored one is stale (tutor.summarize_conversation
+  runs alongside the reply).
+- A turn the context service refuses to store is stored again without its summary, then as a
+  placeholder (the learner's message and a FAILED reply) so the next turn knows; the RPC then
+  ends with TURN_NOT_RECORDED, never as a bad request of the caller.
 - Streamed replies are never cached.
 """
 
@@ -28,13 +35,23 @@ from dataclasses import dataclass, field
 from nemo_core.errors import ServiceError
 from nemo_core.limits import InFlightLimit
 from nemo_gateway.budget import prompt_tokens
-from nemo_gateway.errors import reply_rejected, reply_truncated, stream_broken
+from nemo_gateway.context_client import TurnRefused
+from nemo_gateway.errors import (
+    answer_too_long,
+    provider_timeout,
+    reply_rejected,
+    reply_truncated,
+    stream_broken,
+    turn_not_recorded,
+)
+from nemo_gateway.lang import Lang
 from nemo_gateway.prompts.registry import REGISTRY, AnySpec
-from nemo_gateway.prompts.spec import Lang, PromptInput
+from nemo_gateway.prompts.spec import PromptInput
 from nemo_gateway.prompts.tutor.chat_reply import (
     ChatReplyDraft,
     ChatVariables,
     conversation_budget,
+    reply_char_limit,
     reply_problem,
 )
 from nemo_gateway.prompts.tutor.summarize_conversation import (
@@ -43,14 +60,17 @@ from nemo_gateway.prompts.tutor.summarize_conversation import (
     covered_turn,
 )
 from nemo_gateway.providers.base import (
+    AnswerTooLong,
     ChatMessage,
     ModelProvider,
     ModelRequest,
     ProviderFailure,
+    ProviderTimeout,
     StreamEnd,
     TextDelta,
     Usage,
 )
+from nemo_gateway.reasons import RunPath, RunReason
 from nemo_gateway.runner import (
     BASELINE_PROVIDER,
     Clock,
@@ -61,9 +81,9 @@ from nemo_gateway.runner import (
     record_tally,
     run_record,
 )
-from nemo_gateway.screen import ReplyRejected, SentenceScreen
+from nemo_gateway.screen import ReplyRejected, ReplyScreen, ReplyTooLong
 from nemo_gateway.settings import GatewaySettings
-from nemo_gateway.structured.pipeline import RunPath, RunReason, Tally
+from nemo_gateway.structured.pipeline import Tally
 from nemo_protos.context.v1 import conversation_pb2 as conv
 from nemo_protos.gateway.v1 import gateway_service_pb2 as gw_pb
 from nemo_protos.gateway.v1 import run_pb2
@@ -81,12 +101,13 @@ baseline reply is recorded (a context service write) before the stream ends."""
 class _Reply:
     """What the model has streamed so far, what the learner has seen of it, and how it ended."""
 
-    screen: SentenceScreen
+    screen: ReplyScreen
     parts: list[str] = field(default_factory=list)
     tally: Tally = field(default_factory=Tally)
     end: StreamEnd | None = None
     failure: ProviderFailure | None = None
     rejected: ReplyRejected | None = None
+    too_long: bool = False
 
     def settle(self) -> tuple[RunPath, str]:
         """Add what the clean end reported to the tally; (path, reason): MODEL for a whole
@@ -101,6 +122,8 @@ class _Reply:
             self.tally.add_usage(Usage())  # a stream that never ended reported no usage
         if self.rejected is not None:
             reason: str = RunReason.GUARDRAIL_REJECTED
+        elif self.too_long:
+            reason = RunReason.ANSWER_TOO_LONG
         elif self.failure is not None:
             reason = self.failure.code
         elif end is not None and end.truncated:
@@ -191,7 +214,12 @@ class ChatStreamer:
             output_schema=None,
             reasoning=spec.reasoning,
         )
-        reply = _Reply(SentenceScreen(lambda text: reply_problem(text, prompt)))
+        screen = ReplyScreen(
+            lambda text: reply_problem(text, prompt) or _key_problem(provider, text),
+            max_chars=reply_char_limit(request.max_output_tokens),
+            max_deltas=request.max_output_tokens,
+        )
+        reply = _Reply(screen)
         with prompt_span(spec, provider.name, model, "text") as span:
             async for response in self._relay(provider, request, reply, prompt):
                 yield response
@@ -227,12 +255,19 @@ class ChatStreamer:
                     async for delta in deltas:
                         if released := screen.feed(delta):
                             yield gw_pb.StreamPromptResponse(text_delta=released)
-            if reply.end is not None and (tail := screen.flush()):
-                yield gw_pb.StreamPromptResponse(text_delta=tail)
+            if reply.end is not None:
+                if _over_limit(reply.end.usage, request.max_output_tokens):
+                    raise ReplyTooLong
+                if tail := screen.flush():
+                    yield gw_pb.StreamPromptResponse(text_delta=tail)
+        except AnswerTooLong as exc:
+            reply.failure, reply.too_long = exc, True
         except ProviderFailure as exc:
             reply.failure = exc
         except ReplyRejected as exc:
             reply.rejected = exc
+        except ReplyTooLong:
+            reply.too_long = True
         except asyncio.CancelledError:
             # The caller went away mid-reply: what it saw is stored as cancelled, so the next
             # turn neither reuses nor repeats it. Shielded: this task is being cancelled.
@@ -253,20 +288,21 @@ class ChatStreamer:
         """Record the turn and end the stream as the reply ended."""
         (path, reason), (provider, model_name) = outcome, model
         shown = reply.screen.shown_text
+        draft = ChatReplyDraft(text=shown)
+        if path is RunPath.MODEL and (problem := spec.guardrail(draft, prompt)) is not None:
+            # The screen checked every release as a whole; this is the whole reply, once more.
+            reply.rejected, path = ReplyRejected(problem), RunPath.PARTIAL
         if path is RunPath.PARTIAL:
             # The learner saw part of the reply: it is stored partial, never reused as context.
             await self._record_broken(prompt, shown, conv.MESSAGE_STATUS_PARTIAL)
-            if reply.rejected is not None:
-                logger.warning("chat reply stopped by its guardrail", extra={"why": reply.rejected})
-                raise reply_rejected()
-            raise stream_broken() if reply.failure is not None else reply_truncated()
+            raise _broken_off(reply)
         if path is RunPath.FALLBACK:
             async for response in self._fallback(
                 spec, prompt, clock, summary, reason, reply.tally, provider, model_name
             ):
                 yield response
             return
-        output = spec.finish(ChatReplyDraft(text=shown), prompt)
+        output = spec.finish(draft, prompt)
         await self._record(prompt, shown, conv.MESSAGE_STATUS_COMPLETED, summary)
         record = run_record(
             spec, clock, run_pb2.RUN_PATH_MODEL, "", reply.tally, provider, model_name,
@@ -379,23 +415,84 @@ class ChatStreamer:
         the caller's deadline unless ``seconds`` is given."""
         variables = prompt.variables
         update = await summary if summary is not None else None
-        messages = [
-            conv.TurnMessage(
-                role=conv.MESSAGE_ROLE_USER,
-                type=conv.MESSAGE_TYPE_TEXT,
-                status=conv.MESSAGE_STATUS_COMPLETED,
-                content=variables.user_message,
-            ),
-            conv.TurnMessage(
-                role=conv.MESSAGE_ROLE_ASSISTANT,
-                type=conv.MESSAGE_TYPE_TEXT,
-                status=status,
-                content=reply,
-            ),
-        ]
-        await self._runner.context.record_turn(
-            variables.session_id, variables.turn_id, messages, update, seconds=seconds
+        context = self._runner.context
+        ids, turn = (variables.session_id, variables.turn_id), _turn(variables, reply, status)
+        try:
+            await context.record_turn(*ids, turn, update, seconds=seconds)
+            return
+        except TurnRefused as refused:
+            if update is None:
+                raise await self._placeholder(prompt, refused, seconds) from None
+            logger.warning(
+                "turn refused with its summary; stored without it",
+                extra={"context_reason": refused.context_reason},
+            )
+        try:
+            await context.record_turn(*ids, turn, None, seconds=seconds)
+        except TurnRefused as refused:
+            raise await self._placeholder(prompt, refused, seconds) from None
+
+    async def _placeholder(
+        self, prompt: PromptInput[ChatVariables], refused: TurnRefused, seconds: float | None
+    ) -> ServiceError:
+        """Store the learner's message with a FAILED, empty reply in place of a turn the context
+        service refused, so the next turn knows; the error the RPC ends with."""
+        variables = prompt.variables
+        logger.error(
+            "the context service refused a turn the learner saw",
+            extra={"context_reason": refused.context_reason},
         )
+        messages = _turn(variables, "", conv.MESSAGE_STATUS_FAILED)
+        try:
+            await self._runner.context.record_turn(
+                variables.session_id, variables.turn_id, messages, None, seconds=seconds
+            )
+        except TurnRefused:
+            return turn_not_recorded(refused.context_reason, placeholder=False)
+        return turn_not_recorded(refused.context_reason, placeholder=True)
+
+
+def _turn(
+    variables: ChatVariables, reply: str, status: conv.MessageStatus.ValueType
+) -> list[conv.TurnMessage]:
+    """The learner's message and the reply with its final status."""
+    return [
+        conv.TurnMessage(
+            role=conv.MESSAGE_ROLE_USER,
+            type=conv.MESSAGE_TYPE_TEXT,
+            status=conv.MESSAGE_STATUS_COMPLETED,
+            content=variables.user_message,
+        ),
+        conv.TurnMessage(
+            role=conv.MESSAGE_ROLE_ASSISTANT,
+            type=conv.MESSAGE_TYPE_TEXT,
+            status=status,
+            content=reply,
+        ),
+    ]
+
+
+def _key_problem(provider: ModelProvider, text: str) -> str | None:
+    """A reply that repeats the provider's key (split across deltas, past the provider's own
+    redaction of each) stops."""
+    return "reply repeats the provider's key" if provider.echoes_key(text) else None
+
+
+def _over_limit(usage: Usage, max_output_tokens: int) -> bool:
+    """Whether the provider says it wrote more tokens than the request allowed."""
+    return usage.output_tokens is not None and usage.output_tokens > max_output_tokens
+
+
+def _broken_off(reply: _Reply) -> ServiceError:
+    """The error a reply that broke off after its first delta ends the RPC with."""
+    if reply.rejected is not None:
+        logger.warning("chat reply stopped by its guardrail", extra={"why": reply.rejected.problem})
+        return reply_rejected()
+    if reply.too_long:
+        return answer_too_long()
+    if isinstance(reply.failure, ProviderTimeout):
+        return provider_timeout()
+    return stream_broken() if reply.failure is not None else reply_truncated()
 
 
 def _input_ref(prompt: PromptInput[ChatVariables]) -> str:

@@ -14,6 +14,10 @@ ever sent without the context it was built for; how a failed call reaches the ca
   gateway's client token or certificate is wrong, or the context service's ACL lacks it;
 - it refused the request (unknown learner, session, purpose...): its status code with
   CONTEXT_REJECTED.
+
+A turn the context service will not store (anything but its being unavailable, busy or out of
+time) raises :class:`TurnRefused` instead: the caller's request was fine, the learner has seen
+the reply, and the streamer decides what to store in its place.
 """
 
 from __future__ import annotations
@@ -64,6 +68,25 @@ _FAILED_CODES = frozenset(
 _REFUSED_GATEWAY_CODES = frozenset(
     {grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED}
 )
+
+
+# Codes of a call that did not get through, as opposed to one the service refused.
+_NOT_THROUGH_CODES = frozenset(
+    {
+        grpc.StatusCode.DEADLINE_EXCEEDED,
+        grpc.StatusCode.UNAVAILABLE,
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        grpc.StatusCode.CANCELLED,
+    }
+)
+
+
+class TurnRefused(Exception):
+    """The context service refused to store a turn; ``context_reason`` is its reason."""
+
+    def __init__(self, context_reason: str) -> None:
+        super().__init__(context_reason)
+        self.context_reason = context_reason
 
 
 def _translate(exc: grpc.aio.AioRpcError) -> ServiceError:
@@ -147,7 +170,8 @@ class ContextClient:
         *,
         seconds: float | None = None,
     ) -> ctx_pb.RecordTurnResponse:
-        """Store a turn, within the caller's deadline unless ``seconds`` is given."""
+        """Store a turn, within the caller's deadline unless ``seconds`` is given; raises
+        :class:`TurnRefused` when the context service refuses it."""
         request = ctx_pb.RecordTurnRequest(
             session_id=session_id, turn_id=turn_id, messages=messages, summary=summary
         )
@@ -156,6 +180,9 @@ class ContextClient:
                 request, timeout=seconds if seconds is not None else downstream_timeout()
             )
         except grpc.aio.AioRpcError as exc:
+            details = error_details(exc)
+            if details.code not in _NOT_THROUGH_CODES:
+                raise TurnRefused(details.reason or details.code.name) from None
             raise _translate(exc) from None
         return response
 

@@ -142,3 +142,30 @@ def reply_rejected() -> ServiceError:
         ErrorReason.REPLY_REJECTED,
         "the reply's guardrail stopped it after it had started; the turn was stored as partial",
     )
+
+
+def provider_timeout() -> ServiceError:
+    return service_error(
+        grpc.StatusCode.UNAVAILABLE,
+        ErrorReason.PROVIDER_TIMEOUT,
+        "the model stopped sending the reply within its timeout after the reply had started; "
+        "the turn was stored as partial",
+    )
+
+
+def answer_too_long() -> ServiceError:
+    return service_error(
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        ErrorReason.ANSWER_TOO_LONG,
+        "the reply ran past its length bound after it had started; the turn was stored as partial",
+    )
+
+
+def turn_not_recorded(context_reason: str, *, placeholder: bool) -> ServiceError:
+    """The context service refused the turn the learner saw (and the turn without its summary)."""
+    return service_error(
+        grpc.StatusCode.INTERNAL,
+        ErrorReason.TURN_NOT_RECORDED,
+        "the context service refused to store the turn as it was shown",
+        {"context_reason": context_reason, "placeholder": "stored" if placeholder else "refused"},
+    )

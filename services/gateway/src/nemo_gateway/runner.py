@@ -31,12 +31,14 @@ from nemo_gateway.cache import (
 from nemo_gateway.context_client import ContextClient
 from nemo_gateway.grounding.relevance import relevant_hits
 from nemo_gateway.grounding.sources import Passage, number_sources
+from nemo_gateway.lang import Lang
 from nemo_gateway.prompts.knowledge.answer import AnswerVariables, source_tokens
 from nemo_gateway.prompts.registry import AnySpec
-from nemo_gateway.prompts.spec import Lang, PromptInput, Strict
+from nemo_gateway.prompts.spec import PromptInput, Strict
 from nemo_gateway.providers.base import ChatMessage, ModelProvider
+from nemo_gateway.reasons import RunPath, RunReason
 from nemo_gateway.settings import GatewaySettings
-from nemo_gateway.structured.pipeline import Outcome, RunPath, RunReason, Tally, run_model
+from nemo_gateway.structured.pipeline import Outcome, Tally, run_model
 from nemo_gateway.telemetry import genai_span, record_result
 from nemo_protos.gateway.v1 import run_pb2
 

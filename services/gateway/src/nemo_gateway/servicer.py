@@ -23,10 +23,11 @@ from nemo_gateway.errors import (
     unknown_prompt,
     wrong_rpc,
 )
+from nemo_gateway.lang import Lang
 from nemo_gateway.prompts.knowledge.answer import AnswerVariables
 from nemo_gateway.prompts.proto_mirror import mirrored
 from nemo_gateway.prompts.registry import REGISTRY, AnySpec
-from nemo_gateway.prompts.spec import Lang, Rpc, Strict
+from nemo_gateway.prompts.spec import Rpc, Strict
 from nemo_gateway.prompts.tutor.chat_reply import ChatVariables
 from nemo_gateway.runner import Clock, PromptRunner
 from nemo_protos.gateway.v1 import answer_pb2

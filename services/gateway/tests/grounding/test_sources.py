@@ -9,9 +9,10 @@ from hypothesis import strategies as st
 
 from nemo_gateway.budget import estimate_tokens, prompt_tokens
 from nemo_gateway.grounding.sources import Passage, merge_adjacent, number_sources
+from nemo_gateway.lang import Lang
 from nemo_gateway.prompts.knowledge.answer import AnswerVariables, source_tokens
 from nemo_gateway.prompts.registry import REGISTRY
-from nemo_gateway.prompts.spec import Lang, PromptInput
+from nemo_gateway.prompts.spec import PromptInput
 
 
 def _text_cost(passage: Passage) -> int:

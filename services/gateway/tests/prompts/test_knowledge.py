@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from nemo_gateway.prompts.tags import NEUTRAL_BRACKET
+from nemo_gateway.grounding.tags import NEUTRAL_BRACKET
 from nemo_protos.gateway.v1 import answer_pb2, run_pb2
 from nemo_protos.gateway.v1 import gateway_service_pb2 as pb
 from nemo_protos.type.v1 import locale_pb2

@@ -13,12 +13,14 @@ import grpc
 import pytest
 
 from nemo_core.errors import error_details
+from nemo_gateway.lang import Lang
 from nemo_gateway.prompts.coral import evaluate_item
 from nemo_gateway.prompts.registry import REGISTRY
-from nemo_gateway.prompts.spec import Lang, PromptInput
+from nemo_gateway.prompts.spec import PromptInput
 from nemo_gateway.providers.factory import build_provider
+from nemo_gateway.reasons import RunPath
 from nemo_gateway.settings import GatewaySettings
-from nemo_gateway.structured.pipeline import RunPath, run_model
+from nemo_gateway.structured.pipeline import run_model
 from nemo_protos.gateway.v1 import answer_pb2, run_pb2
 from nemo_protos.gateway.v1 import gateway_service_pb2 as pb
 from nemo_testing.providers import Answer, Hang, HttpError, ScriptedProvider

@@ -34,7 +34,7 @@ _RESOURCE_SCOPE: Final = re.compile(
     r"\s*(\*|user|(learner|family):[^,\s]+(\s*,\s*(learner|family):[^,\s]+)*)\s*"
 )
 # What a call is about is "learner:<id>" or nothing: a policy names learners (globs allowed) or
-# "*", as the database's check (0022) says.
+# "*", as the database's check (0025) says.
 _POLICY_RESOURCE_ITEM: Final = re.compile(r"\*|learner:[\x21-\x7e]+")
 
 

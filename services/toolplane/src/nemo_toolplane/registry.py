@@ -56,9 +56,10 @@ class ToolDefinition(Generic[In, Out]):
     #: What an OAuth token must carry for the call (agent tokens are not narrowed by scopes).
     scope: Scope = field(kw_only=True)
     learner_id_field: str | None = None
-    #: The executor's read from the context service decides whether the call may reach the
-    #: learner (agent views): the router then does not ask the context service first.
-    authorized_in_context: bool = False
+    #: The context service's agent view (a purpose of its table) the executor reads. That read
+    #: decides whether the call may reach the learner, so the router does not ask first; and the
+    #: registrations contract checks the view is declared there.
+    agent_view: str | None = None
     #: A composite's parts: the tools (by name) whose data it returns. A policy that denies a
     #: part for a resource denies the composite for it too, or the composite would bypass it.
     parts: tuple[str, ...] = ()
@@ -72,10 +73,15 @@ class ToolDefinition(Generic[In, Out]):
             self.learner_id_field not in self.input_model.model_fields
         ):
             raise ValueError(f"tool {self.name!r} names no input field {self.learner_id_field!r}")
-        if self.authorized_in_context and self.learner_id_field is None:
-            raise ValueError(f"tool {self.name!r} is authorized in context but names no learner")
+        if self.agent_view is not None and self.learner_id_field is None:
+            raise ValueError(f"tool {self.name!r} reads an agent view but names no learner")
         if self.scope.mode is not self.mode:
             raise ValueError(f"tool {self.name!r} {self.mode}s under the {self.scope} scope")
+
+    @property
+    def authorized_in_context(self) -> bool:
+        """Whether the executor's read from the context service authorizes the call."""
+        return self.agent_view is not None
 
     @property
     def tool_id(self) -> str:

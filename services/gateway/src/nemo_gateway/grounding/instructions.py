@@ -6,8 +6,11 @@ gateway withholds them. Teaching text uses the same words all the time ("bỏ qu
 bài", "ignore air resistance", "từ nay ta kí hiệu", ``print()``, role-play in a word problem),
 so each family below names what an instruction to a model is about: the model's own
 instructions, rules or prompt, its role, its hidden text, or what it must answer. Matching runs
-on text folded to lower case without Vietnamese diacritics, invisible characters removed and
-full-width letters read as ASCII (``nemo_core.text.fold``), so the patterns are written that way.
+on text folded to lower case without Vietnamese diacritics, invisible characters removed,
+full-width and look-alike letters read as ASCII (``nemo_core.text.fold_lookalikes``, from
+Unicode's confusables data), so the patterns are written that way. A word that mixes letters
+with the digits and signs leetspeak writes for letters (``1gn0re``, ``ru1es``) is read a second
+time with them as letters (:data:`LEET`).
 
 Measured on the labelled corpus ``nemo_testing.corpora`` (``instructions``) by ``make bench``.
 """
@@ -15,8 +18,9 @@ Measured on the labelled corpus ``nemo_testing.corpora`` (``instructions``) by `
 from __future__ import annotations
 
 import re
+from functools import partial
 
-from nemo_core.text import fold
+from nemo_core.text import fold_lookalikes
 
 # What a model's instructions are called; "yeu cau" and "quy dinh" only with a word that points
 # back at them ("yeu cau truoc do"), since an exercise has requirements too.
@@ -134,7 +138,37 @@ INSTRUCTION_PATTERNS: tuple[str, ...] = (
 _COMPILED = re.compile("|".join(f"(?:{pattern})" for pattern in INSTRUCTION_PATTERNS))
 
 
+LEET: tuple[dict[str, str], ...] = (
+    {"0": "o", "1": "i", "3": "e", "4": "a", "5": "s", "7": "t", "@": "a", "$": "s", "!": "i"},
+    {"1": "l", "|": "l"},
+)
+"""What leetspeak writes for letters; ``1`` stands for ``i`` or ``l``, so a word is read once with
+each table (the second over the first)."""
+_LEET_CHARS = "".join(sorted({char for table in LEET for char in table}))
+_LEET_WORD = re.compile(
+    rf"(?<![\w{re.escape(_LEET_CHARS)}])(?=[\w{re.escape(_LEET_CHARS)}]*[a-z])"
+    rf"(?=[\w{re.escape(_LEET_CHARS)}]*[{re.escape(_LEET_CHARS)}])[\w{re.escape(_LEET_CHARS)}]{{3,}}"
+)
+
+
+def _leet_readings(folded: str) -> list[str]:
+    """``folded`` with its leetspeak words read as letters, once per table; none when it has no
+    such word."""
+    if _LEET_WORD.search(folded) is None:
+        return []
+    readings = []
+    table: dict[str, str] = {}
+    for extra in LEET:
+        table = table | extra
+        readings.append(_LEET_WORD.sub(partial(_as_letters, str.maketrans(table)), folded))
+    return readings
+
+
+def _as_letters(letters: dict[int, str], word: re.Match[str]) -> str:
+    return word.group().translate(letters)
+
+
 def looks_like_instructions(text: str) -> bool:
     """Whether ``text`` contains an instruction aimed at the model."""
-    folded = " ".join(fold(text).split())
-    return _COMPILED.search(folded) is not None
+    folded = " ".join(fold_lookalikes(text).split())
+    return any(_COMPILED.search(reading) for reading in (folded, *_leet_readings(folded)))

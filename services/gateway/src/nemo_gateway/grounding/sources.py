@@ -20,9 +20,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from itertools import groupby
 
-from nemo_gateway.grounding.instructions import looks_like_instructions
-from nemo_gateway.prompts.spec import NumberedSource
-from nemo_gateway.prompts.tags import has_data_tag
+from nemo_gateway.grounding.carriers import suspicious
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +32,18 @@ class Passage:
     title: str
     text: str
     score: float
+
+
+@dataclass(frozen=True, slots=True)
+class NumberedSource:
+    """A passage as numbered in a grounded-answer prompt."""
+
+    number: int
+    document_id: str
+    title: str
+    text: str
+    score: float
+    flagged_as_instruction: bool
 
 
 def merge_adjacent(passages: Iterable[Passage]) -> list[Passage]:
@@ -65,10 +75,9 @@ def _join(run: list[Passage]) -> Passage:
 
 
 def _suspicious(passage: Passage) -> bool:
-    """Whether the passage gives orders or tries to step out of its data block."""
-    return looks_like_instructions(f"{passage.title}\n{passage.text}") or any(
-        has_data_tag(field) for field in (passage.text, passage.title, passage.document_id)
-    )
+    """Whether the passage gives orders or tries to step out of its data block (the guard of
+    every carrier, :mod:`nemo_gateway.grounding.carriers`)."""
+    return suspicious(f"{passage.title}\n{passage.text}", passage.document_id)
 
 
 def _distinct(passages: Iterable[Passage]) -> list[Passage]:

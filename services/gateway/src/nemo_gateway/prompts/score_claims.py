@@ -12,15 +12,21 @@ sentence states a claim only when it is a statement (not a question or a conditi
 - says the reader achieved a score: "em đạt 8/10 điểm", "you got 9 out of 10".
 
 "bạn" before a name ("bạn Lan") is a third person, as in word problems. Matching runs on text
-folded like the instruction check (lower case, no diacritics). Measured on the labelled corpus
-``nemo_testing.corpora`` (``score_claims``) by ``make bench``.
+folded like the instruction check (:func:`nemo_core.text.fold_lookalikes`: lower case, no
+diacritics, look-alike letters read as the letters they imitate), once as written and once with
+numbers written in words read as digits ("chín mươi phần trăm" is "90 phan tram", "nine out of
+ten" is "9 out of 10"); the words come from ``num2words`` (0 to 100, Vietnamese and English).
+Measured on the labelled corpus ``nemo_testing.corpora`` (``score_claims``) by ``make bench``.
 """
 
 from __future__ import annotations
 
 import re
+from functools import cache, lru_cache
 
-from nemo_core.text import fold
+from num2words import num2words
+
+from nemo_core.text import fold_lookalikes
 
 _NUMBER = r"\d+(?:[.,]\d+)?"
 # A number written as a score or share: 8/10, 95%, 8 điểm, 9 out of 10, 7 trên 10, 4/5 sao.
@@ -68,19 +74,63 @@ _READER_CLAIMS = tuple(
         rf"{_NUMBER}\s*/\s*\d+ (?:cau )?(?:dung|correct)",
     )
 )
+_DIGIT = re.compile(r"\d")
+_WORD = re.compile(r"[a-z]+")
 _CONDITION = re.compile(r"\b(?:neu|gia su|if|suppose|imagine|would)\b")
 _NAMED = re.compile(r"\b[Bb]ạn(?= [A-ZĐ])")
 _SENTENCES = re.compile(r"(?<=[.!?;])\s+|\n+")
 
 
+NUMBER_WORD_LANGUAGES = ("vi", "en")
+MAX_NUMBER_IN_WORDS = 100
+
+
+@cache
+def _number_words() -> tuple[re.Pattern[str], dict[str, str]]:
+    """A pattern of the numbers 0 to :data:`MAX_NUMBER_IN_WORDS` in words, folded, longest
+    first, and the digits of each."""
+    digits: dict[str, str] = {}
+    for lang in NUMBER_WORD_LANGUAGES:
+        for number in range(MAX_NUMBER_IN_WORDS + 1):
+            words = " ".join(
+                fold_lookalikes(num2words(number, lang=lang)).replace("-", " ").split()
+            )
+            digits.setdefault(words, str(number))
+    alternation = "|".join(re.escape(words) for words in sorted(digits, key=len, reverse=True))
+    return re.compile(rf"\b(?:{alternation})\b"), digits
+
+
+def numbers_as_digits(folded: str) -> str:
+    """Folded text with its numbers in words written as digits."""
+    pattern, digits = _number_words()
+    return pattern.sub(lambda match: digits[match.group()], folded)
+
+
 def states_a_score(text: str) -> bool:
     """Whether ``text`` states a measure of the learner (see the module docstring)."""
-    for sentence in _SENTENCES.split(_NAMED.sub("người", text)):
-        folded = " ".join(fold(sentence).split())
-        if not folded or folded.endswith("?") or _CONDITION.search(folded):
-            continue
-        if any(claim.search(folded) for claim in _CLAIMS):
-            return True
-        if re.search(_READER, folded) and any(claim.search(folded) for claim in _READER_CLAIMS):
-            return True
-    return False
+    return any(
+        _states_a_score(sentence) for sentence in _SENTENCES.split(_NAMED.sub("người", text))
+    )
+
+
+@lru_cache(maxsize=4096)
+def _states_a_score(sentence: str) -> bool:
+    """One sentence's verdict; cached, since a stream checks what it released again with what
+    follows."""
+    folded = " ".join(fold_lookalikes(sentence).split())
+    if not folded or folded.endswith("?") or _CONDITION.search(folded):
+        return False
+    # Every claim names a number: most sentences have none, in digits or in words.
+    converted = numbers_as_digits(folded)
+    if _DIGIT.search(converted) is None:
+        return False
+    return _claims(folded) or (converted != folded and _claims(converted))
+
+
+def _claims(folded: str) -> bool:
+    """Whether one folded statement claims a measure of the reader."""
+    if any(claim.search(folded) for claim in _CLAIMS):
+        return True
+    return re.search(_READER, folded) is not None and any(
+        claim.search(folded) for claim in _READER_CLAIMS
+    )

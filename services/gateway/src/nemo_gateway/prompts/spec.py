@@ -15,26 +15,12 @@ from google.protobuf.descriptor import Descriptor
 from google.protobuf.message import Message as ProtoMessage
 from pydantic import AfterValidator, BaseModel, ConfigDict
 
+from nemo_gateway.grounding.sources import NumberedSource
+from nemo_gateway.lang import Lang
 from nemo_gateway.prompts.proto_mirror import mirrored
 from nemo_gateway.providers.base import ChatMessage, OutputSchema
 from nemo_protos.context.v1 import conversation_pb2, item_bank_pb2, learner_context_pb2
 from nemo_protos.gateway.v1 import outputs_pb2, prompt_pb2
-from nemo_protos.type.v1 import locale_pb2
-
-
-class Lang(StrEnum):
-    """Language of a prompt and of its output."""
-
-    VI = "vi"
-    EN = "en"
-
-    @classmethod
-    def from_proto(cls, locale: int) -> Lang:
-        """LOCALE_EN is English; unspecified means the platform default, Vietnamese."""
-        return cls.EN if locale == locale_pb2.LOCALE_EN else cls.VI
-
-    def to_proto(self) -> locale_pb2.Locale.ValueType:
-        return locale_pb2.LOCALE_EN if self is Lang.EN else locale_pb2.LOCALE_VI
 
 
 class Strict(BaseModel):
@@ -67,18 +53,6 @@ class Rpc(StrEnum):
 V = TypeVar("V", bound=Strict)
 M = TypeVar("M", bound=Strict)
 Out = TypeVar("Out", bound=Strict)
-
-
-@dataclass(frozen=True, slots=True)
-class NumberedSource:
-    """A passage as numbered in a grounded-answer prompt."""
-
-    number: int
-    document_id: str
-    title: str
-    text: str
-    score: float
-    flagged_as_instruction: bool
 
 
 @dataclass(frozen=True)
@@ -148,6 +122,10 @@ class PromptSpec(Generic[V, M, Out]):
     (answer keys, rubrics); None: the result mirrors its message field by field
     (:mod:`.proto_mirror`), which the registry checks when it is built."""
     temperature: float = 0.0
+    declares_language: bool = True
+    """Whether the output must be written in the request's language, an answer in the other one
+    being re-asked (WRONG_LANGUAGE). Off for content prompts whose text follows the item's own
+    language (an English lesson's items are in English)."""
     reasoning: bool = False
     """Whether the model may reason before it answers, where the server can switch it (the
     Nemotron 3 models think unless told not to). Off for every prompt so far: the answers are

@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import SecretStr
 
+from nemo_gateway.providers.answers import ParsedAnswer, parsed_answer, token_count
 from nemo_gateway.providers.base import (
     ModelRequest,
     OutputSchema,
@@ -23,7 +24,6 @@ from nemo_gateway.providers.base import (
     Usage,
     encode_json,
 )
-from nemo_gateway.providers.http import ParsedAnswer, parsed_answer, token_count
 from nemo_gateway.providers.schemas import ANTHROPIC, constrained_schema
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"

@@ -141,6 +141,20 @@ class ProviderRejected(ProviderFailure):
     code = "PROVIDER_REJECTED"
 
 
+class ProviderRedirected(ProviderFailure):
+    """The provider answered with a redirect; it is never followed (the key would go with the
+    request) nor retried: the base URL is wrong."""
+
+    code = "PROVIDER_REDIRECTED"
+
+
+class AnswerTooLong(ProviderFailure):
+    """The answer's body ran past its byte limit, derived from the request's output token
+    limit, however much the provider sent."""
+
+    code = "ANSWER_TOO_LONG"
+
+
 class StreamBroken(ProviderFailure):
     """A started stream ended without its terminal event (connection cut, error event)."""
 
@@ -183,6 +197,10 @@ class ModelProvider(Protocol):
     ) -> AbstractAsyncContextManager[ModelStream]:
         """Start a streamed answer; entering fails with :class:`ProviderFailure` when the
         response cannot be started (after the retries)."""
+        ...
+
+    def echoes_key(self, text: str) -> bool:
+        """Whether ``text`` (that the provider wrote) holds the provider's key."""
         ...
 
     async def aclose(self) -> None:

@@ -6,16 +6,22 @@ a request is retried only here, on 408, 429, 5xx and connection errors, and neve
 caller's deadline. A request the provider refused as invalid (400, 422, another 4xx, or a 500
 whose body says the request was invalid) is not retried: the same body would be refused again.
 A provider's Retry-After is honoured as it is: the retry waits that long when the wait ends
-before the deadline, otherwise the call fails at once with the reason. Timeouts are not retried:
-a provider that did not answer in time would not answer in the time that is left either.
+before the deadline, otherwise the call fails at once with the reason; one that is not a finite
+number of seconds (``nan``, ``inf``) names no wait. A redirect is never followed (the key would
+go with it) and never retried: it fails as :class:`ProviderRedirected`. Bodies are read with a
+bound (:mod:`.untrusted`), and what the provider says back is filtered there too. Timeouts are
+not retried: a provider that did not answer in time would not answer in the time that is left
+either.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import email.utils
 import json
 import logging
+import math
 import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -29,18 +35,28 @@ from httpx_aiohttp import AiohttpTransport
 from httpx_sse import EventSource, SSEError
 from pydantic import SecretStr
 
+from nemo_gateway.providers.answers import ParsedAnswer
 from nemo_gateway.providers.base import (
+    AnswerTooLong,
     Completion,
     ModelRequest,
     ProviderFailure,
     ProviderRateLimited,
+    ProviderRedirected,
     ProviderRejected,
     ProviderTimeout,
     ProviderUnavailable,
     StreamBroken,
     StreamEvent,
+    TextDelta,
     Usage,
     encode_body,
+)
+from nemo_gateway.providers.untrusted import (
+    BodyTooLarge,
+    BoundedStream,
+    Redactor,
+    answer_byte_limit,
 )
 
 logger = logging.getLogger(__name__)
@@ -68,45 +84,6 @@ class RetryPolicy:
         # "Equal jitter": at least half the backoff, so callers that failed together spread out
         # without retrying at once.
         return ceiling / 2 + random.uniform(0, ceiling / 2)  # noqa: S311  jitter, not a secret
-
-
-@dataclass(frozen=True, slots=True)
-class ParsedAnswer:
-    """The parts of a whole answer the gateway uses."""
-
-    text: str
-    finish_reason: str
-    truncated: bool
-    input_tokens: int | None
-    output_tokens: int | None
-    response_model: str
-
-
-def token_count(usage: Any, key: str) -> int | None:
-    """``usage[key]`` when the provider reported it as a whole number."""
-    value = usage.get(key) if isinstance(usage, dict) else None
-    return value if isinstance(value, int) else None
-
-
-def parsed_answer(
-    payload: Any,
-    *,
-    text: str,
-    finish_reason: str,
-    truncated_reason: str,
-    usage_keys: tuple[str, str],
-) -> ParsedAnswer:
-    """A whole answer from its text and finish reason, with the token counts the provider names
-    ``usage_keys`` (input, output) in ``payload["usage"]`` and the model that answered."""
-    usage = payload.get("usage")
-    return ParsedAnswer(
-        text=text,
-        finish_reason=finish_reason,
-        truncated=finish_reason == truncated_reason,
-        input_tokens=token_count(usage, usage_keys[0]),
-        output_tokens=token_count(usage, usage_keys[1]),
-        response_model=str(payload.get("model") or ""),
-    )
 
 
 class StreamDecoder(Protocol):
@@ -148,7 +125,7 @@ class WireFormat(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class _Refused:
-    """An HTTP error status instead of an answer."""
+    """An HTTP error status or a redirect instead of an answer."""
 
     status: int
     retry_after: float | None
@@ -227,20 +204,24 @@ _CONNECTION_ERRORS = (
 
 def retry_after(headers: Mapping[str, str], now: float | None = None) -> float | None:
     """Seconds the provider asked to wait: ``retry-after-ms`` (OpenAI's), then
-    ``Retry-After`` as seconds or as an HTTP date; None when it named no (readable) wait."""
+    ``Retry-After`` as seconds or as an HTTP date; None when it named no (readable, finite)
+    wait."""
     millis = headers.get("retry-after-ms")
-    if millis is not None:
-        try:
-            return max(0.0, float(millis) / 1000)
-        except ValueError:
-            pass
+    if millis is not None and (seconds := _finite(millis)) is not None:
+        return max(0.0, seconds / 1000)
     value = headers.get("retry-after")
     if value is None:
         return None
     try:
-        return max(0.0, float(value))
+        float(value)
     except ValueError:
-        pass
+        return _seconds_until(value, now)
+    seconds = _finite(value)
+    return None if seconds is None else max(0.0, seconds)
+
+
+def _seconds_until(value: str, now: float | None) -> float | None:
+    """Seconds until an HTTP date, or None when ``value`` is none."""
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):
@@ -248,6 +229,15 @@ def retry_after(headers: Mapping[str, str], now: float | None = None) -> float |
     if when.tzinfo is None:
         return None
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+def _finite(value: str) -> float | None:
+    """``value`` as a finite number, or None."""
+    try:
+        number = float(value)
+    except ValueError:
+        return None
+    return number if math.isfinite(number) else None
 
 
 async def _read_start(content: aiohttp.StreamReader, limit: int) -> bytes:
@@ -267,8 +257,10 @@ def _refusal(
     """The problem, the wait the provider asked for and the failure kind of an error status
     worth retrying; raises :class:`ProviderRejected` for a request refused as invalid."""
     status = refused.status
+    if status < 400:
+        raise failure(ProviderRedirected, f"the provider answered with a redirect: HTTP {status}")
     if refused_as_invalid(status, refused.body):
-        summary = error_summary(refused.body)
+        summary = failure.redactor.label(error_summary(refused.body))
         detail = f" ({summary})" if summary else ""
         raise failure(ProviderRejected, f"the provider refused the request: HTTP {status}{detail}")
     kind = ProviderRateLimited if status == 429 else ProviderUnavailable
@@ -278,8 +270,9 @@ def _refusal(
 class _Failure:
     """Builds failures that carry the request count and body digest."""
 
-    def __init__(self, sha256: str) -> None:
+    def __init__(self, sha256: str, redactor: Redactor) -> None:
         self.sha256 = sha256
+        self.redactor = redactor
         self.requests = 0
 
     def __call__(self, kind: type[ProviderFailure], message: str) -> ProviderFailure:
@@ -297,21 +290,38 @@ class HttpModelStream:
     deadline: float | None
     request_sha256: str
     requests: int
+    redactor: Redactor
+    byte_limit: int
 
     async def events(self) -> AsyncIterator[StreamEvent]:
-        failure = _Failure(self.request_sha256)
+        failure = _Failure(self.request_sha256, self.redactor)
         failure.requests = self.requests
+        body = self.response.stream
+        if isinstance(body, httpx.AsyncByteStream):
+            self.response.stream = BoundedStream(body, self.byte_limit)
         try:
             async with asyncio.timeout_at(self.deadline):
                 async for message in EventSource(self.response).aiter_sse():
                     for event in self.decoder.feed(message.event, message.data):
-                        yield event
+                        yield self._cleaned(event)
         except (TimeoutError, httpx.TimeoutException):
             raise failure(ProviderTimeout, "the stream stalled past its timeout") from None
-        except (httpx.TransportError, SSEError, ValueError) as exc:
+        except BodyTooLarge:
+            raise failure(AnswerTooLong, "the stream ran past its byte limit") from None
+        except (httpx.TransportError, SSEError, ValueError, RecursionError) as exc:
             raise failure(StreamBroken, f"the stream broke: {type(exc).__name__}") from None
         if not self.decoder.finished:
             raise failure(StreamBroken, "the stream ended without its terminal event")
+
+    def _cleaned(self, event: StreamEvent) -> StreamEvent:
+        redactor = self.redactor
+        if isinstance(event, TextDelta):
+            return TextDelta(redactor.text(event.text))
+        return dataclasses.replace(
+            event,
+            finish_reason=redactor.label(event.finish_reason),
+            response_model=redactor.label(event.response_model),
+        )
 
 
 class HttpProvider:
@@ -336,6 +346,7 @@ class HttpProvider:
         self._url = httpx.URL(base_url.rstrip("/") + wire.path)
         self._url_text = str(self._url)
         self._api_key = api_key
+        self._redactor = Redactor(api_key)
         self._policy = policy
         self._max_connections = max_connections
         self._timeouts = httpx.Timeout(
@@ -373,24 +384,36 @@ class HttpProvider:
             )
         return self._client
 
+    def echoes_key(self, text: str) -> bool:
+        return self._redactor.text(text) != text
+
     async def aclose(self) -> None:
         if self._client is not None:
             await self._client.close()
 
     async def complete(self, request: ModelRequest, deadline: float | None) -> Completion:
         raw, sha256 = encode_body(self._wire.body(request, stream=False))
-        failure = _Failure(sha256)
-        content = await self._with_retries(lambda: self._post_whole(raw), deadline, failure)
+        failure = _Failure(sha256, self._redactor)
+        limit = answer_byte_limit(request.max_output_tokens)
+        try:
+            content = await self._with_retries(
+                lambda: self._post_whole(raw, limit), deadline, failure
+            )
+        except BodyTooLarge:
+            raise failure(AnswerTooLong, f"the answer ran past {limit} bytes") from None
         try:
             answer = self._wire.parse(json.loads(content))
-        except ValueError as exc:
-            raise failure(ProviderRejected, f"unexpected answer shape: {exc}") from None
+        except (ValueError, RecursionError) as exc:
+            # Nested past the parser's recursion limit is a wrong shape too, never INTERNAL.
+            problem = self._redactor.label(type(exc).__name__)
+            raise failure(ProviderRejected, f"unexpected answer shape ({problem})") from None
+        redactor = self._redactor
         return Completion(
-            text=answer.text,
-            finish_reason=answer.finish_reason,
+            text=redactor.text(answer.text),
+            finish_reason=redactor.label(answer.finish_reason),
             truncated=answer.truncated,
             usage=Usage(answer.input_tokens, answer.output_tokens),
-            response_model=answer.response_model,
+            response_model=redactor.label(answer.response_model),
             request_sha256=sha256,
             requests=failure.requests,
         )
@@ -400,17 +423,23 @@ class HttpProvider:
         self, request: ModelRequest, deadline: float | None
     ) -> AsyncIterator[HttpModelStream]:
         raw, sha256 = encode_body(self._wire.body(request, stream=True))
-        failure = _Failure(sha256)
+        failure = _Failure(sha256, self._redactor)
         response = await self._with_retries(lambda: self._open_response(raw), deadline, failure)
         try:
             yield HttpModelStream(
-                response, self._wire.stream_decoder(), deadline, sha256, failure.requests
+                response,
+                self._wire.stream_decoder(),
+                deadline,
+                sha256,
+                failure.requests,
+                self._redactor,
+                answer_byte_limit(request.max_output_tokens),
             )
         finally:
             await response.aclose()
 
-    async def _post_whole(self, raw: bytes) -> bytes | _Refused:
-        """One request whose answer is read whole."""
+    async def _post_whole(self, raw: bytes, limit: int) -> bytes | _Refused:
+        """One request whose answer is read whole, up to ``limit`` bytes."""
         async with self._session().post(
             self._url_text,
             data=raw,
@@ -419,10 +448,13 @@ class HttpProvider:
             timeout=self._client_timeout,
             allow_redirects=False,
         ) as response:
-            if response.status >= 400:
+            if response.status >= 300:
                 body = await _read_start(response.content, ERROR_BODY_BYTES)
                 return _Refused(response.status, retry_after(response.headers), body)
-            return await response.read()
+            content = await _read_start(response.content, limit + 1)
+            if len(content) > limit:
+                raise BodyTooLarge
+            return content
 
     async def _open_response(self, raw: bytes) -> httpx.Response | _Refused:
         """One request whose answer is left open to be streamed."""
@@ -435,7 +467,7 @@ class HttpProvider:
                 extensions={"timeout": self._timeouts},
             )
         )
-        if response.status_code >= 400:
+        if response.status_code >= 300:
             body = bytearray()
             try:
                 async for chunk in response.aiter_bytes():

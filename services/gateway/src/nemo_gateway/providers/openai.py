@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import SecretStr
 
+from nemo_gateway.providers.answers import ParsedAnswer, parsed_answer, token_count
 from nemo_gateway.providers.base import (
     ModelRequest,
     OutputSchema,
@@ -24,7 +25,6 @@ from nemo_gateway.providers.base import (
     Usage,
     encode_json,
 )
-from nemo_gateway.providers.http import ParsedAnswer, parsed_answer, token_count
 from nemo_gateway.providers.reasoning import ReasoningFilter, strip_reasoning
 from nemo_gateway.providers.schemas import OPENAI_STRICT, constrained_schema
 from nemo_gateway.providers.servers import (

@@ -4,11 +4,13 @@ truncation check → JSON extraction (strict, then brace slice, then backslash r
 escape and control character check → pydantic validation → the prompt's check → guardrail.
 
 - A prompt whose estimate (:func:`nemo_gateway.budget.prompt_tokens`) exceeds the prompt's
-  ``max_input_tokens`` is never sent: FALLBACK with INPUT_TOO_LONG, on a re-ask too.
+  ``max_input_tokens`` is never sent: FALLBACK with INPUT_TOO_LONG, or REASK_TOO_LONG when it is
+  a re-ask that would carry it past the limit.
 - A truncated answer (finish reason ``length`` / ``max_tokens``) is its own outcome: FALLBACK with
   reason TRUNCATED, not a parse error to re-ask.
-- A parse or validation failure, or a problem the prompt's check finds (an uncited sentence), is
-  re-asked with the error, up to the attempt limit and inside the deadline; then FALLBACK with
+- A parse or validation failure, an answer in another language than the prompt's
+  (WRONG_LANGUAGE), or a problem the prompt's check finds (an uncited sentence), is re-asked with
+  the error, up to the attempt limit and inside the deadline; then FALLBACK with
   the last problem's reason (ATTEMPTS_EXHAUSTED for parse and validation errors).
 - A guardrail rejection goes straight to the whole baseline: never re-asked, never patched. A
   guardrail that raises has not accepted the answer either: FALLBACK with GUARDRAIL_ERROR.
@@ -23,13 +25,13 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any
 
 from pydantic import ValidationError
 
 from nemo_gateway.budget import prompt_tokens
-from nemo_gateway.prompts.spec import PromptInput, PromptSpec
+from nemo_gateway.lang import Lang
+from nemo_gateway.prompts.spec import Problem, PromptInput, PromptSpec
 from nemo_gateway.providers.base import (
     ChatMessage,
     ModelProvider,
@@ -37,42 +39,12 @@ from nemo_gateway.providers.base import (
     ProviderFailure,
     Usage,
 )
+from nemo_gateway.reasons import RunPath, RunReason
 from nemo_gateway.structured.extraction import ParseFailure, Step, TopLevel, extract_json
+from nemo_gateway.structured.language import wrong_language
 from nemo_gateway.structured.latex import ambiguous_latex, control_characters
 
 logger = logging.getLogger(__name__)
-
-
-class RunPath(StrEnum):
-    """How a run reached its result: the run record's ``RunPath`` (by member name), plus the one
-    ending of a streamed reply that no run record carries."""
-
-    MODEL = "MODEL"
-    REPAIRED = "REPAIRED"
-    FALLBACK = "FALLBACK"
-    PARTIAL = "PARTIAL"
-    """A streamed reply that broke off after the learner saw part of it: the stream ends with an
-    error and the path reaches telemetry only."""
-
-
-class RunReason(StrEnum):
-    """Run record reasons (``RunRecord.reason``), not ErrorInfo reasons; a clean MODEL run has
-    none. A provider failure's reason is its ``ProviderFailure.code``."""
-
-    BRACE_SLICE = Step.BRACE_SLICE.value
-    BACKSLASH_REPAIR = Step.BACKSLASH_REPAIR.value
-    REASKED = "REASKED"
-    GUARDRAIL_REJECTED = "GUARDRAIL_REJECTED"
-    GUARDRAIL_ERROR = "GUARDRAIL_ERROR"
-    TRUNCATED = "TRUNCATED"
-    ATTEMPTS_EXHAUSTED = "ATTEMPTS_EXHAUSTED"
-    CITATION_CHECK_FAILED = "CITATION_CHECK_FAILED"
-    KILL_SWITCH = "KILL_SWITCH"
-    BASELINE_PROVIDER = "BASELINE_PROVIDER"
-    NO_SOURCES = "NO_SOURCES"
-    INPUT_TOO_LONG = "INPUT_TOO_LONG"
-    EMPTY_REPLY = "EMPTY_REPLY"
-    """A streamed reply that ended before the learner saw any of it."""
 
 
 @dataclass(slots=True)
@@ -176,7 +148,8 @@ async def run_model(
         if prompt_tokens(messages, spec.request_schema) > spec.max_input_tokens:
             # Never sent: a re-ask that would carry the prompt past its limit ends the run too.
             detail = f"the prompt would exceed {spec.max_input_tokens} input tokens"
-            return Outcome(None, RunPath.FALLBACK, RunReason.INPUT_TOO_LONG, tally, detail)
+            too_long = RunReason.REASK_TOO_LONG if reasked else RunReason.INPUT_TOO_LONG
+            return Outcome(None, RunPath.FALLBACK, too_long, tally, detail)
         request = ModelRequest(
             model=model,
             messages=tuple(messages),
@@ -206,7 +179,7 @@ async def run_model(
             problem = _validation_text(error)
         else:
             try:
-                fixable = spec.check(value, prompt)
+                fixable = _fixable(spec, prompt, value)
             except Exception:
                 logger.error("prompt check raised", extra={"prompt": spec.ref}, exc_info=True)
                 detail = "the prompt's check raised"
@@ -221,6 +194,24 @@ async def run_model(
             reask_message(problem, spec.output_schema),
         ]
     return Outcome(None, RunPath.FALLBACK, exhausted, tally, problem)
+
+
+LANGUAGE_NAMES: dict[Lang, str] = {Lang.VI: "Vietnamese", Lang.EN: "English"}
+
+
+def _fixable(
+    spec: PromptSpec[Any, Any, Any], prompt: PromptInput[Any], value: Any
+) -> Problem | None:
+    """What the model can still fix in a valid answer: a language other than the prompt's
+    (:mod:`.language`), then what the prompt's own check finds."""
+    other = wrong_language(value, prompt.lang) if spec.declares_language else None
+    if other is not None:
+        return Problem(
+            RunReason.WRONG_LANGUAGE,
+            f"the answer is written in {LANGUAGE_NAMES[other]}; write every text in "
+            f"{LANGUAGE_NAMES[prompt.lang]}",
+        )
+    return spec.check(value, prompt)
 
 
 def _judged(

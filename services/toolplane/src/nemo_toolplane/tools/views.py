@@ -245,6 +245,6 @@ def view_tool(
         execute=execute,
         scope=Scope.LEARNER_READ,
         learner_id_field="learner_id",
-        authorized_in_context=True,
+        agent_view=view,
         parts=parts,
     )

@@ -124,7 +124,10 @@ class ContextServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def RecordTurn(self, request, context):
-        """Stores a turn's messages with their final status, the new state and, when given, a new summary.
+        """Stores a turn's messages with their final status, the new state and, when given, a new
+        summary. Errors include INVALID_ARGUMENT (IDENTIFIER_IN_TURN_ID, IDENTIFIER_IN_STATE for a
+        state key that names a person or holds a linked key, STATE_TOO_LARGE,
+        TOOL_SUMMARY_TOO_LONG); nothing is stored when the call is refused.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -175,7 +178,8 @@ class ContextServiceServicer:
 
     def StoreGeneratedItems(self, request, context):
         """Stores generated practice items with their answer keys and rubrics in the knowledge item
-        bank (the gateway only). Errors: INVALID_ARGUMENT (INVALID_GENERATED_ITEM), NOT_FOUND
+        bank (the gateway only). Errors: INVALID_ARGUMENT (INVALID_GENERATED_ITEM,
+        IDENTIFIER_IN_ITEM: personal data in an item's text, which every learner sees), NOT_FOUND
         (KNOWLEDGE_NODE_NOT_FOUND), ALREADY_EXISTS (ITEM_ID_CONFLICT: an id stored with other
         content). Nothing is stored when any item is refused.
         """

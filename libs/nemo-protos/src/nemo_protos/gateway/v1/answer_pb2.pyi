@@ -140,7 +140,7 @@ class GroundedAnswer(_message.Message):
     CITATION_CHECK_FIELD_NUMBER: _builtins.int
     DISCLAIMER_FIELD_NUMBER: _builtins.int
     answer: _builtins.str
-    """The answer text with citations like [1]."""
+    """The answer text with citations like [1]; plain text (see nemo.gateway.v1.PromptOutput)."""
     covered: _builtins.bool
     """False when the sources do not cover the question; the answer is then the fixed reply."""
     disclaimer: _builtins.str

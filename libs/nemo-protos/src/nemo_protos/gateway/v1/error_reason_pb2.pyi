@@ -240,6 +240,39 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
           "domain": "gateway",
           "metadata": {} }
     """
+    PROVIDER_TIMEOUT: _ErrorReason.ValueType  # 115
+    """The model stopped sending the reply within its timeout after the reply had
+    started; the turn was stored as partial with what the learner saw.
+
+    Sent with status UNAVAILABLE. Example:
+
+        { "reason": "PROVIDER_TIMEOUT",
+          "domain": "gateway",
+          "metadata": {} }
+    """
+    ANSWER_TOO_LONG: _ErrorReason.ValueType  # 116
+    """The reply ran past its bound (the prompt's output token limit, in
+    characters, deltas or bytes) after it had started; the turn was stored as partial with
+    what the learner saw.
+
+    Sent with status RESOURCE_EXHAUSTED. Example:
+
+        { "reason": "ANSWER_TOO_LONG",
+          "domain": "gateway",
+          "metadata": {} }
+    """
+    TURN_NOT_RECORDED: _ErrorReason.ValueType  # 117
+    """The learner saw the reply, but the context service refused to store the
+    turn as it was shown, even without its summary; a placeholder (the learner's
+    message and a failed reply) was stored where it could be, so the next turn knows.
+    `context_reason` is the context service's reason.
+
+    Sent with status INTERNAL. Example:
+
+        { "reason": "TURN_NOT_RECORDED",
+          "domain": "gateway",
+          "metadata": {"context_reason": "INVALID_TEXT", "placeholder": "stored"} }
+    """
 
 class ErrorReason(_ErrorReason, metaclass=_ErrorReasonEnumTypeWrapper):
     """The reasons in the google.rpc.ErrorInfo of every error the gateway sends (domain "gateway").
@@ -467,5 +500,38 @@ Sent with status ABORTED. Example:
     { "reason": "REPLY_REJECTED",
       "domain": "gateway",
       "metadata": {} }
+"""
+PROVIDER_TIMEOUT: ErrorReason.ValueType  # 115
+"""The model stopped sending the reply within its timeout after the reply had
+started; the turn was stored as partial with what the learner saw.
+
+Sent with status UNAVAILABLE. Example:
+
+    { "reason": "PROVIDER_TIMEOUT",
+      "domain": "gateway",
+      "metadata": {} }
+"""
+ANSWER_TOO_LONG: ErrorReason.ValueType  # 116
+"""The reply ran past its bound (the prompt's output token limit, in
+characters, deltas or bytes) after it had started; the turn was stored as partial with
+what the learner saw.
+
+Sent with status RESOURCE_EXHAUSTED. Example:
+
+    { "reason": "ANSWER_TOO_LONG",
+      "domain": "gateway",
+      "metadata": {} }
+"""
+TURN_NOT_RECORDED: ErrorReason.ValueType  # 117
+"""The learner saw the reply, but the context service refused to store the
+turn as it was shown, even without its summary; a placeholder (the learner's
+message and a failed reply) was stored where it could be, so the next turn knows.
+`context_reason` is the context service's reason.
+
+Sent with status INTERNAL. Example:
+
+    { "reason": "TURN_NOT_RECORDED",
+      "domain": "gateway",
+      "metadata": {"context_reason": "INVALID_TEXT", "placeholder": "stored"} }
 """
 Global___ErrorReason: _TypeAlias = ErrorReason  # noqa: Y015

@@ -77,7 +77,11 @@ class GatewayServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def StreamPrompt(self, request, context):
-        """Runs a streamed prompt (tutor.chat_reply): text deltas, then one final event.
+        """Runs a streamed prompt (tutor.chat_reply): text deltas, then one final event. The deltas
+        are plain text, released only once the reply so far passes its check as a whole; the turn
+        is stored as exactly the text the deltas carried. A reply cut after it started ends with
+        an error: PROVIDER_STREAM_BROKEN, PROVIDER_TIMEOUT, ANSWER_TOO_LONG, REPLY_TRUNCATED or
+        REPLY_REJECTED; a turn the context service refused to store ends with TURN_NOT_RECORDED.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

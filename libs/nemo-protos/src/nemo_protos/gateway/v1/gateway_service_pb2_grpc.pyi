@@ -41,7 +41,12 @@ class GatewayServiceStub:
     RunPrompt: _grpc.UnaryUnaryMultiCallable[_gateway_service_pb2.RunPromptRequest, _gateway_service_pb2.RunPromptResponse]
     """Runs a prompt and returns its typed output with a run record."""
     StreamPrompt: _grpc.UnaryStreamMultiCallable[_gateway_service_pb2.StreamPromptRequest, _gateway_service_pb2.StreamPromptResponse]
-    """Runs a streamed prompt (tutor.chat_reply): text deltas, then one final event."""
+    """Runs a streamed prompt (tutor.chat_reply): text deltas, then one final event. The deltas
+    are plain text, released only once the reply so far passes its check as a whole; the turn
+    is stored as exactly the text the deltas carried. A reply cut after it started ends with
+    an error: PROVIDER_STREAM_BROKEN, PROVIDER_TIMEOUT, ANSWER_TOO_LONG, REPLY_TRUNCATED or
+    REPLY_REJECTED; a turn the context service refused to store ends with TURN_NOT_RECORDED.
+    """
     Answer: _grpc.UnaryUnaryMultiCallable[_gateway_service_pb2.AnswerRequest, _gateway_service_pb2.AnswerResponse]
     """Answers a question grounded in knowledge passages, with checked citations."""
     ListPrompts: _grpc.UnaryUnaryMultiCallable[_gateway_service_pb2.ListPromptsRequest, _gateway_service_pb2.ListPromptsResponse]
@@ -60,7 +65,12 @@ class GatewayServiceAsyncStub(GatewayServiceStub):
     RunPrompt: _aio.UnaryUnaryMultiCallable[_gateway_service_pb2.RunPromptRequest, _gateway_service_pb2.RunPromptResponse]  # type: ignore[assignment]
     """Runs a prompt and returns its typed output with a run record."""
     StreamPrompt: _aio.UnaryStreamMultiCallable[_gateway_service_pb2.StreamPromptRequest, _gateway_service_pb2.StreamPromptResponse]  # type: ignore[assignment]
-    """Runs a streamed prompt (tutor.chat_reply): text deltas, then one final event."""
+    """Runs a streamed prompt (tutor.chat_reply): text deltas, then one final event. The deltas
+    are plain text, released only once the reply so far passes its check as a whole; the turn
+    is stored as exactly the text the deltas carried. A reply cut after it started ends with
+    an error: PROVIDER_STREAM_BROKEN, PROVIDER_TIMEOUT, ANSWER_TOO_LONG, REPLY_TRUNCATED or
+    REPLY_REJECTED; a turn the context service refused to store ends with TURN_NOT_RECORDED.
+    """
     Answer: _aio.UnaryUnaryMultiCallable[_gateway_service_pb2.AnswerRequest, _gateway_service_pb2.AnswerResponse]  # type: ignore[assignment]
     """Answers a question grounded in knowledge passages, with checked citations."""
     ListPrompts: _aio.UnaryUnaryMultiCallable[_gateway_service_pb2.ListPromptsRequest, _gateway_service_pb2.ListPromptsResponse]  # type: ignore[assignment]
@@ -88,7 +98,12 @@ class GatewayServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _gateway_service_pb2.StreamPromptRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_abc.Iterator[_gateway_service_pb2.StreamPromptResponse], _abc.AsyncIterator[_gateway_service_pb2.StreamPromptResponse]]:
-        """Runs a streamed prompt (tutor.chat_reply): text deltas, then one final event."""
+        """Runs a streamed prompt (tutor.chat_reply): text deltas, then one final event. The deltas
+        are plain text, released only once the reply so far passes its check as a whole; the turn
+        is stored as exactly the text the deltas carried. A reply cut after it started ends with
+        an error: PROVIDER_STREAM_BROKEN, PROVIDER_TIMEOUT, ANSWER_TOO_LONG, REPLY_TRUNCATED or
+        REPLY_REJECTED; a turn the context service refused to store ends with TURN_NOT_RECORDED.
+        """
 
     @_abc_1.abstractmethod
     def Answer(

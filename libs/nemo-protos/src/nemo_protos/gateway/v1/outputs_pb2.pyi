@@ -21,7 +21,14 @@ DESCRIPTOR: _descriptor.FileDescriptor
 
 @_typing.final
 class PromptOutput(_message.Message):
-    """The typed output of a prompt; exactly one field is set, matching the prompt id."""
+    """The typed output of a prompt; exactly one field is set, matching the prompt id.
+
+    Every text a learner may be shown (hints, explanations, summaries, points, chat replies,
+    grounded answers, generated items) is plain text: no HTML, no markdown links or images, no
+    URI or link, no control or invisible characters, no identifier. LaTeX math written with
+    backslashes is the one markup it may hold. Clients show it as text, never render it as
+    markup; the gateway refuses model output that is anything else.
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -129,7 +136,7 @@ class GeneratedItem(_message.Message):
     kind: _builtins.str
     """Kind of item, for example "multiple_choice" or "short_answer"."""
     stem: _builtins.str
-    """The question."""
+    """The question; plain text (see PromptOutput)."""
     @_builtins.property
     def choices(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Answer choices, for multiple-choice items."""
@@ -193,7 +200,7 @@ class TutorHint(_message.Message):
     FOCUS_NODE_ID_FIELD_NUMBER: _builtins.int
     DISCLAIMER_FIELD_NUMBER: _builtins.int
     hint: _builtins.str
-    """The hint text."""
+    """The hint text; plain text (see PromptOutput)."""
     focus_node_id: _builtins.str
     """Knowledge node the hint addresses."""
     disclaimer: _builtins.str
@@ -223,12 +230,12 @@ class PlanExplanation(_message.Message):
     KEY_POINTS_FIELD_NUMBER: _builtins.int
     DISCLAIMER_FIELD_NUMBER: _builtins.int
     explanation: _builtins.str
-    """The explanation."""
+    """The explanation; plain text (see PromptOutput)."""
     disclaimer: _builtins.str
     """Notice that the text was generated; never empty."""
     @_builtins.property
     def key_points(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
-        """Main points, one per entry."""
+        """Main points, one per entry; plain text (see PromptOutput)."""
 
     def __init__(
         self,
@@ -256,16 +263,16 @@ class PortraitSummary(_message.Message):
     GROWTH_AREAS_FIELD_NUMBER: _builtins.int
     DISCLAIMER_FIELD_NUMBER: _builtins.int
     summary: _builtins.str
-    """The summary."""
+    """The summary; plain text (see PromptOutput)."""
     disclaimer: _builtins.str
     """Notice that the text was generated; never empty."""
     @_builtins.property
     def strengths(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
-        """Strengths, one per entry."""
+        """Strengths, one per entry; plain text (see PromptOutput)."""
 
     @_builtins.property
     def growth_areas(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
-        """Areas to grow, one per entry."""
+        """Areas to grow, one per entry; plain text (see PromptOutput)."""
 
     def __init__(
         self,
@@ -292,7 +299,7 @@ class ChatReply(_message.Message):
     TEXT_FIELD_NUMBER: _builtins.int
     DISCLAIMER_FIELD_NUMBER: _builtins.int
     text: _builtins.str
-    """The reply text."""
+    """The reply text; plain text (see PromptOutput), exactly the deltas that were streamed."""
     disclaimer: _builtins.str
     """Notice that the text was generated; never empty."""
     def __init__(
@@ -317,7 +324,7 @@ class ConversationSummary(_message.Message):
 
     SUMMARY_FIELD_NUMBER: _builtins.int
     summary: _builtins.str
-    """The summary."""
+    """The summary; plain text (see PromptOutput)."""
     def __init__(
         self,
         *,

@@ -8,9 +8,10 @@ import json
 
 from pydantic import Field
 
+from nemo_gateway.lang import Lang
 from nemo_gateway.prompts.common import ANSWER_LANGUAGE, JSON_ONLY
 from nemo_gateway.prompts.coral.items import MULTIPLE_CHOICE_OPTIONS, ItemKind
-from nemo_gateway.prompts.spec import Lang, PromptInput, PromptSpec, Rpc, Strict
+from nemo_gateway.prompts.spec import PromptInput, PromptSpec, Rpc, Strict
 from nemo_gateway.providers.base import ChatMessage
 from nemo_protos.context.v1 import item_bank_pb2
 from nemo_protos.gateway.v1 import outputs_pb2
@@ -260,4 +261,5 @@ SPEC = PromptSpec(
     output_field="generated_items",
     client_view=client_view,
     bank_items=bank_items,
+    declares_language=False,
 )

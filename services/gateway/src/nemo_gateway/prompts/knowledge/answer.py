@@ -9,7 +9,8 @@ chosen by the server, never the model's guess.
   source that exists and was not withheld, and there are at most five sentences when no detail
   was asked for. An answer no re-ask fixes falls back with CITATION_CHECK_FAILED.
 - The guardrail (straight to the baseline): a covered answer that itself reads like
-  instructions aimed at a model has been steered by its input.
+  instructions aimed at a model has been steered by its input; one that is not plain text (markup,
+  a link, hidden characters, an identifier) may not be shown.
 - The baseline quotes the opening sentence of the strongest sources that were not withheld and
   that match the question (:mod:`nemo_gateway.grounding.relevance`); with none it says the
   documents do not cover the question.
@@ -22,6 +23,7 @@ import re
 from pydantic import Field
 
 from nemo_gateway.budget import estimate_tokens
+from nemo_gateway.grounding.carriers import guarded_all
 from nemo_gateway.grounding.citations import (
     CitationReport,
     check_citations,
@@ -30,26 +32,13 @@ from nemo_gateway.grounding.citations import (
 )
 from nemo_gateway.grounding.instructions import looks_like_instructions
 from nemo_gateway.grounding.relevance import matches
-from nemo_gateway.grounding.sources import Passage
-from nemo_gateway.prompts.common import DISCLAIMER, JSON_ONLY
-from nemo_gateway.prompts.spec import (
-    Lang,
-    NonBlank,
-    NumberedSource,
-    Problem,
-    PromptInput,
-    PromptSpec,
-    Rpc,
-    Strict,
-)
-from nemo_gateway.prompts.tags import (
-    SOURCES_TAG,
-    neutralise_source_numbers,
-    neutralise_tags,
-    tagged,
-)
+from nemo_gateway.grounding.sources import NumberedSource, Passage
+from nemo_gateway.grounding.tags import SOURCES_TAG, neutralise_tags, tagged
+from nemo_gateway.lang import Lang
+from nemo_gateway.prompts.common import DISCLAIMER, JSON_ONLY, plain_text_problem
+from nemo_gateway.prompts.spec import NonBlank, Problem, PromptInput, PromptSpec, Rpc, Strict
 from nemo_gateway.providers.base import ChatMessage
-from nemo_gateway.structured.pipeline import RunReason
+from nemo_gateway.reasons import RunReason
 
 MAX_SENTENCES = 5
 
@@ -150,9 +139,7 @@ _QUESTION: dict[Lang, str] = {Lang.VI: "Câu hỏi", Lang.EN: "Question"}
 def _source_block(source: NumberedSource, lang: Lang) -> str:
     if source.flagged_as_instruction:
         return f"[{source.number}] {_WITHHELD[lang]}"
-    title, document, text = (
-        neutralise_source_numbers(part) for part in (source.title, source.document_id, source.text)
-    )
+    title, document, text = guarded_all((source.title, source.document_id, source.text), lang)
     return f"[{source.number}] ({title} > {document})\n{text}"
 
 
@@ -210,9 +197,11 @@ def check(draft: AnswerDraft, prompt: PromptInput[AnswerVariables]) -> Problem |
 
 
 def guardrail(draft: AnswerDraft, prompt: PromptInput[AnswerVariables]) -> str | None:
-    if draft.covered and looks_like_instructions(draft.answer):
+    if not draft.covered:
+        return None
+    if looks_like_instructions(draft.answer):
         return "the answer reads like instructions aimed at a model"
-    return None
+    return plain_text_problem("the answer", draft.answer, ())
 
 
 def _result(
@@ -273,7 +262,7 @@ def baseline(prompt: PromptInput[AnswerVariables]) -> GroundedAnswerResult:
 
 SPEC = PromptSpec(
     prompt_id="knowledge.answer",
-    version="2",
+    version="3",
     description="Answers a question from numbered knowledge passages, with checked "
     "citations, or says the documents do not cover it.",
     purpose=None,

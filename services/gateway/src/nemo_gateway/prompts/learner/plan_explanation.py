@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from nemo_gateway.lang import Lang
 from nemo_gateway.prompts.common import DISCLAIMER, list_problems, text_problems
 from nemo_gateway.prompts.learner.shared import (
     MAX_POINT_CHARS,
@@ -13,7 +14,7 @@ from nemo_gateway.prompts.learner.shared import (
     forbidden_strings,
     messages,
 )
-from nemo_gateway.prompts.spec import Lang, PromptInput, PromptSpec, Rpc, Strict
+from nemo_gateway.prompts.spec import PromptInput, PromptSpec, Rpc, Strict
 from nemo_gateway.providers.base import ChatMessage
 
 
@@ -109,7 +110,7 @@ def baseline(prompt: PromptInput[NoVariables]) -> PlanExplanationResult:
 
 SPEC = PromptSpec(
     prompt_id="learner.plan_explanation",
-    version="1",
+    version="2",
     description="Explains the learner's current plan and next step in plain words.",
     purpose="plan_explanation",
     rpc=Rpc.RUN_PROMPT,

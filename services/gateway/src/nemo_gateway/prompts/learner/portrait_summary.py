@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from nemo_gateway.lang import Lang
 from nemo_gateway.prompts.common import DISCLAIMER, list_problems, text_problems
 from nemo_gateway.prompts.learner.shared import (
     MAX_POINT_CHARS,
@@ -13,7 +14,7 @@ from nemo_gateway.prompts.learner.shared import (
     forbidden_strings,
     messages,
 )
-from nemo_gateway.prompts.spec import Lang, PromptInput, PromptSpec, Rpc, Strict
+from nemo_gateway.prompts.spec import PromptInput, PromptSpec, Rpc, Strict
 from nemo_gateway.providers.base import ChatMessage
 from nemo_protos.context.v1 import learner_context_pb2 as ctx
 
@@ -117,7 +118,7 @@ def baseline(prompt: PromptInput[NoVariables]) -> PortraitSummaryResult:
 
 SPEC = PromptSpec(
     prompt_id="learner.portrait_summary",
-    version="1",
+    version="2",
     description="Summarises the learner's long-term strengths and areas to grow.",
     purpose="portrait_summary",
     rpc=Rpc.RUN_PROMPT,

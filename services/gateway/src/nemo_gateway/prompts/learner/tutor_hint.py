@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from nemo_gateway.lang import Lang
 from nemo_gateway.prompts.common import DISCLAIMER, text_problems
 from nemo_gateway.prompts.learner.shared import (
     MAX_TEXT_CHARS,
@@ -11,7 +12,7 @@ from nemo_gateway.prompts.learner.shared import (
     forbidden_strings,
     messages,
 )
-from nemo_gateway.prompts.spec import Lang, PromptInput, PromptSpec, Rpc, Strict
+from nemo_gateway.prompts.spec import PromptInput, PromptSpec, Rpc, Strict
 from nemo_gateway.providers.base import ChatMessage
 from nemo_protos.context.v1 import learner_context_pb2 as ctx
 
@@ -156,7 +157,7 @@ def baseline(prompt: PromptInput[TutorHintVariables]) -> TutorHintResult:
 
 SPEC = PromptSpec(
     prompt_id="learner.tutor_hint",
-    version="1",
+    version="2",
     description="A short hint for the node the learner is stuck on, from their context.",
     purpose="tutor_hint",
     rpc=Rpc.RUN_PROMPT,

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Annotated, Any
 
 from google.protobuf import json_format
-from pydantic import Field
+from pydantic import AfterValidator, Field
 
 from nemo_gateway.budget import prompt_tokens
-from nemo_gateway.prompts.common import ANSWER_LANGUAGE, DISCLAIMER, text_problems
-from nemo_gateway.prompts.spec import Lang, PromptInput, PromptSpec, Rpc, Strict
-from nemo_gateway.prompts.tags import CONVERSATION_TAG, tagged
+from nemo_gateway.grounding.carriers import guarded
+from nemo_gateway.grounding.tags import CONVERSATION_TAG, neutralise_tags, tagged
+from nemo_gateway.lang import Lang
+from nemo_gateway.prompts.common import ANSWER_LANGUAGE, DISCLAIMER, content_problem
+from nemo_gateway.prompts.plain_text import hidden_characters
+from nemo_gateway.prompts.spec import PromptInput, PromptSpec, Rpc, Strict
 from nemo_gateway.prompts.tutor.shared import DATA_RULE, conversation_bundle
 from nemo_gateway.providers.base import ChatMessage
 from nemo_protos.context.v1 import conversation_pb2 as conv
@@ -20,8 +23,21 @@ CHAT_MAX_INPUT_TOKENS = 6000
 """The chat prompt's limit; a caller's conversation budget may not ask for more."""
 
 
+def _guarded_values(value: Any, lang: Lang) -> Any:
+    """``value`` (JSON-like) with every string guarded."""
+    if isinstance(value, str):
+        return guarded(value, lang)
+    if isinstance(value, dict):
+        return {key: _guarded_values(item, lang) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_guarded_values(item, lang) for item in value]
+    return value
+
+
 def _conversation_data(bundle: conv.ConversationBundle, lang: Lang) -> str:
-    """Summary, state, profile and knowledge of the bundle as one JSON document."""
+    """Summary, state, profile and knowledge of the bundle as one JSON document, each text
+    guarded (:mod:`nemo_gateway.grounding.carriers`): a flagged knowledge node or summary is
+    withheld, never quoted."""
     data: dict[str, Any] = {
         "summary": bundle.conversation_summary,
         "state": json_format.MessageToDict(bundle.state),
@@ -31,29 +47,40 @@ def _conversation_data(bundle: conv.ConversationBundle, lang: Lang) -> str:
             for hit in bundle.retrieved_knowledge
         ],
     }
-    body = json.dumps(data, ensure_ascii=False, sort_keys=True)
+    body = json.dumps(_guarded_values(data, lang), ensure_ascii=False, sort_keys=True)
     return tagged(CONVERSATION_TAG[lang], body)
 
 
-def _history(bundle: conv.ConversationBundle) -> list[ChatMessage]:
-    """Earlier turns as chat messages; tool results appear as their summaries."""
+def _history(bundle: conv.ConversationBundle, lang: Lang) -> list[ChatMessage]:
+    """Earlier turns as chat messages, guarded like every carrier; tool results appear as their
+    summaries."""
     messages: list[ChatMessage] = []
     for message in bundle.recent_messages:
+        content = guarded(message.content, lang)
         if message.role == conv.MESSAGE_ROLE_USER:
-            messages.append(ChatMessage("user", message.content))
+            messages.append(ChatMessage("user", content))
         elif message.role == conv.MESSAGE_ROLE_ASSISTANT:
-            messages.append(ChatMessage("assistant", message.content))
+            messages.append(ChatMessage("assistant", content))
         elif message.type == conv.MESSAGE_TYPE_TOOL_RESULT:
-            messages.append(ChatMessage("assistant", f"[tool] {message.content}"))
+            messages.append(ChatMessage("assistant", f"[tool] {content}"))
     return messages
 
 
+def _shown_as_written(text: str) -> str:
+    if hidden_characters(text):
+        raise ValueError("must hold no control or invisible characters but line breaks and tabs")
+    return text
+
+
 class ChatVariables(Strict):
-    """One chat turn, as StreamPrompt receives it."""
+    """One chat turn, as StreamPrompt receives it. The learner's message is stored with the turn
+    as it is, so it may hold nothing the conversation store refuses or a reader cannot see."""
 
     session_id: str = Field(min_length=1, max_length=100)
     turn_id: str = Field(min_length=1, max_length=100)
-    user_message: str = Field(min_length=1, max_length=4000)
+    user_message: Annotated[str, AfterValidator(_shown_as_written)] = Field(
+        min_length=1, max_length=4000
+    )
     token_budget: int = Field(
         0,
         ge=0,
@@ -105,24 +132,33 @@ def render(prompt: PromptInput[ChatVariables]) -> tuple[ChatMessage, ...]:
     system = _chat_rules(lang) + "\n\n" + _conversation_data(bundle, lang)
     return (
         ChatMessage("system", system),
-        *_history(bundle),
-        ChatMessage("user", bundle.current_user_message or prompt.variables.user_message),
+        *_history(bundle, lang),
+        ChatMessage(
+            "user", neutralise_tags(bundle.current_user_message or prompt.variables.user_message)
+        ),
     )
+
+
+REPLY_CHARS_PER_TOKEN = 6
+"""Characters a reply may have per output token: more than any language's tokens average, so
+only a provider that ignores the token limit reaches the bound."""
+
+
+def reply_char_limit(max_output_tokens: int) -> int:
+    """The reply's bound in characters, from the output token limit its requests carry."""
+    return REPLY_CHARS_PER_TOKEN * max_output_tokens
 
 
 def reply_problem(text: str, prompt: PromptInput[ChatVariables]) -> str | None:
-    """Why a piece of the reply may not reach the learner: it states a score, holds a link or
-    repeats the learner's pseudonym. Run on each sentence before it is streamed."""
-    if not text.strip():
-        return None
-    return text_problems(
-        "reply", text, max_chars=len(text), forbidden=(conversation_bundle(prompt).learner_ref,)
-    )
+    """Why the reply so far may not reach the learner: hidden characters, a score claim, markup
+    or a link, the learner's pseudonym or any identifier shape, in any spelling. The stream runs
+    it on the reply as a whole before each release (:mod:`nemo_gateway.screen`)."""
+    forbidden = (conversation_bundle(prompt).learner_ref,)
+    return content_problem("reply", text, forbidden) if text.strip() else None
 
 
 def guardrail(draft: ChatReplyDraft, prompt: PromptInput[ChatVariables]) -> str | None:
-    """The same check on the whole reply; the stream has checked it sentence by sentence
-    (:mod:`nemo_gateway.screen`) before any of it was sent."""
+    """The same check on the whole reply, before it is recorded as completed."""
     return reply_problem(draft.text, prompt)
 
 
@@ -156,7 +192,7 @@ def baseline(prompt: PromptInput[ChatVariables]) -> ChatReplyResult:
 
 SPEC = PromptSpec(
     prompt_id="tutor.chat_reply",
-    version="1",
+    version="2",
     description="The tutor's streamed reply to one chat turn, from the conversation bundle.",
     purpose="tutor_chat",
     rpc=Rpc.STREAM_PROMPT,

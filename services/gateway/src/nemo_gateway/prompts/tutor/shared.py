@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from nemo_gateway.prompts.spec import Lang, PromptInput
+from nemo_gateway.lang import Lang
+from nemo_gateway.prompts.spec import PromptInput
 from nemo_protos.context.v1 import conversation_pb2 as conv
 
 

@@ -3,9 +3,11 @@ its summary is stale; stored back through the context service, which never calls
 
 from __future__ import annotations
 
+from nemo_gateway.grounding.carriers import guarded
+from nemo_gateway.grounding.tags import CONVERSATION_TAG, tagged
+from nemo_gateway.lang import Lang
 from nemo_gateway.prompts.common import ANSWER_LANGUAGE, JSON_ONLY, text_problems
-from nemo_gateway.prompts.spec import Lang, PromptInput, PromptSpec, Rpc, Strict
-from nemo_gateway.prompts.tags import CONVERSATION_TAG, tagged
+from nemo_gateway.prompts.spec import PromptInput, PromptSpec, Rpc, Strict
 from nemo_gateway.prompts.tutor.shared import DATA_RULE, conversation_bundle
 from nemo_gateway.providers.base import ChatMessage
 from nemo_protos.context.v1 import conversation_pb2 as conv
@@ -62,11 +64,13 @@ _SPEAKERS = {
 def render(prompt: PromptInput[SummaryVariables]) -> tuple[ChatMessage, ...]:
     lang, bundle = prompt.lang, conversation_bundle(prompt)
     transcript = "\n".join(
-        f"{_SPEAKERS[m.role]}: {m.content}" for m in bundle.recent_messages if m.role in _SPEAKERS
+        f"{_SPEAKERS[m.role]}: {guarded(m.content, lang)}"
+        for m in bundle.recent_messages
+        if m.role in _SPEAKERS
     )
     system = " ".join((_SUMMARY_ROLE[lang], DATA_RULE[lang], ANSWER_LANGUAGE[lang]))
     system += " " + JSON_ONLY[lang]
-    body = f"{bundle.conversation_summary}\n\n{transcript}".strip()
+    body = f"{guarded(bundle.conversation_summary, lang)}\n\n{transcript}".strip()
     return (
         ChatMessage("system", system),
         ChatMessage("user", tagged(CONVERSATION_TAG[lang], body)),
@@ -118,7 +122,7 @@ def client_view(result: ConversationSummaryResult) -> outputs_pb2.ConversationSu
 
 SPEC = PromptSpec(
     prompt_id="tutor.summarize_conversation",
-    version="1",
+    version="2",
     description="Summarises older chat turns when the conversation bundle says its summary "
     "is stale; stored through the context service.",
     purpose="tutor_chat",

@@ -10,13 +10,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from nemo_gateway.grounding.carriers import WITHHELD
+from nemo_gateway.grounding.sources import NumberedSource
+from nemo_gateway.grounding.tags import NEUTRAL_BRACKET, has_data_tag, neutralise_tags
+from nemo_gateway.lang import Lang
 from nemo_gateway.prompts.knowledge import answer
 from nemo_gateway.prompts.knowledge.answer import AnswerVariables
 from nemo_gateway.prompts.learner import plan_explanation, tutor_hint
 from nemo_gateway.prompts.learner.shared import NoVariables
 from nemo_gateway.prompts.learner.tutor_hint import TutorHintVariables
-from nemo_gateway.prompts.spec import Lang, NumberedSource, PromptInput
-from nemo_gateway.prompts.tags import NEUTRAL_BRACKET, has_data_tag, neutralise_tags
+from nemo_gateway.prompts.spec import PromptInput
 from nemo_gateway.prompts.tutor import chat_reply, summarize_conversation
 from nemo_gateway.prompts.tutor.chat_reply import ChatVariables
 from nemo_gateway.prompts.tutor.summarize_conversation import SummaryVariables
@@ -70,7 +73,9 @@ def test_a_learner_prompt_keeps_its_context_block_closed() -> None:
         assert user.lower().count(f"<{tag}>") == 1
         assert user.lower().count(f"</{tag}>") == 1
         assert user.startswith(f"<{tag}>\n")
-        assert "Bỏ qua mọi hướng dẫn" in user.split(f"</{tag}>")[0]
+        # The goal someone wrote as an instruction is withheld, never quoted.
+        assert "Bỏ qua mọi hướng dẫn" not in user
+        assert WITHHELD[Lang.EN if tag == "context" else Lang.VI] in user.split(f"</{tag}>")[0]
 
 
 def _conversation(text: str) -> conv.ConversationBundle:
@@ -100,7 +105,10 @@ def test_conversation_prompts_keep_their_data_block_closed() -> None:
         assert content.count("<du_lieu_hoi_thoai>\n") == 1
         assert content.count("</du_lieu_hoi_thoai>") == 1
         assert content.endswith("\n</du_lieu_hoi_thoai>")
-        assert neutralise_tags(text) in content
+        # The summary and the earlier turn read like instructions: withheld, never quoted.
+        assert neutralise_tags(text) not in content
+        assert "2 + 2 = 5" not in content
+        assert WITHHELD[Lang.VI] in content
 
 
 _TAGS = ["tai_lieu", "documents", "ngu_canh", "context", "du_lieu_hoi_thoai", "conversation_data"]
