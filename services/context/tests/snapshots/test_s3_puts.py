@@ -1,4 +1,4 @@
-"""Snapshot PUTs signed by the service itself (ADR 0015): S3 accepts their signatures, expiring
+"""Snapshot PUTs signed by the service itself (ADR 0016): S3 accepts their signatures, expiring
 credentials are refreshed, connections are kept, and S3's answers are the client's errors."""
 
 from __future__ import annotations

@@ -291,7 +291,7 @@ class S3Objects:
     One client is opened on first use and kept until :meth:`aclose`, with its connections.
     Credentials come from the session: by default the standard AWS chain (variables, shared
     files, instance roles). Snapshots, one per build, skip the client's request pipeline: they
-    are signed and sent by :class:`SignedPuts` over the client's HTTP session (ADR 0015).
+    are signed and sent by :class:`SignedPuts` over the client's HTTP session (ADR 0016).
     """
 
     def __init__(

@@ -1,5 +1,5 @@
 """Snapshot PUTs signed with botocore's own SigV4 signer and sent over the client's kept-alive
-HTTP session, without the rest of botocore's request pipeline (ADR 0015).
+HTTP session, without the rest of botocore's request pipeline (ADR 0016).
 
 Every build writes one snapshot, and through the client a PutObject runs botocore's whole
 pipeline each time: event hooks, parameter validation, endpoint-ruleset resolution, serialising,
