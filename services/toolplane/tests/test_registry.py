@@ -8,7 +8,7 @@ from pydantic import BaseModel
 
 from nemo_toolplane.registry import Registry, ToolDefinition
 from nemo_toolplane.tool_call import ToolCall
-from nemo_toolplane.tool_kinds import Mode, Risk, ToolHints, hints_for
+from nemo_toolplane.tool_kinds import Mode, Risk, Scope, ToolHints, hints_for
 from nemo_toolplane.tools import build_registry
 
 EXPECTED = {
@@ -86,6 +86,7 @@ def _tool(name: str, version: int, **changes: object) -> ToolDefinition[_Args, _
         "input_model": _Args,
         "output_model": _Out,
         "execute": _run,
+        "scope": Scope.DOCS_READ,
     }
     values.update(changes)
     return ToolDefinition(**values)  # type: ignore[arg-type]

@@ -7,7 +7,7 @@ from typing import Any, TypeAlias
 import grpc.aio
 
 from nemo_context import knowledge
-from nemo_context.access import check_learner_access
+from nemo_context.access import check_learner_access, check_user
 from nemo_context.builder import ContextBuilder, build_context
 from nemo_context.conversation.builder import ConversationBuilder, build_conversation_context
 from nemo_context.conversation.record import record_turn
@@ -81,6 +81,11 @@ class ContextServicer(pb_grpc.ContextServiceServicer):
         self, request: pb.CheckLearnerAccessRequest, context: Context
     ) -> pb.CheckLearnerAccessResponse:
         return await check_learner_access(self._pool, request)
+
+    async def CheckUser(
+        self, request: pb.CheckUserRequest, context: Context
+    ) -> pb.CheckUserResponse:
+        return await check_user(self._pool, request)
 
     async def SearchKnowledge(
         self, request: pb.SearchKnowledgeRequest, context: Context

@@ -60,6 +60,11 @@ class ContextServiceStub:
                 request_serializer=nemo_dot_context_dot_v1_dot_context__service__pb2.CheckLearnerAccessRequest.SerializeToString,
                 response_deserializer=nemo_dot_context_dot_v1_dot_context__service__pb2.CheckLearnerAccessResponse.FromString,
                 _registered_method=True)
+        self.CheckUser = channel.unary_unary(
+                '/nemo.context.v1.ContextService/CheckUser',
+                request_serializer=nemo_dot_context_dot_v1_dot_context__service__pb2.CheckUserRequest.SerializeToString,
+                response_deserializer=nemo_dot_context_dot_v1_dot_context__service__pb2.CheckUserResponse.FromString,
+                _registered_method=True)
         self.SearchKnowledge = channel.unary_unary(
                 '/nemo.context.v1.ContextService/SearchKnowledge',
                 request_serializer=nemo_dot_context_dot_v1_dot_context__service__pb2.SearchKnowledgeRequest.SerializeToString,
@@ -136,6 +141,14 @@ class ContextServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CheckUser(self, request, context):
+        """Says whether a user id names a user of the platform (the tool plane only: the subject of an
+        OAuth access token must be a person the platform knows). Reads the user's key, nothing else.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def SearchKnowledge(self, request, context):
         """Searches knowledge nodes by title and alias, insensitive to Vietnamese diacritics.
         """
@@ -197,6 +210,11 @@ def add_ContextServiceServicer_to_server(servicer, server):
                     servicer.CheckLearnerAccess,
                     request_deserializer=nemo_dot_context_dot_v1_dot_context__service__pb2.CheckLearnerAccessRequest.FromString,
                     response_serializer=nemo_dot_context_dot_v1_dot_context__service__pb2.CheckLearnerAccessResponse.SerializeToString,
+            ),
+            'CheckUser': grpc.unary_unary_rpc_method_handler(
+                    servicer.CheckUser,
+                    request_deserializer=nemo_dot_context_dot_v1_dot_context__service__pb2.CheckUserRequest.FromString,
+                    response_serializer=nemo_dot_context_dot_v1_dot_context__service__pb2.CheckUserResponse.SerializeToString,
             ),
             'SearchKnowledge': grpc.unary_unary_rpc_method_handler(
                     servicer.SearchKnowledge,
@@ -337,6 +355,33 @@ class ContextService:
             '/nemo.context.v1.ContextService/CheckLearnerAccess',
             nemo_dot_context_dot_v1_dot_context__service__pb2.CheckLearnerAccessRequest.SerializeToString,
             nemo_dot_context_dot_v1_dot_context__service__pb2.CheckLearnerAccessResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CheckUser(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/nemo.context.v1.ContextService/CheckUser',
+            nemo_dot_context_dot_v1_dot_context__service__pb2.CheckUserRequest.SerializeToString,
+            nemo_dot_context_dot_v1_dot_context__service__pb2.CheckUserResponse.FromString,
             options,
             channel_credentials,
             insecure,

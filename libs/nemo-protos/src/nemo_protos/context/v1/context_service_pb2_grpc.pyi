@@ -62,6 +62,10 @@ class ContextServiceStub:
     """
     CheckLearnerAccess: _grpc.UnaryUnaryMultiCallable[_context_service_pb2.CheckLearnerAccessRequest, _context_service_pb2.CheckLearnerAccessResponse]
     """Says whether a user may reach a learner under a grant's resource scope."""
+    CheckUser: _grpc.UnaryUnaryMultiCallable[_context_service_pb2.CheckUserRequest, _context_service_pb2.CheckUserResponse]
+    """Says whether a user id names a user of the platform (the tool plane only: the subject of an
+    OAuth access token must be a person the platform knows). Reads the user's key, nothing else.
+    """
     SearchKnowledge: _grpc.UnaryUnaryMultiCallable[_context_service_pb2.SearchKnowledgeRequest, _context_service_pb2.SearchKnowledgeResponse]
     """Searches knowledge nodes by title and alias, insensitive to Vietnamese diacritics."""
     GetKnowledgeNode: _grpc.UnaryUnaryMultiCallable[_context_service_pb2.GetKnowledgeNodeRequest, _context_service_pb2.GetKnowledgeNodeResponse]
@@ -111,6 +115,10 @@ class ContextServiceAsyncStub(ContextServiceStub):
     """
     CheckLearnerAccess: _aio.UnaryUnaryMultiCallable[_context_service_pb2.CheckLearnerAccessRequest, _context_service_pb2.CheckLearnerAccessResponse]  # type: ignore[assignment]
     """Says whether a user may reach a learner under a grant's resource scope."""
+    CheckUser: _aio.UnaryUnaryMultiCallable[_context_service_pb2.CheckUserRequest, _context_service_pb2.CheckUserResponse]  # type: ignore[assignment]
+    """Says whether a user id names a user of the platform (the tool plane only: the subject of an
+    OAuth access token must be a person the platform knows). Reads the user's key, nothing else.
+    """
     SearchKnowledge: _aio.UnaryUnaryMultiCallable[_context_service_pb2.SearchKnowledgeRequest, _context_service_pb2.SearchKnowledgeResponse]  # type: ignore[assignment]
     """Searches knowledge nodes by title and alias, insensitive to Vietnamese diacritics."""
     GetKnowledgeNode: _aio.UnaryUnaryMultiCallable[_context_service_pb2.GetKnowledgeNodeRequest, _context_service_pb2.GetKnowledgeNodeResponse]  # type: ignore[assignment]
@@ -181,6 +189,16 @@ class ContextServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_context_service_pb2.CheckLearnerAccessResponse, _abc.Awaitable[_context_service_pb2.CheckLearnerAccessResponse]]:
         """Says whether a user may reach a learner under a grant's resource scope."""
+
+    @_abc_1.abstractmethod
+    def CheckUser(
+        self,
+        request: _context_service_pb2.CheckUserRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_context_service_pb2.CheckUserResponse, _abc.Awaitable[_context_service_pb2.CheckUserResponse]]:
+        """Says whether a user id names a user of the platform (the tool plane only: the subject of an
+        OAuth access token must be a person the platform knows). Reads the user's key, nothing else.
+        """
 
     @_abc_1.abstractmethod
     def SearchKnowledge(
