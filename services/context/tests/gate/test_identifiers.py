@@ -297,6 +297,27 @@ def test_anyones_contact_data_is_masked_in_written_text_and_refused_in_fields(
     assert find_leak(pb.MasteryEntry(node_title=written), forbidden_values=(), circle=circle)
 
 
+REFERENCES = st.one_of(
+    st.uuids().map(str),
+    st.binary(min_size=32, max_size=32).map(bytes.hex),
+    st.uuids().map(lambda u: f"ai-context/nemo/{u}.json"),
+)
+
+
+@RANDOM
+@given(phone=PHONE_TEXT, references=st.lists(REFERENCES, min_size=1, max_size=3), at=st.integers())
+def test_a_phone_number_beside_machine_made_references_is_still_found(
+    phone: str, references: list[str], at: int
+) -> None:
+    """A phone number is not read inside a UUID or a digest, but one written before, between
+    or after them in the same text is read like any other."""
+    parts = [*references]
+    parts.insert(at % (len(parts) + 1), phone)
+    text = "Ghi chú: " + ", ".join(parts)
+    circle = CIRCLES[LEARNERS[at % 2]]
+    assert find_leak(pb.MasteryEntry(node_title=text), forbidden_values=(), circle=circle)
+
+
 # Names written letter by letter ("T r ầ n  B ả o  N g ọ c"): a spelling that leaves no word of
 # the name whole.
 

@@ -156,8 +156,10 @@ _UUID: Final = re.compile(r"[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}")
 
 def phones(folded: str) -> Iterator[Span]:
     """Valid phone numbers in any national or international format (Vietnam first)."""
-    uuids = [match.span() for match in _UUID.finditer(folded)] if "-" in folded else []
+    uuids: list[tuple[int, int]] | None = None  # found once, and only for a text with a run
     for run in _DIGIT_RUN.finditer(folded):
+        if uuids is None:
+            uuids = [match.span() for match in _UUID.finditer(folded)]
         if any(start <= run.start() < end for start, end in uuids):
             continue
         for found in phonenumbers.PhoneNumberMatcher(
