@@ -68,6 +68,28 @@ def test_a_phone_of_eight_to_twelve_national_digits_is_found_however_grouped(
     assert _found(circle, f"số {grouped} nhé") == "phone"
 
 
+ABROAD = st.sampled_from(["1", "7", "44", "49", "86", "852", "886", "971"]).flatmap(
+    lambda country: st.integers(8, 15 - len(country)).flatmap(
+        lambda size: st.from_regex(rf"[1-9][0-9]{{{size - 1}}}", fullmatch=True).map(
+            lambda national: (country, national)
+        )
+    )
+)
+
+
+@PROPERTY
+@given(number=ABROAD, group=st.integers(2, 4), plus=st.sampled_from(["+", "00", ""]))
+def test_a_phone_abroad_is_found_with_its_country_code_however_grouped(
+    number: tuple[str, str], group: int, plus: str
+) -> None:
+    """A number outside Vietnam is stored with its country code, up to the 15 digits E.164
+    allows, and is found written with or without the code's "+" or "00"."""
+    country, national = number
+    circle = circle_of([Person("Phan Quốc Khôi", phone=f"+{country} {national}")])
+    grouped = " ".join(national[i : i + group] for i in range(0, len(national), group))
+    assert _found(circle, f"số {plus}{country} {grouped} nhé") == "phone"
+
+
 @PROPERTY
 @given(
     local=st.tuples(GIVEN, st.sampled_from(["phan", "vo", "ly"])),

@@ -41,9 +41,10 @@ from nemo_context.gate.tokens import Token
 
 FINGERPRINT_BYTES: Final = 16
 _DIGIT_RUN: Final = re.compile(r"\d(?:[ _.\-()/+]{0,3}\d){7,}")
-#: Lengths of a national number without its trunk prefix (Vietnam: 9 for mobiles, 9 or 10 for
-#: landlines; elsewhere up to 12).
-_PHONE_LENGTHS: Final = range(8, 13)
+#: Lengths of a phone number as stored: a national number without its trunk prefix (Vietnam: 9
+#: for mobiles, 9 or 10 for landlines; elsewhere up to 12), or a number abroad with its country
+#: code, which the store keeps (E.164: at most 15 digits).
+_PHONE_LENGTHS: Final = range(8, 16)
 #: Most characters between two words of one name, address or school ("Trần  Bảo", "Trần - Bảo").
 _NEAR: Final = 3
 #: Most letters of one word of the circle read out of a word written letter by letter.
