@@ -297,8 +297,37 @@ def test_anyones_contact_data_is_masked_in_written_text_and_refused_in_fields(
     assert find_leak(pb.MasteryEntry(node_title=written), forbidden_values=(), circle=circle)
 
 
+@RANDOM
+@given(
+    phone=PHONES,
+    separators=st.lists(st.sampled_from([" ", ".", "-", "_", "/", " - "]), min_size=2, max_size=2),
+)
+def test_anyones_phone_number_is_masked_whole_however_separated(
+    phone: str, separators: list[str]
+) -> None:
+    first, second = separators
+    written = f"{phone[:4]}{first}{phone[4:7]}{second}{phone[7:]}"
+    carried = chat_message(CIRCLES[LEARNERS[len(written) % 2]], written)
+    assert not any(char.isdigit() for char in carried), carried
+
+
+@RANDOM
+@given(phone=PHONES, year=st.integers(1990, 2030), separator=st.sampled_from([" ", ", ", "  "]))
+def test_a_number_written_before_a_phone_number_is_kept(
+    phone: str, year: int, separator: str
+) -> None:
+    """A number just before a phone number (a class, a year), in the same run of digits or not,
+    is kept: only the phone number is masked."""
+    written = f"lớp {year}{separator}{phone}"
+    carried = chat_message(CIRCLES[LEARNERS[year % 2]], written)
+    assert f"lớp {year}" in carried, carried
+    assert "".join(char for char in carried if char.isdigit()) == str(year), carried
+
+
 REFERENCES = st.one_of(
     st.uuids().map(str),
+    # A UUID whose first groups are all digits, read like a phone number written with dashes.
+    st.from_regex(r"[0-9]{8}-[0-9]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", fullmatch=True),
     st.binary(min_size=32, max_size=32).map(bytes.hex),
     st.uuids().map(lambda u: f"ai-context/nemo/{u}.json"),
 )
