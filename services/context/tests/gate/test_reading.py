@@ -141,6 +141,22 @@ def test_a_title_read_like_a_key_is_read_as_it_is_carried(title: str, before: st
     assert find_leak(bundle, forbidden_values=()) is None
 
 
+@PROPERTY
+@given(
+    name=st.sampled_from(["email", "phone", "dob"]),
+    opener=st.sampled_from(["{", "[{", '{"a": 1,']),
+    space=st.sampled_from(["", " ", "\n  ", "\t"]),
+)
+def test_a_title_holding_an_object_with_a_personal_key_is_refused(
+    name: str, opener: str, space: str
+) -> None:
+    title = f'Bài tập JSON {opener}{space}"{name}": "x"}}'
+    bundle = pb.ContextBundle(mastery=[pb.MasteryEntry(node_id="n1", node_title=title)])
+    assert find_leak(bundle, forbidden_values=()) is not None
+    plain = pb.ContextBundle(mastery=[pb.MasteryEntry(node_id="n1", node_title=f"{name}: x")])
+    assert find_leak(plain, forbidden_values=()) is None
+
+
 def test_a_title_holding_a_nul_quotes_nothing() -> None:
     # A NUL ends every rule's reading, so such a title could only be quoted across two strings.
     title = "Email:\0gửi"
