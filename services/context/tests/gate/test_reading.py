@@ -152,7 +152,9 @@ def test_a_title_holding_an_object_with_a_personal_key_is_refused(
 ) -> None:
     title = f'Bài tập JSON {opener}{space}"{name}": "x"}}'
     bundle = pb.ContextBundle(mastery=[pb.MasteryEntry(node_id="n1", node_title=title)])
-    assert find_leak(bundle, forbidden_values=()) is not None
+    finding = find_leak(bundle, forbidden_values=())
+    assert finding is not None
+    assert finding.rule == "key_in_text"
     plain = pb.ContextBundle(mastery=[pb.MasteryEntry(node_id="n1", node_title=f"{name}: x")])
     assert find_leak(plain, forbidden_values=()) is None
 
