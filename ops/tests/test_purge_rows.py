@@ -2,8 +2,8 @@
 per row of the retention table, and a table row without its test fails here.
 
 Every store gets an expired row (or object) and rows that must stay (recent, or protected by the
-rule: a pending approval, an answered item, a key still in use). The whole purge runs once on a
-database of this module's own; a second run finds nothing left to do.
+rule: an approval still pending, an answered item, a key still in use). The whole purge runs
+once on a database of this module's own; a second run finds nothing left to do.
 """
 
 from __future__ import annotations
@@ -154,11 +154,14 @@ async def _audit_rows(owner: Connection, planted: Planted) -> None:
 
 
 async def _approvals(owner: Connection, planted: Planted) -> None:
+    # A pending approval counts from its expiry: nobody marks it expired unless it is touched.
     ids = {}
-    for name, status, when in (
-        ("old", "rejected", ago(91)),
-        ("pending", "pending", ago(91)),
-        ("new", "rejected", ago(89)),
+    for name, status, created, expires in (
+        ("old", "rejected", ago(91), ago(91)),
+        ("new", "rejected", ago(89), ago(89)),
+        ("pending, expired long ago", "pending", ago(92), ago(91)),
+        ("pending, expired lately", "pending", ago(92), ago(89)),
+        ("pending, requested long ago", "pending", ago(91), NOW + timedelta(hours=1)),
     ):
         arguments = json.dumps({"learner_id": "L-2041-1", "n": name}, separators=(",", ":"))
         decided = status != "pending"
@@ -166,12 +169,15 @@ async def _approvals(owner: Connection, planted: Planted) -> None:
             "INSERT INTO toolplane.approvals (agent_id, user_id, tool_id, arguments_digest,"
             " arguments_json, policy_version, status, request_id, expires_at, created_at,"
             " decided_by, decided_at) VALUES ('learning-agent', 'U-2041-P1',"
-            " 'learner.update_goal:v1', $1, $2, $6, $3, 'req', $4, $4, $5, $7) RETURNING id",
-            hashlib.sha256(arguments.encode()).hexdigest(), arguments, status, when,
-            "ops-1" if decided else None, f"p-{secrets.token_hex(3)}", when if decided else None,
+            " 'learner.update_goal:v1', $1, $2, $6, $3, 'req', $4, $8, $5, $7) RETURNING id",
+            hashlib.sha256(arguments.encode()).hexdigest(), arguments, status, expires,
+            "ops-1" if decided else None, f"p-{secrets.token_hex(3)}",
+            created if decided else None, created,
         )  # fmt: skip
-    planted.gone["approvals"] = [ids["old"]]
-    planted.kept["approvals"] = [ids["pending"], ids["new"]]
+    planted.gone["approvals"] = [ids["old"], ids["pending, expired long ago"]]
+    planted.kept["approvals"] = [
+        ids["new"], ids["pending, expired lately"], ids["pending, requested long ago"]
+    ]  # fmt: skip
 
 
 async def _agent_tokens(owner: Connection, planted: Planted) -> None:

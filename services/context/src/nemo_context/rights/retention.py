@@ -143,7 +143,7 @@ RETENTION: Final[tuple[RetentionRule, ...]] = (
         "allowed to do.",
         period="90 days",
         days=90,
-        counted_from="the request (pending ones are never purged)",
+        counted_from="the request (one still pending: from its expiry)",
         on_expiry=Expiry.DELETE,
         on_erasure=OnErasure.DELETE,
         written_by="tool plane",
