@@ -1,18 +1,22 @@
 """A family's rights, end to end, on real PostgreSQL, the S3 API (versioned bucket) and the
 local directory: export holds everything and nobody else's; erasure leaves no trace anywhere
-(checked from a pg_dump and every object version, not from the code under test); other
-learners are untouched; a copy set aside cannot be opened; a restore from a dump taken before
-the erasure is erased again by replay.
+(checked from a pg_dump and every object version, not from the code under test), snapshots
+written under an earlier pseudonym key included; other learners are untouched; a copy set
+aside cannot be opened; a restore from a dump taken before the erasure is erased again by
+replay.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
+import hashlib
 import json
 import os
 import re
 import secrets
 import subprocess
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,17 +30,19 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nemo_context.rights import requests as rights_requests
+from nemo_context.rights.ledger import read_entries
 from nemo_context.rights.requests import Kind, RequestError, State
 from nemo_context.snapshots.objects import LocalDirectoryObjects, S3Objects, SnapshotObjects
 from nemo_core.db import Connection, Pool, connect, create_pool, dsn_with
 from nemo_ops.cli import main
-from nemo_ops.learner_rights import RightsWork, erase, export, process, replay
+from nemo_ops.learner_rights import RightsWork, erase, export, process, replay, verify
 from nemo_ops.migrate import migrate, role_passwords_from_env
 from nemo_ops.seed import seed
 from nemo_testing.s3 import S3Endpoint
 from ops.tests.rights_population import (
     IDENTITIES,
     MASTER_KEY,
+    PARENT_USER,
     PSEUDONYM_KEY,
     STAFF_USER,
     Learner,
@@ -51,12 +57,16 @@ SCHEMAS = ("learning", "knowledge", "toolplane", "rights")
 
 
 def trace_regex(learner: Learner) -> re.Pattern[str]:
-    """The learner's id, own account and ref (either width) as whole tokens: the oracle the
-    scans below use, written apart from the code under test."""
+    """The learner's id, own account and refs (under the current and the earlier pseudonym key,
+    either width) as whole tokens: the oracle the scans below use, written apart from the code
+    under test."""
     keys = "|".join(re.escape(key) for key in (learner.learner_id, learner.account_id))
-    ref = re.escape(learner.ref[:17]) + f"(?:{re.escape(learner.ref[17:])})?"
+    refs = "|".join(
+        re.escape(ref[:17]) + f"(?:{re.escape(ref[17:])})?"
+        for ref in (learner.ref, learner.earlier_ref)
+    )
     return re.compile(
-        rf"(?<![A-Za-z0-9_-])(?:{keys})(?![A-Za-z0-9_-])|(?<![0-9a-f]){ref}(?![0-9a-f])",
+        rf"(?<![A-Za-z0-9_-])(?:{keys})(?![A-Za-z0-9_-])|(?<![0-9a-f])(?:{refs})(?![0-9a-f])",
         re.IGNORECASE,
     )
 
@@ -159,6 +169,36 @@ async def stored_bytes(
                 )
                 async with response["Body"] as stream:
                     found[f"{version['Key']}@{version['VersionId']}"] = await stream.read()
+    return found
+
+
+async def objects_of(
+    objects: SnapshotObjects,
+    s3_session: aioboto3.Session,
+    s3_endpoint: S3Endpoint,
+    learner: Learner,
+) -> dict[str, str]:
+    """Every stored version under the directories of the learner's snapshots, read apart from
+    the code under test: its name (key@version on the bucket) and a digest of its content (the
+    file's SHA-256, the version's ETag)."""
+    directories = {key.rsplit("/", 1)[0] + "/" for key in learner.input_refs}
+    if isinstance(objects, LocalDirectoryObjects):
+        files = await asyncio.to_thread(files_of, objects)
+        return {
+            name: hashlib.sha256(body).hexdigest()
+            for name, body in files.items()
+            if any(name.startswith(directory) for directory in directories)
+        }
+    assert isinstance(objects, S3Objects)
+    found: dict[str, str] = {}
+    async with s3_session.client("s3", endpoint_url=s3_endpoint.url) as s3:
+        paginator = s3.get_paginator("list_object_versions")
+        for directory in sorted(directories):
+            async for page in paginator.paginate(Bucket=objects.bucket, Prefix=directory):
+                for marker in page.get("DeleteMarkers", []):
+                    found[f"{marker['Key']}@{marker['VersionId']}"] = "delete marker"
+                for version in page.get("Versions", []):
+                    found[f"{version['Key']}@{version['VersionId']}"] = version["ETag"]
     return found
 
 
@@ -278,6 +318,64 @@ async def test_export_erase_verify_and_replay_after_a_restore(
     assert (
         await traces_anywhere(restored, tmp_path, objects, s3_session, s3_endpoint, learner) == []
     )
+
+
+def stray_key(ref: str) -> str:
+    """A snapshot key under ``ref``, as a build under way or a restored bucket could leave."""
+    return f"ai-context/{datetime.now(UTC).date().isoformat()}/{ref}/{uuid.uuid4()}.json"
+
+
+async def test_snapshots_under_an_earlier_pseudonym_key_are_erased_and_looked_for(
+    rights_dsn: str,
+    owner: Connection,
+    owner_pool: Pool,
+    context_pool: Pool,
+    objects: SnapshotObjects,
+    s3_session: aioboto3.Session,
+    s3_endpoint: S3Endpoint,
+    tmp_path: Path,
+) -> None:
+    learner = await seed_learner(
+        owner, context_pool, objects, new_learner_id(), earlier_snapshots=2
+    )
+    assert learner.earlier_ref[:17] != learner.ref[:17]
+    under = {ref: [key for key in learner.input_refs if f"/{ref}/" in key]
+             for ref in (learner.ref, learner.earlier_ref)}  # fmt: skip
+    assert [len(keys) for keys in under.values()] == [2, 2]
+    work = work_on(owner_pool, objects)
+    request_id = "ROT-" + secrets.token_hex(4)
+    receipt = await erase(work, learner.learner_id, request_id, PARENT_USER)
+    assert receipt["verified"], receipt
+    assert receipt["removed"]["snapshot_objects"] == 4
+    assert receipt["removed"]["snapshot_digests"] == 4
+    assert await objects_of(objects, s3_session, s3_endpoint, learner) == {}
+    scan = functools.partial(
+        traces_anywhere, rights_dsn, tmp_path, objects, s3_session, s3_endpoint, learner
+    )
+    assert await scan() == []
+    # The ledger and the tombstone name both refs, by digest only.
+    digests = {IDENTITIES.master.ref_digest(ref) for ref in under}
+    (entry,) = [entry for entry in await read_entries(objects) if entry.request_id == request_id]
+    assert set(entry.ref_digests) == digests
+    tombstone = await owner.fetchval(
+        "SELECT ref_digests FROM rights.blocks WHERE request_id = $1", request_id
+    )
+    assert set(tombstone) == digests
+
+    # An object under the earlier ref after the erasure (a build that was under way, a bucket
+    # restored from a backup): the verification finds it, and both running the erasure again
+    # and replaying the ledger remove it, though the database names that ref no more.
+    await objects.put(stray_key(learner.earlier_ref), secrets.token_bytes(64))
+    traces = IDENTITIES.traces(learner.learner_id, (learner.account_id,), [learner.earlier_ref])
+    async with owner_pool.acquire() as conn:
+        assert (await verify(work, conn, traces))["snapshot objects"] == 1
+    again = await erase(work, learner.learner_id, request_id, PARENT_USER)
+    assert again["verified"], again
+    assert again["removed"]["snapshot_objects"] == 5
+    assert await scan() == []
+    await objects.put(stray_key(learner.earlier_ref), secrets.token_bytes(64))
+    assert await replay(work, progress=lambda _line: None) == []
+    assert await scan() == []
 
 
 @settings(

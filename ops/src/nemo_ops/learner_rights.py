@@ -8,12 +8,16 @@ An erasure, in order, each step committed on its own so a run that stops is resu
 next with the same request id:
 
 1. the request is recorded (received, acknowledged, in progress), every step audited;
-2. the ledger entry is written to the snapshot store, before anything is deleted;
+2. the ledger entry is written to the snapshot store, before anything is deleted, with the
+   keyed digests of every ref its snapshots were written under (the current pseudonym key's and
+   earlier ones', found through its data key);
 3. the learner is blocked: no replica builds or records anything for it any more;
 4. its data key is destroyed (every sealed copy is unreadable from here on), then its snapshot
-   objects (every version) and digests, its tool plane rows, its conversations and its record;
+   objects (every version, under every ref) and digests, its tool plane rows, its conversations
+   and its record;
 5. a verification pass scans every text column of every schema and every object version under
-   its refs; its counts become the receipt, stored on the request and in the ledger entry.
+   each of its refs; its counts become the receipt, stored on the request and in the ledger
+   entry.
 """
 
 from __future__ import annotations
@@ -29,10 +33,15 @@ from typing import Any, Final
 from nemo_context.rights import requests as rights_requests
 from nemo_context.rights.blocks import ERASED, RESTRICTED
 from nemo_context.rights.export import export_context_stores
-from nemo_context.rights.learning import erase_learner_record, erase_snapshots
+from nemo_context.rights.learning import (
+    delete_under,
+    erase_learner_record,
+    erase_snapshots,
+    refs_in_store,
+)
 from nemo_context.rights.ledger import LedgerEntry, read_entries, write_entry
 from nemo_context.rights.requests import Kind, RequestError, State
-from nemo_context.rights.subjects import Identities, LearnerTraces
+from nemo_context.rights.subjects import Identities, LearnerTraces, ref_groups
 from nemo_context.snapshots.keys import DataKeys
 from nemo_context.snapshots.objects import SnapshotObjects
 from nemo_core.db import Connection, Pool
@@ -63,7 +72,7 @@ def toolplane_keys(traces: LearnerTraces) -> LearnerKeys:
     return LearnerKeys(
         learner_id=traces.learner_id,
         user_ids=traces.user_ids,
-        refs=(traces.ref, traces.ref_prefix),
+        refs=traces.refs,
         patterns=traces.patterns,
     )
 
@@ -97,25 +106,27 @@ async def open_request(
     return request
 
 
-async def _block(conn: Connection, traces: LearnerTraces, request_id: str, kind: str) -> None:
+async def _block(
+    conn: Connection, subject: str, request_id: str, kind: str, ref_digests: tuple[str, ...]
+) -> None:
     await conn.execute(
         "INSERT INTO rights.blocks (subject, kind, request_id, ref_digests) VALUES ($1, $2, $3, $4)"
         " ON CONFLICT (subject) DO UPDATE SET kind = excluded.kind,"
         " request_id = excluded.request_id, ref_digests = excluded.ref_digests,"
         " since = now()",
-        traces.subject,
+        subject,
         kind,
         request_id,
-        [traces.ref_digest],
+        list(ref_digests),
     )
 
 
 async def verify(work: RightsWork, conn: Connection, traces: LearnerTraces) -> dict[str, int]:
     """Traces of the learner left anywhere: per table of every schema, and snapshot object
-    versions under its refs."""
+    versions under each of its refs."""
     found = await count_traces(conn, SCANNED_SCHEMAS, traces.patterns)
-    found["snapshot objects"] = len(
-        await work.objects.learner_keys((traces.ref, traces.ref_prefix))
+    found["snapshot objects"] = sum(
+        [len(await work.objects.learner_keys(refs)) for refs in traces.ref_groups]
     )
     return found
 
@@ -138,11 +149,10 @@ async def erase(
             conn, request_id, State.IN_PROGRESS, work.actor, now=work.clock()
         )
         earlier = [e for e in await read_entries(work.objects) if e.request_id == request_id]
-        entry = (
-            earlier[0]
-            if earlier
-            else LedgerEntry(request_id, traces.subject, (traces.ref_digest,), work.clock())
-        )
+        entry = earlier[0] if earlier else LedgerEntry(request_id, traces.subject, (), work.clock())
+        # Written before the key goes: the rows that name the learner's earlier refs go with it.
+        digests = tuple(dict.fromkeys((*entry.ref_digests, *traces.ref_digests)))
+        entry = dataclasses.replace(entry, ref_digests=digests)
         await write_entry(work.objects, entry)
         await rights_requests.record_event(conn, request_id, "ledgered", work.actor, {})
         return await _erase_ledgered(work, conn, traces, entry, request.receipt or {})
@@ -156,7 +166,8 @@ async def _erase_ledgered(
     earlier: Mapping[str, Any],
 ) -> dict[str, Any]:
     request_id = entry.request_id
-    await _block(conn, traces, request_id, ERASED)
+    await _block(conn, traces.subject, request_id, ERASED, entry.ref_digests)
+    traces = await _with_stored_refs(work, traces, entry.ref_digests)
     counts = await erase_snapshots(conn, work.objects, traces)
     counts |= await erase_records(conn, toolplane_keys(traces))
     counts |= await erase_learner_record(conn, traces)
@@ -180,6 +191,18 @@ async def _erase_ledgered(
     return receipt
 
 
+async def _with_stored_refs(
+    work: RightsWork, traces: LearnerTraces, ref_digests: tuple[str, ...]
+) -> LearnerTraces:
+    """``traces`` with the refs in the snapshot store whose digests the ledger entry holds and
+    the database no longer names (an erasure run again, a replay after a restore)."""
+    unknown = set(ref_digests) - set(traces.ref_digests)
+    if not unknown:
+        return traces
+    found = await refs_in_store(work.objects, work.identities.master, unknown)
+    return work.identities.with_refs(traces, found)
+
+
 async def replay(work: RightsWork, progress: Callable[[str], None]) -> list[dict[str, Any]]:
     """Erase again, after a restore, every learner the ledger says was erased: learners whose
     subject matches an entry, and key rows and digests left under its subject or refs."""
@@ -198,7 +221,8 @@ async def replay(work: RightsWork, progress: Callable[[str], None]) -> list[dict
                 traces = await _traces(work, conn, learner_id)
                 receipts.append(await _erase_ledgered(work, conn, traces, entry, entry.receipt))
                 continue
-            # The learner record is gone, but a restore may have brought back its key or block.
+            # The learner record is gone, but a restore may have brought back its key or block,
+            # and one of the bucket its snapshots.
             keys = await conn.execute(
                 "DELETE FROM learning.snapshot_keys WHERE subject = $1", entry.subject
             )
@@ -209,7 +233,12 @@ async def replay(work: RightsWork, progress: Callable[[str], None]) -> list[dict
                 entry.request_id,
                 list(entry.ref_digests),
             )
-            progress(f"request {entry.request_id}: nothing to erase ({keys.split()[-1]} key(s))")
+            refs = await refs_in_store(work.objects, work.identities.master, entry.ref_digests)
+            versions = await delete_under(work.objects, ref_groups(refs))
+            progress(
+                f"request {entry.request_id}: the learner is not back ({keys.split()[-1]} key(s)"
+                f" and {versions} snapshot object version(s) deleted)"
+            )
     return receipts
 
 
@@ -267,7 +296,7 @@ async def restrict(
         )
         if blocked == ERASED:
             raise RequestError("this learner was erased; there is nothing left to restrict")
-        await _block(conn, traces, request_id, RESTRICTED)
+        await _block(conn, traces.subject, request_id, RESTRICTED, traces.ref_digests)
         await rights_requests.set_state(
             conn, request_id, State.IN_EFFECT, work.actor, now=work.clock()
         )

@@ -223,7 +223,8 @@ RETENTION: Final[tuple[RetentionRule, ...]] = (
         store="erasure_ledger",
         location="snapshot store rights-ledger/<request_id>.json and rights.blocks "
         "(erasure tombstones)",
-        holds="which subject was erased, when, and the receipt's counts",
+        holds="which subject was erased (and its snapshot refs, as keyed digests), when, and "
+        "the receipt's counts",
         purpose="Erasing again after a database restore from a backup older than the "
         "erasure, and refusing the learner if its records come back.",
         period="400 days (longer than any backup is kept)",
