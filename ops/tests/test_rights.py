@@ -3,7 +3,7 @@ local directory: export holds everything and nobody else's; erasure leaves no tr
 (checked from a pg_dump and every object version, not from the code under test), snapshots
 written under an earlier pseudonym key included; other learners are untouched; a copy set
 aside cannot be opened; a restore from a dump taken before the erasure is erased again by
-replay.
+replay; builds racing an erasure leave nothing behind.
 """
 
 from __future__ import annotations
@@ -18,26 +18,37 @@ import secrets
 import subprocess
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 import aioboto3
+import grpc.aio
 import pgserver._commands
 import pytest
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from pydantic import SecretStr
 
+from nemo_context.app import SERVICE_NAME, build
 from nemo_context.rights import requests as rights_requests
 from nemo_context.rights.ledger import read_entries
 from nemo_context.rights.requests import Kind, RequestError, State
+from nemo_context.settings import ContextSettings
 from nemo_context.snapshots.objects import LocalDirectoryObjects, S3Objects, SnapshotObjects
+from nemo_core.client import create_channel
 from nemo_core.db import Connection, Pool, connect, create_pool, dsn_with
+from nemo_core.errors import error_details
+from nemo_core.server import Server
 from nemo_ops.cli import main
 from nemo_ops.learner_rights import RightsWork, erase, export, process, replay, verify
 from nemo_ops.migrate import migrate, role_passwords_from_env
 from nemo_ops.seed import seed
+from nemo_protos.context.v1 import context_service_pb2 as context_pb
+from nemo_protos.context.v1 import context_service_pb2_grpc
 from nemo_testing.s3 import S3Endpoint
 from ops.tests.rights_population import (
     IDENTITIES,
@@ -138,7 +149,8 @@ async def objects(
 
 
 def work_on(pool: Pool, objects: SnapshotObjects) -> RightsWork:
-    return RightsWork(pool, objects, IDENTITIES, "operator:test-privacy")
+    """The work of an erasure with no context server running: no replica to wait for."""
+    return RightsWork(pool, objects, IDENTITIES, "operator:test-privacy", settle_seconds=0)
 
 
 def files_of(objects: LocalDirectoryObjects) -> dict[str, bytes]:
@@ -376,6 +388,110 @@ async def test_snapshots_under_an_earlier_pseudonym_key_are_erased_and_looked_fo
     await objects.put(stray_key(learner.earlier_ref), secrets.token_bytes(64))
     assert await replay(work, progress=lambda _line: None) == []
     assert await scan() == []
+
+
+@dataclass
+class Stubs:
+    """A context server's stubs, as the callers that build and that read snapshots."""
+
+    gateway: context_service_pb2_grpc.ContextServiceAsyncStub
+    audit: context_service_pb2_grpc.ContextServiceAsyncStub
+
+
+@asynccontextmanager
+async def context_server(rights_dsn: str, snapshot_dir: Path) -> AsyncIterator[Stubs]:
+    """A real context server (``app.build`` as in production) on the rights database, with the
+    keys and the snapshot directory the erasure uses; stubs of its gateway and audit callers."""
+    tokens = {caller: secrets.token_hex(16) for caller in ("gateway", "audit")}
+    settings = ContextSettings(
+        database_url=dsn_with(rights_dsn, user="nemo_context"),
+        listen_address="127.0.0.1:0",
+        caller_tokens=tokens,
+        pseudonym_key=PSEUDONYM_KEY,
+        snapshot_master_key=MASTER_KEY,
+        snapshot_dir=snapshot_dir,
+        grace_period_seconds=0.5,
+        database_pool_size=4,
+    )
+    server = Server(SERVICE_NAME, settings, await build(settings))
+    address = f"127.0.0.1:{await server.start()}"
+    channels = {
+        caller: create_channel(address, settings, token=SecretStr(token))
+        for caller, token in tokens.items()
+    }
+    try:
+        yield Stubs(*(context_service_pb2_grpc.ContextServiceStub(channels[caller])
+                      for caller in ("gateway", "audit")))  # fmt: skip
+    finally:
+        for channel in channels.values():
+            await channel.close()
+        await server.shutdown()
+
+
+def build_request(learner_id: str) -> context_pb.BuildContextRequest:
+    return context_pb.BuildContextRequest(learner_id=learner_id, purpose="tutor_hint", persist=True)
+
+
+async def build_until_erased(stub: context_service_pb2_grpc.ContextServiceAsyncStub,
+                             learner_id: str, built: list[str]) -> None:  # fmt: skip
+    """Build with snapshots for ``learner_id`` until the server says it was erased, keeping the
+    snapshot refs that builds returned. A build refused otherwise (its learner record went
+    while it ran) is tried again."""
+    request = build_request(learner_id)
+    deadline = asyncio.get_running_loop().time() + 60
+    while asyncio.get_running_loop().time() < deadline:
+        try:
+            response = await stub.BuildContext(request, timeout=10)
+        except grpc.aio.AioRpcError as error:
+            if error_details(error).reason == "LEARNER_ERASED":
+                return
+            continue
+        if response.bundle.input_ref:
+            built.append(response.bundle.input_ref)
+    raise AssertionError("the server kept building for an erased learner")
+
+
+async def test_builds_racing_an_erasure_leave_nothing_behind(
+    rights_dsn: str,
+    owner: Connection,
+    owner_pool: Pool,
+    context_pool: Pool,
+    s3_session: aioboto3.Session,
+    s3_endpoint: S3Endpoint,
+    tmp_path: Path,
+) -> None:
+    objects = LocalDirectoryObjects(tmp_path / "snapshots")
+    learner = await seed_learner(owner, context_pool, objects, new_learner_id())
+    built: list[str] = []
+    async with context_server(rights_dsn, tmp_path / "snapshots") as stubs:
+        # The server has read the blocks (none) and holds the learner's key when the erasure
+        # starts, as a busy replica does; then builds keep coming while it runs.
+        first = await stubs.gateway.BuildContext(build_request(learner.learner_id), timeout=10)
+        assert first.bundle.input_ref
+        builders = [
+            asyncio.create_task(build_until_erased(stubs.gateway, learner.learner_id, built))
+            for _ in range(6)
+        ]
+        work = RightsWork(owner_pool, objects, IDENTITIES, "operator:test-privacy")
+        receipt = await erase(work, learner.learner_id, "RACE-" + secrets.token_hex(4), "-")
+        await asyncio.gather(*builders)
+        assert receipt["verified"], receipt
+        assert built, "no build raced the erasure"
+        # No snapshot a build returned can be read: each says it was erased.
+        for input_ref in [first.bundle.input_ref, *built]:
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await stubs.audit.GetSnapshot(
+                    context_pb.GetSnapshotRequest(input_ref=input_ref), timeout=10
+                )
+            assert error_details(refused.value).reason == "SNAPSHOT_ERASED"
+    assert await owner.fetchval(
+        "SELECT count(*) FROM learning.snapshot_keys WHERE subject = $1",
+        IDENTITIES.master.subject(learner.learner_id),
+    ) == 0  # fmt: skip
+    assert (
+        await traces_anywhere(rights_dsn, tmp_path, objects, s3_session, s3_endpoint, learner) == []
+    )
+    await objects.aclose()
 
 
 @settings(

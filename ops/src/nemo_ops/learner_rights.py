@@ -11,17 +11,20 @@ next with the same request id:
 2. the ledger entry is written to the snapshot store, before anything is deleted, with the
    keyed digests of every ref its snapshots were written under (the current pseudonym key's and
    earlier ones', found through its data key);
-3. the learner is blocked: no replica builds or records anything for it any more;
+3. the learner is blocked: no replica builds or records anything for it any more, once each has
+   read the blocks again, which the erasure waits for (:data:`BLOCKS_REFRESH_SECONDS`);
 4. its data key is destroyed (every sealed copy is unreadable from here on), then its snapshot
    objects (every version, under every ref) and digests, its tool plane rows, its conversations
    and its record;
 5. a verification pass scans every text column of every schema and every object version under
-   each of its refs; its counts become the receipt, stored on the request and in the ledger
-   entry.
+   its refs; when it finds anything (a build that was under way when the learner was blocked),
+   the snapshot step and the verification run once more. The counts become the receipt, stored
+   on the request and in the ledger entry.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 from collections.abc import Callable, Mapping
@@ -31,7 +34,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from nemo_context.rights import requests as rights_requests
-from nemo_context.rights.blocks import ERASED, RESTRICTED
+from nemo_context.rights.blocks import BLOCKS_REFRESH_SECONDS, ERASED, RESTRICTED
 from nemo_context.rights.export import export_context_stores
 from nemo_context.rights.learning import (
     delete_under,
@@ -55,13 +58,15 @@ SCANNED_SCHEMAS: Final = ("learning", "knowledge", "rights", "toolplane")
 @dataclass(frozen=True)
 class RightsWork:
     """What a rights command works with: the owner's pool, the snapshot store, the keys that
-    name learners, who is acting, and the clock."""
+    name learners, who is acting, the clock, and how long an erasure waits after blocking a
+    learner before it destroys anything (until every replica refuses to build for it)."""
 
     pool: Pool
     objects: SnapshotObjects
     identities: Identities
     actor: str
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
+    settle_seconds: float = BLOCKS_REFRESH_SECONDS
 
     @property
     def data_keys(self) -> DataKeys:
@@ -108,7 +113,14 @@ async def open_request(
 
 async def _block(
     conn: Connection, subject: str, request_id: str, kind: str, ref_digests: tuple[str, ...]
-) -> None:
+) -> float:
+    """Block the learner; returns for how many seconds it had been blocked already (0 when it
+    was not)."""
+    blocked_for = await conn.fetchval(
+        "SELECT extract(epoch FROM clock_timestamp() - since)::float8 FROM rights.blocks"
+        " WHERE subject = $1",
+        subject,
+    )
     await conn.execute(
         "INSERT INTO rights.blocks (subject, kind, request_id, ref_digests) VALUES ($1, $2, $3, $4)"
         " ON CONFLICT (subject) DO UPDATE SET kind = excluded.kind,"
@@ -119,6 +131,7 @@ async def _block(
         request_id,
         list(ref_digests),
     )
+    return max(0.0, blocked_for or 0.0)
 
 
 async def verify(work: RightsWork, conn: Connection, traces: LearnerTraces) -> dict[str, int]:
@@ -166,13 +179,20 @@ async def _erase_ledgered(
     earlier: Mapping[str, Any],
 ) -> dict[str, Any]:
     request_id = entry.request_id
-    await _block(conn, traces.subject, request_id, ERASED, entry.ref_digests)
+    blocked_for = await _block(conn, traces.subject, request_id, ERASED, entry.ref_digests)
+    # A replica that read the blocks just before still builds for the learner until it reads
+    # them again: nothing is destroyed before every replica refuses.
+    await asyncio.sleep(max(0.0, work.settle_seconds - blocked_for))
     traces = await _with_stored_refs(work, traces, entry.ref_digests)
     counts = await erase_snapshots(conn, work.objects, traces)
     counts |= await erase_records(conn, toolplane_keys(traces))
     counts |= await erase_learner_record(conn, traces)
     await rights_requests.record_event(conn, request_id, "erased", work.actor, counts)
     found = await verify(work, conn, traces)
+    if any(found.values()):
+        # A build checked just before the block applied may have written its snapshot since.
+        counts = _added(counts, await erase_snapshots(conn, work.objects, traces))
+        found = await verify(work, conn, traces)
     left = {name: count for name, count in found.items() if count}
     receipt = {
         "request_id": request_id,

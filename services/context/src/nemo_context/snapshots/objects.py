@@ -119,6 +119,9 @@ class SnapshotObjects(Protocol):
     async def get(self, key: str) -> bytes:
         """The bytes under ``key``; :class:`ObjectNotFoundError` when there are none."""
 
+    async def delete(self, key: str) -> None:
+        """Delete every version of ``key`` (nothing when there is none)."""
+
     async def refs(self) -> list[str]:
         """The refs that name a snapshot directory on any day, holding any version, sorted."""
 
@@ -208,6 +211,9 @@ class LocalDirectoryObjects:
             return await asyncio.to_thread(path.read_bytes)
         except FileNotFoundError:
             raise ObjectNotFoundError(key) from None
+
+    async def delete(self, key: str) -> None:
+        await asyncio.to_thread(self._path(key).unlink, missing_ok=True)
 
     async def refs(self) -> list[str]:
         return await asyncio.to_thread(self._refs)
@@ -384,6 +390,15 @@ class S3Objects:
         async with response["Body"] as stream:
             body: bytes = await stream.read()
         return body
+
+    async def delete(self, key: str) -> None:
+        s3 = await self._s3()
+        # Every version: on a versioned bucket a plain delete would only hide the object.
+        versions = [
+            version for version in await self._versions(s3, check_key(key)) if version["Key"] == key
+        ]
+        if versions:
+            await self._delete_batch(s3, versions)
 
     async def refs(self) -> list[str]:
         s3 = await self._s3()
