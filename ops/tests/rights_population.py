@@ -14,7 +14,12 @@ from nemo_context.pseudonym import Pseudonymizer
 from nemo_context.rights.subjects import Identities
 from nemo_context.snapshots.keys import DataKeys, MasterKey
 from nemo_context.snapshots.objects import SnapshotObjects
-from nemo_context.snapshots.store import DigestedSnapshotStore, SnapshotOwner, persist_snapshot
+from nemo_context.snapshots.store import (
+    DigestedSnapshotStore,
+    SnapshotOwner,
+    canonical_json,
+    persist_snapshot,
+)
 from nemo_core.db import Connection, Pool
 from nemo_protos.context.v1 import learner_context_pb2 as lc
 
@@ -34,6 +39,8 @@ class Learner:
     account_id: str
     family_id: str
     input_refs: list[str] = field(default_factory=list)
+    plaintexts: dict[str, bytes] = field(default_factory=dict)
+    """The canonical JSON each snapshot was written from, by input_ref."""
 
     @property
     def ref(self) -> str:
@@ -59,24 +66,27 @@ async def seed_learner(
     snapshots: int = 2,
     turns: int = 2,
     calls: int = 2,
+    family_id: str | None = None,
     earlier_snapshots: int = 0,
 ) -> Learner:
     """One learner with rows in every store; ``calls`` audit rows and as many approvals;
-    ``earlier_snapshots`` written under its ref of the earlier pseudonym key."""
-    learner = Learner(learner_id, f"U-{learner_id}", f"F-{learner_id}")
+    ``earlier_snapshots`` written under its ref of the earlier pseudonym key; in a family of
+    its own unless ``family_id`` names one."""
+    learner = Learner(learner_id, f"U-{learner_id}", family_id or f"F-{learner_id}")
     await owner.execute(
         "INSERT INTO learning.users (id, role, display_name) VALUES ($1, 'learner', 'Bé Na')",
         learner.account_id,
     )
-    await owner.execute(
-        "INSERT INTO learning.families (id, name) VALUES ($1, 'Nguyễn')", learner.family_id
-    )
-    await owner.execute(
-        "INSERT INTO learning.family_members (family_id, user_id, relation)"
-        " VALUES ($1, $2, 'owner')",
-        learner.family_id,
-        PARENT_USER,
-    )
+    if family_id is None:
+        await owner.execute(
+            "INSERT INTO learning.families (id, name) VALUES ($1, 'Nguyễn')", learner.family_id
+        )
+        await owner.execute(
+            "INSERT INTO learning.family_members (family_id, user_id, relation)"
+            " VALUES ($1, $2, 'owner')",
+            learner.family_id,
+            PARENT_USER,
+        )
     await owner.execute(
         "INSERT INTO learning.learners (id, family_id, user_id, grade, first_name)"
         " VALUES ($1, $2, $3, 7, 'Na')",
@@ -160,6 +170,7 @@ async def seal_snapshots(
         stored = await persist_snapshot(store, SnapshotOwner(learner.learner_id, ref), bundle)
         assert stored is not None
         learner.input_refs.append(stored.input_ref)
+        learner.plaintexts[stored.input_ref] = canonical_json(bundle)
 
 
 async def _seed_toolplane(owner: Connection, learner: Learner, calls: int) -> None:

@@ -1,9 +1,9 @@
 """A family's rights, end to end, on real PostgreSQL, the S3 API (versioned bucket) and the
 local directory: export holds everything and nobody else's; erasure leaves no trace anywhere
 (checked from a pg_dump and every object version, not from the code under test), snapshots
-written under an earlier pseudonym key included; other learners are untouched; a copy set
-aside cannot be opened; a restore from a dump taken before the erasure is erased again by
-replay; builds racing an erasure leave nothing behind.
+written under an earlier pseudonym key included; other learners are untouched; a copy set aside
+opens before and cannot be opened after; a restore from a dump taken before the erasure is
+erased again by replay; builds racing an erasure leave nothing behind.
 """
 
 from __future__ import annotations
@@ -27,8 +27,6 @@ import aioboto3
 import grpc.aio
 import pgserver._commands
 import pytest
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import SecretStr
@@ -38,6 +36,7 @@ from nemo_context.rights import requests as rights_requests
 from nemo_context.rights.ledger import read_entries
 from nemo_context.rights.requests import Kind, RequestError, State
 from nemo_context.settings import ContextSettings
+from nemo_context.snapshots.keys import DataKeys, SnapshotSealError, unseal
 from nemo_context.snapshots.objects import LocalDirectoryObjects, S3Objects, SnapshotObjects
 from nemo_core.client import create_channel
 from nemo_core.db import Connection, Pool, connect, create_pool, dsn_with
@@ -279,8 +278,21 @@ async def test_export_erase_verify_and_replay_after_a_restore(
     assert STAFF_USER not in exported
     assert "answer_key" not in exported
 
-    # A sealed copy set aside before the erasure, and a backup.
-    aside = await objects.get(learner.input_refs[0])
+    # A copy set aside before the erasure: ciphertext, which the learner's key opens through
+    # the service's own path (its wrapped key, its data key, unseal), and nothing else.
+    aside_ref = learner.input_refs[0]
+    aside = await objects.get(aside_ref)
+    plaintext = learner.plaintexts[aside_ref]
+    assert learner.ref.encode() in plaintext
+    assert plaintext not in aside
+    assert learner.ref.encode() not in aside
+    assert not trace_regex(learner).search(aside.decode("latin-1"))
+    key_id = await owner.fetchval(
+        "SELECT key_id FROM learning.context_snapshots WHERE input_ref = $1", aside_ref
+    )
+    data_key = await DataKeys(owner_pool, IDENTITIES.master).by_id(key_id)
+    assert data_key is not None
+    assert unseal(data_key, aside_ref, aside) == plaintext
     backup = tmp_path / "before.dump"
     await asyncio.to_thread(dump, rights_dsn, backup, custom=True)
     others_before = await table_rows(owner, SCHEMAS[:3])
@@ -306,11 +318,14 @@ async def test_export_erase_verify_and_replay_after_a_restore(
     assert again["verified"]
     assert again["removed"]["snapshot_keys"] == 1
 
-    # The copy set aside opens under no key the database still holds.
-    for row in await owner.fetch("SELECT id, wrapped FROM learning.snapshot_keys"):
+    # The copy set aside opens no more: its key is gone, and no key the database holds opens it.
+    assert await DataKeys(owner_pool, IDENTITIES.master).by_id(key_id) is None
+    key_rows = await owner.fetch("SELECT id, wrapped FROM learning.snapshot_keys")
+    assert key_rows  # the other learner's key, at least
+    for row in key_rows:
         key = IDENTITIES.master.unwrap(row["id"], bytes(row["wrapped"]))
-        with pytest.raises(InvalidTag):
-            AESGCM(key).decrypt(aside[1:13], aside[13:], learner.input_refs[0].encode())
+        with pytest.raises(SnapshotSealError):
+            unseal(key, aside_ref, aside)
 
     # A restore from the backup brings the learner back; replay erases it again.
     restored = await make_empty_database()
@@ -494,49 +509,74 @@ async def test_builds_racing_an_erasure_leave_nothing_behind(
     await objects.aclose()
 
 
+#: How another learner may resemble the one erased.
+OTHER_LEARNERS = {
+    "prefix": "its id starts with the erased learner's (L-…-7 and L-…-70)",
+    "suffix": "its id ends with the erased learner's",
+    "random": "nothing in common",
+    "sibling": "in the same family",
+    "rotated": "with snapshots under the earlier pseudonym key too",
+}
+
+
 @settings(
-    max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=20,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(
-    others=st.lists(st.sampled_from(["prefix", "suffix", "random"]), min_size=1, max_size=3),
+    others=st.lists(st.sampled_from(sorted(OTHER_LEARNERS)), min_size=1, max_size=4, unique=True),
     calls=st.integers(0, 3),
+    target_rotated=st.booleans(),
 )
 async def test_erasing_one_learner_leaves_every_other_learner_as_it_was(
     owner: Connection,
     owner_pool: Pool,
     context_pool: Pool,
-    tmp_path: Path,
+    objects: SnapshotObjects,
+    s3_session: aioboto3.Session,
+    s3_endpoint: S3Endpoint,
     others: list[str],
     calls: int,
+    target_rotated: bool,
 ) -> None:
-    objects = LocalDirectoryObjects(tmp_path / f"snapshots-{secrets.token_hex(3)}")
     target_id = new_learner_id()
     ids = {
-        "prefix": lambda: f"{target_id}{secrets.randbelow(10)}",  # L-…-7 and L-…-70
+        "prefix": lambda: f"{target_id}{secrets.randbelow(10)}",
         "suffix": lambda: f"X{target_id}",
-        "random": new_learner_id,
     }
-    target = await seed_learner(owner, context_pool, objects, target_id, calls=calls)
+    target = await seed_learner(
+        owner, context_pool, objects, target_id, calls=calls,
+        earlier_snapshots=1 if target_rotated else 0,
+    )  # fmt: skip
     population = [
-        await seed_learner(owner, context_pool, objects, ids[kind](), calls=calls)
-        for kind in dict.fromkeys(others)
+        await seed_learner(
+            owner,
+            context_pool,
+            objects,
+            ids.get(kind, new_learner_id)(),
+            calls=calls,
+            family_id=target.family_id if kind == "sibling" else None,
+            earlier_snapshots=1 if kind == "rotated" else 0,
+        )
+        for kind in others
     ]
     before = await table_rows(owner, SCHEMAS[:3])
-    files_before = await asyncio.to_thread(files_of, objects)
+    stored_before = [
+        await objects_of(objects, s3_session, s3_endpoint, other) for other in population
+    ]
     receipt = await erase(work_on(owner_pool, objects), target_id, "P-" + secrets.token_hex(4), "-")
     assert receipt["verified"], receipt
+    assert await objects_of(objects, s3_session, s3_endpoint, target) == {}
     after = await table_rows(owner, SCHEMAS[:3])
-    for other in population:
+    target_traces = trace_regex(target)
+    for other, stored in zip(population, stored_before, strict=True):
         found = trace_regex(other)
         for table, rows in before.items():
-            theirs = [
-                row for row in rows if found.search(row) and not trace_regex(target).search(row)
-            ]
+            theirs = [row for row in rows if found.search(row) and not target_traces.search(row)]
             assert set(theirs) <= set(after[table]), (table, other.learner_id)
-        files_after = await asyncio.to_thread(files_of, objects)
-        for key in other.input_refs:
-            assert files_after[key] == files_before[key]
-    await objects.aclose()
+        assert stored
+        assert await objects_of(objects, s3_session, s3_endpoint, other) == stored
 
 
 def test_the_command_needs_an_operator_and_the_keys(
