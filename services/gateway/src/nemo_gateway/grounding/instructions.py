@@ -101,7 +101,7 @@ INSTRUCTION_PATTERNS: tuple[str, ...] = (
     r"(?:that|with the word|with \"|\")\b",
     r"\b(?:reply|respond) (?:only )?with\b",
     r"\b(?:tell|inform) the (?:user|student|students|child)\b",
-    r"\b(?:always|only) (?:answer|reply|respond|say|agree)\b",
+    r"\b(?:always|only) (?:answer|reply|respond|say|agree|repeat)\b",
     r"\b(?:instead of answering|instead,? answer|answer that)\b",
     r"\b(?:hay|phai) (?:tra loi|noi|khang dinh|thong bao)(?: (?:voi|cho) (?:nguoi dung|hoc "
     r"sinh))? rang\b",
@@ -147,7 +147,7 @@ each table (the second over the first)."""
 _LEET_CHARS = "".join(sorted({char for table in LEET for char in table}))
 _LEET_WORD = re.compile(
     rf"(?<![\w{re.escape(_LEET_CHARS)}])(?=[\w{re.escape(_LEET_CHARS)}]*[a-z])"
-    rf"(?=[\w{re.escape(_LEET_CHARS)}]*[{re.escape(_LEET_CHARS)}])[\w{re.escape(_LEET_CHARS)}]{{3,}}"
+    rf"(?=[\w{re.escape(_LEET_CHARS)}]*[{re.escape(_LEET_CHARS)}])[\w{re.escape(_LEET_CHARS)}]{{2,}}"
 )
 
 
