@@ -104,6 +104,8 @@ class Refusal:
     #: The tool a ``tools/call`` named (any JSON value as sent); None for other methods.
     tool_name: object = None
     code: ErrorCode = ErrorCode.VALIDATION_ERROR
+    #: More of what was refused, for the row's metadata (bounded values, never the input).
+    details: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def label(self) -> str:
@@ -329,7 +331,11 @@ class ToolRouter:
         audit log's bound), as a call does."""
         name = refusal.tool_name
         tool = self._registry.resolve(name) if isinstance(name, str) and name else None
-        metadata = {"transport": refusal.transport, refusal.label: refusal.problem}
+        metadata = {
+            "transport": refusal.transport,
+            refusal.label: refusal.problem,
+            **refusal.details,
+        }
         if isinstance(principal, Unidentified):
             entry = self._unidentified_entry(principal, tool, name, refusal, metadata)
             await self._audit.settle(self._audit.record(entry))
@@ -338,7 +344,7 @@ class ToolRouter:
             principal, tool, tool.tool_id if tool else audit_name(name), refusal.transport
         )
         record.method = refusal.method
-        record.metadata[refusal.label] = refusal.problem
+        record.metadata.update({refusal.label: refusal.problem, **refusal.details})
         error = ToolError(refusal.code, f"{refusal.label}: {refusal.problem}")
         self._finish(record, Decision.DENY, refusal.status, error=error)
         await self._audit.settle(record.stored)
