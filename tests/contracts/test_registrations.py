@@ -10,7 +10,7 @@ green.
 from __future__ import annotations
 
 import typing
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -29,6 +29,7 @@ from nemo_protos.context.v1 import purpose_pb2
 from nemo_toolplane.registry import AnyTool
 from nemo_toolplane.tool_kinds import Mode, Risk
 from nemo_toolplane.tools import build_registry
+from nemo_toolplane.tools.views import view_tool
 from tests.contracts.bundle_fields import (
     CONVERSATION,
     LEARNER,
@@ -148,6 +149,67 @@ def test_a_view_tool_returns_exactly_the_slices_its_view_declares(tool: AnyTool)
         f"returns: the context service would read and snapshot them for nothing; drop them "
         f"from the row in {PURPOSES_FILE} or return them"
     )
+
+
+def _defined_in(tool: AnyTool) -> str:
+    """The domain module that declares ``tool`` (where its output model is)."""
+    return f"services/toolplane/src/{tool.output_model.__module__.replace('.', '/')}.py"
+
+
+def parts_problems(tools: Sequence[AnyTool]) -> list[str]:
+    """Where a view tool's ``parts=`` is not exactly the other view tools whose every slice it
+    returns too. A tool missing from it lets a composite bypass a policy that keeps that tool
+    from a learner; one too many denies the composite for data it never returns."""
+    views = [tool for tool in tools if tool.agent_view is not None]
+    slices = {tool.tool_id: returned_slices(tool.output_model) for tool in views}
+    problems = []
+    for tool in views:
+        own = slices[tool.tool_id]
+        covered = {
+            other.name: slices[other.tool_id]
+            for other in views
+            if other.name != tool.name and slices[other.tool_id] and slices[other.tool_id] <= own
+        }
+        where = f"parts= of {tool.name} in {_defined_in(tool)}"
+        problems += [
+            f"{tool.tool_id} returns everything {name} returns ({', '.join(sorted(part))}): add "
+            f"{name!r} to {where}, or a policy keeping {name} from a learner is bypassed"
+            for name, part in sorted(covered.items())
+            if name not in tool.parts
+        ]
+        problems += [
+            f"{tool.tool_id} names part {name!r} but does not return all of what it returns: "
+            f"remove it from {where}"
+            for name in tool.parts
+            if name not in covered
+        ]
+    return problems
+
+
+def test_a_composite_names_as_parts_every_tool_whose_slices_it_returns() -> None:
+    problems = parts_problems(TOOLS)
+    assert not problems, "\n".join(problems)
+    assert any(tool.parts for tool in TOOLS), "a composite tool exists (the check is not vacuous)"
+
+
+def test_the_parts_check_names_a_new_overlapping_tool_and_where_to_add_it() -> None:
+    # A new view tool returning what a part of a composite returns: the composite and that part
+    # each need it as a part, and it needs the part.
+    by_name = {tool.name: tool for tool in VIEW_TOOLS}
+    pairs = [(composite, part) for composite in VIEW_TOOLS for part in composite.parts]
+    assert pairs, "a composite tool exists (the check is not vacuous)"
+    for composite, part in pairs:
+        twin = view_tool(
+            "learner.get_twin",
+            str(by_name[part].agent_view),
+            "the same slices under another name",
+            by_name[part].output_model,
+        )
+        problems = parts_problems([*TOOLS, twin])
+        for owner in (composite, by_name[part]):
+            where = f"parts= of {owner.name} in {_defined_in(owner)}"
+            assert any(f"add 'learner.get_twin' to {where}" in line for line in problems), problems
+        assert any(f"add {part!r} to parts= of learner.get_twin" in line for line in problems)
 
 
 @pytest.mark.parametrize("tool", TOOLS, ids=lambda tool: tool.tool_id)

@@ -180,9 +180,11 @@ def audit_name(name: object) -> str | None:
 
 
 def tool_facts(tool: AnyTool, registry: Registry) -> ToolFacts:
-    """What the policy engine knows of a tool, its parts' facts included."""
+    """What the policy engine knows of a tool, its parts' own facts included. One level is
+    enough, and keeps two tools returning the same data, each a part of the other, finite: a
+    tool's parts already include their own parts (the registrations contract checks it)."""
     parts = tuple(
-        tool_facts(part, registry)
+        ToolFacts(part.tool_id, part.name, part.risk, part.mode)
         for name in tool.parts
         if (part := registry.resolve(name)) is not None
     )
