@@ -27,7 +27,7 @@ from nemo_gateway.prompts.registry import REGISTRY, AnySpec
 from nemo_gateway.prompts.spec import PromptInput, Rpc
 from nemo_protos.context.v1 import purpose_pb2
 from nemo_toolplane.registry import AnyTool
-from nemo_toolplane.tool_kinds import Mode, Risk
+from nemo_toolplane.tool_kinds import Mode, Risk, Scope
 from nemo_toolplane.tools import build_registry
 from nemo_toolplane.tools.views import view_tool
 from tests.contracts.bundle_fields import (
@@ -213,9 +213,16 @@ def test_the_parts_check_names_a_new_overlapping_tool_and_where_to_add_it() -> N
 
 
 @pytest.mark.parametrize("tool", TOOLS, ids=lambda tool: tool.tool_id)
-def test_every_tool_declares_its_risk_and_mode(tool: AnyTool) -> None:
-    assert isinstance(tool.risk, Risk), f"{tool.tool_id}: risk= must be a Risk (LOW to CRITICAL)"
-    assert isinstance(tool.mode, Mode), f"{tool.tool_id}: mode= must be Mode.READ or Mode.WRITE"
+def test_a_tool_needs_a_learner_scope_exactly_when_it_is_about_a_learner(tool: AnyTool) -> None:
+    # What a person consents to is the scope: a tool reaching a learner under another scope
+    # would hand a child's data to a host allowed to read the docs.
+    about_a_learner = tool.learner_id_field is not None
+    if about_a_learner:
+        fix = f"give it scope=Scope.LEARNER_{tool.mode.name} in {_defined_in(tool)}"
+    else:
+        fix = f"give it its domain's scope in {_defined_in(tool)}"
+    learner_scope = tool.scope in {Scope.LEARNER_READ, Scope.LEARNER_WRITE}
+    assert learner_scope is about_a_learner, f"{tool.tool_id} needs {tool.scope}: {fix}"
     if tool.agent_view is not None:
         assert (tool.risk, tool.mode) == (Risk.LOW, Mode.READ), f"{tool.tool_id} only reads"
 
