@@ -22,6 +22,7 @@ from pydantic import BaseModel, ValidationError
 
 from nemo_context.acl import PURPOSE_KINDS_BY_CALLER
 from nemo_context.purposes import Slice, purpose_table
+from nemo_devtools.oauth_server import TOOL_SCOPES
 from nemo_gateway.lang import Lang
 from nemo_gateway.prompts.registry import REGISTRY, AnySpec
 from nemo_gateway.prompts.spec import PromptInput, Rpc
@@ -41,6 +42,7 @@ from tests.contracts.bundle_fields import (
 )
 
 PURPOSES_FILE = "services/context/src/nemo_context/purposes.py"
+AUTHORIZATION_SERVER = "libs/nemo-devtools/src/nemo_devtools/oauth_server.py"
 PURPOSES_TEST = "services/context/tests/test_purposes.py"
 NOW = datetime(2026, 1, 15, 8, tzinfo=UTC)
 
@@ -225,6 +227,19 @@ def test_a_tool_needs_a_learner_scope_exactly_when_it_is_about_a_learner(tool: A
     assert learner_scope is about_a_learner, f"{tool.tool_id} needs {tool.scope}: {fix}"
     if tool.agent_view is not None:
         assert (tool.risk, tool.mode) == (Risk.LOW, Mode.READ), f"{tool.tool_id} only reads"
+
+
+def test_the_local_authorization_server_offers_exactly_the_tool_scopes() -> None:
+    offered, needed = set(TOOL_SCOPES), {scope.value for scope in Scope}
+    assert offered == needed, (
+        f"the tools ask for {sorted(needed)}, the local authorization server offers "
+        f"{sorted(offered)}: make TOOL_SCOPES in {AUTHORIZATION_SERVER} the Scope enum of "
+        "services/toolplane/src/nemo_toolplane/tool_kinds.py"
+    )
+    unused = needed - {tool.scope.value for tool in TOOLS}
+    assert not unused, (
+        f"no tool needs {sorted(unused)}: remove it from Scope and {AUTHORIZATION_SERVER}"
+    )
 
 
 # --- prompts and their purposes --------------------------------------------------------------
