@@ -6,9 +6,9 @@ name to a loopback address) sends its own ``Origin`` and ``Host``: a present ``O
 the list is 403, as the MCP transport requires, and a ``Host`` outside a configured list is 421.
 Both are refused before authentication, so such a page learns nothing about tokens, and each
 refusal leaves one audit row (through the endpoint, :meth:`McpEndpoint.refuse_browser`), with
-the refused value in a bounded form (:func:`kept_value`). An allowed
-origin gets CORS answers (preflight included, which carries no token), so a browser-based client
-such as an inspector can call the edge. Agents and SDKs send no ``Origin`` and are unaffected.
+the refused value in a bounded form (:func:`kept_value`). An allowed origin gets CORS answers
+(preflight included, which carries no token), so a browser-based client such as an inspector
+can call the edge. Agents and SDKs send no ``Origin`` and are unaffected.
 
 Patterns are exact (``https://console.nemo12.com``, ``mcp.nemo12.com``) or leave the port open
 with ``:*`` (``http://localhost:*`` is ``http://localhost`` on any port or none). The SDK's
