@@ -84,6 +84,17 @@ def test_cited_settings_exist(document: str) -> None:
     assert not unknown, f"{document} cites variables nothing reads: {unknown}"
 
 
+#: Named in a test only, as a removed setting would still be: never a known variable.
+_ONLY_IN_A_TEST = "NEMO_TOOLPLANE_SETTING_REMOVED_LONG_AGO"
+
+
+def test_a_variable_only_a_test_names_is_not_known() -> None:
+    assert not variable_known(_ONLY_IN_A_TEST)
+    # What a settings class reads, and a switch a test reads from the environment, are.
+    assert variable_known("NEMO_TOOLPLANE_OAUTH_LEEWAY_SECONDS")
+    assert variable_known("NEMO_UPDATE_GOLDEN")
+
+
 @documents
 def test_cited_commands_exist(document: str) -> None:
     lines = code(_cited(document))

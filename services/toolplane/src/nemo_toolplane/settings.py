@@ -202,6 +202,12 @@ class ToolPlaneSettings(ServiceSettings):
         le=300,
         description="Clock difference tolerated on a token's exp, nbf and iat.",
     )
+    oauth_accept_untyped_tokens: bool = Field(
+        False,
+        description="Also accept JWT access tokens typed generically (typ JWT, or none) rather "
+        "than as access tokens (at+jwt, RFC 9068), for providers that write no other type "
+        "(Keycloak's clients by default); a token typed as anything else is refused either way.",
+    )
     oauth_user_claim: str = Field(
         "sub",
         min_length=1,
@@ -285,6 +291,7 @@ class ToolPlaneSettings(ServiceSettings):
             scopes=tuple(scope.value for scope in Scope),
             algorithms=tuple(self.oauth_algorithms),
             leeway_seconds=self.oauth_leeway_seconds,
+            accept_untyped=self.oauth_accept_untyped_tokens,
             user_claim=self.oauth_user_claim,
             client_claim=self.oauth_client_claim,
             jwks_uri=self.oauth_jwks_uri,
