@@ -139,12 +139,11 @@ pidfile =
 """
 
 
-def prepare(
+def _write_configuration(
     server_dsn: str, state_dir: Path, passwords: Mapping[str, str], pool_size: int
-) -> tuple[list[str], int]:
-    """Write the configuration and auth file of a pooler for ``passwords``' roles into
-    ``state_dir``; the command that runs it, and its port."""
-    binary = pgbouncer_binary()
+) -> tuple[Path, int]:
+    """The configuration and auth file of a test pooler for ``passwords``' roles, written into
+    ``state_dir``; the configuration file and the port it listens on."""
     state_dir.mkdir(parents=True, exist_ok=True)
     server_host, server_port = _server_address(server_dsn)
     port = free_port()
@@ -164,14 +163,49 @@ def prepare(
         ),
         encoding="utf-8",
     )
-    argv = [str(binary)]
-    user = _run_as(server_host)
+    return ini, port
+
+
+def _command(ini: Path, server_dsn: str, files: Collection[Path]) -> list[str]:
+    """The command that runs PgBouncer on ``ini``; started by root, as a user that may reach the
+    server, who is given ``files`` (the configuration's)."""
+    argv = [str(pgbouncer_binary())]
+    user = _run_as(_server_address(server_dsn)[0])
     if user is not None:
         entry = pwd.getpwnam(user)
-        for path in (state_dir, auth_file, ini):
+        for path in files:
             os.chown(path, entry.pw_uid, entry.pw_gid)
         argv += ["--user", user]
-    return [*argv, str(ini)], port
+    return [*argv, str(ini)]
+
+
+@asynccontextmanager
+async def pgbouncer_process(
+    ini: Path,
+    port: int,
+    *,
+    server_dsn: str,
+    passwords: Mapping[str, str],
+    files: Collection[Path],
+) -> AsyncIterator[PgBouncer]:
+    """PgBouncer running on the configuration ``ini`` (listening on 127.0.0.1:``port``, in
+    front of ``server_dsn``'s server, its roles' ``passwords`` in its auth file) for the block.
+    ``files`` are everything it reads, its directories included; it logs beside ``ini``."""
+    argv = _command(ini, server_dsn, files)
+    log_path = ini.with_suffix(".log")
+    process = await spawn_logged(argv, os.environ, log_path)
+    pooler = PgBouncer("127.0.0.1", port, passwords, log_path)
+    try:
+        await _wait_listening(pooler, process)
+        yield pooler
+    finally:
+        if process.returncode is None:
+            process.terminate()
+            try:
+                await asyncio.wait_for(process.wait(), 10)
+            except TimeoutError:
+                process.kill()
+                await process.wait()
 
 
 @asynccontextmanager
@@ -187,21 +221,12 @@ async def running_pgbouncer(
     ``pool_size`` server connections per database and role. ``users`` may log in, with their
     ``passwords`` (a role without one gets a random one: the server must then trust it)."""
     known = {user: (passwords or {}).get(user) or secrets.token_urlsafe(16) for user in users}
-    argv, port = prepare(server_dsn, state_dir, known, pool_size)
-    log_path = state_dir / "pgbouncer.log"
-    process = await spawn_logged(argv, os.environ, log_path)
-    pooler = PgBouncer("127.0.0.1", port, known, log_path)
-    try:
-        await _wait_listening(pooler, process)
+    ini, port = _write_configuration(server_dsn, state_dir, known, pool_size)
+    files = [state_dir, ini, state_dir / "userlist.txt"]
+    async with pgbouncer_process(
+        ini, port, server_dsn=server_dsn, passwords=known, files=files
+    ) as pooler:
         yield pooler
-    finally:
-        if process.returncode is None:
-            process.terminate()
-            try:
-                await asyncio.wait_for(process.wait(), 10)
-            except TimeoutError:
-                process.kill()
-                await process.wait()
 
 
 async def _wait_listening(pooler: PgBouncer, process: asyncio.subprocess.Process) -> None:
