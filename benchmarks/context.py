@@ -15,6 +15,11 @@ of the build's. A fourth, a second service writing its snapshots to a real S3 AP
 server on loopback) as production does, gives the cost of that backend. The loads take turns, so
 a shared machine's drift in speed falls on all of them; the report also gives the floor's service
 CPU per call against the build's.
+
+Every snapshot is sealed under its learner's data key. What that costs a build is measured in
+the same run on the very bundle the service returns: the learner's subject digest (which finds
+the cached key) and the AES-GCM seal of the snapshot's canonical JSON, in CPU time, as a share
+of the build's service CPU.
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ from __future__ import annotations
 import os
 import secrets
 import tempfile
+import time
+import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -32,6 +39,8 @@ import psutil
 
 from benchmarks.grpc_baseline import empty_call
 from benchmarks.load import Load, LoadResult, run_alternating, server_process
+from nemo_context.snapshots.keys import MasterKey, seal
+from nemo_context.snapshots.store import canonical_json
 from nemo_core.db import connect, dsn_with
 from nemo_core.settings import DEFAULT_CALLER_TOKEN_METADATA_KEY
 from nemo_ops.embedded_pg import start_embedded_postgres
@@ -63,6 +72,10 @@ class ContextBenchmark:
     """The same build with ``persist`` unset: no snapshot is written."""
     s3: LoadResult
     """The same build with its snapshot written to an S3 API, as in production."""
+    sealing_ms: float
+    """CPU milliseconds to find the learner's key (subject digest) and seal its snapshot."""
+    sealed_bytes: int
+    """Size of the snapshot sealed."""
 
     def describe(self, bare: LoadResult) -> str:
         """The CPU milliseconds per build of the service and of PostgreSQL; the floor's
@@ -85,7 +98,18 @@ class ContextBenchmark:
             f"with an S3 snapshot (moto on loopback, which closes every connection): service CPU "
             f"{figure(self.s3.server_cpu_ms_per_call)} ms per build, the snapshot "
             f"{self._snapshot_cpu(self.s3)} ms\n"
+            f"{self._sealing()}\n"
             f"{self._loops()}"
+        )
+
+    def _sealing(self) -> str:
+        build = self.load.server_cpu_ms_per_call
+        share = (
+            f", {100 * self.sealing_ms / build:.2f}% of the build's service CPU" if build else ""
+        )
+        return (
+            f"per-learner snapshot encryption (subject digest + AES-GCM seal of "
+            f"{self.sealed_bytes} bytes): {1000 * self.sealing_ms:.1f} µs per build{share}"
         )
 
     def _snapshot_cpu(self, persisted: LoadResult) -> str:
@@ -153,6 +177,7 @@ def context_environment(port: int, context_dsn: str, scratch: Path) -> dict[str,
         "NEMO_CONTEXT_DATABASE_URL": context_dsn,
         "NEMO_CONTEXT_CALLER_TOKENS": f'{{"gateway": "{CALLER_TOKEN}"}}',
         "NEMO_CONTEXT_PSEUDONYM_KEY": secrets.token_hex(32),
+        "NEMO_CONTEXT_SNAPSHOT_MASTER_KEY": secrets.token_hex(32),
         "NEMO_CONTEXT_SNAPSHOT_DIR": str(scratch / "snapshots"),
         "NEMO_CONTEXT_LOG_LEVEL": "WARNING",
     }
@@ -220,18 +245,38 @@ async def measure_build_context(*, concurrency: int, seconds: float) -> ContextB
                     rounds=ROUNDS,
                     warmup_seconds=WARMUP_SECONDS,
                 )
+                built = await _build_call(channel, persist=False)()
+    snapshot = canonical_json(built.bundle)
     return ContextBenchmark(
         load=build,
         postgres_cpu_ms_per_build=build.counted_cpu_ms_per_call,
         floor=floor,
         unpersisted=unpersisted,
         s3=s3_build,
+        sealing_ms=sealing_cpu_ms(snapshot),
+        sealed_bytes=len(snapshot),
     )
+
+
+SEALS = 20_000
+
+
+def sealing_cpu_ms(snapshot: bytes) -> float:
+    """CPU milliseconds per build that encryption adds to a snapshot write whose key is cached:
+    the learner's subject digest and the seal, averaged over :data:`SEALS` of them."""
+    master = MasterKey(secrets.token_bytes(32))
+    key = secrets.token_bytes(32)
+    input_ref = f"ai-context/2026-12-05/nemo_{'0' * 24}/{uuid.uuid4()}.json"
+    started = time.process_time()
+    for _ in range(SEALS):
+        master.subject("L-2041-1")
+        seal(key, input_ref, snapshot)
+    return (time.process_time() - started) * 1000 / SEALS
 
 
 def _build_call(
     channel: grpc.aio.Channel, *, persist: bool = True
-) -> Callable[[], Awaitable[object]]:
+) -> Callable[[], Awaitable[context_service_pb2.BuildContextResponse]]:
     stub = context_service_pb2_grpc.ContextServiceStub(channel)
     metadata = ((DEFAULT_CALLER_TOKEN_METADATA_KEY, CALLER_TOKEN),)
     request = context_service_pb2.BuildContextRequest(
@@ -239,7 +284,7 @@ def _build_call(
     )
     mismatch = "the snapshot was not written" if persist else "a snapshot was written"
 
-    async def call() -> object:
+    async def call() -> context_service_pb2.BuildContextResponse:
         response: context_service_pb2.BuildContextResponse = await stub.BuildContext(
             request, metadata=metadata, timeout=5
         )

@@ -210,6 +210,7 @@ def _stack(owner_dsn: str, tokens: tuple[str, str], state: Path) -> Iterator[Sta
         "NEMO_CONTEXT_DATABASE_URL": dsn_with(owner_dsn, user="nemo_context"),
         "NEMO_CONTEXT_CALLER_TOKENS": json.dumps({"toolplane": caller}),
         "NEMO_CONTEXT_PSEUDONYM_KEY": secrets.token_hex(32),
+        "NEMO_CONTEXT_SNAPSHOT_MASTER_KEY": secrets.token_hex(32),
         "NEMO_CONTEXT_SNAPSHOT_DIR": str(state / "snapshots"),
         "NEMO_CONTEXT_LOG_LEVEL": "WARNING",
     }

@@ -4,7 +4,7 @@
 
     python3 deploy/k8s/create_secrets.py --namespace nemo \\
         --owner-database-url 'postgresql://nemo_owner:...@db.internal:5432/nemo?sslmode=require' \\
-        --pseudonym-key-file pseudonym.key \\
+        --pseudonym-key-file pseudonym.key --snapshot-master-key-file snapshot-master.key \\
         --llm-api-key-file llm.key --embedding-api-key-file embedding.key \\
         --caller-tokens-out caller-tokens.json | kubectl apply -f -
 
@@ -14,11 +14,12 @@ PostgreSQL, and `pooled-url`, through the PgBouncer of the pgbouncer component
 (--pooler-address); the Secret nemo-pgbouncer gives the pooler the same passwords and the
 database's address. To rotate them, follow "Rotate service credentials" in
 docs/operations/deploy.md: applying a run's output at once cuts callers off until every pod
-has restarted. The pseudonym key is never generated here:
-it decides every learner_ref and must outlive runs of this script (see
-docs/operations/pseudonym-key.md). The tokens of callers outside the namespace (internal
-services, operators, the audit reader) are written to --caller-tokens-out, readable by the
-owner only, to hand over through your secret store.
+has restarted. The pseudonym key and the snapshot master key are never generated here: the
+first decides every learner_ref, the second unlocks every snapshot, and both must outlive runs
+of this script (see docs/operations/pseudonym-key.md and docs/operations/learner-rights.md).
+The tokens of callers outside the namespace (internal services, operators, the audit reader)
+are written to --caller-tokens-out, readable by the owner only, to hand over through your
+secret store.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ CALLER_IDENTITIES: Mapping[str, tuple[str, ...]] = {
     "toolplane": ("context",),
     "audit": ("context",),
     "internal": ("gateway", "toolplane"),
-    "platform": ("toolplane",),
+    "platform": ("toolplane", "context"),
     "operator": ("toolplane",),
 }
 
@@ -145,15 +146,18 @@ def build_secrets(
     namespace: str,
     owner_database_url: str,
     pseudonym_key: str,
+    snapshot_master_key: str,
     llm_api_key: str,
     embedding_api_key: str,
     pooler_address: str = DEFAULT_POOLER_ADDRESS,
 ) -> tuple[list[dict[str, Any]], dict[str, str]]:
     """The Secrets of ``namespace`` and the caller tokens generated for them."""
-    if len(pseudonym_key) < MIN_PSEUDONYM_KEY_LENGTH:
-        raise SecretsError(
-            f"the pseudonym key must be at least {MIN_PSEUDONYM_KEY_LENGTH} characters"
-        )
+    for name, key in (
+        ("pseudonym key", pseudonym_key),
+        ("snapshot master key", snapshot_master_key),
+    ):
+        if len(key) < MIN_PSEUDONYM_KEY_LENGTH:
+            raise SecretsError(f"the {name} must be at least {MIN_PSEUDONYM_KEY_LENGTH} characters")
     passwords = {service: _random_token() for service in SERVICE_ROLES}
     tokens = {identity: _random_token() for identity in CALLER_IDENTITIES}
 
@@ -190,6 +194,7 @@ def build_secrets(
         ),
         _secret("nemo-pgbouncer", namespace, pooler_files(owner_database_url, passwords)),
         _secret("nemo-pseudonym-key", namespace, {"key": pseudonym_key}),
+        _secret("nemo-snapshot-master-key", namespace, {"key": snapshot_master_key}),
         _secret(
             "nemo-model-keys",
             namespace,
@@ -225,6 +230,13 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         required=True,
         help=f"file holding the pseudonym key (at least {MIN_PSEUDONYM_KEY_LENGTH} characters)",
     )
+    parser.add_argument(
+        "--snapshot-master-key-file",
+        type=Path,
+        required=True,
+        help="file holding the snapshot master key, which wraps every learner's snapshot key "
+        f"(at least {MIN_PSEUDONYM_KEY_LENGTH} characters)",
+    )
     parser.add_argument("--llm-api-key-file", type=Path, help="file holding the LLM API key")
     parser.add_argument(
         "--embedding-api-key-file", type=Path, help="file holding the embedding API key"
@@ -253,6 +265,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             namespace=args.namespace,
             owner_database_url=args.owner_database_url,
             pseudonym_key=_read_secret_file(args.pseudonym_key_file),
+            snapshot_master_key=_read_secret_file(args.snapshot_master_key_file),
             # No key is fine for the baseline provider and for local model servers.
             llm_api_key=_read_secret_file(args.llm_api_key_file) if args.llm_api_key_file else "",
             embedding_api_key=(

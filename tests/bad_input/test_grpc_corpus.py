@@ -18,6 +18,7 @@ from google.protobuf import struct_pb2
 
 from nemo_core.errors import error_details
 from nemo_protos.context.v1 import context_service_pb2 as context_pb
+from nemo_protos.context.v1 import rights_service_pb2 as rights_pb
 from nemo_protos.gateway.v1 import gateway_service_pb2 as gateway_pb
 from nemo_protos.toolplane.v1 import tool_pb2
 from nemo_protos.toolplane.v1 import toolplane_admin_service_pb2 as admin_pb
@@ -37,6 +38,7 @@ CONFUSABLES = {
 }
 
 CONTEXT = "/nemo.context.v1.ContextService/"
+RIGHTS = "/nemo.context.v1.RightsService/"
 GATEWAY = "/nemo.gateway.v1.GatewayService/"
 TOOLPLANE = "/nemo.toolplane.v1.ToolPlaneService/"
 ADMIN = "/nemo.toolplane.v1.ToolPlaneAdminService/"
@@ -286,10 +288,47 @@ CASES: list[GrpcCase] = [
         INVALID,
         "INVALID_PAGE_SIZE",
     ),
+    # A family's rights requests, as the platform records them.
+    GrpcCase(
+        "rights-request-without-kind",
+        "context",
+        RIGHTS + "SubmitRightsRequest",
+        rights_pb.SubmitRightsRequestRequest(
+            request_id="TICKET-1", learner_id="L-2041-1", requested_by="U-2041-P1"
+        ).SerializeToString(),
+        "platform",
+        INVALID,
+        "INVALID_RIGHTS_KIND",
+    ),
+    GrpcCase(
+        "rights-request-unknown-id",
+        "context",
+        RIGHTS + "GetRightsRequest",
+        rights_pb.GetRightsRequestRequest(
+            request_id="TICKET-0", requested_by="U-2041-P1"
+        ).SerializeToString(),
+        "platform",
+        NOT_FOUND,
+        "RIGHTS_REQUEST_NOT_FOUND",
+    ),
 ]
 
 for n, sql in enumerate(SQL_LIKE, start=1):
     CASES += [
+        GrpcCase(
+            f"sql-{n}-rights-request-id",
+            "context",
+            RIGHTS + "SubmitRightsRequest",
+            rights_pb.SubmitRightsRequestRequest(
+                request_id=sql,
+                kind=rights_pb.RIGHTS_KIND_EXPORT,
+                learner_id="L-2041-1",
+                requested_by="U-2041-P1",
+            ).SerializeToString(),
+            "platform",
+            INVALID,
+            "INVALID_REQUEST_ID",
+        ),
         GrpcCase(
             f"sql-{n}-build-context-learner",
             "context",

@@ -98,7 +98,9 @@ def pod_spec(workload: Mapping[str, Any]) -> dict[str, Any]:
 
 def pod_labels(workload: Mapping[str, Any]) -> dict[str, str]:
     """The labels of a workload's pods."""
-    template = workload["spec"]["template"]
+    spec = workload["spec"]
+    # A CronJob's pods come from its job template.
+    template = (spec.get("jobTemplate") or {}).get("spec", spec)["template"]
     labels: dict[str, str] = template["metadata"]["labels"]
     return labels
 

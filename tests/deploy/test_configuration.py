@@ -40,6 +40,7 @@ def _secrets() -> dict[str, dict[str, str]]:
         namespace="nemo",
         owner_database_url="postgresql://nemo_owner:pw@db.internal:5432/nemo",
         pseudonym_key="0123456789abcdef" * 4,
+        snapshot_master_key="fedcba9876543210" * 4,
         llm_api_key="llm-key",
         embedding_api_key="embedding-key",
     )

@@ -52,7 +52,8 @@ OUTSIDE = [
 ]
 
 SERVICES = ("nemo-context", "nemo-gateway", "nemo-toolplane")
-NEMO_PODS = (*SERVICES, MIGRATION_JOB, "stray-pod")
+PURGE_JOB = "nemo-purge"
+NEMO_PODS = (*SERVICES, MIGRATION_JOB, PURGE_JOB, "stray-pod")
 POOLER = "nemo-pgbouncer"
 #: Overlays whose services send their statements through the pooler.
 POOLED_OVERLAYS = {"prod"}
@@ -86,6 +87,8 @@ def _expected(overlay: str) -> set[Connection]:
     # Internal callers (a labelled namespace) reach the gateway's and tool plane's gRPC.
     paths.add(Connection("internal-caller", "nemo-gateway", 50052))
     paths.add(Connection("internal-caller", "nemo-toolplane", 50053))
+    # The platform (an internal caller) records a family's data rights requests.
+    paths.add(Connection("internal-caller", "nemo-context", 50051))
     # The gateway and the tool plane call the context service.
     paths.add(Connection("nemo-gateway", "nemo-context", 50051))
     paths.add(Connection("nemo-toolplane", "nemo-context", 50051))
@@ -97,6 +100,9 @@ def _expected(overlay: str) -> set[Connection]:
     # The tool plane and the migration Job reach PostgreSQL.
     paths.add(Connection("nemo-toolplane", "postgresql", 5432))
     paths.add(Connection(MIGRATION_JOB, "postgresql", 5432))
+    # The nightly purge reaches PostgreSQL and the S3 endpoint (expired snapshots).
+    paths.add(Connection(PURGE_JOB, "postgresql", 5432))
+    paths.add(Connection(PURGE_JOB, "s3-endpoint", 443))
     return paths
 
 
@@ -224,6 +230,7 @@ def test_a_path_needs_both_the_senders_egress_and_the_receivers_ingress() -> Non
     assert cluster.allowed([namespace]) - _expected("prod") == {
         Connection("stray-pod", "nemo-context", 50051),
         Connection(MIGRATION_JOB, "nemo-context", 50051),
+        Connection(PURGE_JOB, "nemo-context", 50051),
         Connection(POOLER, "nemo-context", 50051),
     }
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from google.protobuf import descriptor_pool
 
+from nemo_context.rights.retention import render_table
 from nemo_core.secret_files import file_variable, secret_file_fields
 from nemo_devtools import node
 from nemo_ops.approvals import OPERATOR_TOKEN_ENV
@@ -18,7 +19,10 @@ from nemo_ops.dev import dev_env
 from nemo_ops.migrate import ROLE_PASSWORD_ENV
 from nemo_ops.service_processes import Ports
 from nemo_ops.settings_doc import SERVICES as SETTINGS_CLASSES
-from nemo_protos.context.v1 import context_service_pb2  # noqa: F401  (registers the descriptors)
+from nemo_protos.context.v1 import (
+    context_service_pb2,  # noqa: F401  (registers the descriptors)
+    rights_service_pb2,  # noqa: F401
+)
 from nemo_protos.gateway.v1 import gateway_service_pb2  # noqa: F401
 from nemo_protos.toolplane.v1 import toolplane_admin_service_pb2, toolplane_service_pb2  # noqa: F401
 from tests.deploy.deploy_manifests import REPO
@@ -37,6 +41,7 @@ PAGES = {
     "scaling.md": "Scale each service",
     "evaluation.md": "Evaluate the prompts against a model",
     "oauth.md": "Sign people in with OAuth",
+    "learner-rights.md": "Handle a family's data rights requests",
 }
 
 _FRONT_MATTER = re.compile(r"\A---\ntitle: (?P<title>[^\n]+)\n---\n\n# (?P<heading>[^\n]+)\n")
@@ -146,3 +151,9 @@ def test_the_readme_points_to_the_operations_docs() -> None:
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     assert "](docs/operations/deploy.md)" in readme
     assert Path(REPO / "docs/operations/deploy.md").exists()
+
+
+def test_the_retention_table_shown_is_the_one_enforced() -> None:
+    text = _text("learner-rights.md")
+    shown = text.split("<!-- retention:begin -->\n", 1)[1].split("\n<!-- retention:end -->", 1)[0]
+    assert shown == render_table()

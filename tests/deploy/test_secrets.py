@@ -39,10 +39,12 @@ MODEL_KEY_SECRETS = {"nemo-model-keys"}
 
 #: Each workload and exactly the Secrets its pods may see.
 EXPECTED_SECRETS: dict[str, set[str]] = {
-    # Database role nemo_context, pseudonym key, accepted caller tokens, optional S3 keys.
+    # Database role nemo_context, pseudonym key, snapshot master key, accepted caller tokens,
+    # optional S3 keys.
     "nemo-context": {
         "nemo-context-database",
         "nemo-pseudonym-key",
+        "nemo-snapshot-master-key",
         "nemo-context-callers",
         "nemo-context-s3",
     },
@@ -56,6 +58,14 @@ EXPECTED_SECRETS: dict[str, set[str]] = {
     },
     # The owner role and the two role passwords it sets.
     "nemo-migrate": {"nemo-migrate-database"},
+    # The owner role (only its URL), the snapshot bucket's keys, and the keys the context
+    # settings need to load.
+    "nemo-purge": {
+        "nemo-migrate-database",
+        "nemo-context-s3",
+        "nemo-pseudonym-key",
+        "nemo-snapshot-master-key",
+    },
 }
 #: The pooler of the pgbouncer component (prod): the service roles' passwords and the database.
 POOLER_SECRETS: dict[str, set[str]] = {"nemo-pgbouncer": {"nemo-pgbouncer"}}
@@ -121,6 +131,7 @@ def _generated(namespace: str = "nemo") -> tuple[dict[str, dict[str, str]], dict
         namespace=namespace,
         owner_database_url="postgresql://nemo_owner:owner%40pw@db.internal:5432/nemo?sslmode=require",
         pseudonym_key="k" * 64,
+        snapshot_master_key="m" * 64,
         llm_api_key="llm-key",
         embedding_api_key="embedding-key",
     )
@@ -207,6 +218,8 @@ def _run_script(tmp_path: Path, key: str) -> subprocess.CompletedProcess[str]:
             "--owner-database-url",
             "postgresql://owner:pw@db:5432/nemo",
             "--pseudonym-key-file",
+            str(tmp_path / "pseudonym.key"),
+            "--snapshot-master-key-file",
             str(tmp_path / "pseudonym.key"),
             "--llm-api-key-file",
             str(tmp_path / "llm.key"),

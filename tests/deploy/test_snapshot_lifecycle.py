@@ -32,7 +32,7 @@ def test_the_rule_expires_the_services_snapshots_after_the_production_retention(
     assert rule["Filter"] == {"Prefix": SNAPSHOT_PREFIX}
     assert rule["Status"] == "Enabled"
     assert rule["Expiration"] == {"Days": int(retention)}
-    # And the very rule `nemo purge-snapshots --apply-lifecycle-rule` writes: either may replace
+    # And the very rule `nemo purge --apply-lifecycle-rule` writes: either may replace
     # the other without dropping the removal of replaced versions.
     assert rule == retention_rule(int(retention))
 

@@ -67,7 +67,7 @@ async def _run(args: argparse.Namespace) -> int:
                 print(_describe(approval))
             print(f"{len(approvals)} approval(s)", file=sys.stderr)
             return 0
-        operator = await operators.authenticate(pool, _operator_token(args))
+        operator = await operators.authenticate(pool, operator_token(args))
         if operator is None:
             print(
                 "nemo approvals: error: no valid operator credential "
@@ -90,7 +90,7 @@ async def _run(args: argparse.Namespace) -> int:
         await pool.close()
 
 
-def _operator_token(args: argparse.Namespace) -> str | None:
+def operator_token(args: argparse.Namespace) -> str | None:
     if args.operator_token_file is not None:
         return read_secret_file(args.operator_token_file)
     return os.environ.get(OPERATOR_TOKEN_ENV)

@@ -30,7 +30,9 @@ from nemo_ops import (
     oauth_token,
     operator_accounts,
     policies,
-    purge_snapshots,
+    purge,
+    retention,
+    rights,
     seed,
     settings_doc,
     sync_tools,
@@ -72,13 +74,9 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
     Subcommand(
         "settings", settings_doc.HELP, settings_doc.configure_parser, settings_doc.run_command
     ),
-    Subcommand(
-        "purge-snapshots",
-        purge_snapshots.HELP,
-        purge_snapshots.configure_parser,
-        purge_snapshots.run_command,
-        True,
-    ),
+    Subcommand("purge", purge.HELP, purge.configure_parser, purge.run_command, True),
+    Subcommand("retention", retention.HELP, retention.configure_parser, retention.run_command),
+    Subcommand("rights", rights.HELP, rights.configure_parser, rights.run_command, True),
     Subcommand(
         "sync-tools", sync_tools.HELP, sync_tools.configure_parser, sync_tools.run_command, True
     ),

@@ -44,6 +44,7 @@ from nemo_ops.service_processes import (
     write_private,
 )
 from nemo_ops.service_processes import log_tail as read_log_tail
+from nemo_toolplane import operators
 from nemo_toolplane.tokens import issue_token, revoke_tokens_labelled
 from nemo_toolplane.tool_sync import sync_tools
 from nemo_toolplane.tools import build_registry
@@ -54,6 +55,9 @@ DATABASE_NAME = "nemo"
 DEV_TOKEN_LABEL = "dev-stack"  # noqa: S105  the label of dev tokens, not a token
 STARTUP_TIMEOUT_SECONDS = 60.0
 STOP_TIMEOUT_SECONDS = 8.0
+
+#: The demo privacy operator: `nemo rights` acts as this person on the local stack.
+DEMO_OPERATOR = "privacy-demo"
 
 #: Demo agents and the user a token is bound to (None: unbound).
 DEMO_AGENTS: Mapping[str, str | None] = {
@@ -102,7 +106,8 @@ async def _ensure_database(server_dsn: str) -> str:
     return dsn_with(server_dsn, database=DATABASE_NAME)
 
 
-async def _issue_demo_tokens(owner_dsn: str) -> dict[str, str]:
+async def _issue_demo_tokens(owner_dsn: str) -> tuple[dict[str, str], str]:
+    """The demo agents' tokens and the demo privacy operator's credential."""
     conn = await connect(owner_dsn)
     try:
         async with conn.transaction():
@@ -112,9 +117,23 @@ async def _issue_demo_tokens(owner_dsn: str) -> dict[str, str]:
                 agent: await issue_token(conn, agent, user_id=user, label=DEV_TOKEN_LABEL)
                 for agent, user in DEMO_AGENTS.items()
             }
+            await conn.execute(
+                "INSERT INTO toolplane.operators (id, name) VALUES ($1, 'privacy staff (demo)')"
+                " ON CONFLICT (id) DO NOTHING",
+                DEMO_OPERATOR,
+            )
+            await conn.execute(
+                "UPDATE toolplane.operator_tokens SET revoked_at = now()"
+                " WHERE operator_id = $1 AND label = $2 AND revoked_at IS NULL",
+                DEMO_OPERATOR,
+                DEV_TOKEN_LABEL,
+            )
+            operator = await operators.issue_operator_token(
+                conn, DEMO_OPERATOR, label=DEV_TOKEN_LABEL
+            )
     finally:
         await conn.close()
-    return {agent: token.token for agent, token in issued.items()}
+    return {agent: token.token for agent, token in issued.items()}, operator.token
 
 
 class ServiceProcesses:
@@ -212,8 +231,12 @@ def dev_env(
     *,
     oauth_issuer: str,
     local_model_port: int | None = None,
+    context: Mapping[str, str] | None = None,
+    operator_token: str | None = None,
 ) -> dict[str, str]:
-    """What `.nemo/dev.env` holds: where everything is and how to authenticate."""
+    """What `.nemo/dev.env` holds: where everything is and how to authenticate, and what
+    `nemo purge` and `nemo rights` need of the context service's settings (its snapshot
+    directory and keys) and of a person (the demo privacy operator's credential)."""
     env = {
         "DATABASE_URL": owner_dsn,
         "NEMO_CONTEXT_ADDR": f"127.0.0.1:{ports.context}",
@@ -230,7 +253,20 @@ def dev_env(
         env[f"NEMO_DEV_TOKEN_{agent.removesuffix('-agent').upper()}_AGENT"] = token
     for identity, token in sorted(caller_tokens.items()):
         env[f"NEMO_DEV_CALLER_TOKEN_{identity.upper()}"] = token
+    env |= {name: value for name, value in (context or {}).items() if name in _SHARED_CONTEXT}
+    if operator_token is not None:
+        env["NEMO_OPERATOR_TOKEN"] = operator_token
     return env
+
+
+#: The context service's settings the `nemo` command reads too (snapshots, learner names).
+_SHARED_CONTEXT = frozenset(
+    {
+        "NEMO_CONTEXT_SNAPSHOT_DIR",
+        "NEMO_CONTEXT_PSEUDONYM_KEY_FILE",
+        "NEMO_CONTEXT_SNAPSHOT_MASTER_KEY_FILE",
+    }
+)
 
 
 class DevStackError(Exception):
@@ -332,7 +368,7 @@ async def up(
     with _database(state_dir) as (server_dsn, embedded):
         owner_dsn = await _ensure_database(server_dsn) if embedded else server_dsn
         await _prepare_database(owner_dsn)
-        agent_tokens = await _issue_demo_tokens(owner_dsn)
+        agent_tokens, operator_token = await _issue_demo_tokens(owner_dsn)
         services = ServiceProcesses(state_dir / "logs")
         environments = service_environments(
             owner_dsn, ports, caller_tokens, state_dir, role_passwords_from_env(os.environ)
@@ -357,6 +393,8 @@ async def up(
                 agent_tokens,
                 oauth_issuer=oauth_issuer,
                 local_model_port=local_model_port,
+                context=environments["context"],
+                operator_token=operator_token,
             )
             write_private(
                 state_dir / "dev.env",

@@ -36,7 +36,7 @@ CALLER_IDENTITIES: Mapping[str, tuple[str, ...]] = {
     "toolplane": ("context",),
     "audit": ("context",),
     "internal": ("gateway", "toolplane"),
-    "platform": ("toolplane",),
+    "platform": ("toolplane", "context"),
     "operator": ("toolplane",),
 }
 
@@ -84,6 +84,20 @@ def load_or_create_pseudonym_key(path: Path) -> Path:
     return path
 
 
+#: The snapshot master key of a local stack, in its state directory: kept across runs, so
+#: snapshots written by one run are read by the next and by `nemo rights`.
+MASTER_KEY_FILE = "snapshot-master.key"
+
+
+def load_or_create_master_key(state_dir: Path) -> Path:
+    """The snapshot master key of the stack whose state is ``state_dir``, created if missing."""
+    path = state_dir / MASTER_KEY_FILE
+    if not path.exists():
+        state_dir.mkdir(parents=True, exist_ok=True)
+        write_private(path, secrets.token_hex(32) + "\n")
+    return path
+
+
 def callers_of(service: str, tokens: Mapping[str, str]) -> str:
     """The caller tokens JSON a service accepts: those of the identities that may call it."""
     return json.dumps(
@@ -107,7 +121,8 @@ def service_environments(
     ``tokens`` holds one caller token per identity of :data:`CALLER_IDENTITIES`;
     ``role_passwords`` the passwords of the ``nemo_context`` / ``nemo_toolplane`` database roles
     (a role without one connects without a password). The context service's pseudonym key is
-    ``state_dir/pseudonym.key`` and its snapshots go to ``state_dir/snapshots``.
+    ``state_dir/pseudonym.key``, its snapshot master key ``state_dir/snapshot-master.key``
+    (created here when missing) and its snapshots go to ``state_dir/snapshots``.
     """
     context_dsn = dsn_with(
         owner_dsn, user="nemo_context", password=role_passwords.get("nemo_context")
@@ -123,6 +138,7 @@ def service_environments(
             "NEMO_CONTEXT_CALLER_TOKENS": callers_of("context", tokens),
             "NEMO_CONTEXT_PSEUDONYM_KEY_FILE": str(state_dir / "pseudonym.key"),
             "NEMO_CONTEXT_SNAPSHOT_DIR": str(state_dir / "snapshots"),
+            "NEMO_CONTEXT_SNAPSHOT_MASTER_KEY_FILE": str(load_or_create_master_key(state_dir)),
         },
         "gateway": {
             "NEMO_GATEWAY_LISTEN_ADDRESS": f"127.0.0.1:{ports.gateway}",

@@ -18,6 +18,8 @@ from pydantic import SecretStr
 
 from nemo_context.app import SERVICE_NAME, build
 from nemo_context.settings import ContextSettings
+from nemo_context.snapshots.keys import DataKeys, MasterKey
+from nemo_context.snapshots.store import SnapshotOwner
 from nemo_core.client import create_channel
 from nemo_core.db import Pool, connect, create_pool, init_connection
 from nemo_core.server import Server
@@ -91,11 +93,7 @@ def _counter_total(reader: InMemoryMetricReader, name: str, attributes: Mapping[
 @pytest.fixture(scope="session")
 def s3_session(s3_endpoint: S3Endpoint) -> aioboto3.Session:
     """An aioboto3 session signing for the test S3 API."""
-    return aioboto3.Session(
-        aws_access_key_id=s3_endpoint.access_key_id,
-        aws_secret_access_key=s3_endpoint.secret_access_key,
-        region_name=s3_endpoint.region,
-    )
+    return s3_endpoint.session()
 
 
 @pytest.fixture
@@ -105,6 +103,20 @@ async def s3_bucket(s3_endpoint: S3Endpoint, s3_session: aioboto3.Session) -> st
     async with s3_session.client("s3", endpoint_url=s3_endpoint.url) as s3:
         await s3.create_bucket(Bucket=name)
     return name
+
+
+TEST_MASTER_KEY = MasterKey(b"test-snapshot-master-key-0123456789abcdef")
+"""The snapshot master key of the tests' stores: one for all, as a deployment has one."""
+
+
+def keys_for(pool: Pool) -> DataKeys:
+    """Data keys under the tests' master key, read from and created in ``pool``'s database."""
+    return DataKeys(pool, TEST_MASTER_KEY)
+
+
+def owner_of(learner_ref: str) -> SnapshotOwner:
+    """The owner of a snapshot for a ref a test made up: its learner id picks the data key."""
+    return SnapshotOwner(f"L-test-{learner_ref[5:17]}", learner_ref)
 
 
 TEST_PSEUDONYM_KEY = "test-pseudonym-key-0123456789abcdef0123456789"
@@ -122,14 +134,18 @@ class RunningContextServer:
     """Token of each caller identity the server accepts."""
     _channels: dict[str, grpc.aio.Channel] = field(default_factory=dict)
 
-    def stub(self, caller: str) -> context_service_pb2_grpc.ContextServiceAsyncStub:
-        """A client stub that calls as ``caller`` (one of :attr:`caller_tokens`)."""
+    def channel(self, caller: str) -> grpc.aio.Channel:
+        """A channel that calls as ``caller`` (one of :attr:`caller_tokens`)."""
         channel = self._channels.get(caller)
         if channel is None:
             token = SecretStr(self.caller_tokens[caller])
             channel = create_channel(self.address, self.settings, token=token)
             self._channels[caller] = channel
-        return context_service_pb2_grpc.ContextServiceStub(channel)
+        return channel
+
+    def stub(self, caller: str) -> context_service_pb2_grpc.ContextServiceAsyncStub:
+        """A client stub that calls as ``caller`` (one of :attr:`caller_tokens`)."""
+        return context_service_pb2_grpc.ContextServiceStub(self.channel(caller))
 
     async def stop(self) -> None:
         """Close the client channels and shut the server down."""
@@ -146,7 +162,7 @@ StartContextServer = Callable[..., Awaitable[RunningContextServer]]
 @pytest.fixture(scope="session")
 def caller_tokens() -> Mapping[str, str]:
     """Tokens of the context service's callers, plus an ``operator`` the ACL does not list."""
-    identities = ("gateway", "toolplane", "audit", "operator")
+    identities = ("gateway", "toolplane", "audit", "platform", "operator")
     return {identity: f"{identity}-{secrets.token_hex(16)}" for identity in identities}
 
 

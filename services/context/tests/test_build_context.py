@@ -177,7 +177,9 @@ async def test_a_persisted_bundle_is_stored_in_the_local_directory_exactly_as_re
     bundle = (await _build(context_server, "gateway", "tutor_hint", persist=True)).bundle
     stored = await _assert_snapshot_is_what_was_returned(context_server, bundle)
     on_disk = (context_server.settings.snapshot_dir / bundle.input_ref).read_bytes()
-    assert on_disk == stored
+    # Sealed under the learner's data key: nothing of the bundle is on disk in the clear.
+    assert stored not in on_disk
+    assert bundle.learner_ref.encode() not in on_disk
     assert b"L-2041-1" not in on_disk
 
 

@@ -8,12 +8,17 @@ import dataclasses
 import json
 from collections.abc import AsyncIterator
 from datetime import UTC
+from pathlib import Path
 
+import grpc
 import grpc.aio
 import pytest
 
+from nemo_context.snapshots.keys import MasterKey
 from nemo_core.callers import CallerAcl
 from nemo_core.client import create_channel
+from nemo_core.db import connect
+from nemo_core.errors import error_details
 from nemo_core.limits import InFlightLimit
 from nemo_core.server import Server
 from nemo_core.settings import DEFAULT_CALLER_TOKEN_METADATA_KEY
@@ -32,7 +37,14 @@ from nemo_protos.gateway.v1 import gateway_service_pb2 as pb
 from nemo_protos.gateway.v1 import gateway_service_pb2_grpc as pb_grpc
 from nemo_testing.providers import Answer, ScriptedProvider
 
-from .gateway_testing import CONTEXT_CLIENT_TOKEN, FIXED_TIME, LLM_KEY, StartGateway, variables
+from .gateway_testing import (
+    CONTEXT_CLIENT_TOKEN,
+    FIXED_TIME,
+    LLM_KEY,
+    StartGateway,
+    start_context_service,
+    variables,
+)
 
 TOKENS = {"internal": "internal-token-for-cache-0123", "reports": "reports-token-for-cache-0123"}
 PASSAGE = answer_pb2.Passage(
@@ -220,3 +232,54 @@ def test_a_zero_size_turns_the_cache_off() -> None:
     cache = ResultCache(max_entries=0, ttl_seconds=60)
     cache.put(_key(), CachedRun("output", "MODEL", "", "", ""))
     assert cache.get(_key()) is None
+
+
+async def test_an_erased_learners_cached_result_is_never_served(
+    start_gateway: StartGateway,
+    provider: ScriptedProvider,
+    context_dsn: str,
+    owner_dsn: str,
+    tmp_path: Path,
+) -> None:
+    """The cache needs no invalidation: every lookup follows a fresh build, which the context
+    service refuses for an erased learner, so the entry it holds is never served again."""
+    master_key = "cache-erasure-master-key-0123456789abcdef012"
+    async with start_context_service(
+        context_dsn, tmp_path, snapshot_master_key=master_key
+    ) as context:
+        gateway = await start_gateway(context_address=context)
+        provider.script(Answer(json.dumps({"hint": "Gợi ý đã lưu."}, ensure_ascii=False)))
+        request = pb.RunPromptRequest(
+            prompt_id="learner.tutor_hint",
+            learner_id="L-2041-10",
+            variables=variables(node_id="math-08-algebraic-identities"),
+        )
+        first = await gateway.stub.RunPrompt(request, metadata=gateway.metadata, timeout=10)
+        again = await gateway.stub.RunPrompt(request, metadata=gateway.metadata, timeout=10)
+        assert (first.run.cache_hit, again.run.cache_hit) == (False, True)
+        owner = await connect(owner_dsn)
+        subject = MasterKey(master_key.encode()).subject("L-2041-10")
+        await owner.execute(
+            "INSERT INTO rights.blocks (subject, kind, request_id)"
+            " VALUES ($1, 'erased', 'CACHE-1')",
+            subject,
+        )
+        try:
+            refused = None
+            for _attempt in range(40):  # the context service reads blocks within seconds
+                try:
+                    served = await gateway.stub.RunPrompt(
+                        request, metadata=gateway.metadata, timeout=10
+                    )
+                except grpc.aio.AioRpcError as error:
+                    refused = error_details(error)
+                    break
+                assert served.run.cache_hit  # until the block applies, still the same entry
+                await asyncio.sleep(0.25)
+        finally:
+            await owner.execute("DELETE FROM rights.blocks WHERE request_id = 'CACHE-1'")
+            await owner.close()
+        assert refused is not None
+        assert (refused.code, refused.reason) == (grpc.StatusCode.NOT_FOUND, "CONTEXT_REJECTED")
+        assert refused.metadata["context_reason"] == "LEARNER_ERASED"
+        assert len(provider.requests) == 1

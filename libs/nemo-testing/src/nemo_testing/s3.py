@@ -30,6 +30,14 @@ class S3Endpoint:
     secret_access_key: str = SECRET_ACCESS_KEY
     region: str = REGION
 
+    def session(self) -> aioboto3.Session:
+        """An aioboto3 session signing for this endpoint."""
+        return aioboto3.Session(
+            aws_access_key_id=self.access_key_id,
+            aws_secret_access_key=self.secret_access_key,
+            region_name=self.region,
+        )
+
 
 @contextmanager
 def moto_s3_server() -> Iterator[S3Endpoint]:
@@ -56,12 +64,7 @@ def moto_s3_server() -> Iterator[S3Endpoint]:
 
 async def create_bucket(endpoint: S3Endpoint, bucket: str) -> None:
     """Create ``bucket`` on ``endpoint``; nothing when it exists already."""
-    session = aioboto3.Session(
-        aws_access_key_id=endpoint.access_key_id,
-        aws_secret_access_key=endpoint.secret_access_key,
-        region_name=endpoint.region,
-    )
-    async with session.client("s3", endpoint_url=endpoint.url) as client:
+    async with endpoint.session().client("s3", endpoint_url=endpoint.url) as client:
         with suppress(client.exceptions.BucketAlreadyOwnedByYou):
             await client.create_bucket(Bucket=bucket)
 

@@ -2,7 +2,8 @@
 
 The gateway builds prompt and conversation context, records turns and stores generated items in
 the item bank; the tool plane reads agent
-views, checks learner access and searches knowledge; only the audit caller reads snapshots.
+views, checks learner access and searches knowledge; only the audit caller reads snapshots; the
+platform records a person's data rights requests (RightsService).
 The second table says which kinds of purpose each caller may build: prompt and conversation
 purposes for the gateway, agent views for the tool plane.
 """
@@ -39,7 +40,9 @@ ACL = CallerAcl(
             "GetKnowledgeNode",
             "ListPurposes",
         },
-        "audit": {"GetSnapshot", "ListPurposes"},
+        "audit": {"GetSnapshot", "ListPurposes", "ListRetention"},
+        # The platform signs people in and records their data rights requests for them.
+        "platform": {"ListRetention", "SubmitRightsRequest", "GetRightsRequest"},
     }
 )
 

@@ -8,12 +8,19 @@ from nemo_context.conversation.builder import ConversationBuilder, ConversationS
 from nemo_context.gate.text import prepare as prepare_gate
 from nemo_context.pseudonym import pseudonymizer_from_settings
 from nemo_context.repository import PostgresLearnerRepository
+from nemo_context.rights.blocks import ProcessingBlocks
+from nemo_context.rights.servicer import RightsServicer
 from nemo_context.servicer import ContextServicer
 from nemo_context.settings import ContextSettings
-from nemo_context.snapshots.store import create_snapshot_store
+from nemo_context.snapshots.store import create_snapshot_store, master_key_from_settings
 from nemo_core.db import create_pool
 from nemo_core.server import Service, ServiceSetup
-from nemo_protos.context.v1 import context_service_pb2, context_service_pb2_grpc
+from nemo_protos.context.v1 import (
+    context_service_pb2,
+    context_service_pb2_grpc,
+    rights_service_pb2,
+    rights_service_pb2_grpc,
+)
 
 SERVICE_NAME = "context"
 
@@ -25,7 +32,9 @@ async def build(settings: ContextSettings) -> ServiceSetup:
         max_size=settings.database_pool_size,
         transaction_pooling=settings.database_transaction_pooling,
     )
-    snapshots = create_snapshot_store(settings, pool)
+    master = master_key_from_settings(settings)
+    snapshots = create_snapshot_store(settings, pool, master)
+    blocks = ProcessingBlocks(pool, master, on_erased=snapshots.keys.forget)
     prepare_gate()
     # One pseudonymizer for both builders: in development its key is random per process.
     pseudonymizer = pseudonymizer_from_settings(settings)
@@ -39,6 +48,7 @@ async def build(settings: ContextSettings) -> ServiceSetup:
         snapshots=snapshots,
         builder=builder,
         conversations=conversations,
+        blocks=blocks,
     )
     return ServiceSetup(
         services=[
@@ -46,7 +56,12 @@ async def build(settings: ContextSettings) -> ServiceSetup:
                 context_service_pb2_grpc.add_ContextServiceServicer_to_server,
                 servicer,
                 context_service_pb2.DESCRIPTOR.services_by_name["ContextService"],
-            )
+            ),
+            Service.from_servicer(
+                rights_service_pb2_grpc.add_RightsServiceServicer_to_server,
+                RightsServicer(pool, master),
+                rights_service_pb2.DESCRIPTOR.services_by_name["RightsService"],
+            ),
         ],
         acl=ACL,
         # No deadline_required: no RPC here calls another service (snapshot writes are bounded

@@ -171,7 +171,7 @@ async def build_context(
     bundle = await builder.build(
         request.learner_id, purpose, request.locale, as_of=as_of, reach=reach
     )
-    return await with_snapshot(snapshots, bundle) if request.persist else bundle
+    return await with_snapshot(snapshots, bundle, request.learner_id) if request.persist else bundle
 
 
 def evaluate_time(request: context_service_pb2.BuildContextRequest) -> datetime | None:

@@ -11,8 +11,10 @@ from nemo_context.access import check_learner_access
 from nemo_context.builder import ContextBuilder, build_context
 from nemo_context.conversation.builder import ConversationBuilder, build_conversation_context
 from nemo_context.conversation.record import record_turn
+from nemo_context.conversation.store import session_learner
 from nemo_context.item_bank import store_generated_items
 from nemo_context.purposes import purpose_table
+from nemo_context.rights.blocks import ProcessingBlocks
 from nemo_context.settings import ContextSettings
 from nemo_context.snapshots.reads import read_snapshot
 from nemo_context.snapshots.store import SnapshotStore
@@ -36,16 +38,19 @@ class ContextServicer(pb_grpc.ContextServiceServicer):
         snapshots: SnapshotStore,
         builder: ContextBuilder,
         conversations: ConversationBuilder,
+        blocks: ProcessingBlocks,
     ) -> None:
         self._settings = settings
         self._pool = pool
         self._snapshots = snapshots
         self._builder = builder
         self._conversations = conversations
+        self._blocks = blocks
 
     async def BuildContext(
         self, request: pb.BuildContextRequest, context: Context
     ) -> pb.BuildContextResponse:
+        await self._blocks.check(request.learner_id)
         bundle = await build_context(
             self._builder, self._snapshots, request, caller=current_caller()
         )
@@ -54,12 +59,22 @@ class ContextServicer(pb_grpc.ContextServiceServicer):
     async def BuildConversationContext(
         self, request: pb.BuildConversationContextRequest, context: Context
     ) -> pb.BuildConversationContextResponse:
-        bundle = await build_conversation_context(self._conversations, self._snapshots, request)
+        learner_id = await session_learner(self._pool, request.session_id)
+        if learner_id is not None:
+            await self._blocks.check(learner_id)
+        bundle = await build_conversation_context(
+            self._conversations, self._snapshots, request, learner_id or ""
+        )
         return pb.BuildConversationContextResponse(bundle=bundle.message)
 
     async def RecordTurn(
         self, request: pb.RecordTurnRequest, context: Context
     ) -> pb.RecordTurnResponse:
+        # A turn is only looked up when some learner is blocked, which is rarely the case.
+        if await self._blocks.any():
+            learner_id = await session_learner(self._pool, request.session_id)
+            if learner_id is not None:
+                await self._blocks.check(learner_id)
         return await record_turn(self._pool, request)
 
     async def CheckLearnerAccess(
@@ -90,7 +105,8 @@ class ContextServicer(pb_grpc.ContextServiceServicer):
     async def GetSnapshot(
         self, request: pb.GetSnapshotRequest, context: Context
     ) -> pb.GetSnapshotResponse:
-        return (await read_snapshot(self._snapshots, request.input_ref)).message
+        snapshot = await read_snapshot(self._snapshots, request.input_ref, self._blocks.erased_ref)
+        return snapshot.message
 
     async def ListPurposes(
         self, request: pb.ListPurposesRequest, context: Context

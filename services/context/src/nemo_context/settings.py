@@ -46,6 +46,13 @@ class ContextSettings(ServiceSettings):
         "learner refs change. Required outside development; in development an unset key means "
         "a random key per process (refs then change on every restart, and a warning says so).",
     )
+    snapshot_master_key: Annotated[SecretStr | None, SECRET_FILE] = Field(
+        None,
+        description="Secret that wraps each learner's snapshot data key and names learners in "
+        f"the rights tables, at least {MIN_PSEUDONYM_KEY_LENGTH} characters; losing it makes "
+        "every snapshot unreadable. Required outside development; in development an unset key "
+        "means a random key per process (snapshots then cannot be read after a restart).",
+    )
     snapshot_backend: Literal["local", "s3"] = Field(
         "local",
         description="Where context snapshots are written: a local directory (the embedded "
@@ -69,8 +76,8 @@ class ContextSettings(ServiceSettings):
     snapshot_retention_days: int = Field(
         30,
         gt=0,
-        description="Days a snapshot is kept: the bucket lifecycle rule and `nemo "
-        "purge-snapshots` delete older ones.",
+        description="Days a snapshot is kept: the bucket lifecycle rule and `nemo purge` "
+        "delete older ones.",
     )
     snapshot_write_timeout_seconds: float = Field(
         2.0,
@@ -106,6 +113,20 @@ class ContextSettings(ServiceSettings):
         elif len(self.pseudonym_key.get_secret_value()) < MIN_PSEUDONYM_KEY_LENGTH:
             raise ValueError(
                 f"the pseudonym key must be at least {MIN_PSEUDONYM_KEY_LENGTH} characters"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _check_master_key(self) -> Self:
+        if self.snapshot_master_key is None:
+            if self.environment != "development":
+                raise ValueError(
+                    f"the {self.environment} environment needs a snapshot master key: set "
+                    "NEMO_CONTEXT_SNAPSHOT_MASTER_KEY or NEMO_CONTEXT_SNAPSHOT_MASTER_KEY_FILE"
+                )
+        elif len(self.snapshot_master_key.get_secret_value()) < MIN_PSEUDONYM_KEY_LENGTH:
+            raise ValueError(
+                f"the snapshot master key must be at least {MIN_PSEUDONYM_KEY_LENGTH} characters"
             )
         return self
 

@@ -33,6 +33,7 @@ from nemo_core.db import LEARNER_IDS_SETTING, Pool, connect, init_connection, le
 from nemo_core.errors import ServiceError
 from nemo_protos.context.v1 import context_service_pb2 as service_pb
 from nemo_protos.context.v1 import conversation_pb2 as pb
+from services.context.tests.conftest import keys_for
 
 MakeSession = Callable[..., Awaitable[str]]
 CounterTotal = Callable[[str, Mapping[str, str]], int]
@@ -572,7 +573,10 @@ async def test_a_persisted_conversation_bundle_is_a_snapshot_read_back_as_one(
     context_pool: Pool, tmp_path: Path
 ) -> None:
     snapshots = DigestedSnapshotStore(
-        LocalDirectoryObjects(tmp_path / "snapshots"), context_pool, write_timeout_seconds=5
+        LocalDirectoryObjects(tmp_path / "snapshots"),
+        context_pool,
+        keys=keys_for(context_pool),
+        write_timeout_seconds=5,
     )
     request = service_pb.BuildConversationContextRequest(
         session_id="CS-L1-TUTOR",
@@ -582,7 +586,7 @@ async def test_a_persisted_conversation_bundle_is_a_snapshot_read_back_as_one(
     )
     try:
         returned = (
-            await build_conversation_context(builder(context_pool), snapshots, request)
+            await build_conversation_context(builder(context_pool), snapshots, request, "L-2041-1")
         ).message
         assert returned.input_ref.startswith("ai-context/")
         assert f"/{returned.learner_ref}/" in returned.input_ref
@@ -595,6 +599,7 @@ async def test_a_persisted_conversation_bundle_is_a_snapshot_read_back_as_one(
                 turn_id=request.turn_id,
                 current_user_message=request.current_user_message,
             ),
+            "L-2041-1",
         )
     finally:
         await snapshots.aclose()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import json
+import hashlib
 
 import aioboto3
 import grpc
@@ -38,10 +38,10 @@ async def get_error(
 
 
 def forged(stored: bytes) -> bytes:
-    """The same snapshot with one measure changed: still valid JSON of a bundle."""
-    document = json.loads(stored)
-    document["mastery"][0]["mastery"] = 0.99
-    return json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    """The sealed snapshot with one bit of its ciphertext flipped (whoever can write the bucket
+    but holds no key can do no more than that, or replace it whole)."""
+    middle = len(stored) // 2
+    return stored[:middle] + bytes([stored[middle] ^ 0x01]) + stored[middle + 1 :]
 
 
 async def test_only_the_audit_caller_reads_snapshots(context_server: RunningContextServer) -> None:
@@ -92,13 +92,15 @@ async def test_a_tampered_s3_object_is_data_loss(
         grpc.StatusCode.DATA_LOSS,
         "SNAPSHOT_DIGEST_MISMATCH",
     )
-    # Putting the original bytes back makes it readable again: the digest is what decides.
+    # Putting the original bytes back makes it readable again: the sealed bytes and the digest
+    # of what they hold are what decide.
     async with s3_session.client("s3", endpoint_url=s3_endpoint.url) as s3:
         await s3.put_object(Bucket=s3_bucket, Key=bundle.input_ref, Body=stored)
     snapshot = await server.stub("audit").GetSnapshot(
         pb.GetSnapshotRequest(input_ref=bundle.input_ref), timeout=TIMEOUT
     )
-    assert snapshot.canonical_json == stored
+    assert hashlib.sha256(snapshot.canonical_json).hexdigest() == bundle.snapshot_sha256
+    assert snapshot.canonical_json not in stored  # the bucket holds it sealed, never in the clear
 
 
 async def test_unknown_and_malformed_refs(context_server: RunningContextServer) -> None:

@@ -21,6 +21,7 @@ from nemo_context.snapshots.store import (
 from nemo_core.db import Pool, connect
 from nemo_protos.context.v1 import learner_context_pb2 as lc
 from nemo_testing.s3 import S3Endpoint
+from services.context.tests.conftest import keys_for, owner_of
 
 TODAY = datetime.now(UTC).date()
 
@@ -46,9 +47,13 @@ async def write_on(
     objects: SnapshotObjects, pool: Pool, day: date, learner_ref: str
 ) -> StoredSnapshot:
     written_at = datetime.combine(day, datetime.min.time(), UTC) + timedelta(hours=13)
-    store = DigestedSnapshotStore(objects, pool, write_timeout_seconds=10, clock=lambda: written_at)
+    store = DigestedSnapshotStore(
+        objects, pool, keys=keys_for(pool), write_timeout_seconds=10, clock=lambda: written_at
+    )
     stored = await persist_snapshot(
-        store, learner_ref, lc.ContextBundle(learner_ref=learner_ref, purpose="tutor_hint")
+        store,
+        owner_of(learner_ref),
+        lc.ContextBundle(learner_ref=learner_ref, purpose="tutor_hint"),
     )
     assert stored is not None
     return stored
@@ -103,7 +108,9 @@ async def test_purge_deletes_expired_days_and_their_digests_only(
     refs = [stored.input_ref for stored in expired + kept]
     assert await digest_rows(owner_dsn, refs) == {stored.input_ref for stored in kept}
     assert await objects.days() == sorted({boundary_day, TODAY})
-    store = DigestedSnapshotStore(objects, context_pool, write_timeout_seconds=10)
+    store = DigestedSnapshotStore(
+        objects, context_pool, keys=keys_for(context_pool), write_timeout_seconds=10
+    )
     for stored in kept:
         assert (await store.get(stored.input_ref)).sha256 == stored.sha256
     for stored in expired:

@@ -20,6 +20,7 @@ import pytest
 from google.protobuf import json_format
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from nemo_context.snapshots.keys import unseal
 from nemo_context.snapshots.objects import (
     LIFECYCLE_RULE_ID,
     LocalDirectoryObjects,
@@ -37,13 +38,14 @@ from nemo_context.snapshots.store import (
     canonical_json,
     persist_snapshot,
 )
-from nemo_core.db import Pool, create_pool
+from nemo_core.db import Pool, connect, create_pool
 from nemo_core.deadlines import set_time_remaining
 from nemo_core.errors import ServiceError
 from nemo_protos.context.v1 import conversation_pb2 as cv
 from nemo_protos.context.v1 import learner_context_pb2 as lc
 from nemo_testing.ports import free_port
 from nemo_testing.s3 import S3Endpoint
+from services.context.tests.conftest import keys_for, owner_of
 
 KEY = re.compile(r"^ai-context/(\d{4}-\d{2}-\d{2})/(nemo_[0-9a-f]{24})/[0-9a-f-]{36}\.json$")
 
@@ -129,7 +131,9 @@ async def objects(
 
 @pytest.fixture
 def store(objects: SnapshotObjects, context_pool: Pool) -> DigestedSnapshotStore:
-    return DigestedSnapshotStore(objects, context_pool, write_timeout_seconds=10)
+    return DigestedSnapshotStore(
+        objects, context_pool, keys=keys_for(context_pool), write_timeout_seconds=10
+    )
 
 
 async def overwrite(objects: SnapshotObjects, key: str, body: bytes) -> None:
@@ -142,19 +146,20 @@ async def test_persisted_snapshot_holds_exactly_the_bundle_and_its_digest(
 ) -> None:
     learner_ref = new_learner_ref()
     bundle = sample_bundle(learner_ref)
-    stored = await persist_snapshot(store, learner_ref, bundle)
+    stored = await persist_snapshot(store, owner_of(learner_ref), bundle)
 
     assert stored is not None
     match = KEY.match(stored.input_ref)
     assert match is not None
     assert match.group(1) == datetime.now(UTC).date().isoformat()
     assert match.group(2) == learner_ref
-    body = await store.objects.get(stored.input_ref)
-    assert body == canonical_json(bundle)
+    body = canonical_json(bundle)
+    key = await store.keys.for_learner(owner_of(learner_ref).learner_id)
+    assert unseal(key.key, stored.input_ref, await store.objects.get(stored.input_ref)) == body
     assert stored.sha256 == hashlib.sha256(body).hexdigest()
     async with context_pool.acquire() as conn:
         row = await conn.fetchrow(
-            "SELECT learner_ref, sha256, size_bytes FROM learning.context_snapshots"
+            "SELECT learner_ref, sha256, size_bytes, key_id FROM learning.context_snapshots"
             " WHERE input_ref = $1",
             stored.input_ref,
         )
@@ -163,6 +168,7 @@ async def test_persisted_snapshot_holds_exactly_the_bundle_and_its_digest(
         "learner_ref": learner_ref,
         "sha256": stored.sha256,
         "size_bytes": len(body),
+        "key_id": key.key_id,
     }
 
     verified = await store.get(stored.input_ref)
@@ -172,7 +178,7 @@ async def test_persisted_snapshot_holds_exactly_the_bundle_and_its_digest(
 
 async def test_tampered_object_is_detected(store: DigestedSnapshotStore) -> None:
     learner_ref = new_learner_ref()
-    stored = await persist_snapshot(store, learner_ref, sample_bundle(learner_ref))
+    stored = await persist_snapshot(store, owner_of(learner_ref), sample_bundle(learner_ref))
     assert stored is not None
     forged = sample_bundle(learner_ref)
     forged.mastery[0].mastery = 0.95
@@ -187,7 +193,7 @@ async def test_unknown_and_expired_snapshots_are_not_found(store: DigestedSnapsh
     with pytest.raises(SnapshotNotFoundError):
         await store.get(never_written)
 
-    stored = await persist_snapshot(store, learner_ref, sample_bundle(learner_ref))
+    stored = await persist_snapshot(store, owner_of(learner_ref), sample_bundle(learner_ref))
     assert stored is not None
     day = datetime.now(UTC).date()
     assert await store.objects.delete_day(day) >= 1  # what a lifecycle expiry does
@@ -211,10 +217,12 @@ async def test_a_failed_digest_write_returns_none_and_is_counted(
     # The object can be written but the database is gone: no input_ref may point at it.
     closed_pool = await create_pool(context_dsn, min_size=0, max_size=1)
     await closed_pool.close()
-    store = DigestedSnapshotStore(objects, closed_pool, write_timeout_seconds=10)
+    store = DigestedSnapshotStore(
+        objects, closed_pool, keys=keys_for(closed_pool), write_timeout_seconds=10
+    )
     learner_ref = new_learner_ref()
     before = counter_total("nemo.context.snapshot.failures", {"reason": "error"})
-    assert await persist_snapshot(store, learner_ref, sample_bundle(learner_ref)) is None
+    assert await persist_snapshot(store, owner_of(learner_ref), sample_bundle(learner_ref)) is None
     assert counter_total("nemo.context.snapshot.failures", {"reason": "error"}) == before + 1
 
 
@@ -228,12 +236,16 @@ async def test_unreachable_s3_endpoint_gives_none_counted_and_logged_without_lea
     objects = S3Objects(
         "snapshots", endpoint_url=nobody_listens, session=s3_session, timeout_seconds=1
     )
-    store = DigestedSnapshotStore(objects, context_pool, write_timeout_seconds=5)
+    store = DigestedSnapshotStore(
+        objects, context_pool, keys=keys_for(context_pool), write_timeout_seconds=5
+    )
     learner_ref = new_learner_ref()
     before = counter_total("nemo.context.snapshot.failures", {})
     try:
         with caplog.at_level(logging.WARNING, logger="nemo_context.snapshots.store"):
-            result = await persist_snapshot(store, learner_ref, sample_bundle(learner_ref))
+            result = await persist_snapshot(
+                store, owner_of(learner_ref), sample_bundle(learner_ref)
+            )
     finally:
         await objects.aclose()
     assert result is None
@@ -274,10 +286,12 @@ async def test_a_hanging_endpoint_is_abandoned_at_the_write_timeout(
     black_holed_objects: S3Objects,
     counter_total: Callable[[str, Mapping[str, str]], int],
 ) -> None:
-    store = DigestedSnapshotStore(black_holed_objects, context_pool, write_timeout_seconds=0.3)
+    store = DigestedSnapshotStore(
+        black_holed_objects, context_pool, keys=keys_for(context_pool), write_timeout_seconds=0.3
+    )
     learner_ref = new_learner_ref()
     before = counter_total("nemo.context.snapshot.failures", {"reason": "timeout"})
-    result = await persist_snapshot(store, learner_ref, sample_bundle(learner_ref))
+    result = await persist_snapshot(store, owner_of(learner_ref), sample_bundle(learner_ref))
     assert result is None
     assert counter_total("nemo.context.snapshot.failures", {"reason": "timeout"}) == before + 1
 
@@ -335,15 +349,31 @@ async def test_purging_a_day_of_a_versioned_bucket_leaves_no_version_behind(
     assert left == [kept]
 
 
+async def _key_id(pool: Pool, input_ref: str) -> uuid.UUID:
+    key_id: uuid.UUID = await pool.fetchval(
+        "SELECT key_id FROM learning.context_snapshots WHERE input_ref = $1", input_ref
+    )
+    return key_id
+
+
 async def test_local_snapshots_are_private_files(tmp_path: Path, context_pool: Pool) -> None:
     store = DigestedSnapshotStore(
-        LocalDirectoryObjects(tmp_path), context_pool, write_timeout_seconds=10
+        LocalDirectoryObjects(tmp_path),
+        context_pool,
+        keys=keys_for(context_pool),
+        write_timeout_seconds=10,
     )
     learner_ref = new_learner_ref()
-    stored = await persist_snapshot(store, learner_ref, sample_bundle(learner_ref))
+    stored = await persist_snapshot(store, owner_of(learner_ref), sample_bundle(learner_ref))
     assert isinstance(stored, StoredSnapshot)
     path = tmp_path / stored.input_ref
-    assert path.read_bytes() == canonical_json(sample_bundle(learner_ref))
+    # Sealed under the learner's data key: the file holds none of the bundle in the clear.
+    data_key = await store.keys.by_id(await _key_id(context_pool, stored.input_ref))
+    assert data_key is not None
+    assert learner_ref.encode() not in path.read_bytes()
+    assert unseal(data_key, stored.input_ref, path.read_bytes()) == canonical_json(
+        sample_bundle(learner_ref)
+    )
     assert path.stat().st_mode & 0o077 == 0
     assert path.parent.stat().st_mode & 0o077 == 0
     assert not [p for p in path.parent.iterdir() if p.name.startswith(".tmp-")]
@@ -354,9 +384,12 @@ async def test_unreadable_storage_is_unavailable_not_internal(
 ) -> None:
     learner_ref = new_learner_ref()
     written = DigestedSnapshotStore(
-        LocalDirectoryObjects(tmp_path), context_pool, write_timeout_seconds=10
+        LocalDirectoryObjects(tmp_path),
+        context_pool,
+        keys=keys_for(context_pool),
+        write_timeout_seconds=10,
     )
-    stored = await persist_snapshot(written, learner_ref, sample_bundle(learner_ref))
+    stored = await persist_snapshot(written, owner_of(learner_ref), sample_bundle(learner_ref))
     assert stored is not None
     # The digest is recorded, but the storage the reader points at does not answer.
     dead = S3Objects(
@@ -368,7 +401,9 @@ async def test_unreadable_storage_is_unavailable_not_internal(
     try:
         with pytest.raises(ServiceError) as caught:
             await read_snapshot(
-                DigestedSnapshotStore(dead, context_pool, write_timeout_seconds=10),
+                DigestedSnapshotStore(
+                    dead, context_pool, keys=keys_for(context_pool), write_timeout_seconds=10
+                ),
                 stored.input_ref,
             )
     finally:
@@ -383,12 +418,14 @@ async def test_a_hanging_write_gives_up_at_the_callers_deadline(
     context_pool: Pool, black_holed_objects: S3Objects
 ) -> None:
     # The store would wait 30 s; the RPC being served has 0.5 s left.
-    store = DigestedSnapshotStore(black_holed_objects, context_pool, write_timeout_seconds=30)
+    store = DigestedSnapshotStore(
+        black_holed_objects, context_pool, keys=keys_for(context_pool), write_timeout_seconds=30
+    )
     learner_ref = new_learner_ref()
 
     async def within_an_rpc() -> StoredSnapshot | None:
         set_time_remaining(0.5)
-        return await persist_snapshot(store, learner_ref, sample_bundle(learner_ref))
+        return await persist_snapshot(store, owner_of(learner_ref), sample_bundle(learner_ref))
 
     # A bound on correctness, not speed: the caller's deadline must be respected.
     async with asyncio.timeout(5):
@@ -465,7 +502,7 @@ async def test_a_snapshot_stored_under_the_old_timestamp_names_reads_back_whole(
     bundle = bundle_with_every_timestamp(learner_ref)
     body = written_before_the_tidy(bundle)
     assert b"_time" not in body
-    stored = await store.put(learner_ref, body)
+    stored = await store.put(owner_of(learner_ref), body)
 
     snapshot = (await read_snapshot(store, stored.input_ref)).message
     assert snapshot.canonical_json == body  # the stored bytes, as hashed, never rewritten
@@ -478,7 +515,7 @@ async def test_a_snapshot_of_the_current_names_reads_back_unchanged(
 ) -> None:
     learner_ref = new_learner_ref()
     bundle = bundle_with_every_timestamp(learner_ref)
-    stored = await persist_snapshot(store, learner_ref, bundle)
+    stored = await persist_snapshot(store, owner_of(learner_ref), bundle)
     assert stored is not None
     assert (await read_snapshot(store, stored.input_ref)).message.bundle == bundle
 
@@ -490,6 +527,34 @@ async def test_struct_keys_that_look_like_old_names_are_data_and_stay(
     bundle = cv.ConversationBundle(session_id="S-1", turn_id="T-1", learner_ref=learner_ref)
     json_format.ParseDict({"built_at": "hôm qua", "due_at": {"built_at": 1}},
                           bundle.state.extracted_info)  # fmt: skip
-    stored = await store.put(learner_ref, canonical_json(bundle), kind=CONVERSATION_KIND)
+    stored = await store.put(owner_of(learner_ref), canonical_json(bundle), kind=CONVERSATION_KIND)
     snapshot = (await read_snapshot(store, stored.input_ref)).message
     assert snapshot.conversation_bundle == bundle
+
+
+async def test_a_key_destroyed_under_a_cached_copy_fails_one_snapshot_and_is_read_again(
+    tmp_path: Path, context_pool: Pool, owner_dsn: str
+) -> None:
+    store = DigestedSnapshotStore(
+        LocalDirectoryObjects(tmp_path), context_pool, keys=keys_for(context_pool),
+        write_timeout_seconds=10,
+    )  # fmt: skip
+    learner_ref = new_learner_ref()
+    owner = owner_of(learner_ref)
+    first = await persist_snapshot(store, owner, sample_bundle(learner_ref))
+    assert first is not None
+    conn = await connect(owner_dsn)
+    try:
+        # What an erasure or a purge of the key does, while this store still holds it.
+        await conn.execute(
+            "DELETE FROM learning.snapshot_keys WHERE subject = $1",
+            store.keys.master.subject(owner.learner_id),
+        )
+    finally:
+        await conn.close()
+    assert await persist_snapshot(store, owner, sample_bundle(learner_ref)) is None
+    third = await persist_snapshot(store, owner, sample_bundle(learner_ref))
+    assert third is not None
+    assert (await store.get(third.input_ref)).sha256 == third.sha256
+    with pytest.raises(SnapshotNotFoundError):
+        await store.get(first.input_ref)  # its digest went with its key

@@ -297,8 +297,10 @@ async def build_conversation_context(
     builder: ConversationBuilder,
     snapshots: SnapshotStore,
     request: service_pb.BuildConversationContextRequest,
+    learner_id: str,
 ) -> Gated[pb.ConversationBundle]:
     """BuildConversationContext: the gated bundle, with its snapshot reference when ``persist``
-    is set and the snapshot could be written (a failed write returns the bundle without one)."""
+    is set and the snapshot could be written (a failed write returns the bundle without one).
+    ``learner_id`` is the session's learner, whose data key seals the snapshot."""
     bundle = await builder.build(request)
-    return await with_snapshot(snapshots, bundle) if request.persist else bundle
+    return await with_snapshot(snapshots, bundle, learner_id) if request.persist else bundle

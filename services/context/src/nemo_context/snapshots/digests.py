@@ -9,6 +9,7 @@ others.
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Final
@@ -18,9 +19,10 @@ from nemo_core.db import Pool, untraced
 
 _INSERT_ROWS: Final = """
     INSERT INTO learning.context_snapshots
-        (input_ref, learner_ref, sha256, size_bytes, created_at, kind)
+        (input_ref, learner_ref, sha256, size_bytes, created_at, kind, key_id)
     SELECT * FROM unnest(
-        $1::text[], $2::text[], $3::text[], $4::integer[], $5::timestamptz[], $6::text[]
+        $1::text[], $2::text[], $3::text[], $4::integer[], $5::timestamptz[], $6::text[],
+        $7::uuid[]
     )
 """
 
@@ -36,6 +38,8 @@ class DigestRow:
     created_at: datetime
     kind: str = "context"
     """``context`` (a BuildContext bundle) or ``conversation`` (a conversation bundle)."""
+    key_id: uuid.UUID | None = None
+    """The learner's data key the object is sealed under."""
 
 
 class DigestRecorder:
@@ -78,6 +82,7 @@ class DigestRecorder:
                     [row.size_bytes for row in rows],
                     [row.created_at for row in rows],
                     [row.kind for row in rows],
+                    [row.key_id for row in rows],
                 )
 
     async def aclose(self) -> None:

@@ -9,10 +9,11 @@ never name anything else.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import shutil
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from contextlib import AsyncExitStack
 from datetime import date
 from pathlib import Path
@@ -32,6 +33,13 @@ KEY_PATTERN = re.compile(
     r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.json\Z"
 )
 _DAY_PATTERN = re.compile(r"^\d{4}-\d{2}-\d{2}\Z")
+
+LEDGER_PREFIX = "rights-ledger/"
+#: Entries of the erasure ledger: one per request, named by the request id.
+LEDGER_KEY_PATTERN = re.compile(r"^rights-ledger/[A-Za-z0-9][A-Za-z0-9._:-]{2,63}\.json\Z")
+#: The start of a learner's snapshot directory name: ``nemo_`` and 12 hex digits, which both
+#: widths of ref begin with.
+REF_PREFIX_PATTERN = re.compile(r"^nemo_[0-9a-f]{12}\Z")
 
 #: Id of the lifecycle rule this service owns in a snapshot bucket; other rules are kept.
 LIFECYCLE_RULE_ID = "nemo-context-snapshot-retention"
@@ -64,6 +72,28 @@ def check_key(key: str) -> str:
     return key
 
 
+def ledger_key(request_id: str) -> str:
+    """The ledger entry of a request; ``ValueError`` for an id that cannot name one."""
+    key = f"{LEDGER_PREFIX}{request_id}.json"
+    if not LEDGER_KEY_PATTERN.match(key):
+        raise ValueError("not a request id")
+    return key
+
+
+def _ref_prefix(refs: Collection[str]) -> str:
+    """The start all ``refs`` share, which lists their directories (and maybe others')."""
+    prefixes = {ref[: len("nemo_") + 12] for ref in refs}
+    if len(prefixes) != 1 or not REF_PREFIX_PATTERN.match(next(iter(prefixes))):
+        raise ValueError("refs of one learner share their first 12 hex digits")
+    return prefixes.pop()
+
+
+def _under(key: str, refs: Collection[str]) -> bool:
+    """Whether ``key`` is a snapshot key in the directory of one of ``refs`` exactly."""
+    match = KEY_PATTERN.match(key)
+    return match is not None and key.split("/")[2] in refs
+
+
 def _parse_day(text: str) -> date | None:
     if not _DAY_PATTERN.match(text):
         return None
@@ -87,6 +117,23 @@ class SnapshotObjects(Protocol):
 
     async def delete_day(self, day: date) -> int:
         """Delete every snapshot of ``day``; returns how many objects were deleted."""
+
+    async def learner_keys(self, refs: Collection[str]) -> list[str]:
+        """Keys of every stored version of the snapshots under ``refs`` (the refs of one
+        learner, which share their first 12 hex digits), one entry per version."""
+
+    async def delete_learner(self, refs: Collection[str]) -> int:
+        """Delete every version of every snapshot under ``refs``; returns how many versions
+        were deleted."""
+
+    async def put_ledger(self, request_id: str, body: bytes) -> None:
+        """Store the erasure ledger entry of ``request_id``, replacing an earlier one."""
+
+    async def ledger(self) -> dict[str, bytes]:
+        """Every ledger entry, by request id."""
+
+    async def delete_ledger(self, request_id: str) -> None:
+        """Delete the ledger entry of ``request_id`` (every version)."""
 
     async def aclose(self) -> None:
         """Release connections."""
@@ -176,6 +223,58 @@ class LocalDirectoryObjects:
         )
         shutil.rmtree(day_dir)
         return count
+
+    def _learner_paths(self, refs: Collection[str]) -> list[Path]:
+        pattern = f"{SNAPSHOT_PREFIX}*/{_ref_prefix(refs)}*/*.json"
+        return [
+            path
+            for path in sorted(self._root.glob(pattern))
+            if _under(path.relative_to(self._root).as_posix(), refs)
+        ]
+
+    async def learner_keys(self, refs: Collection[str]) -> list[str]:
+        paths = await asyncio.to_thread(self._learner_paths, refs)
+        return [path.relative_to(self._root).as_posix() for path in paths]
+
+    async def delete_learner(self, refs: Collection[str]) -> int:
+        return await asyncio.to_thread(self._delete_learner, refs)
+
+    def _delete_learner(self, refs: Collection[str]) -> int:
+        paths = self._learner_paths(refs)
+        for path in paths:
+            path.unlink(missing_ok=True)
+        for directory in {path.parent for path in paths}:
+            with contextlib.suppress(OSError):  # not empty: a snapshot written meanwhile
+                directory.rmdir()
+        return len(paths)
+
+    async def put_ledger(self, request_id: str, body: bytes) -> None:
+        path = self._root / ledger_key(request_id)
+        await asyncio.to_thread(self._write_ledger, path, body)
+
+    def _write_ledger(self, path: Path, body: bytes) -> None:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        temporary = path.with_name(f".tmp-{path.name}")
+        temporary.write_bytes(body)
+        temporary.chmod(0o600)
+        os.replace(temporary, path)
+
+    async def ledger(self) -> dict[str, bytes]:
+        return await asyncio.to_thread(self._ledger)
+
+    def _ledger(self) -> dict[str, bytes]:
+        directory = self._root / LEDGER_PREFIX
+        if not directory.is_dir():
+            return {}
+        return {
+            path.name.removesuffix(".json"): path.read_bytes()
+            for path in sorted(directory.glob("*.json"))
+            if LEDGER_KEY_PATTERN.match(path.relative_to(self._root).as_posix())
+        }
+
+    async def delete_ledger(self, request_id: str) -> None:
+        path = self._root / ledger_key(request_id)
+        await asyncio.to_thread(path.unlink, missing_ok=True)
 
     async def aclose(self) -> None:
         await self._writes.aclose()
@@ -272,6 +371,73 @@ class S3Objects:
         for start in range(0, len(versions), _DELETE_BATCH):
             await self._delete_batch(s3, versions[start : start + _DELETE_BATCH])
         return len(objects)
+
+    async def _versions(self, s3: Any, prefix: str) -> list[dict[str, str]]:
+        """Every version and delete marker under ``prefix``."""
+        found: list[dict[str, str]] = []
+        paginator = s3.get_paginator("list_object_versions")
+        async for page in paginator.paginate(Bucket=self.bucket, Prefix=prefix):
+            for item in (*page.get("Versions", []), *page.get("DeleteMarkers", [])):
+                found.append({"Key": item["Key"], "VersionId": item["VersionId"]})
+        return found
+
+    async def _version_days(self, s3: Any) -> list[str]:
+        """Every day directory holding any version (current or not) of a snapshot."""
+        days: set[str] = set()
+        paginator = s3.get_paginator("list_object_versions")
+        async for page in paginator.paginate(
+            Bucket=self.bucket, Prefix=SNAPSHOT_PREFIX, Delimiter="/"
+        ):
+            days.update(common["Prefix"] for common in page.get("CommonPrefixes", []))
+        return sorted(days)
+
+    async def _learner_versions(self, refs: Collection[str]) -> list[dict[str, str]]:
+        ref_prefix = _ref_prefix(refs)
+        s3 = await self._s3()
+        found: list[dict[str, str]] = []
+        for day in await self._version_days(s3):
+            versions = await self._versions(s3, f"{day}{ref_prefix}")
+            found.extend(version for version in versions if _under(version["Key"], refs))
+        return found
+
+    async def learner_keys(self, refs: Collection[str]) -> list[str]:
+        return [version["Key"] for version in await self._learner_versions(refs)]
+
+    async def delete_learner(self, refs: Collection[str]) -> int:
+        versions = await self._learner_versions(refs)
+        s3 = await self._s3()
+        for start in range(0, len(versions), _DELETE_BATCH):
+            await self._delete_batch(s3, versions[start : start + _DELETE_BATCH])
+        return len(versions)
+
+    async def put_ledger(self, request_id: str, body: bytes) -> None:
+        s3 = await self._s3()
+        await s3.put_object(
+            Bucket=self.bucket,
+            Key=ledger_key(request_id),
+            Body=body,
+            ContentType="application/json",
+        )
+
+    async def ledger(self) -> dict[str, bytes]:
+        s3 = await self._s3()
+        entries: dict[str, bytes] = {}
+        paginator = s3.get_paginator("list_objects_v2")
+        async for page in paginator.paginate(Bucket=self.bucket, Prefix=LEDGER_PREFIX):
+            for item in page.get("Contents", []):
+                if not LEDGER_KEY_PATTERN.match(item["Key"]):
+                    continue
+                response = await s3.get_object(Bucket=self.bucket, Key=item["Key"])
+                async with response["Body"] as stream:
+                    body: bytes = await stream.read()
+                entries[item["Key"][len(LEDGER_PREFIX) : -len(".json")]] = body
+        return entries
+
+    async def delete_ledger(self, request_id: str) -> None:
+        s3 = await self._s3()
+        versions = await self._versions(s3, ledger_key(request_id))
+        if versions:
+            await self._delete_batch(s3, versions)
 
     async def _delete_batch(self, s3: Any, versions: Sequence[dict[str, str]]) -> None:
         response = await s3.delete_objects(

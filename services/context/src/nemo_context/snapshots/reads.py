@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Awaitable, Callable
 
 import grpc
 from botocore.exceptions import BotoCoreError, ClientError
@@ -25,11 +26,21 @@ from nemo_protos.context.v1.error_reason_pb2 import ErrorReason
 logger = logging.getLogger(__name__)
 
 
-async def read_snapshot(store: SnapshotStore, input_ref: str) -> Gated[pb.GetSnapshotResponse]:
+async def _never_erased(_learner_ref: str) -> bool:
+    return False
+
+
+async def read_snapshot(
+    store: SnapshotStore,
+    input_ref: str,
+    erased_ref: Callable[[str], Awaitable[bool]] = _never_erased,
+) -> Gated[pb.GetSnapshotResponse]:
     """The snapshot under ``input_ref`` after its digest was verified.
 
     Errors: INVALID_ARGUMENT / ``INVALID_INPUT_REF`` for anything not shaped like a snapshot key,
-    NOT_FOUND / ``SNAPSHOT_NOT_FOUND`` when nothing is recorded or the object has expired,
+    NOT_FOUND / ``SNAPSHOT_ERASED`` when the learner it was about was erased (``erased_ref`` says
+    so of its ref), NOT_FOUND / ``SNAPSHOT_NOT_FOUND`` when nothing is recorded or the object has
+    expired,
     DATA_LOSS / ``SNAPSHOT_DIGEST_MISMATCH`` when the stored bytes were altered after writing,
     UNAVAILABLE / ``SNAPSHOT_STORE_UNAVAILABLE`` when the object storage cannot be read.
     """
@@ -42,6 +53,12 @@ async def read_snapshot(store: SnapshotStore, input_ref: str) -> Gated[pb.GetSna
     try:
         snapshot = await store.get(input_ref)
     except SnapshotNotFoundError:
+        if await erased_ref(input_ref.split("/")[2]):
+            raise service_error(
+                grpc.StatusCode.NOT_FOUND,
+                ErrorReason.SNAPSHOT_ERASED,
+                "the learner this snapshot was about was erased; its data key is destroyed",
+            ) from None
         raise service_error(
             grpc.StatusCode.NOT_FOUND,
             ErrorReason.SNAPSHOT_NOT_FOUND,

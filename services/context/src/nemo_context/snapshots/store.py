@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Final, Protocol, TypeVar
 
+import asyncpg
 from google.protobuf.message import Message
 from opentelemetry import metrics
 
@@ -33,6 +34,7 @@ from nemo_context.gate import Gated
 from nemo_context.proto_json import message_to_json_object
 from nemo_context.settings import ContextSettings
 from nemo_context.snapshots.digests import DigestRecorder, DigestRow
+from nemo_context.snapshots.keys import DataKeys, MasterKey, SnapshotSealError, seal, unseal
 from nemo_context.snapshots.objects import (
     SNAPSHOT_PREFIX,
     LocalDirectoryObjects,
@@ -53,12 +55,14 @@ __all__ = [
     "SNAPSHOT_KINDS",
     "SnapshotDigestMismatchError",
     "SnapshotNotFoundError",
+    "SnapshotOwner",
     "SnapshotStore",
     "StoredSnapshot",
     "VerifiedSnapshot",
     "canonical_json",
     "create_snapshot_objects",
     "create_snapshot_store",
+    "master_key_from_settings",
     "persist_snapshot",
     "snapshot_key",
     "with_snapshot",
@@ -104,6 +108,14 @@ def snapshot_key(learner_ref: str, created_at: datetime, snapshot_id: uuid.UUID)
 
 
 @dataclass(frozen=True)
+class SnapshotOwner:
+    """The learner a snapshot is about: its id picks the data key, its ref names the object."""
+
+    learner_id: str
+    learner_ref: str
+
+
+@dataclass(frozen=True)
 class StoredSnapshot:
     """Where a snapshot was stored and the digest recorded for it."""
 
@@ -133,8 +145,10 @@ class SnapshotDigestMismatchError(Exception):
 class SnapshotStore(Protocol):
     """Stores snapshots and reads them back verified."""
 
-    async def put(self, learner_ref: str, body: bytes, kind: str = CONTEXT_KIND) -> StoredSnapshot:
-        """Store ``body`` (a bundle of ``kind``) for ``learner_ref`` and record its digest."""
+    async def put(
+        self, owner: SnapshotOwner, body: bytes, kind: str = CONTEXT_KIND
+    ) -> StoredSnapshot:
+        """Store ``body`` (a bundle of ``kind``) about ``owner`` and record its digest."""
 
     async def get(self, input_ref: str) -> VerifiedSnapshot:
         """Read a snapshot back, verified against its recorded digest."""
@@ -144,7 +158,13 @@ class SnapshotStore(Protocol):
 
 
 class DigestedSnapshotStore:
-    """Snapshot objects in a :class:`SnapshotObjects` backend, digests in PostgreSQL."""
+    """Snapshot objects in a :class:`SnapshotObjects` backend, sealed under the learner's data
+    key; digests in PostgreSQL.
+
+    The digest is the SHA-256 of the canonical JSON, before sealing: the ``snapshot_sha256`` a
+    bundle carries is what an auditor can recompute from what ``GetSnapshot`` returns. Reading
+    opens the sealed object (AES-GCM authenticates it) and then compares the digest.
+    """
 
     def __init__(
         self,
@@ -152,48 +172,81 @@ class DigestedSnapshotStore:
         pool: Pool,
         *,
         write_timeout_seconds: float,
+        keys: DataKeys,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self.objects = objects
+        self.keys = keys
         self._pool = pool
         self._digests = DigestRecorder(pool)
         self._write_timeout = write_timeout_seconds
         self._clock = clock
 
-    async def put(self, learner_ref: str, body: bytes, kind: str = CONTEXT_KIND) -> StoredSnapshot:
+    async def put(
+        self, owner: SnapshotOwner, body: bytes, kind: str = CONTEXT_KIND
+    ) -> StoredSnapshot:
         created_at = self._clock()
         stored = StoredSnapshot(
-            input_ref=snapshot_key(learner_ref, created_at, uuid.uuid4()),
+            input_ref=snapshot_key(owner.learner_ref, created_at, uuid.uuid4()),
             sha256=hashlib.sha256(body).hexdigest(),
         )
         async with asyncio.timeout(self._write_timeout):
+            data_key = await self.keys.for_learner(owner.learner_id)
             # Object first: a digest row always points at an object that was fully written.
-            await self.objects.put(stored.input_ref, body)
-            await self._digests.record(
-                DigestRow(stored.input_ref, learner_ref, stored.sha256, len(body), created_at, kind)
-            )
+            await self.objects.put(stored.input_ref, seal(data_key.key, stored.input_ref, body))
+            try:
+                await self._digests.record(
+                    DigestRow(
+                        stored.input_ref,
+                        owner.learner_ref,
+                        stored.sha256,
+                        len(body),
+                        created_at,
+                        kind,
+                        data_key.key_id,
+                    )
+                )
+            except asyncpg.ForeignKeyViolationError:
+                # The key was destroyed (an erasure, or a purge of an unused key) while this
+                # process held it: the next snapshot reads the learner's key again.
+                self.keys.forget(self.keys.master.subject(owner.learner_id))
+                raise
         return stored
 
     async def get(self, input_ref: str) -> VerifiedSnapshot:
         check_key(input_ref)
         async with self._pool.acquire() as conn:
             row = await conn.fetchrow(
-                "SELECT sha256, kind FROM learning.context_snapshots WHERE input_ref = $1",
+                "SELECT sha256, kind, key_id FROM learning.context_snapshots WHERE input_ref = $1",
                 input_ref,
             )
         if row is None:
             raise SnapshotNotFoundError(input_ref)
         recorded: str = row["sha256"]
         try:
-            body = await self.objects.get(input_ref)
+            stored = await self.objects.get(input_ref)
         except ObjectNotFoundError:
             raise SnapshotNotFoundError(input_ref) from None
+        body = await self._opened(input_ref, row["key_id"], stored)
         actual = hashlib.sha256(body).hexdigest()
         if not hmac.compare_digest(actual, recorded):
             raise SnapshotDigestMismatchError(input_ref)
         return VerifiedSnapshot(
             input_ref=input_ref, sha256=actual, canonical_json=body, kind=row["kind"]
         )
+
+    async def _opened(self, input_ref: str, key_id: uuid.UUID | None, stored: bytes) -> bytes:
+        """The canonical JSON of a stored object; written in the clear before keys existed."""
+        if key_id is None:
+            return stored
+        data_key = await self.keys.by_id(key_id)
+        if data_key is None:
+            # Destroyed between the digest read and now: the learner was just erased.
+            raise SnapshotNotFoundError(input_ref)
+        try:
+            return unseal(data_key, input_ref, stored)
+        except SnapshotSealError:
+            raise SnapshotDigestMismatchError(input_ref) from None
 
     async def aclose(self) -> None:
         await self._digests.aclose()
@@ -214,12 +267,28 @@ def create_snapshot_objects(settings: ContextSettings) -> SnapshotObjects:
     return LocalDirectoryObjects(settings.snapshot_dir)
 
 
-def create_snapshot_store(settings: ContextSettings, pool: Pool) -> DigestedSnapshotStore:
-    """The snapshot store of a context server: its backend plus digests in ``pool``'s database."""
+def master_key_from_settings(settings: ContextSettings) -> MasterKey:
+    """The configured snapshot master key; in development without one, a random key for this
+    process (its snapshots cannot be read after a restart, and a warning says so)."""
+    if settings.snapshot_master_key is not None:
+        return MasterKey(settings.snapshot_master_key.get_secret_value().encode("utf-8"))
+    logger.warning(
+        "no snapshot master key configured: using a random key for this process, so its "
+        "snapshots cannot be read after a restart (set NEMO_CONTEXT_SNAPSHOT_MASTER_KEY_FILE)"
+    )
+    return MasterKey.ephemeral()
+
+
+def create_snapshot_store(
+    settings: ContextSettings, pool: Pool, master: MasterKey | None = None
+) -> DigestedSnapshotStore:
+    """The snapshot store of a context server: its backend, its data keys (under ``master``, by
+    default the configured one) and digests in ``pool``'s database."""
     return DigestedSnapshotStore(
         create_snapshot_objects(settings),
         pool,
         write_timeout_seconds=settings.snapshot_write_timeout_seconds,
+        keys=DataKeys(pool, master or master_key_from_settings(settings)),
     )
 
 
@@ -236,7 +305,7 @@ def _time_left_for_snapshot() -> float | None:
 
 
 async def persist_snapshot(
-    store: SnapshotStore, learner_ref: str, bundle: Message
+    store: SnapshotStore, owner: SnapshotOwner, bundle: Message
 ) -> StoredSnapshot | None:
     """Store the canonical JSON of ``bundle``; ``None`` when that failed. Never raises.
 
@@ -247,7 +316,7 @@ async def persist_snapshot(
         # Never past the caller's deadline: a late snapshot must not cost the caller its bundle.
         async with asyncio.timeout(_time_left_for_snapshot()):
             return await store.put(
-                learner_ref, canonical_json(bundle), SNAPSHOT_KINDS[bundle.DESCRIPTOR.full_name]
+                owner, canonical_json(bundle), SNAPSHOT_KINDS[bundle.DESCRIPTOR.full_name]
             )
     except Exception as error:
         # The error's text may carry the key, which names the pseudonym: only its type is logged.
@@ -263,7 +332,7 @@ async def persist_snapshot(
 _B = TypeVar("_B", ContextBundle, ConversationBundle)
 
 
-async def with_snapshot(store: SnapshotStore, bundle: Gated[_B]) -> Gated[_B]:
+async def with_snapshot(store: SnapshotStore, bundle: Gated[_B], learner_id: str) -> Gated[_B]:
     """``bundle`` with the ``input_ref`` and ``snapshot_sha256`` of its stored snapshot; as it
     is when the snapshot could not be written (see :func:`persist_snapshot`).
 
@@ -271,7 +340,9 @@ async def with_snapshot(store: SnapshotStore, bundle: Gated[_B]) -> Gated[_B]:
     the snapshot itself.
     """
     returned = bundle.message
-    stored = await persist_snapshot(store, returned.learner_ref, returned)
+    stored = await persist_snapshot(
+        store, SnapshotOwner(learner_id, returned.learner_ref), returned
+    )
     if stored is None:
         return bundle
     return bundle.with_text(input_ref=stored.input_ref, snapshot_sha256=stored.sha256)

@@ -487,6 +487,71 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
           "domain": "context",
           "metadata": {} }
     """
+    LEARNER_RESTRICTED: _ErrorReason.ValueType  # 150
+    """Processing of the learner's data is restricted at the family's request (a restriction
+    request in effect): nothing is built or recorded for the learner until it is lifted.
+
+    Sent with status FAILED_PRECONDITION. Example:
+
+        { "reason": "LEARNER_RESTRICTED",
+          "domain": "context",
+          "metadata": {} }
+    """
+    LEARNER_ERASED: _ErrorReason.ValueType  # 151
+    """The learner's data was erased at the family's request; the AI plane keeps nothing about the
+    learner and builds nothing for it again.
+
+    Sent with status NOT_FOUND. Example:
+
+        { "reason": "LEARNER_ERASED",
+          "domain": "context",
+          "metadata": {} }
+    """
+    SNAPSHOT_ERASED: _ErrorReason.ValueType  # 152
+    """The snapshot was about a learner whose data was erased: it and its data key are gone.
+
+    Sent with status NOT_FOUND. Example:
+
+        { "reason": "SNAPSHOT_ERASED",
+          "domain": "context",
+          "metadata": {} }
+    """
+    INVALID_REQUEST_ID: _ErrorReason.ValueType  # 153
+    """A request id is not 3 to 64 letters, digits or . _ : -, starting with a letter or digit.
+
+    Sent with status INVALID_ARGUMENT. Example:
+
+        { "reason": "INVALID_REQUEST_ID",
+          "domain": "context",
+          "metadata": {} }
+    """
+    INVALID_RIGHTS_KIND: _ErrorReason.ValueType  # 154
+    """A rights request names no kind (export, erasure or restriction).
+
+    Sent with status INVALID_ARGUMENT. Example:
+
+        { "reason": "INVALID_RIGHTS_KIND",
+          "domain": "context",
+          "metadata": {} }
+    """
+    REQUEST_ID_CONFLICT: _ErrorReason.ValueType  # 155
+    """The request id already names a request of another kind or about another learner.
+
+    Sent with status ALREADY_EXISTS. Example:
+
+        { "reason": "REQUEST_ID_CONFLICT",
+          "domain": "context",
+          "metadata": {} }
+    """
+    RIGHTS_REQUEST_NOT_FOUND: _ErrorReason.ValueType  # 156
+    """No request with this id was made by this person.
+
+    Sent with status NOT_FOUND. Example:
+
+        { "reason": "RIGHTS_REQUEST_NOT_FOUND",
+          "domain": "context",
+          "metadata": {} }
+    """
 
 class ErrorReason(_ErrorReason, metaclass=_ErrorReasonEnumTypeWrapper):
     """The reasons in the google.rpc.ErrorInfo of every error the context service sends (domain "context").
@@ -959,6 +1024,71 @@ SNAPSHOT_STORE_UNAVAILABLE: ErrorReason.ValueType  # 140
 Sent with status UNAVAILABLE. Example:
 
     { "reason": "SNAPSHOT_STORE_UNAVAILABLE",
+      "domain": "context",
+      "metadata": {} }
+"""
+LEARNER_RESTRICTED: ErrorReason.ValueType  # 150
+"""Processing of the learner's data is restricted at the family's request (a restriction
+request in effect): nothing is built or recorded for the learner until it is lifted.
+
+Sent with status FAILED_PRECONDITION. Example:
+
+    { "reason": "LEARNER_RESTRICTED",
+      "domain": "context",
+      "metadata": {} }
+"""
+LEARNER_ERASED: ErrorReason.ValueType  # 151
+"""The learner's data was erased at the family's request; the AI plane keeps nothing about the
+learner and builds nothing for it again.
+
+Sent with status NOT_FOUND. Example:
+
+    { "reason": "LEARNER_ERASED",
+      "domain": "context",
+      "metadata": {} }
+"""
+SNAPSHOT_ERASED: ErrorReason.ValueType  # 152
+"""The snapshot was about a learner whose data was erased: it and its data key are gone.
+
+Sent with status NOT_FOUND. Example:
+
+    { "reason": "SNAPSHOT_ERASED",
+      "domain": "context",
+      "metadata": {} }
+"""
+INVALID_REQUEST_ID: ErrorReason.ValueType  # 153
+"""A request id is not 3 to 64 letters, digits or . _ : -, starting with a letter or digit.
+
+Sent with status INVALID_ARGUMENT. Example:
+
+    { "reason": "INVALID_REQUEST_ID",
+      "domain": "context",
+      "metadata": {} }
+"""
+INVALID_RIGHTS_KIND: ErrorReason.ValueType  # 154
+"""A rights request names no kind (export, erasure or restriction).
+
+Sent with status INVALID_ARGUMENT. Example:
+
+    { "reason": "INVALID_RIGHTS_KIND",
+      "domain": "context",
+      "metadata": {} }
+"""
+REQUEST_ID_CONFLICT: ErrorReason.ValueType  # 155
+"""The request id already names a request of another kind or about another learner.
+
+Sent with status ALREADY_EXISTS. Example:
+
+    { "reason": "REQUEST_ID_CONFLICT",
+      "domain": "context",
+      "metadata": {} }
+"""
+RIGHTS_REQUEST_NOT_FOUND: ErrorReason.ValueType  # 156
+"""No request with this id was made by this person.
+
+Sent with status NOT_FOUND. Example:
+
+    { "reason": "RIGHTS_REQUEST_NOT_FOUND",
       "domain": "context",
       "metadata": {} }
 """
