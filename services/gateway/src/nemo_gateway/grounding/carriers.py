@@ -20,8 +20,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from nemo_core.text import INVISIBLE
 from nemo_gateway.grounding.instructions import looks_like_instructions
-from nemo_gateway.grounding.tags import has_data_tag, neutralise_source_numbers, neutralise_tags
+from nemo_gateway.grounding.tags import (
+    has_data_tag,
+    neutralise_source_numbers,
+    neutralise_tags,
+    tag_openers,
+)
 from nemo_gateway.lang import Lang
 
 WITHHELD: dict[Lang, str] = {
@@ -50,9 +56,12 @@ def neutralised(text: str) -> str:
 
 def guard(text: str, lang: Lang) -> Guarded:
     """``text`` neutralised, or :data:`WITHHELD` when it is flagged."""
-    if suspicious(text):
+    visible = INVISIBLE.sub("", text)
+    # :func:`suspicious`, with the visible text read once: a text with no data tag in it needs
+    # only its bracketed numbers neutralised (:func:`neutralised` finds no tag to change).
+    if tag_openers(visible) or looks_like_instructions(text):
         return Guarded(WITHHELD[lang], flagged=True)
-    return Guarded(neutralised(text), flagged=False)
+    return Guarded(neutralise_source_numbers(visible), flagged=False)
 
 
 def guarded(text: str, lang: Lang) -> str:

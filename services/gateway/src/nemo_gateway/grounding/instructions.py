@@ -21,6 +21,7 @@ import re
 from functools import partial
 
 from nemo_core.text import fold_lookalikes
+from nemo_gateway.grounding.literals import LiteralFilter
 
 # What a model's instructions are called; "yeu cau" and "quy dinh" only with a word that points
 # back at them ("yeu cau truoc do"), since an exercise has requirements too.
@@ -136,6 +137,8 @@ INSTRUCTION_PATTERNS: tuple[str, ...] = (
 
 # One alternation: a single scan of the text instead of one per pattern.
 _COMPILED = re.compile("|".join(f"(?:{pattern})" for pattern in INSTRUCTION_PATTERNS))
+# The words one of which any match holds: a text without any is not scanned (same answer).
+_MAY_MATCH = LiteralFilter.of(INSTRUCTION_PATTERNS).may_match
 
 
 LEET: tuple[dict[str, str], ...] = (
@@ -171,4 +174,7 @@ def _as_letters(letters: dict[int, str], word: re.Match[str]) -> str:
 def looks_like_instructions(text: str) -> bool:
     """Whether ``text`` contains an instruction aimed at the model."""
     folded = " ".join(fold_lookalikes(text).split())
-    return any(_COMPILED.search(reading) for reading in (folded, *_leet_readings(folded)))
+    return any(
+        _MAY_MATCH(reading) and _COMPILED.search(reading)
+        for reading in (folded, *_leet_readings(folded))
+    )
