@@ -18,6 +18,7 @@ Measured on the labelled corpus ``nemo_testing.corpora`` (``instructions``) by `
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from functools import partial
 
 from nemo_core.text import fold_lookalikes
@@ -178,3 +179,12 @@ def looks_like_instructions(text: str) -> bool:
         _MAY_MATCH(reading) and _COMPILED.search(reading)
         for reading in (folded, *_leet_readings(folded))
     )
+
+
+def none_can_instruct(texts: Iterable[str]) -> bool:
+    """True only when no text of ``texts`` can contain an instruction: read together, they hold
+    no word an instruction needs and no leetspeak word. Each piece's reading is part of the
+    joined one, so whatever a piece holds the joined text holds; False sends the caller to
+    :func:`looks_like_instructions`, piece by piece."""
+    joined = "\n".join(" ".join(fold_lookalikes(text).split()) for text in texts)
+    return _LEET_WORD.search(joined) is None and not _MAY_MATCH(joined)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Iterable
 from functools import cache
 
 from nemo_core.text import INVISIBLE, fold_lookalikes, fold_lookalikes_with_positions
@@ -80,6 +81,14 @@ def neutralise_tags(text: str) -> str:
         done = end
     pieces.append(visible[done:])
     return "".join(pieces)
+
+
+def none_has_data_tag(visible: Iterable[str]) -> bool:
+    """True only when no text of ``visible`` (texts without invisible characters) holds a data
+    tag opener: folded together, they hold no "<" and no "&" (folding goes character by
+    character, so each piece's folding is part of the joined one)."""
+    plain = fold_lookalikes("\n".join(visible))
+    return "<" not in plain and "&" not in plain
 
 
 def has_data_tag(text: str) -> bool:
