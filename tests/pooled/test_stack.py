@@ -13,6 +13,7 @@ from collections import Counter
 import httpx
 
 from nemo_core.db import connect
+from nemo_toolplane.rules.cache import LISTENER_APPLICATION_NAME
 from nemo_toolplane.tokens import issue_token, revoke_token
 from services.toolplane.tests.mcp_http import modern_call, post
 from tests.conftest import POOLER_SERVER_CONNECTIONS
@@ -24,12 +25,14 @@ SEARCH = modern_call("docs.search_docs", {"query": "audit"})
 
 
 async def _sessions(owner_dsn: str) -> Counter[tuple[str, bool]]:
-    """PostgreSQL sessions on the stack's database: (role, whether it listens) -> count."""
+    """PostgreSQL sessions on the stack's database: (role, whether it is the change listener's)
+    -> count."""
     conn = await connect(owner_dsn)
     try:
         rows = await conn.fetch(
-            "SELECT usename, query LIKE 'LISTEN%' AS listens FROM pg_stat_activity "
-            "WHERE datname = current_database() AND usename IN ('nemo_context', 'nemo_toolplane')"
+            "SELECT usename, application_name = $1 AS listens FROM pg_stat_activity "
+            "WHERE datname = current_database() AND usename IN ('nemo_context', 'nemo_toolplane')",
+            LISTENER_APPLICATION_NAME,
         )
     finally:
         await conn.close()
@@ -48,7 +51,8 @@ async def test_services_reach_postgresql_only_through_the_pooler(pooled_stack: S
     assert 1 <= sessions["nemo_context", False] <= POOLER_SERVER_CONNECTIONS
     assert sessions["nemo_context", True] == 0
     assert sessions["nemo_toolplane", False] <= POOLER_SERVER_CONNECTIONS
-    # The change listener: one direct session of its own.
+    # The change listener's session, named as such (that it is direct, the revocation below
+    # proves: through a transaction pooler no notification would reach it).
     assert sessions["nemo_toolplane", True] == 1
 
 

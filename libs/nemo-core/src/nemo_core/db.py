@@ -134,14 +134,20 @@ def _statement_cache_size(transaction_pooling: bool) -> int:
 
 
 async def connect(
-    dsn: str, *, connect_timeout: float = 10.0, transaction_pooling: bool = False
+    dsn: str,
+    *,
+    connect_timeout: float = 10.0,
+    transaction_pooling: bool = False,
+    application_name: str | None = None,
 ) -> asyncpg.Connection[asyncpg.Record]:
     """Open one connection with the JSON codecs of :func:`init_connection`;
-    ``transaction_pooling`` when ``dsn`` goes through a transaction-mode pooler."""
+    ``transaction_pooling`` when ``dsn`` goes through a transaction-mode pooler;
+    ``application_name`` names the session in ``pg_stat_activity``."""
     conn = await asyncpg.connect(
         dsn,
         timeout=connect_timeout,
         statement_cache_size=_statement_cache_size(transaction_pooling),
+        server_settings={"application_name": application_name} if application_name else None,
     )
     try:
         await init_connection(conn)
