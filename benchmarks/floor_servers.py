@@ -24,7 +24,7 @@ from benchmarks.empty_server import serve_nemo
 from benchmarks.gateway import gateway_settings, model_request
 from nemo_context.purposes import purpose_named
 from nemo_context.repository import PostgresLearnerRepository
-from nemo_context.settings import ContextSettings
+from nemo_context.settings import DEVELOPMENT_IDENTIFIER_KEY, ContextSettings
 from nemo_core import event_loop
 from nemo_core.db import create_pool
 from nemo_core.telemetry import configure_telemetry
@@ -43,7 +43,7 @@ async def _serve_learner_read(port: int) -> None:
     pool = await create_pool(
         settings.database_url.get_secret_value(), max_size=settings.database_pool_size
     )
-    repository = PostgresLearnerRepository(pool)
+    repository = PostgresLearnerRepository(pool, identifier_key=DEVELOPMENT_IDENTIFIER_KEY.encode())
     purpose = purpose_named(PURPOSE)
 
     async def read(request: Empty, context: grpc.aio.ServicerContext[Empty, Empty]) -> Empty:

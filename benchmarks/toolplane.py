@@ -8,8 +8,11 @@ several client processes speaking HTTP/1.1 keep-alive over raw sockets (an httpx
 process tops out near 2,300 calls/s on this machine, below what the server can take), all inside
 one measuring window; the server process's CPU time over that window gives CPU milliseconds per
 call. For ``learner.get_profile`` the context service's CPU over the same window is measured too:
-the sum of both is what one learner read costs the platform. Requests use the 2026-07-28
-revision, which the official client negotiates by default.
+the sum of both is what one learner read costs the platform. The same docs call is also made with
+an OAuth access token (a JWT from the local authorization server, for a parent through the
+development client) and with a static agent token of the same agent, paced alike: their ratio is
+what verifying a JWT adds per ``tools/call``. Requests use the 2026-07-28 revision, which the
+official client negotiates by default.
 
 Roles of this module's command line (used by the benchmark itself):
 ``python -m benchmarks.toolplane echo-server PORT`` and
@@ -46,8 +49,10 @@ from starlette.routing import Route
 from benchmarks.load import LoadResult, report, server_process
 from nemo_core.db import connect, dsn_with
 from nemo_ops.embedded_pg import start_embedded_postgres
+from nemo_ops.local_oauth import seeded_accounts
 from nemo_ops.migrate import migrate
 from nemo_ops.seed import seed
+from nemo_testing.oauth import OAuthServer, running_authorization_server
 from nemo_testing.ports import free_port
 from nemo_toolplane.tokens import issue_token
 
@@ -202,7 +207,9 @@ async def _prepare_database(owner_dsn: str) -> tuple[str, str]:
 
 
 @contextlib.contextmanager
-def _stack(owner_dsn: str, tokens: tuple[str, str], state: Path) -> Iterator[Stack]:
+def _stack(
+    owner_dsn: str, tokens: tuple[str, str], state: Path, oauth_issuer: str
+) -> Iterator[Stack]:
     caller = f"toolplane-{secrets.token_hex(16)}"
     context_port, grpc_port, mcp_port, echo_port = (free_port() for _ in range(4))
     context_env = {
@@ -227,6 +234,8 @@ def _stack(owner_dsn: str, tokens: tuple[str, str], state: Path) -> Iterator[Sta
         "NEMO_TOOLPLANE_USER_CALLS_PER_SECOND": "1000000",
         "NEMO_TOOLPLANE_USER_CALL_BURST": "1000000",
         "NEMO_TOOLPLANE_LOG_LEVEL": "WARNING",
+        "NEMO_TOOLPLANE_OAUTH_ISSUER": oauth_issuer,
+        "NEMO_TOOLPLANE_OAUTH_RESOURCE": f"http://127.0.0.1:{mcp_port}/mcp",
     }
     os.environ.update({**context_env, **toolplane_env})
     try:
@@ -343,30 +352,53 @@ async def measure_toolplane(*, concurrency: int, seconds: float) -> tuple[str, d
             finally:
                 await conn.close()
             tokens = await _prepare_database(owner)
-            with _stack(owner, tokens, state) as stack:
-                runs = [
-                    Run("SDK echo tool, no auth", stack.echo, stack.echo_port, None, "echo",
-                        {"text": "hello"}),
-                    Run("tool plane docs.search_docs", stack.toolplane, stack.toolplane_port,
-                        stack.research_token, "docs.search_docs", DOCS_QUERY),
-                    Run("tool plane learner.get_profile", stack.toolplane, stack.toolplane_port,
-                        stack.parent_token, "learner.get_profile", {"learner_id": "L-2041-1"},
-                        behind=(stack.context,)),
-                    Run(f"learner.get_profile at {PACED_RATE:.0f} calls/s", stack.toolplane,
-                        stack.toolplane_port, stack.parent_token, "learner.get_profile",
-                        {"learner_id": "L-2041-1"}, behind=(stack.context,), rate=PACED_RATE),
-                ]  # fmt: skip
-                measured = [
-                    await measure(run, concurrency=concurrency, seconds=seconds) for run in runs
-                ]
+            async with running_authorization_server(state / "oauth", seeded_accounts()) as oauth:
+                measured = await _measure_stack(owner, tokens, state, oauth, concurrency, seconds)
         finally:
             database.stop()
+    return _report(measured)
+
+
+async def _measure_stack(
+    owner: str,
+    tokens: tuple[str, str],
+    state: Path,
+    oauth: OAuthServer,
+    concurrency: int,
+    seconds: float,
+) -> list[Measured]:
+    with _stack(owner, tokens, state, oauth.issuer) as stack:
+        resource = f"http://127.0.0.1:{stack.toolplane_port}/mcp"
+        jwt = (
+            await oauth.tokens("U-2041-P1", resource=resource, scopes=["docs.read"])
+        ).access_token
+        runs = [
+            Run("SDK echo tool, no auth", stack.echo, stack.echo_port, None, "echo",
+                {"text": "hello"}),
+            Run("tool plane docs.search_docs", stack.toolplane, stack.toolplane_port,
+                stack.research_token, "docs.search_docs", DOCS_QUERY),
+            Run("tool plane learner.get_profile", stack.toolplane, stack.toolplane_port,
+                stack.parent_token, "learner.get_profile", {"learner_id": "L-2041-1"},
+                behind=(stack.context,)),
+            Run(f"learner.get_profile at {PACED_RATE:.0f} calls/s", stack.toolplane,
+                stack.toolplane_port, stack.parent_token, "learner.get_profile",
+                {"learner_id": "L-2041-1"}, behind=(stack.context,), rate=PACED_RATE),
+            Run(f"docs, static token at {PACED_RATE:.0f} calls/s", stack.toolplane,
+                stack.toolplane_port, stack.parent_token, "docs.search_docs", DOCS_QUERY,
+                rate=PACED_RATE),
+            Run(f"docs, OAuth JWT at {PACED_RATE:.0f} calls/s", stack.toolplane,
+                stack.toolplane_port, jwt, "docs.search_docs", DOCS_QUERY, rate=PACED_RATE),
+        ]  # fmt: skip
+        return [await measure(run, concurrency=concurrency, seconds=seconds) for run in runs]
+
+
+def _report(measured: list[Measured]) -> tuple[str, dict[str, float]]:
     results = [run.result for run in measured]
     lines = [report(results, results[0]), ""]
     for run in measured:
         side = "server-bound" if run.share >= 0.85 else "client/machine-bound"
         lines.append(f"{run.result.name:<44} server busy {run.share:4.0%} of a core: {side}")
-    for profile in measured[2:]:
+    for profile in measured[2:4]:
         if profile.result.server_cpu_ms_per_call is not None:
             toolplane_cpu = profile.result.server_cpu_ms_per_call
             context_cpu = profile.behind_cpu_ms_per_call[0]
@@ -380,6 +412,13 @@ async def measure_toolplane(*, concurrency: int, seconds: float) -> tuple[str, d
         lines.append(
             f"docs.search_docs server CPU per call is {docs_cpu / echo_cpu:.2f}x the SDK echo "
             f"server's ({verdict} the goal of at most 2x)"
+        )
+    static_cpu, jwt_cpu = (run.result.server_cpu_ms_per_call for run in measured[4:6])
+    if static_cpu and jwt_cpu:
+        lines.append(
+            f"tools/call with an OAuth JWT costs {jwt_cpu / static_cpu:.2f}x the tool plane CPU of "
+            f"the same call with a static agent token ({jwt_cpu:.3f} ms against "
+            f"{static_cpu:.3f} ms)"
         )
     return "\n".join(lines), _figures(measured)
 

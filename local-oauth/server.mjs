@@ -3,11 +3,13 @@
 //
 //   node server.mjs --issuer http://127.0.0.1:50055 --state-dir DIR --accounts FILE
 //                   --dev-password PASSWORD --dev-client-id ID [--resource URL ...]
+//                   [--opaque-resource URL ...]
 //
 // Authorization code with PKCE (S256, required of every client), resource indicators (RFC 8707)
-// that issue JWT access tokens (RFC 9068) whose `aud` is the resource asked for, dynamic client
-// registration (RFC 7591), client ID metadata documents (draft-02), refresh tokens, revocation,
-// RP-initiated logout. The signing key and cookie keys are made on first start and kept in the
+// that issue JWT access tokens (RFC 9068) whose `aud` is the resource asked for (opaque ones for
+// the resources named by --opaque-resource, for resource servers that introspect), dynamic client
+// registration (RFC 7591), client ID metadata documents (draft-02), refresh tokens, token
+// introspection (RFC 7662), revocation, RP-initiated logout. The signing key and cookie keys are made on first start and kept in the
 // state directory, with clients, grants and refresh tokens, so a restart invalidates nothing.
 import { generateKeyPairSync, randomBytes, randomUUID } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -19,8 +21,15 @@ import { Provider, errors } from 'oidc-provider';
 import { interactions } from './interactions.mjs';
 import { fileStore } from './store.mjs';
 
-// The scopes the tool plane's tools ask for; every resource offers them all.
-const TOOL_SCOPES = ['learner.read', 'knowledge.read', 'docs.read', 'application.write'];
+// The scopes the tool plane's tools ask for (its Scope enum); every resource offers them all.
+const TOOL_SCOPES = [
+  'learner.read',
+  'learner.write',
+  'knowledge.read',
+  'docs.read',
+  'application.read',
+  'application.write',
+];
 // Resource servers on this machine need no listing: in development they all run here.
 const LOOPBACK_HOSTS = new Set(['127.0.0.1', 'localhost', '[::1]']);
 const ACCESS_TOKEN_SECONDS = 3600;
@@ -34,6 +43,7 @@ const { values: args } = parseArgs({
     'dev-password': { type: 'string' },
     'dev-client-id': { type: 'string' },
     resource: { type: 'string', multiple: true, default: [] },
+    'opaque-resource': { type: 'string', multiple: true, default: [] },
   },
   strict: true,
 });
@@ -62,7 +72,8 @@ const cookieKeys = keptSecret(join(stateDir, 'cookie-keys.json'), () => [
 ]);
 const accounts = JSON.parse(readFileSync(args.accounts, 'utf8'));
 const accountIds = new Set(accounts.map((account) => account.id));
-const listedResources = new Set(args.resource);
+const opaqueResources = new Set(args['opaque-resource']);
+const listedResources = new Set([...args.resource, ...opaqueResources]);
 
 const provider = new Provider(args.issuer, {
   adapter: fileStore(join(stateDir, 'store.json')),
@@ -102,6 +113,7 @@ const provider = new Provider(args.issuer, {
     devInteractions: { enabled: false },
     registration: { enabled: true },
     revocation: { enabled: true },
+    introspection: { enabled: true },
     rpInitiatedLogout: { enabled: true },
     clientIdMetadataDocument: { enabled: true, ack: 'draft-02' },
     resourceIndicators: {
@@ -115,7 +127,7 @@ const provider = new Provider(args.issuer, {
         return {
           scope: TOOL_SCOPES.join(' '),
           audience: resource,
-          accessTokenFormat: 'jwt',
+          accessTokenFormat: opaqueResources.has(resource) ? 'opaque' : 'jwt',
           accessTokenTTL: ACCESS_TOKEN_SECONDS,
           jwt: { sign: { alg: 'RS256' } },
         };
@@ -124,6 +136,14 @@ const provider = new Provider(args.issuer, {
   },
 });
 
+// OAuth 2.1 (section 3.2.2.1): a request without a scope gets a predefined one. The default is
+// `openid` alone, so such a token reaches no tool: tools need the scopes asked for by name.
+provider.use(async (ctx, next) => {
+  if (ctx.method === 'GET' && ctx.path === '/auth' && ctx.query.scope === undefined) {
+    ctx.query = { ...ctx.query, scope: 'openid' };
+  }
+  await next();
+});
 provider.use(interactions(provider, accounts, args['dev-password']));
 provider.on('server_error', (ctx, error) => console.error('local-oauth: server error', error));
 

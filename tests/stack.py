@@ -50,6 +50,7 @@ from nemo_ops.service_processes import (
     log_tail,
     service_environments,
     spawn_service,
+    toolplane_oauth_environment,
     write_pseudonym_key,
 )
 from nemo_ops.service_processes import grpc_serving as grpc_serving
@@ -413,6 +414,8 @@ def _assemble(
             "NEMO_GATEWAY_LLM_BASE_URL": provider_base_url,
         }
     envs["toolplane"]["NEMO_TOOLPLANE_DOCS_DIR"] = str(_DOCS_DIR)
+    if oauth is not None:
+        envs["toolplane"] |= toolplane_oauth_environment(oauth.issuer, ports)
     base = _base_environment(otlp_endpoint)
     logs = state_dir / "logs"
     services = {}

@@ -74,6 +74,7 @@ SERVICE_RPCS = {
             "BuildConversationContext",
             "RecordTurn",
             "CheckLearnerAccess",
+            "CheckUser",
             "SearchKnowledge",
             "GetKnowledgeNode",
             "GetSnapshot",

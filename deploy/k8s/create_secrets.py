@@ -4,7 +4,8 @@
 
     python3 deploy/k8s/create_secrets.py --namespace nemo \\
         --owner-database-url 'postgresql://nemo_owner:...@db.internal:5432/nemo?sslmode=require' \\
-        --pseudonym-key-file pseudonym.key --snapshot-master-key-file snapshot-master.key \\
+        --pseudonym-key-file pseudonym.key --identifier-key-file identifier.key \\
+        --snapshot-master-key-file snapshot-master.key \\
         --llm-api-key-file llm.key --embedding-api-key-file embedding.key \\
         --caller-tokens-out caller-tokens.json | kubectl apply -f -
 
@@ -14,12 +15,13 @@ PostgreSQL, and `pooled-url`, through the PgBouncer of the pgbouncer component
 (--pooler-address); the Secret nemo-pgbouncer gives the pooler the same passwords and the
 database's address. To rotate them, follow "Rotate service credentials" in
 docs/operations/deploy.md: applying a run's output at once cuts callers off until every pod
-has restarted. The pseudonym key and the snapshot master key are never generated here: the
-first decides every learner_ref, the second unlocks every snapshot, and both must outlive runs
-of this script (see docs/operations/pseudonym-key.md and docs/operations/learner-rights.md).
-The tokens of callers outside the namespace (internal services, operators, the audit reader)
-are written to --caller-tokens-out, readable by the owner only, to hand over through your
-secret store.
+has restarted. The pseudonym key, the identifier key and the snapshot master key are never
+generated here: the first decides every learner_ref, the second's digest the database must
+hold (docs/operations/identifier-key.md), the third unlocks every snapshot, and each must
+outlive runs of this script (see docs/operations/pseudonym-key.md and
+docs/operations/learner-rights.md). The tokens of callers outside the namespace (internal
+services, operators, the audit reader) are written to --caller-tokens-out, readable by the
+owner only, to hand over through your secret store.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ SERVICES: tuple[str, ...] = ("context", "gateway", "toolplane")
 SERVICE_ROLES: Mapping[str, str] = {"context": "nemo_context", "toolplane": "nemo_toolplane"}
 
 MIN_PSEUDONYM_KEY_LENGTH = 32
+MIN_IDENTIFIER_KEY_LENGTH = 32
 
 #: The pooler's Service (deploy/k8s/components/pgbouncer), as the services reach it.
 DEFAULT_POOLER_ADDRESS = "nemo-pgbouncer:6432"
@@ -146,18 +149,20 @@ def build_secrets(
     namespace: str,
     owner_database_url: str,
     pseudonym_key: str,
+    identifier_key: str,
     snapshot_master_key: str,
     llm_api_key: str,
     embedding_api_key: str,
     pooler_address: str = DEFAULT_POOLER_ADDRESS,
 ) -> tuple[list[dict[str, Any]], dict[str, str]]:
     """The Secrets of ``namespace`` and the caller tokens generated for them."""
-    for name, key in (
-        ("pseudonym key", pseudonym_key),
-        ("snapshot master key", snapshot_master_key),
+    for name, key, minimum in (
+        ("pseudonym key", pseudonym_key, MIN_PSEUDONYM_KEY_LENGTH),
+        ("identifier key", identifier_key, MIN_IDENTIFIER_KEY_LENGTH),
+        ("snapshot master key", snapshot_master_key, MIN_PSEUDONYM_KEY_LENGTH),
     ):
-        if len(key) < MIN_PSEUDONYM_KEY_LENGTH:
-            raise SecretsError(f"the {name} must be at least {MIN_PSEUDONYM_KEY_LENGTH} characters")
+        if len(key) < minimum:
+            raise SecretsError(f"the {name} must be at least {minimum} characters")
     passwords = {service: _random_token() for service in SERVICE_ROLES}
     tokens = {identity: _random_token() for identity in CALLER_IDENTITIES}
 
@@ -194,6 +199,7 @@ def build_secrets(
         ),
         _secret("nemo-pgbouncer", namespace, pooler_files(owner_database_url, passwords)),
         _secret("nemo-pseudonym-key", namespace, {"key": pseudonym_key}),
+        _secret("nemo-identifier-key", namespace, {"key": identifier_key}),
         _secret("nemo-snapshot-master-key", namespace, {"key": snapshot_master_key}),
         _secret(
             "nemo-model-keys",
@@ -231,6 +237,13 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help=f"file holding the pseudonym key (at least {MIN_PSEUDONYM_KEY_LENGTH} characters)",
     )
     parser.add_argument(
+        "--identifier-key-file",
+        type=Path,
+        required=True,
+        help="file holding the identifier key (at least "
+        f"{MIN_IDENTIFIER_KEY_LENGTH} characters; its digest is registered in the database)",
+    )
+    parser.add_argument(
         "--snapshot-master-key-file",
         type=Path,
         required=True,
@@ -265,6 +278,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             namespace=args.namespace,
             owner_database_url=args.owner_database_url,
             pseudonym_key=_read_secret_file(args.pseudonym_key_file),
+            identifier_key=_read_secret_file(args.identifier_key_file),
             snapshot_master_key=_read_secret_file(args.snapshot_master_key_file),
             # No key is fine for the baseline provider and for local model servers.
             llm_api_key=_read_secret_file(args.llm_api_key_file) if args.llm_api_key_file else "",

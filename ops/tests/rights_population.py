@@ -152,9 +152,10 @@ async def _seed_toolplane(owner: Connection, learner: Learner, calls: int) -> No
         acting = (learner.account_id, PARENT_USER, STAFF_USER)[n % 3]
         await owner.execute(
             "INSERT INTO toolplane.audit_logs (request_id, agent_id, user_id, tool_id, resource,"
-            " decision, status, environment, input_ref, user_source, metadata)"
+            " decision, status, environment, input_ref, user_source, metadata, credential_kind,"
+            " subject)"
             " VALUES ($1, 'learning-agent', $2, 'learner.get_profile:v1', $3, 'allow', 'success',"
-            " 'development', $4, 'token', '{\"rule\": 3}')",
+            " 'development', $4, 'token', '{\"rule\": 3}', 'oauth', $2)",
             f"req-{secrets.token_hex(4)}",
             acting,
             f"learner:{learner.learner_id}",

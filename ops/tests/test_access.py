@@ -381,7 +381,11 @@ async def test_toolplane_role_cannot_execute_the_age_function(
 ) -> None:
     with pytest.raises(asyncpg.InsufficientPrivilegeError):
         await toolplane.fetchval("SELECT learning.learner_age_years('L-2041-1')")
-    for function in ("learning.learner_age_years(text)", "learning.chat_session_learner(text)"):
+    for function in (
+        "learning.learner_age_years(text)",
+        "learning.chat_session_learner(text)",
+        "learning.circle_fingerprints(text, bytea)",
+    ):
         assert not await owner.fetchval(
             "SELECT has_function_privilege('nemo_toolplane', $1, 'EXECUTE')", function
         )
@@ -407,3 +411,36 @@ async def test_chat_session_learner_resolves_a_session(context: asyncpg.Connecti
 async def test_no_role_may_create_in_public(owner: asyncpg.Connection) -> None:
     for role in ("nemo_context", "nemo_toolplane"):
         assert not await owner.fetchval("SELECT has_schema_privilege($1, 'public', 'CREATE')", role)
+
+
+async def test_the_identifier_key_digests_and_the_hmac_helpers_are_the_owners_alone(
+    owner: asyncpg.Connection, context: asyncpg.Connection
+) -> None:
+    # With the digests or the helpers, the context role could fingerprint with a key of its own
+    # choosing and test guesses about the circle offline (ADR 0014).
+    for table in ("learning.identifier_keys",):
+        for privilege in ("SELECT", "INSERT", "UPDATE", "DELETE"):
+            assert not await owner.fetchval(
+                "SELECT has_table_privilege('nemo_context', $1, $2)", table, privilege
+            )
+    for function in (
+        "learning.hmac_pad(bytea, integer)",
+        "learning.hmac_sha256(bytea, bytea)",
+        "learning.identifier_tokens(text)",
+        "learning.identifier_accented_tokens(text)",
+        "learning.identifier_key_registered(bytea)",
+    ):
+        assert not await owner.fetchval(
+            "SELECT has_function_privilege('nemo_context', $1, 'EXECUTE')", function
+        )
+    assert await owner.fetchval(
+        "SELECT has_function_privilege('nemo_context', 'learning.circle_fingerprints(text, bytea)',"
+        " 'EXECUTE')"
+    )
+    row = await owner.fetchrow(
+        "SELECT prosecdef, proconfig FROM pg_proc"
+        " WHERE oid = 'learning.circle_fingerprints(text, bytea)'::regprocedure"
+    )
+    assert row is not None
+    assert row["prosecdef"]
+    assert row["proconfig"] == ["search_path=pg_catalog, pg_temp"]

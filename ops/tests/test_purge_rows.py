@@ -140,9 +140,11 @@ async def _audit_rows(owner: Connection, planted: Planted) -> None:
     for name, when in (("old", ago(366)), ("new", ago(364))):
         ids[name] = await owner.fetchval(
             "INSERT INTO toolplane.audit_logs (request_id, \"timestamp\", agent_id, user_id,"
-            " tool_id, resource, decision, status, environment, input_ref, token_id, session_id)"
+            " tool_id, resource, decision, status, environment, input_ref, token_id, session_id,"
+            " credential_kind, subject)"
             " VALUES ($1, $2, 'learning-agent', 'U-2041-P1', 'learner.get_profile:v1',"
-            " 'learner:L-2041-1', 'allow', 'success', 'development', $3, $4, 'mcp-session-1')"
+            " 'learner:L-2041-1', 'allow', 'success', 'development', $3, $4, 'mcp-session-1',"
+            " 'oauth', 'U-2041-P1')"
             " RETURNING id",
             f"req-{secrets.token_hex(3)}", when,
             f"ai-context/2026-01-01/nemo_{'0' * 24}/{uuid.uuid4()}.json", str(uuid.uuid4()),
@@ -287,7 +289,8 @@ QUERIES = {
     "conversations": "SELECT count(*) FROM learning.chat_messages WHERE session_id = $1",
     "generated_items": "SELECT count(*) FROM knowledge.items WHERE id = $1",
     "audit_rows": "SELECT count(*) FROM toolplane.audit_logs WHERE id = $1"
-    " AND resource = 'learner:L-2041-1' AND user_id IS NOT NULL AND input_ref IS NOT NULL",
+    " AND (resource = 'learner:L-2041-1' OR user_id IS NOT NULL OR subject IS NOT NULL"
+    " OR input_ref IS NOT NULL)",
     "approvals": "SELECT count(*) FROM toolplane.approvals WHERE id = $1",
     "agent_tokens": "SELECT count(*) FROM toolplane.agent_tokens WHERE id = $1",
     "rate_buckets": "SELECT count(*) FROM toolplane.rate_buckets WHERE key = $1",

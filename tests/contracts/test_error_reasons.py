@@ -299,25 +299,212 @@ def test_every_shared_reason_is_sent_by_the_shared_code(scans: dict[str, _Scan])
 
 
 _VALUE = re.compile(r"^\s*([A-Z][A-Z0-9_]*) = (\d+);", re.MULTILINE)
+_STATUS = re.compile(r"Sent with status ([A-Z_]+)\.")
+#: How a comment says the status is passed on from the peer that refused (CONTEXT_REJECTED).
+_PASSED_ON = re.compile(r"Sent with the [\w ]+'s own code")
 
 
-@pytest.mark.parametrize("service", SERVICES, ids=lambda s: s.package)
-def test_each_reason_is_documented_with_an_example_error_info_of_its_domain(
-    service: Service,
-) -> None:
-    text = service.proto.read_text()
+def _comments(proto: Path) -> dict[str, str]:
+    """Each enum value's comment block, by name."""
+    text = proto.read_text()
     lines = text.splitlines()
+    comments = {}
     for match in _VALUE.finditer(text):
-        name = match.group(1)
-        if name == UNSPECIFIED:
-            continue
         row = text[: match.start()].count("\n")
         comment = []
         for line in reversed(lines[:row]):
             if not line.strip().startswith("//"):
                 break
             comment.append(line)
-        block = "\n".join(reversed(comment))
+        comments[match.group(1)] = "\n".join(reversed(comment))
+    return comments
+
+
+@pytest.mark.parametrize("service", SERVICES, ids=lambda s: s.package)
+def test_each_reason_is_documented_with_an_example_error_info_of_its_domain(
+    service: Service,
+) -> None:
+    for name, block in _comments(service.proto).items():
+        if name == UNSPECIFIED:
+            continue
         assert f'"reason": "{name}"' in block, f"{name} has no example ErrorInfo"
         assert f'"domain": "{service.domain}"' in block, f"{name}'s example is not {service.domain}"
         assert "Sent with status " in block, f"{name} does not say its status code"
+
+
+# --- the status each raise site sends --------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RaiseSite:
+    """A call that builds an error with a reason: the status it sends, or None when the status
+    is a parameter of the enclosing function (passed on from a peer)."""
+
+    reason: str
+    status: str | None
+    where: str
+
+
+def _status_literal(node: ast.expr) -> str | None:
+    """``X`` of ``grpc.StatusCode.X``."""
+    if not (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute)):
+        return None
+    return node.attr if node.value.attr == "StatusCode" else None
+
+
+def _callee(node: ast.Call) -> str | None:
+    func = node.func
+    return func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+
+
+def _params(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
+    return [arg.arg for arg in function.args.args]
+
+
+def _helpers(tree: ast.Module) -> dict[str, tuple[int, str]]:
+    """Functions that send a fixed status with the reason they are given: name -> (position
+    of the reason parameter, status)."""
+    helpers = {}
+    for function in tree.body:
+        if not isinstance(function, ast.FunctionDef):
+            continue
+        params = _params(function)
+        for call in (n for n in ast.walk(function) if isinstance(n, ast.Call)):
+            status = _status_literal(call.args[0]) if call.args else None
+            reasons = [a.id for a in call.args[1:2] if isinstance(a, ast.Name) and a.id in params]
+            if status and reasons:
+                helpers[function.name] = (params.index(reasons[0]), status)
+    return helpers
+
+
+def _loop_values(function: ast.AST) -> dict[str, list[ast.expr]]:
+    """Names a ``for`` binds from a literal tuple of tuples: name -> the values it takes."""
+    bound: dict[str, list[ast.expr]] = defaultdict(list)
+    for loop in (n for n in ast.walk(function) if isinstance(n, ast.For)):
+        if not (isinstance(loop.target, ast.Tuple) and isinstance(loop.iter, ast.Tuple | ast.List)):
+            continue
+        for row in loop.iter.elts:
+            if isinstance(row, ast.Tuple) and len(row.elts) == len(loop.target.elts):
+                for target, value in zip(loop.target.elts, row.elts, strict=True):
+                    if isinstance(target, ast.Name):
+                        bound[target.id].append(value)
+    return bound
+
+
+class _RaiseSites(ast.NodeVisitor):
+    """The raise sites of one module: every call given a value of a reason enum."""
+
+    def __init__(self, module: str, helpers: dict[str, tuple[int, str]]) -> None:
+        self.module = module
+        self.helpers = helpers  # local or imported names
+        self.enums: set[str] = set()
+        self.sites: list[RaiseSite] = []
+        self.unread: list[str] = []
+        self._functions: list[ast.FunctionDef | ast.AsyncFunctionDef] = []
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        if (node.module or "").endswith(".error_reason_pb2"):
+            self.enums |= {alias.asname or alias.name for alias in node.names}
+
+    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        self._functions.append(node)
+        self.generic_visit(node)
+        self._functions.pop()
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def _reasons(self, node: ast.expr) -> list[str]:
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            return [node.attr] if node.value.id in self.enums else []
+        if isinstance(node, ast.Name) and self._functions:
+            values = _loop_values(self._functions[-1]).get(node.id, [])
+            return [name for value in values for name in self._reasons(value)]
+        return []
+
+    def visit_Call(self, node: ast.Call) -> None:
+        where = f"{self.module}:{node.lineno}"
+        for position, arg in enumerate(node.args):
+            for reason in self._reasons(arg):
+                self._site(node, position, reason, where)
+        self.generic_visit(node)
+
+    def _site(self, node: ast.Call, position: int, reason: str, where: str) -> None:
+        literal = next(filter(None, map(_status_literal, node.args)), None)
+        helper = self.helpers.get(_callee(node) or "")
+        first = node.args[0]
+        params = _params(self._functions[-1]) if self._functions else []
+        if literal is not None:
+            self.sites.append(RaiseSite(reason, literal, where))
+        elif helper is not None and helper[0] == position:
+            self.sites.append(RaiseSite(reason, helper[1], where))
+        elif isinstance(first, ast.Name) and first.id in params and position == 1:
+            self.sites.append(RaiseSite(reason, None, where))
+        else:
+            self.unread.append(f"{where} ({reason})")
+
+
+@pytest.fixture(scope="module")
+def raise_sites() -> tuple[list[RaiseSite], list[str]]:
+    trees = {
+        module: tree
+        for root in (CORE, *(service.source for service in SERVICES))
+        for module, tree in _modules(root)
+    }
+    helpers = {module: _helpers(tree) for module, tree in trees.items()}
+    sites, unread = [], []
+    for module, tree in trees.items():
+        names = dict(helpers[module])
+        for node in (n for n in tree.body if isinstance(n, ast.ImportFrom)):
+            for alias in node.names:
+                if alias.name in helpers.get(node.module or "", {}):
+                    names[alias.asname or alias.name] = helpers[node.module or ""][alias.name]
+        scan = _RaiseSites(module, names)
+        scan.visit(tree)
+        sites += scan.sites
+        unread += scan.unread
+    return sites, unread
+
+
+def _stated(proto: Path) -> dict[str, str | None]:
+    """The status each value's comment states; None for one passed on from a peer."""
+    stated: dict[str, str | None] = {}
+    for name, block in _comments(proto).items():
+        status = _STATUS.search(block)
+        stated[name] = None if _PASSED_ON.search(block) else status[1] if status else ""
+    return stated
+
+
+def test_every_raise_site_sends_the_status_its_reason_states(
+    raise_sites: tuple[list[RaiseSite], list[str]],
+) -> None:
+    sites, unread = raise_sites
+    assert not unread, (
+        f"raise sites whose status this test cannot read: {unread}; pass grpc.StatusCode.X "
+        "beside the reason, or through a helper that does"
+    )
+    shared = _stated(REPO / "protos/nemo/type/v1/error_reason.proto")
+    wrong = []
+    for site in sites:
+        package = site.where.split(".")[0]
+        services = [s for s in SERVICES if s.package == package] or list(SERVICES)
+        for service in services:
+            stated = {**shared, **_stated(service.proto)}
+            if site.reason in stated and site.status != stated[site.reason]:
+                wrong.append(
+                    f"{site.where}: {site.reason} is sent with {site.status or 'a peer status'}"
+                    f", but {service.proto.relative_to(REPO)} states {stated[site.reason]}"
+                )
+    assert not wrong, "\n".join(wrong)
+    assert len({site.reason for site in sites}) > 50, "the scan reads the raise sites"
+
+
+@pytest.mark.parametrize("service", SERVICES, ids=lambda s: s.package)
+def test_every_reason_a_server_sends_has_a_raise_site_the_status_check_reads(
+    service: Service,
+    scans: dict[str, _Scan],
+    imports: grimp.ImportGraph,
+    raise_sites: tuple[list[RaiseSite], list[str]],
+) -> None:
+    read = {site.reason for site in raise_sites[0]}
+    unchecked = sorted(set(_sent(service, scans, imports)) - read)
+    assert not unchecked, f"{service.package} sends {unchecked} from no raise site read here"

@@ -40,6 +40,7 @@ def _secrets() -> dict[str, dict[str, str]]:
         namespace="nemo",
         owner_database_url="postgresql://nemo_owner:pw@db.internal:5432/nemo",
         pseudonym_key="0123456789abcdef" * 4,
+        identifier_key="i" * 32,
         snapshot_master_key="fedcba9876543210" * 4,
         llm_api_key="llm-key",
         embedding_api_key="embedding-key",
@@ -90,6 +91,7 @@ def test_the_service_accepts_its_rendered_settings(
     environment_name = "production" if overlay == "prod" else "development"
     if deployment == "nemo-context":
         assert settings.pseudonym_key.get_secret_value() == "0123456789abcdef" * 4
+        assert settings.identifier_key.get_secret_value() == "i" * 32
         assert settings.environment == environment_name
         assert settings.snapshot_backend == "s3"
         assert settings.database_url.get_secret_value().startswith("postgresql://nemo_context:")

@@ -11,14 +11,6 @@ import pytest
 from google.protobuf import descriptor_pool
 
 from nemo_context.rights.retention import render_table
-from nemo_core.secret_files import file_variable, secret_file_fields
-from nemo_devtools import node
-from nemo_ops.approvals import OPERATOR_TOKEN_ENV
-from nemo_ops.cli import SUBCOMMANDS
-from nemo_ops.dev import dev_env
-from nemo_ops.migrate import ROLE_PASSWORD_ENV
-from nemo_ops.service_processes import Ports
-from nemo_ops.settings_doc import SERVICES as SETTINGS_CLASSES
 from nemo_protos.context.v1 import (
     context_service_pb2,  # noqa: F401  (registers the descriptors)
     rights_service_pb2,  # noqa: F401
@@ -26,6 +18,14 @@ from nemo_protos.context.v1 import (
 from nemo_protos.gateway.v1 import gateway_service_pb2  # noqa: F401
 from nemo_protos.toolplane.v1 import toolplane_admin_service_pb2, toolplane_service_pb2  # noqa: F401
 from tests.deploy.deploy_manifests import REPO
+from tests.docs.docs_text import (
+    INLINE_CODE,
+    NEMO_COMMAND,
+    VARIABLE,
+    code,
+    nemo_subcommands,
+    variable_known,
+)
 
 OPERATIONS = REPO / "docs" / "operations"
 
@@ -34,6 +34,7 @@ PAGES = {
     "deploy.md": "Deploy on Kubernetes",
     "providers.md": "Configure a model provider",
     "pseudonym-key.md": "Rotate the pseudonym key",
+    "identifier-key.md": "Register and rotate the identifier key",
     "agent-tokens.md": "Issue and revoke agent tokens",
     "approvals.md": "Approve tool calls",
     "snapshots.md": "Snapshot retention and purge",
@@ -45,13 +46,11 @@ PAGES = {
 }
 
 _FRONT_MATTER = re.compile(r"\A---\ntitle: (?P<title>[^\n]+)\n---\n\n# (?P<heading>[^\n]+)\n")
-_CODE_BLOCK = re.compile(r"^```[a-z]*\n(.*?)^```", re.S | re.M)
-_INLINE_CODE = re.compile(r"`([^`\n]+)`")
-_NEMO_COMMAND = re.compile(r"(?:^|&& |uv run )nemo ([a-z][a-z-]*)")
 _OPS_IMAGE_COMMAND = re.compile(r"/ops:\S+ ([a-z][a-z-]*)")
-_VARIABLE = re.compile(r"\bNEMO_[A-Z0-9_]*[A-Z0-9]\b")
 _RPC = re.compile(r"\b(nemo\.[a-z]+\.v1\.[A-Za-z]+)/([A-Za-z]+)\b")
-_REPO_PATH = re.compile(r"^(?:deploy|docs|services|ops|libs)/[A-Za-z0-9_./-]*[A-Za-z0-9_]$")
+_REPO_PATH = re.compile(
+    r"^(?:deploy|docs|services|ops|libs|eval|tests|protos|benchmarks)/[A-Za-z0-9_./-]*[A-Za-z0-9_]$"
+)
 _LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
 
 pages = pytest.mark.parametrize("page", sorted(PAGES))
@@ -59,27 +58,6 @@ pages = pytest.mark.parametrize("page", sorted(PAGES))
 
 def _text(page: str) -> str:
     return (OPERATIONS / page).read_text(encoding="utf-8")
-
-
-def _code(text: str) -> list[str]:
-    """Code lines: those of fenced blocks, then inline code spans."""
-    lines = [line.strip() for block in _CODE_BLOCK.findall(text) for line in block.splitlines()]
-    return lines + _INLINE_CODE.findall(_CODE_BLOCK.sub("", text))
-
-
-def _known_variables() -> set[str]:
-    known = {f"{v}{suffix}" for v in ROLE_PASSWORD_ENV.values() for suffix in ("", "_FILE")}
-    known.add("NEMO_OWNER_DATABASE_URL")  # read by deploy/k8s/create_secrets.py
-    known.add("NEMO_EVAL_LABEL")  # read by make eval (nemo_eval)
-    known.add(OPERATOR_TOKEN_ENV)  # read by `nemo approvals`
-    known.add(node.CACHE_VARIABLE)  # where the pinned npm packages are installed
-    # What `nemo dev up` writes to dev.env (and `nemo dev oauth-token` reads).
-    known |= set(dev_env("", Ports(1, 2, 3, 4), {}, {}, oauth_issuer=""))
-    for _, settings in SETTINGS_CLASSES:
-        prefix = str(settings.model_config.get("env_prefix", ""))
-        known |= {f"{prefix}{name.upper()}" for name in settings.model_fields}
-        known |= {file_variable(settings, name) for name in secret_file_fields(settings)}
-    return known
 
 
 def test_every_topic_has_its_page() -> None:
@@ -101,24 +79,24 @@ def test_pages_have_a_title_and_sections(page: str) -> None:
 
 @pages
 def test_named_commands_exist(page: str) -> None:
-    commands = {subcommand.name for subcommand in SUBCOMMANDS}
+    commands = nemo_subcommands()
     named = {
         match
-        for line in _code(_text(page))
-        for pattern in (_NEMO_COMMAND, _OPS_IMAGE_COMMAND)
+        for line in code(_text(page))
+        for pattern in (NEMO_COMMAND, _OPS_IMAGE_COMMAND)
         for match in pattern.findall(line)
     }
     assert named - commands == set()
 
 
 def test_the_command_check_sees_commands() -> None:
-    named = {m for line in _code(_text("approvals.md")) for m in _NEMO_COMMAND.findall(line)}
+    named = {m for line in code(_text("approvals.md")) for m in NEMO_COMMAND.findall(line)}
     assert "approvals" in named
 
 
 @pages
 def test_named_variables_exist(page: str) -> None:
-    assert set(_VARIABLE.findall(_text(page))) - _known_variables() == set()
+    assert not [name for name in set(VARIABLE.findall(_text(page))) if not variable_known(name)]
 
 
 @pages
@@ -133,7 +111,7 @@ def test_named_files_and_links_exist(page: str) -> None:
     text = _text(page)
     paths = [
         token
-        for token in _INLINE_CODE.findall(text) + re.findall(r"file://(\S+)", text)
+        for token in INLINE_CODE.findall(text) + re.findall(r"file://(\S+)", text)
         if _REPO_PATH.match(token)
     ]
     missing = [path for path in paths if not (REPO / path).exists()]

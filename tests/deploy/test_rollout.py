@@ -125,6 +125,7 @@ async def test_the_migration_job_prepares_a_fresh_database(
         namespace="nemo",
         owner_database_url=owner_dsn,
         pseudonym_key="k" * 32,
+        identifier_key="i" * 32,
         snapshot_master_key="m" * 32,
         llm_api_key="",
         embedding_api_key="",

@@ -39,11 +39,13 @@ MODEL_KEY_SECRETS = {"nemo-model-keys"}
 
 #: Each workload and exactly the Secrets its pods may see.
 EXPECTED_SECRETS: dict[str, set[str]] = {
-    # Database role nemo_context, pseudonym key, snapshot master key, accepted caller tokens,
+    # Database role nemo_context, pseudonym, identifier and snapshot master keys, accepted
+    # caller tokens,
     # optional S3 keys.
     "nemo-context": {
         "nemo-context-database",
         "nemo-pseudonym-key",
+        "nemo-identifier-key",
         "nemo-snapshot-master-key",
         "nemo-context-callers",
         "nemo-context-s3",
@@ -131,6 +133,7 @@ def _generated(namespace: str = "nemo") -> tuple[dict[str, dict[str, str]], dict
         namespace=namespace,
         owner_database_url="postgresql://nemo_owner:owner%40pw@db.internal:5432/nemo?sslmode=require",
         pseudonym_key="k" * 64,
+        identifier_key="i" * 32,
         snapshot_master_key="m" * 64,
         llm_api_key="llm-key",
         embedding_api_key="embedding-key",
@@ -199,6 +202,7 @@ def test_every_run_rotates_passwords_and_tokens_but_keeps_the_pseudonym_key() ->
     first, first_tokens = _generated()
     second, second_tokens = _generated()
     assert first["nemo-pseudonym-key"] == second["nemo-pseudonym-key"]
+    assert first["nemo-identifier-key"] == second["nemo-identifier-key"]
     assert set(first_tokens.values()).isdisjoint(second_tokens.values())
     assert (
         first["nemo-migrate-database"]["context-password"]
@@ -208,6 +212,7 @@ def test_every_run_rotates_passwords_and_tokens_but_keeps_the_pseudonym_key() ->
 
 def _run_script(tmp_path: Path, key: str) -> subprocess.CompletedProcess[str]:
     (tmp_path / "pseudonym.key").write_text(key + "\n")
+    (tmp_path / "identifier.key").write_text("i" * 48 + "\n")
     (tmp_path / "llm.key").write_text("llm-secret\n")
     return subprocess.run(
         [
@@ -219,6 +224,8 @@ def _run_script(tmp_path: Path, key: str) -> subprocess.CompletedProcess[str]:
             "postgresql://owner:pw@db:5432/nemo",
             "--pseudonym-key-file",
             str(tmp_path / "pseudonym.key"),
+            "--identifier-key-file",
+            str(tmp_path / "identifier.key"),
             "--snapshot-master-key-file",
             str(tmp_path / "pseudonym.key"),
             "--llm-api-key-file",
@@ -242,6 +249,7 @@ def test_the_script_prints_a_list_and_keeps_the_handed_over_tokens_private(
     assert listing["kind"] == "List"
     secrets = {item["metadata"]["name"]: decoded(item) for item in listing["items"]}
     assert secrets["nemo-pseudonym-key"] == {"key": "p" * 40}
+    assert secrets["nemo-identifier-key"] == {"key": "i" * 48}
     assert secrets["nemo-model-keys"] == {"llm-api-key": "llm-secret", "embedding-api-key": ""}
     tokens_file = tmp_path / "tokens.json"
     assert stat.S_IMODE(tokens_file.stat().st_mode) == 0o600

@@ -27,6 +27,7 @@ from nemo_ops import (
     dev,
     local_model,
     migrate,
+    oauth_clients,
     oauth_token,
     operator_accounts,
     policies,
@@ -95,6 +96,13 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
         operator_accounts.HELP,
         operator_accounts.configure_parser,
         operator_accounts.run_command,
+        True,
+    ),
+    Subcommand(
+        "oauth-clients",
+        oauth_clients.HELP,
+        oauth_clients.configure_parser,
+        oauth_clients.run_command,
         True,
     ),
 )

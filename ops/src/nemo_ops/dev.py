@@ -41,6 +41,7 @@ from nemo_ops.service_processes import (
     load_or_create_pseudonym_key,
     service_environments,
     spawn_service,
+    toolplane_oauth_environment,
     write_private,
 )
 from nemo_ops.service_processes import log_tail as read_log_tail
@@ -380,6 +381,7 @@ async def up(
             }
         try:
             oauth_issuer = await services.start_oauth(oauth_port, state_dir / "oauth")
+            environments["toolplane"] |= toolplane_oauth_environment(oauth_issuer, ports)
             if local_model_port is not None:
                 await services.start_local_model(local_model_port)
             for name in SERVICES:

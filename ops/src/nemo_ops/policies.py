@@ -18,7 +18,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.description = (
         "Read every grant and enabled policy as the policy engine would and report each row that "
         "can never match: broken conditions (a broken deny policy denies nothing), unknown "
-        "environments, modes, effects or resource scopes, tool patterns no registered tool has, "
+        "environments, modes, effects or resource scopes (a policy scoped to a family or to the "
+        "user never matches: policies name learners), tool patterns no registered tool has, "
         "agent scopes no agent has, conditions no tool in scope meets. Exits 1 when it finds any."
     )
     parser.add_argument("action", choices=("check",))
@@ -32,13 +33,14 @@ async def _check(database_url: str) -> int:
             "FROM toolplane.grants ORDER BY id"
         )
         policies = await conn.fetch(
-            "SELECT name, effect, agent_scope, tool_scope, environment_scope, conditions, enabled "
-            "FROM toolplane.policies ORDER BY priority, name"
+            "SELECT name, effect, agent_scope, tool_scope, resource_scope, environment_scope, "
+            "conditions, enabled FROM toolplane.policies ORDER BY priority, name"
         )
         agents = [row["id"] for row in await conn.fetch("SELECT id FROM toolplane.agents")]
     finally:
         await conn.close()
-    tools = [tool_facts(tool) for tool in build_registry().versions()]
+    registry = build_registry()
+    tools = [tool_facts(tool, registry) for tool in registry.versions()]
     findings = find_dead_rules(
         [dict(row) for row in grants], [dict(row) for row in policies], agents, tools
     )

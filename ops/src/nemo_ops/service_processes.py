@@ -162,6 +162,14 @@ def service_environments(
     }
 
 
+def toolplane_oauth_environment(issuer: str, ports: Ports) -> dict[str, str]:
+    """The tool plane's settings accepting OAuth access tokens of ``issuer`` for its edge."""
+    return {
+        "NEMO_TOOLPLANE_OAUTH_ISSUER": issuer,
+        "NEMO_TOOLPLANE_OAUTH_RESOURCE": ports.mcp_url,
+    }
+
+
 async def spawn_service(
     service: str, env: Mapping[str, str], log_path: Path
 ) -> asyncio.subprocess.Process:

@@ -17,7 +17,7 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader, NumberDataPoi
 from pydantic import SecretStr
 
 from nemo_context.app import SERVICE_NAME, build
-from nemo_context.settings import ContextSettings
+from nemo_context.settings import DEVELOPMENT_IDENTIFIER_KEY, ContextSettings
 from nemo_context.snapshots.keys import DataKeys, MasterKey
 from nemo_context.snapshots.store import SnapshotOwner
 from nemo_core.client import create_channel
@@ -120,6 +120,8 @@ def owner_of(learner_ref: str) -> SnapshotOwner:
 
 
 TEST_PSEUDONYM_KEY = "test-pseudonym-key-0123456789abcdef0123456789"
+#: The identifier key the demo seed registers (tests build against the seeded database).
+TEST_IDENTIFIER_KEY = DEVELOPMENT_IDENTIFIER_KEY.encode()
 """The pseudonym key of the test servers (any key of 32+ characters works)."""
 
 

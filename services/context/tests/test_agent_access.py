@@ -20,7 +20,7 @@ from nemo_protos.context.v1 import context_service_pb2 as pb
 from nemo_protos.type.v1 import locale_pb2
 from nemo_protos.type.v1 import user_source_pb2 as us
 
-from .conftest import RunningContextServer
+from .conftest import TEST_IDENTIFIER_KEY, RunningContextServer
 
 TIMEOUT = 10.0
 VIEW = "profile"
@@ -110,7 +110,10 @@ async def test_the_same_statements_run_for_a_foreign_and_a_missing_learner(
     recorded_pool: tuple[Pool, list[LoggedQuery]],
 ) -> None:
     pool, statements = recorded_pool
-    builder = ContextBuilder(PostgresLearnerRepository(pool), Pseudonymizer(b"k" * 32))
+    builder = ContextBuilder(
+        PostgresLearnerRepository(pool, identifier_key=TEST_IDENTIFIER_KEY),
+        Pseudonymizer(b"k" * 32),
+    )
     reach = reach_of("U-2041-P1", us.USER_SOURCE_TOKEN, ["user"])
     ran: dict[str, list[str]] = {}
     refused: dict[str, ServiceError] = {}
@@ -131,7 +134,10 @@ async def test_access_and_data_are_read_in_one_transaction(
     recorded_pool: tuple[Pool, list[LoggedQuery]],
 ) -> None:
     pool, statements = recorded_pool
-    builder = ContextBuilder(PostgresLearnerRepository(pool), Pseudonymizer(b"k" * 32))
+    builder = ContextBuilder(
+        PostgresLearnerRepository(pool, identifier_key=TEST_IDENTIFIER_KEY),
+        Pseudonymizer(b"k" * 32),
+    )
     reach = reach_of("U-2041-P1", us.USER_SOURCE_TOKEN, ["user"])
     statements.clear()
     await builder.build("L-2041-1", PURPOSES[VIEW], locale_pb2.LOCALE_VI, reach=reach)

@@ -1,6 +1,6 @@
 """BuildContext as of an evaluation time: the same request with the same ``evaluate_time``
 builds the same bundle, whatever is recorded after it; built without one, the later records are
-read."""
+read. The age is the learner's age today, whatever the time asked for."""
 
 from __future__ import annotations
 
@@ -8,12 +8,15 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 
+import asyncpg
 import grpc
 import grpc.aio
 import pytest
 from google.protobuf import timestamp_pb2
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from nemo_core.db import connect
+from nemo_core.db import Pool, connect, learner_transaction
 from nemo_core.errors import error_details
 from nemo_protos.context.v1 import context_service_pb2 as pb
 from nemo_protos.context.v1 import learner_context_pb2
@@ -106,3 +109,55 @@ async def test_an_evaluation_time_outside_the_timestamp_range_is_invalid(
         grpc.StatusCode.INVALID_ARGUMENT,
         "INVALID_EVALUATE_TIME",
     )
+
+
+EVALUATION_TIMES = st.datetimes(
+    min_value=datetime(1900, 1, 1),  # noqa: DTZ001  hypothesis takes naive bounds
+    max_value=datetime(2200, 12, 31),  # noqa: DTZ001
+    timezones=st.just(UTC),
+)
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(times=st.lists(EVALUATION_TIMES, min_size=2, max_size=4))
+async def test_no_evaluation_time_reveals_more_than_the_age_today(
+    times: list[datetime], context_server: RunningContextServer, owner_dsn: str
+) -> None:
+    # Bisecting evaluate_time around a birthday used to recover the birth date; now every time,
+    # past or future, before or after the birth, gives the learner's age as of the server's date.
+    conn = await connect(owner_dsn)
+    try:
+        today = await conn.fetchval(
+            "SELECT date_part('year', age(current_date, birth_date))::int"
+            " FROM learning.learners WHERE id = 'L-2041-1'"
+        )
+    finally:
+        await conn.close()
+    ages = {(await _build(context_server, "toolplane", "profile", when)).profile.age_years
+            for when in times}  # fmt: skip
+    assert ages == {today}
+
+
+async def test_the_age_function_takes_no_day_and_never_answers_a_negative_age(
+    context_pool: Pool, owner_dsn: str
+) -> None:
+    async with learner_transaction(context_pool, ["L-2041-2"], readonly=True) as conn:
+        with pytest.raises(asyncpg.UndefinedFunctionError):
+            await conn.fetchval("SELECT learning.learner_age_years_on('L-2041-2', '1990-01-01')")
+    owner = await connect(owner_dsn)
+    try:
+        born = await owner.fetchval(
+            "SELECT birth_date FROM learning.learners WHERE id = 'L-2041-2'"
+        )
+        await owner.execute(
+            "UPDATE learning.learners SET birth_date = current_date + 30 WHERE id = 'L-2041-2'"
+        )
+        async with learner_transaction(context_pool, ["L-2041-2"], readonly=True) as conn:
+            assert await conn.fetchval("SELECT learning.learner_age_years('L-2041-2')") is None
+    finally:
+        await owner.execute(
+            "UPDATE learning.learners SET birth_date = $1 WHERE id = 'L-2041-2'", born
+        )
+        await owner.close()

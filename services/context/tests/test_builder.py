@@ -12,8 +12,17 @@ import pytest
 from google.protobuf import text_format
 
 from nemo_context.builder import BUILD_VERSION, ContextBuilder
+from nemo_context.gate.masking import ID_MASK
 from nemo_context.pseudonym import Pseudonymizer
-from nemo_context.purposes import CONVERSATION, POLICY_VERSION, PURPOSES, Purpose, Slice
+from nemo_context.purposes import (
+    CONVERSATION,
+    MASK,
+    POLICY_VERSION,
+    PURPOSES,
+    REFUSE,
+    Purpose,
+    Slice,
+)
 from nemo_context.repository import (
     LearnerRecord,
     PostgresLearnerRepository,
@@ -26,7 +35,7 @@ from nemo_ops.seed_data.progress import EVIDENCE
 from nemo_protos.context.v1 import learner_context_pb2 as pb
 from nemo_protos.type.v1 import locale_pb2
 
-from .conftest import TEST_PSEUDONYM_KEY
+from .conftest import TEST_IDENTIFIER_KEY, TEST_PSEUDONYM_KEY
 
 BUNDLE_PURPOSES = [name for name, purpose in PURPOSES.items() if purpose.kind != CONVERSATION]
 ALWAYS_SET = {
@@ -57,7 +66,9 @@ PSEUDONYMS = Pseudonymizer(TEST_PSEUDONYM_KEY.encode())
 
 @pytest.fixture
 def builder(context_pool: Pool) -> ContextBuilder:
-    return ContextBuilder(PostgresLearnerRepository(context_pool), PSEUDONYMS)
+    return ContextBuilder(
+        PostgresLearnerRepository(context_pool, identifier_key=TEST_IDENTIFIER_KEY), PSEUDONYMS
+    )
 
 
 async def _build(builder: ContextBuilder, learner_id: str, purpose: str) -> pb.ContextBundle:
@@ -239,7 +250,7 @@ class _AlteredRepository:
     """The real repository with its record altered: the seam a broken query would use."""
 
     def __init__(self, pool: Pool, alter: Any) -> None:
-        self._real = PostgresLearnerRepository(pool)
+        self._real = PostgresLearnerRepository(pool, identifier_key=TEST_IDENTIFIER_KEY)
         self._alter = alter
 
     async def read(
@@ -273,22 +284,53 @@ def _with_parent_id_in_a_reason(record: LearnerRecord) -> LearnerRecord:
     return dataclasses.replace(record, models={**record.models, "next_experience": model_row})
 
 
+def _with_raw_id_in_a_node_title(record: LearnerRecord) -> LearnerRecord:
+    first, *rest = record.mastery
+    return dataclasses.replace(
+        record, mastery=[{**first, "node_title": f"{first['node_title']} (L-2041-1)"}, *rest]
+    )
+
+
 @pytest.mark.parametrize(
     ("alter", "purpose"),
     [
         (_with_learner_id_column, "tutor_hint"),
         (_with_name_deep_in_a_model, "learning_state"),
-        (_with_raw_id_in_goal_text, "plan_explanation"),
-        (_with_parent_id_in_a_reason, "next_learning_experience"),
+        (_with_raw_id_in_a_node_title, "tutor_hint"),
     ],
 )
-async def test_a_repository_that_leaks_makes_the_build_fail(
+async def test_a_repository_that_leaks_into_a_structured_field_makes_the_build_fail(
     context_pool: Pool, alter: Any, purpose: str
 ) -> None:
     builder = ContextBuilder(_AlteredRepository(context_pool, alter), PSEUDONYMS)
     with pytest.raises(ServiceError) as raised:
         await builder.build("L-2041-1", PURPOSES[purpose], locale_pb2.LOCALE_VI)
     assert raised.value.code is grpc.StatusCode.INTERNAL
+    assert raised.value.reason == "CONTEXT_LEAK_BLOCKED"
+
+
+@pytest.mark.parametrize(
+    ("alter", "purpose", "written"),
+    [
+        (_with_raw_id_in_goal_text, "plan_explanation", "goal.title"),
+        (_with_parent_id_in_a_reason, "next_learning_experience", "next_experience.reason"),
+    ],
+)
+async def test_a_key_in_written_text_is_masked_or_refused_as_the_purpose_declares(
+    context_pool: Pool, alter: Any, purpose: str, written: str
+) -> None:
+    builder = ContextBuilder(_AlteredRepository(context_pool, alter), PSEUDONYMS)
+    declared = PURPOSES[purpose]
+    assert declared.written_text_identifiers == MASK
+    bundle = (await builder.build("L-2041-1", declared, locale_pb2.LOCALE_VI)).message
+    message_name, field_name = written.split(".")
+    text = getattr(getattr(bundle, message_name), field_name)
+    assert ID_MASK in text
+    assert ID_MASK in bundle.rendered_text
+    assert [(r.kind, r.count) for r in bundle.redactions] == [(pb.IDENTIFIER_KIND_KEY, 1)]
+    refusing = dataclasses.replace(declared, written_text_identifiers=REFUSE)
+    with pytest.raises(ServiceError) as raised:
+        await builder.build("L-2041-1", refusing, locale_pb2.LOCALE_VI)
     assert raised.value.reason == "CONTEXT_LEAK_BLOCKED"
 
 
@@ -304,7 +346,9 @@ async def test_a_statement_that_selects_a_key_column_fails_the_build(
             "SELECT\n    l.grade,", f"SELECT\n    {column},\n    l.grade,"
         )
 
-    repository = PostgresLearnerRepository(context_pool, statements=with_key_column)
+    repository = PostgresLearnerRepository(
+        context_pool, identifier_key=TEST_IDENTIFIER_KEY, statements=with_key_column
+    )
     record = await repository.read("L-2041-1", PURPOSES["tutor_hint"], datetime.now(UTC))
     assert record is not None
     assert column.rsplit(" AS ", 1)[1].strip('"') in record.columns  # the key was read

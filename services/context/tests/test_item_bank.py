@@ -152,3 +152,36 @@ async def test_only_the_gateway_stores_items(context_server: RunningContextServe
         with pytest.raises(grpc.aio.AioRpcError) as raised:
             await context_server.stub(caller).StoreGeneratedItems(request, timeout=TIMEOUT)
         assert error_details(raised.value).reason == "CALLER_NOT_ALLOWED"
+
+
+@pytest.mark.parametrize(
+    "personal",
+    [
+        {"stem": "Gọi cô giáo theo số 0912 345 678 rồi trả lời: (x + 1)² bằng?"},
+        {"rubric": "Gửi bài cho thầy qua \uff54\uff48\uff41\uff59.toan\uff20example.com."},
+        {"stem": "Ngày sinh: 14/10/2012. (x + 1)² bằng?"},
+        {"rubric": '{"studentName": "Minh"}'},
+        {
+            "choices": ["47 Lê Văn Sỹ, phường 13, quận 3", "x² + 2x + 1"],
+            "answer_key": "x² + 2x + 1",
+        },
+    ],
+)
+async def test_an_item_with_personal_data_is_refused_whole(
+    personal: dict[str, object],
+    context_server: RunningContextServer,
+    owner_dsn: str,
+    bank: list[str],
+) -> None:
+    # The item bank is shared by every learner: no one's contact data, birth date or personal
+    # field may enter it, whoever it belongs to.
+    request = pb.StoreGeneratedItemsRequest(items=[_item(), _item(**personal)], generated_by=BY)
+    with pytest.raises(grpc.aio.AioRpcError) as raised:
+        await context_server.stub("gateway").StoreGeneratedItems(request, timeout=TIMEOUT)
+    details = error_details(raised.value)
+    assert (details.code, details.reason, details.metadata["index"]) == (
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "IDENTIFIER_IN_ITEM",
+        "1",
+    )
+    assert await _stored(owner_dsn) == []

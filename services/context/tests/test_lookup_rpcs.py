@@ -1,4 +1,4 @@
-"""CheckLearnerAccess, SearchKnowledge and GetKnowledgeNode through a real server."""
+"""CheckLearnerAccess, CheckUser, SearchKnowledge and GetKnowledgeNode through a real server."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import grpc.aio
 import pytest
 
 from nemo_core.errors import error_details
+from nemo_ops.seed_data.people import USERS
 from nemo_protos.context.v1 import context_service_pb2 as pb
 from nemo_protos.type.v1 import user_source_pb2
 
@@ -105,3 +106,21 @@ async def test_knowledge_errors_on_the_wire(context_server: RunningContextServer
             pb.SearchKnowledgeRequest(query="he so goc", limit=500), timeout=TIMEOUT
         )
     assert error_details(too_many.value).reason == "INVALID_LIMIT"
+
+
+async def test_the_tool_plane_checks_that_a_user_exists_and_only_the_tool_plane_may(
+    context_server: RunningContextServer,
+) -> None:
+    stub = context_server.stub("toolplane")
+    for row in USERS.rows:
+        answer = await stub.CheckUser(pb.CheckUserRequest(user_id=str(row["id"])), timeout=TIMEOUT)
+        assert answer.exists, row["id"]
+    # Well-formed ids nobody holds, ids no key can be, and nothing at all name no user.
+    for nobody in ("U-2041-P9", "U-9999-X1", "L-2041-1", "", "u-2041-p1", "U-2041-P1 ", "x" * 300):
+        answer = await stub.CheckUser(pb.CheckUserRequest(user_id=nobody), timeout=TIMEOUT)
+        assert not answer.exists, nobody
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await context_server.stub("gateway").CheckUser(
+            pb.CheckUserRequest(user_id="U-2041-P1"), timeout=TIMEOUT
+        )
+    assert refused.value.code() is grpc.StatusCode.PERMISSION_DENIED

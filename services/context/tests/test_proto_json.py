@@ -20,7 +20,7 @@ from nemo_context.repository import PostgresLearnerRepository
 from nemo_core.db import Pool
 from nemo_protos.type.v1 import locale_pb2
 
-from .conftest import TEST_PSEUDONYM_KEY
+from .conftest import TEST_IDENTIFIER_KEY, TEST_PSEUDONYM_KEY
 from .test_builder import BUNDLE_PURPOSES
 
 
@@ -33,7 +33,8 @@ async def test_every_purpose_bundle_converts_exactly_as_json_format(
     context_pool: Pool, learner_id: str
 ) -> None:
     builder = ContextBuilder(
-        PostgresLearnerRepository(context_pool), Pseudonymizer(TEST_PSEUDONYM_KEY.encode())
+        PostgresLearnerRepository(context_pool, identifier_key=TEST_IDENTIFIER_KEY),
+        Pseudonymizer(TEST_PSEUDONYM_KEY.encode()),
     )
     for name in BUNDLE_PURPOSES:
         for locale in (locale_pb2.LOCALE_VI, locale_pb2.LOCALE_EN):

@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from pydantic_settings import SettingsError
 
 from nemo_context.pseudonym import Pseudonymizer, pseudonymizer_from_settings
-from nemo_context.settings import ContextSettings
+from nemo_context.settings import DEVELOPMENT_IDENTIFIER_KEY, ContextSettings
 
 KEY = "k" * 40
 
@@ -91,3 +91,31 @@ def test_development_without_a_key_uses_a_random_key_and_warns(
         second = pseudonymizer_from_settings(_settings())
     assert first.learner_ref("L-2041-1") != second.learner_ref("L-2041-1")
     assert any("random key" in record.getMessage() for record in caplog.records)
+
+
+#: Each secret key the service refuses to run without outside development, and a valid value.
+SECRET_KEYS = {
+    "pseudonym_key": ("pseudonym key", KEY),
+    "identifier_key": ("identifier key", "i" * 32),
+    "snapshot_master_key": ("snapshot master key", "m" * 32),
+}
+
+
+@pytest.mark.parametrize("environment", ["staging", "production"])
+@pytest.mark.parametrize("field", sorted(SECRET_KEYS))
+def test_outside_development_each_secret_key_is_required_and_long(
+    environment: str, field: str
+) -> None:
+    valid = {name: value for name, (_, value) in SECRET_KEYS.items()}
+    what = SECRET_KEYS[field][0]
+    article = "an" if what.startswith("i") else "a"
+    with pytest.raises(ValidationError, match=f"needs {article} {what}"):
+        _settings(**{**valid, field: None}, environment=environment)
+    with pytest.raises(ValidationError, match=f"{what} must be at least 32 characters"):
+        _settings(**{**valid, field: "short"}, environment=environment)
+    settings = _settings(**valid, environment=environment)
+    assert settings.identifier_key_bytes() == b"i" * 32
+
+
+def test_in_development_the_identifier_key_is_the_one_the_seed_registers() -> None:
+    assert _settings().identifier_key_bytes() == DEVELOPMENT_IDENTIFIER_KEY.encode()

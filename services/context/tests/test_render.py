@@ -15,7 +15,7 @@ from nemo_core.db import Pool
 from nemo_protos.context.v1 import learner_context_pb2 as pb
 from nemo_protos.type.v1 import locale_pb2
 
-from .conftest import TEST_PSEUDONYM_KEY
+from .conftest import TEST_IDENTIFIER_KEY, TEST_PSEUDONYM_KEY
 
 BUNDLE_PURPOSES = [name for name, purpose in PURPOSES.items() if purpose.kind != CONVERSATION]
 LINKED_TO_L1 = (
@@ -34,7 +34,8 @@ LOCALES = [locale_pb2.LOCALE_UNSPECIFIED, locale_pb2.LOCALE_VI, locale_pb2.LOCAL
 @pytest.fixture
 def builder(context_pool: Pool) -> ContextBuilder:
     return ContextBuilder(
-        PostgresLearnerRepository(context_pool), Pseudonymizer(TEST_PSEUDONYM_KEY.encode())
+        PostgresLearnerRepository(context_pool, identifier_key=TEST_IDENTIFIER_KEY),
+        Pseudonymizer(TEST_PSEUDONYM_KEY.encode()),
     )
 
 

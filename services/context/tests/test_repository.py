@@ -13,6 +13,8 @@ from nemo_context.purposes import CONVERSATION, PURPOSES
 from nemo_context.repository import PostgresLearnerRepository, linked_identifiers, statement_for
 from nemo_core.db import LEARNER_IDS_SETTING, Pool, init_connection, learner_transaction
 
+from .conftest import TEST_IDENTIFIER_KEY
+
 LEARNER_TABLES = (
     "learning.learners",
     "learning.mastery",
@@ -32,7 +34,7 @@ async def test_every_bundle_statement_binds_exactly_the_requested_learner(
     recorded_pool: tuple[Pool, list[LoggedQuery]], learner_id: str
 ) -> None:
     pool, statements = recorded_pool
-    repository = PostgresLearnerRepository(pool)
+    repository = PostgresLearnerRepository(pool, identifier_key=TEST_IDENTIFIER_KEY)
     for name in BUNDLE_PURPOSES:
         statements.clear()
         assert await repository.read(learner_id, PURPOSES[name], NOW) is not None
@@ -54,7 +56,7 @@ async def test_statements_never_name_identifier_columns_or_verbatim_answers(
     recorded_pool: tuple[Pool, list[LoggedQuery]],
 ) -> None:
     pool, statements = recorded_pool
-    repository = PostgresLearnerRepository(pool)
+    repository = PostgresLearnerRepository(pool, identifier_key=TEST_IDENTIFIER_KEY)
     for name in BUNDLE_PURPOSES:
         await repository.read("L-2041-1", PURPOSES[name], NOW)
     text = "\n".join(statement.query for statement in statements)
@@ -64,7 +66,7 @@ async def test_statements_never_name_identifier_columns_or_verbatim_answers(
 
 
 async def test_an_unknown_learner_reads_as_none(context_pool: Pool) -> None:
-    repository = PostgresLearnerRepository(context_pool)
+    repository = PostgresLearnerRepository(context_pool, identifier_key=TEST_IDENTIFIER_KEY)
     assert await repository.read("L-2041-404", PURPOSES["learning_state"], NOW) is None
 
 

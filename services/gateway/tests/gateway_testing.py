@@ -17,6 +17,8 @@ from nemo_context.app import build as build_context
 from nemo_context.settings import ContextSettings
 from nemo_core.db import connect
 from nemo_core.server import Server
+from nemo_gateway.prompts.registry import REGISTRY
+from nemo_gateway.prompts.spec import Rpc
 from nemo_gateway.settings import GatewaySettings
 from nemo_protos.gateway.v1 import gateway_service_pb2 as gw_pb
 from nemo_protos.gateway.v1 import gateway_service_pb2_grpc
@@ -42,6 +44,17 @@ class Gateway:
 
 
 StartGateway = Callable[..., Awaitable[Gateway]]
+
+
+def prompt_ids(*rpcs: Rpc, learner: bool | None = None) -> set[str]:
+    """Ids of the registered prompts the ``rpcs`` serve: with ``learner``, only those that run
+    on a learner's context (True) or on none (False). Per-prompt test tables compare their keys
+    with these, so a newly registered prompt fails until each table has its entry."""
+    return {
+        spec.prompt_id
+        for spec in REGISTRY
+        if spec.rpc in rpcs and (learner is None or (spec.purpose is not None) is learner)
+    }
 
 
 async def collect_stream(

@@ -22,7 +22,7 @@ from nemo_gateway.lang import Lang
 from nemo_gateway.prompts.learner.shared import NoVariables
 from nemo_gateway.prompts.learner.tutor_hint import TutorHintVariables
 from nemo_gateway.prompts.registry import REGISTRY
-from nemo_gateway.prompts.spec import PromptInput
+from nemo_gateway.prompts.spec import PromptInput, Rpc, Strict
 from nemo_gateway.prompts.tutor.chat_reply import CHAT_MAX_INPUT_TOKENS, conversation_budget
 from nemo_gateway.providers.factory import build_provider
 from nemo_gateway.runner import Clock, Prepared, PromptRunner
@@ -30,19 +30,28 @@ from nemo_gateway.settings import GatewaySettings
 from nemo_protos.context.v1 import learner_context_pb2 as ctx
 from nemo_protos.gateway.v1 import gateway_service_pb2 as pb
 from nemo_testing.providers import Answer, ScriptedProvider
+from nemo_testing.registrations import Table
 
-from .gateway_testing import CONTEXT_CLIENT_TOKEN, FIXED_TIME, LLM_KEY, StartGateway
+from .gateway_testing import CONTEXT_CLIENT_TOKEN, FIXED_TIME, LLM_KEY, StartGateway, prompt_ids
 
-LEARNER_PROMPTS = {
-    "learner.tutor_hint": TutorHintVariables(),
-    "learner.plan_explanation": NoVariables(),
-    "learner.portrait_summary": NoVariables(),
+#: Each prompt that runs on a learner bundle: its variables and a valid model answer.
+LEARNER_PROMPTS: dict[str, tuple[Strict, dict[str, Any]]] = {
+    "learner.tutor_hint": (TutorHintVariables(), {"hint": "Gợi ý."}),
+    "learner.plan_explanation": (
+        NoVariables(),
+        {"explanation": "Kế hoạch.", "key_points": ["Ý một."]},
+    ),
+    "learner.portrait_summary": (
+        NoVariables(),
+        {"summary": "Chân dung.", "strengths": [], "growth_areas": []},
+    ),
 }
-VALID = {
-    "learner.tutor_hint": {"hint": "Gợi ý."},
-    "learner.plan_explanation": {"explanation": "Kế hoạch.", "key_points": ["Ý một."]},
-    "learner.portrait_summary": {"summary": "Chân dung.", "strengths": [], "growth_areas": []},
-}
+LEARNER_TABLE = Table(
+    "LEARNER_PROMPTS in services/gateway/tests/test_budgets.py",
+    "its variables and a valid model answer",
+)
+#: The prompts whose input grows with the learner's rendered context.
+BUNDLED = sorted(prompt_ids(Rpc.RUN_PROMPT, learner=True))
 CLOCK = Clock(FIXED_TIME.ToDatetime(tzinfo=UTC), from_server=False)
 
 
@@ -69,9 +78,8 @@ def _prepared(prompt_id: str, rendered_chars: int) -> Prepared:
     spec = REGISTRY.get(prompt_id)
     assert spec is not None
     bundle = ctx.ContextBundle(learner_ref="nemo_aaaaaaaaaaaa", rendered_text="a" * rendered_chars)
-    prompt: PromptInput[Any] = PromptInput(
-        LEARNER_PROMPTS[prompt_id], Lang.VI, CLOCK.evaluated_at, context=bundle
-    )
+    variables = LEARNER_TABLE.entry_of(LEARNER_PROMPTS, prompt_id)[0]
+    prompt: PromptInput[Any] = PromptInput(variables, Lang.VI, CLOCK.evaluated_at, context=bundle)
     return Prepared(spec, prompt, "learner:x")
 
 
@@ -83,14 +91,19 @@ def _chars_to_fill(prompt_id: str, spare_tokens: int) -> int:
     return (spec.max_input_tokens - base - spare_tokens) * 3
 
 
-@pytest.mark.parametrize("prompt_id", sorted(LEARNER_PROMPTS))
+def test_every_prompt_on_a_learner_bundle_has_its_budget_case() -> None:
+    assert not (gaps := LEARNER_TABLE.gaps(LEARNER_PROMPTS, BUNDLED)), gaps
+
+
+@pytest.mark.parametrize("prompt_id", BUNDLED)
 async def test_a_prompt_over_its_input_limit_is_never_sent(
     prompt_id: str, runner: PromptRunner, provider: ScriptedProvider
 ) -> None:
     over = await runner.execute(_prepared(prompt_id, _chars_to_fill(prompt_id, -1)), CLOCK)
     assert (over.record.reason, over.record.attempts) == ("INPUT_TOO_LONG", 0)
     assert provider.requests == []
-    provider.script(Answer(json.dumps(VALID[prompt_id], ensure_ascii=False)))
+    valid = LEARNER_TABLE.entry_of(LEARNER_PROMPTS, prompt_id)[1]
+    provider.script(Answer(json.dumps(valid, ensure_ascii=False)))
     within = await runner.execute(_prepared(prompt_id, _chars_to_fill(prompt_id, 0)), CLOCK)
     assert (within.record.reason, within.record.attempts) == ("", 1)
     assert len(provider.requests) == 1

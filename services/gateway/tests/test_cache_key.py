@@ -14,15 +14,18 @@ from hypothesis import strategies as st
 from nemo_gateway.cache import input_digest, messages_digest
 from nemo_gateway.grounding.sources import NumberedSource
 from nemo_gateway.lang import Lang
-from nemo_gateway.prompts.coral import generate_items
+from nemo_gateway.prompts.coral import evaluate_item, generate_items
 from nemo_gateway.prompts.knowledge.answer import AnswerDraft, AnswerVariables
 from nemo_gateway.prompts.learner.plan_explanation import PlanDraft
 from nemo_gateway.prompts.learner.portrait_summary import PortraitDraft
 from nemo_gateway.prompts.learner.shared import NoVariables
 from nemo_gateway.prompts.learner.tutor_hint import HintDraft, TutorHintVariables
 from nemo_gateway.prompts.registry import REGISTRY
-from nemo_gateway.prompts.spec import PromptInput
+from nemo_gateway.prompts.spec import PromptInput, Rpc
 from nemo_protos.context.v1 import learner_context_pb2 as ctx
+from nemo_testing.registrations import Table
+
+from .gateway_testing import prompt_ids
 
 NOW = datetime(2026, 1, 15, 8, tzinfo=UTC)
 _IDS = st.sampled_from(["", "n1", "n2"])
@@ -64,6 +67,18 @@ def _generate(draw: st.DrawFn) -> PromptInput[Any]:
 
 
 @st.composite
+def _evaluate(draw: st.DrawFn) -> PromptInput[Any]:
+    variables = evaluate_item.EvaluateItemVariables(
+        stem=draw(st.sampled_from(["Tính (x + 1)².", "Tính (x - 1)²."])),
+        kind=draw(st.sampled_from(["multiple_choice", "short_answer"])),
+        choices=tuple(draw(st.lists(st.sampled_from(["x² + 1", "x² + 2x + 1"]), max_size=4))),
+        answer_key=draw(st.sampled_from(["", "x² + 2x + 1"])),
+        subject=draw(st.sampled_from(["math", "physics"])), grade=draw(st.integers(7, 8)),
+    )  # fmt: skip
+    return _prompt(draw, variables)
+
+
+@st.composite
 def _hint(draw: st.DrawFn) -> PromptInput[Any]:
     variables = TutorHintVariables(
         node_id=draw(_IDS), question=draw(st.sampled_from(["", "Câu 1?"]))
@@ -99,6 +114,10 @@ CASES = {
             items=(generate_items.DraftItem(kind="short_answer", stem="S", answer="A", rubric="R"),)
         ),
     ),
+    "coral.evaluate_item": (
+        _evaluate(),
+        evaluate_item.ItemReview(verdict="revise", issues=("Mơ hồ.",), summary="Cần sửa."),
+    ),
     "learner.tutor_hint": (_hint(), HintDraft(hint="Gợi ý.")),
     "learner.plan_explanation": (
         _plan(),
@@ -110,6 +129,17 @@ CASES = {
     ),
     "knowledge.answer": (_answer(), AnswerDraft(covered=True, answer="Đúng [1].")),
 }
+CASES_TABLE = Table(
+    "CASES in services/gateway/tests/test_cache_key.py",
+    "a strategy of its inputs, drawn from small sets so that different inputs collide, and a "
+    "model answer to finish",
+)
+#: Every prompt whose results the cache keeps: those run through RunPrompt and Answer.
+CACHED = sorted(prompt_ids(Rpc.RUN_PROMPT, Rpc.ANSWER))
+
+
+def test_every_cached_prompt_has_its_cases() -> None:
+    assert not (gaps := CASES_TABLE.gaps(CASES, CACHED)), gaps
 
 
 def _key(prompt_id: str, prompt: PromptInput[Any]) -> tuple[str, str]:
@@ -121,13 +151,13 @@ def _key(prompt_id: str, prompt: PromptInput[Any]) -> tuple[str, str]:
 def _results(prompt_id: str, prompt: PromptInput[Any]) -> tuple[Any, Any]:
     spec = REGISTRY.get(prompt_id)
     assert spec is not None
-    return spec.finish(CASES[prompt_id][1], prompt), spec.baseline(prompt)
+    return spec.finish(CASES_TABLE.entry_of(CASES, prompt_id)[1], prompt), spec.baseline(prompt)
 
 
 @given(st.data())
 def test_inputs_that_share_a_key_have_equal_results(data: st.DataObject) -> None:
-    prompt_id = data.draw(st.sampled_from(sorted(CASES)))
-    strategy = CASES[prompt_id][0]
+    prompt_id = data.draw(st.sampled_from(CACHED))
+    strategy = CASES_TABLE.entry_of(CASES, prompt_id)[0]
     first, second = data.draw(strategy), data.draw(strategy)
     if _key(prompt_id, first) == _key(prompt_id, second):
         assert _results(prompt_id, first) == _results(prompt_id, second)
@@ -158,8 +188,8 @@ def test_inputs_the_old_key_confused_now_get_different_keys() -> None:
 @given(st.data())
 def test_the_evaluation_time_shapes_no_result(data: st.DataObject) -> None:
     # Why the key may leave it out: renderers, finishers and baselines never read it.
-    prompt_id = data.draw(st.sampled_from(sorted(CASES)))
-    prompt = data.draw(CASES[prompt_id][0])
+    prompt_id = data.draw(st.sampled_from(CACHED))
+    prompt = data.draw(CASES_TABLE.entry_of(CASES, prompt_id)[0])
     later = PromptInput(
         prompt.variables, prompt.lang, prompt.evaluated_at + timedelta(days=400),
         context=prompt.context, sources=prompt.sources,

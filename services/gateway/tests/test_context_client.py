@@ -36,9 +36,12 @@ AUDIT_TOKEN = "audit-client-token-0123456789"
 
 @asynccontextmanager
 async def leaking_learner(owner_dsn: str) -> AsyncIterator[str]:
-    """A new learner whose goal title names the learner's raw id, which the context service's
-    identifier gate refuses to let out; deleted afterwards with everything stored for it."""
+    """A new learner whose weakest node's title names the learner's raw id: a structured field,
+    which the context service's identifier gate refuses to let out (in a goal's title, text a
+    person wrote, the id would be masked instead); deleted afterwards with everything stored
+    for it."""
     learner_id = f"L-GW1-{secrets.token_hex(4)}"
+    node_id = f"gw1-{learner_id.lower()}"
     conn = await connect(owner_dsn)
     try:
         await conn.execute(
@@ -46,14 +49,21 @@ async def leaking_learner(owner_dsn: str) -> AsyncIterator[str]:
             learner_id,
         )
         await conn.execute(
-            "INSERT INTO learning.goals (id, learner_id, title) VALUES ($1, $2, $3)",
-            f"G-{learner_id}",
+            "INSERT INTO knowledge.nodes (id, title, subject, grade, strand)"
+            " VALUES ($1, $2, 'math', 8, 'algebra')",
+            node_id,
+            f"Bài riêng của {learner_id}",
+        )
+        await conn.execute(
+            "INSERT INTO learning.mastery (learner_id, node_id, mastery, confidence)"
+            " VALUES ($1, $2, 0.1, 0.5)",
             learner_id,
-            f"Mục tiêu của {learner_id}.",
+            node_id,
         )
         yield learner_id
     finally:
         await conn.execute("DELETE FROM learning.learners WHERE id = $1", learner_id)
+        await conn.execute("DELETE FROM knowledge.nodes WHERE id = $1", node_id)
         await conn.close()
 
 

@@ -18,17 +18,20 @@ from google.protobuf.message import Message
 
 from nemo_gateway.lang import Lang
 from nemo_gateway.prompts.coral import evaluate_item
-from nemo_gateway.prompts.spec import PromptInput
-from nemo_protos.gateway.v1 import answer_pb2, outputs_pb2, run_pb2
+from nemo_gateway.prompts.registry import REGISTRY
+from nemo_gateway.prompts.spec import PromptInput, Rpc
+from nemo_protos.gateway.v1 import answer_pb2, run_pb2
 from nemo_protos.gateway.v1 import gateway_service_pb2 as pb
 from nemo_protos.type.v1 import locale_pb2
 from nemo_testing.providers import ScriptedProvider
+from nemo_testing.registrations import Table
 
 from .gateway_testing import (
     FIXED_TIME,
     Gateway,
     StartGateway,
     chat_session,
+    prompt_ids,
     stored_messages,
     variables,
 )
@@ -104,6 +107,27 @@ RUN_CASES: dict[str, pb.RunPromptRequest] = {
 }
 
 
+RUN_TABLE = Table(
+    "RUN_CASES in services/gateway/tests/test_kill_switch.py",
+    "a request case, then write its golden file with NEMO_UPDATE_GOLDEN=1",
+)
+#: The streamed prompt, checked by the chat test at the end of this file.
+CHAT_PROMPT = "tutor.chat_reply"
+#: Prompts whose output is for content authors, not learners: the only ones without a
+#: disclaimer.
+AUTHOR_FACING = frozenset({"coral.generate_items", "coral.evaluate_item"})
+
+
+def test_every_prompt_a_caller_can_run_has_a_kill_switch_case() -> None:
+    covered = {case.prompt_id for case in RUN_CASES.values()}
+    assert not (gaps := RUN_TABLE.gaps(covered, prompt_ids(Rpc.RUN_PROMPT, Rpc.ANSWER))), gaps
+    streamed = prompt_ids(Rpc.STREAM_PROMPT)
+    assert streamed == {CHAT_PROMPT}, (
+        f"{sorted(streamed - {CHAT_PROMPT})} has no kill-switch test: write one like "
+        "test_the_chat_reply_is_the_baseline_and_the_turn_is_recorded"
+    )
+
+
 def _check_golden(name: str, message: Message) -> None:
     path = GOLDEN_DIR / f"{name}.binpb"
     serialized = message.SerializeToString(deterministic=True)
@@ -147,14 +171,15 @@ async def test_every_prompt_returns_its_baseline_byte_for_byte(
 
 
 def test_every_learner_facing_output_has_a_disclaimer_field() -> None:
-    for message in (
-        outputs_pb2.TutorHint,
-        outputs_pb2.PlanExplanation,
-        outputs_pb2.PortraitSummary,
-        outputs_pb2.ChatReply,
-        answer_pb2.GroundedAnswer,
-    ):
-        assert "disclaimer" in message.DESCRIPTOR.fields_by_name, message.DESCRIPTOR.name
+    shown = [spec for spec in REGISTRY if spec.rpc is not Rpc.INTERNAL]
+    assert {spec.prompt_id for spec in shown} >= AUTHOR_FACING
+    for spec in shown:
+        has_one = "disclaimer" in spec.output_descriptor.fields_by_name
+        assert has_one is (spec.prompt_id not in AUTHOR_FACING), (
+            f"{spec.prompt_id}: a learner-facing output has a disclaimer field "
+            f"({spec.output_descriptor.name} in protos/nemo/gateway/v1/), and only those; an "
+            "output for content authors is listed in AUTHOR_FACING"
+        )
 
 
 async def test_the_golden_output_is_what_the_baseline_function_returns(
@@ -196,7 +221,7 @@ async def test_the_chat_reply_is_the_baseline_and_the_turn_is_recorded(
 ) -> None:
     async with chat_session(owner_dsn) as session_id:
         request = pb.StreamPromptRequest(
-            prompt_id="tutor.chat_reply",
+            prompt_id=CHAT_PROMPT,
             session_id=session_id,
             turn_id="T2",
             user_message="Vậy (x + 3)² bằng bao nhiêu ạ?",
@@ -210,7 +235,7 @@ async def test_the_chat_reply_is_the_baseline_and_the_turn_is_recorded(
         ]
         completed = events[-1].completed
         assert completed.run.reason == "KILL_SWITCH"
-        _check_golden("tutor.chat_reply", completed.output)
+        _check_golden(CHAT_PROMPT, completed.output)
         assert [event.text_delta for event in events[:-1]] == [completed.output.chat_reply.text]
         assert await stored_messages(owner_dsn, session_id, "T2") == [
             ("user", "completed", "Vậy (x + 3)² bằng bao nhiêu ạ?"),

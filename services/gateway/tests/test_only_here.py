@@ -65,11 +65,11 @@ ALLOWED: dict[str, tuple[frozenset[str], str]] = {
         "checks that only the gateway's manifests mount the model keys, and where the rendered "
         "settings point the gateway",
     ),
-    "libs/nemo-eval/tests/": (
+    "eval/tests/": (
         frozenset({"key"}),
         "checks that the key settings never reach an evaluation report",
     ),
-    "libs/nemo-eval/src/nemo_eval/stack.py": (
+    "eval/src/nemo_eval/stack.py": (
         frozenset({"base_url"}),
         "points the gateway under evaluation at the recording proxy in front of the provider",
     ),
@@ -78,7 +78,7 @@ ALLOWED: dict[str, tuple[frozenset[str], str]] = {
         "the scripted provider server: it serves the wire formats, it calls no model",
     ),
 }
-SEARCHED = ("libs", "services", "ops", "benchmarks", "tests", "local-model", "conftest.py")
+SEARCHED = ("libs", "services", "ops", "eval", "benchmarks", "tests", "local-model", "conftest.py")
 SKIPPED_PARTS = frozenset({"__pycache__", ".venv", "node_modules"})
 GENERATED = "libs/nemo-protos/src/nemo_protos/"
 

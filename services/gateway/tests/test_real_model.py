@@ -27,6 +27,7 @@ from nemo_core.settings import DEFAULT_CALLER_TOKEN_METADATA_KEY
 from nemo_gateway.grounding.tags import CONTEXT_TAG, tagged
 from nemo_gateway.lang import Lang
 from nemo_gateway.prompts.registry import REGISTRY
+from nemo_gateway.prompts.spec import Rpc
 from nemo_gateway.providers.reasoning import strip_reasoning
 from nemo_ops import local_model
 from nemo_protos.context.v1 import context_service_pb2, context_service_pb2_grpc
@@ -35,6 +36,7 @@ from nemo_protos.gateway.v1 import run_pb2
 from nemo_testing.ports import free_port
 from nemo_testing.providers import RecordedRequest
 from nemo_testing.recording_proxy import RecordingProxy
+from nemo_testing.registrations import Table
 
 from .gateway_testing import (
     CONTEXT_CLIENT_TOKEN,
@@ -43,6 +45,7 @@ from .gateway_testing import (
     StartGateway,
     chat_session,
     collect_stream,
+    prompt_ids,
     start_context_service,
     stored_messages,
     variables,
@@ -56,6 +59,7 @@ AUDIT_TOKEN = "audit-caller-token-for-real-model-tests"
 #: Server-sent events relayed before the proxy cuts a stream: a few sentences of a reply.
 CUT_AFTER_EVENTS = 40
 MODEL = local_model.MODEL_NAME
+HERE = "services/gateway/tests/test_real_model.py"
 
 
 @pytest.fixture(scope="session")
@@ -213,15 +217,17 @@ CONTENT_PROMPTS = {
         stem="Tính (x + 1)².", kind="short_answer", subject="math", grade=8
     ),
 }
+CONTENT_TABLE = Table(
+    f"CONTENT_PROMPTS in {HERE}", "its variables for one run against the real model"
+)
 
 
-@pytest.mark.parametrize("prompt_id", sorted(CONTENT_PROMPTS))
+@pytest.mark.parametrize("prompt_id", sorted(prompt_ids(Rpc.RUN_PROMPT, learner=False)))
 async def test_content_prompts_complete_with_a_truthful_run_record(
     gateway: Gateway, proxy: RecordingProxy, prompt_id: str
 ) -> None:
-    response = await _run(
-        gateway, pb.RunPromptRequest(prompt_id=prompt_id, variables=CONTENT_PROMPTS[prompt_id])
-    )
+    values = CONTENT_TABLE.entry_of(CONTENT_PROMPTS, prompt_id)
+    response = await _run(gateway, pb.RunPromptRequest(prompt_id=prompt_id, variables=values))
     assert_truthful(response.run, proxy, prompt_id)
 
 
@@ -230,14 +236,17 @@ LEARNER_PROMPTS = {
     "learner.plan_explanation": None,
     "learner.portrait_summary": None,
 }
+LEARNER_TABLE = Table(
+    f"LEARNER_PROMPTS in {HERE}", "its variables for L-2041-1 (None when it takes none)"
+)
 
 
-@pytest.mark.parametrize("prompt_id", sorted(LEARNER_PROMPTS))
+@pytest.mark.parametrize("prompt_id", sorted(prompt_ids(Rpc.RUN_PROMPT, learner=True)))
 async def test_learner_prompts_see_exactly_the_snapshot_they_name(
     gateway: Gateway, proxy: RecordingProxy, audited_context: str, prompt_id: str
 ) -> None:
     request = pb.RunPromptRequest(prompt_id=prompt_id, learner_id="L-2041-1")
-    if (values := LEARNER_PROMPTS[prompt_id]) is not None:
+    if (values := LEARNER_TABLE.entry_of(LEARNER_PROMPTS, prompt_id)) is not None:
         request.variables.CopyFrom(values)
     response = await _run(gateway, request)
     assert_truthful(response.run, proxy, prompt_id)
@@ -256,6 +265,30 @@ async def test_learner_prompts_see_exactly_the_snapshot_they_name(
     assert "L-2041-1" not in sent, "the internal learner id never reaches the model"
 
 
+#: The prompts of the other RPCs, each run by the tests below that name it.
+ANSWER_PROMPT = "knowledge.answer"
+CHAT_PROMPT = "tutor.chat_reply"
+SUMMARY_PROMPT = "tutor.summarize_conversation"
+
+
+def test_every_registered_prompt_runs_against_the_real_model() -> None:
+    gaps = [
+        CONTENT_TABLE.gaps(CONTENT_PROMPTS, prompt_ids(Rpc.RUN_PROMPT, learner=False)),
+        LEARNER_TABLE.gaps(LEARNER_PROMPTS, prompt_ids(Rpc.RUN_PROMPT, learner=True)),
+    ]
+    assert not any(gaps), "\n".join(gap for gap in gaps if gap)
+    others = {
+        Rpc.ANSWER: {ANSWER_PROMPT},
+        Rpc.STREAM_PROMPT: {CHAT_PROMPT},
+        Rpc.INTERNAL: {SUMMARY_PROMPT},
+    }
+    for rpc, named in others.items():
+        assert prompt_ids(rpc) == named, (
+            f"{sorted(prompt_ids(rpc) - named)} ({rpc}) has no real-model test in {HERE}: "
+            f"write one like those of {sorted(named)}"
+        )
+
+
 @pytest.mark.parametrize(
     "question", ["Hằng đẳng thức (a + b)² là gì?", "Thủ đô của nước Pháp là gì?"]
 )
@@ -270,7 +303,7 @@ async def test_grounded_answers_complete_with_a_truthful_run_record(
     if response.run.reason == "NO_SOURCES":
         assert not proxy.requests, "no sources: no model call"
         return
-    assert_truthful(response.run, proxy, "knowledge.answer")
+    assert_truthful(response.run, proxy, ANSWER_PROMPT)
     if response.run.path != run_pb2.RUN_PATH_FALLBACK and response.answer.covered:
         # A model answer that is served cites no source that does not exist.
         assert not response.answer.citation_check.invalid_citations
@@ -321,7 +354,7 @@ QUESTION = "Còn (2x - 1)² thì sao ạ?"
 
 def _stream_request(session_id: str, turn_id: str) -> pb.StreamPromptRequest:
     return pb.StreamPromptRequest(
-        prompt_id="tutor.chat_reply",
+        prompt_id=CHAT_PROMPT,
         session_id=session_id,
         turn_id=turn_id,
         user_message=QUESTION,
@@ -364,7 +397,7 @@ async def test_a_streamed_reply_is_recorded_as_a_finished_turn_with_its_summary(
         assert run.usage.input_tokens_unknown
         assert run.usage.output_tokens_unknown
         # The conversation summary ran on the same model alongside the reply.
-        summaries = _whole_answers(proxy, "tutor.summarize_conversation")
+        summaries = _whole_answers(proxy, SUMMARY_PROMPT)
         assert len(summaries) >= 1
 
 

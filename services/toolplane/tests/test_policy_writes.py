@@ -148,7 +148,8 @@ async def test_policies_check_reports_rows_that_can_never_match(
 
 
 def test_findings_name_every_kind_of_dead_rule() -> None:
-    tools = [tool_facts(tool) for tool in build_registry().versions()]
+    registry = build_registry()
+    tools = [tool_facts(tool, registry) for tool in registry.versions()]
     grant: dict[str, Any] = {
         "id": 1,
         "agent_id": "a",
@@ -162,6 +163,7 @@ def test_findings_name_every_kind_of_dead_rule() -> None:
         "effect": "deny",
         "agent_scope": "ghost-*",
         "tool_scope": "docs.*",
+        "resource_scope": "*",
         "environment_scope": "*",
         "conditions": '{"risk_at_least": "HIGH"}',
         "enabled": True,

@@ -8,7 +8,7 @@ from pydantic import BaseModel
 
 from nemo_toolplane.registry import Registry, ToolDefinition
 from nemo_toolplane.tool_call import ToolCall
-from nemo_toolplane.tool_kinds import Mode, Risk, ToolHints, hints_for
+from nemo_toolplane.tool_kinds import Mode, Risk, Scope, ToolHints, hints_for
 from nemo_toolplane.tools import build_registry
 
 EXPECTED = {
@@ -36,9 +36,19 @@ EXPECTED = {
 
 def test_the_registry_holds_the_mvp_tools() -> None:
     registry = build_registry()
-    assert {
+    held = {
         tool.name: (tool.risk, tool.mode, tool.learner_id_field) for tool in registry.versions()
-    } == EXPECTED
+    }
+    differ = "".join(
+        f"    {name!r}: (Risk.{risk.name}, Mode.{mode.name}, {field!r}),\n"
+        for name, (risk, mode, field) in held.items()
+        if EXPECTED.get(name) != (risk, mode, field)
+    )
+    gone = sorted(set(EXPECTED) - set(held))
+    assert held == EXPECTED, (
+        f"record each tool's risk, mode and learner field in EXPECTED:\n{differ}"
+        + (f"and remove {gone}" if gone else "")
+    )
     assert [tool.name for tool in registry.versions()] == sorted(EXPECTED)
 
 
@@ -76,6 +86,7 @@ def _tool(name: str, version: int, **changes: object) -> ToolDefinition[_Args, _
         "input_model": _Args,
         "output_model": _Out,
         "execute": _run,
+        "scope": Scope.DOCS_READ,
     }
     values.update(changes)
     return ToolDefinition(**values)  # type: ignore[arg-type]

@@ -28,7 +28,7 @@ from nemo_toolplane.router import ToolRouter, _mentions, audit_name
 from nemo_toolplane.rules.store import AgentRules
 from nemo_toolplane.settings import ToolPlaneSettings
 from nemo_toolplane.tool_call import Services, ToolCall
-from nemo_toolplane.tool_kinds import Mode, Risk
+from nemo_toolplane.tool_kinds import Mode, Risk, Scope
 
 from .conftest import CONTEXT_CALLER_TOKEN
 
@@ -68,6 +68,7 @@ def _tool(
         input_model=Args,
         output_model=Echo,
         execute=run,  # type: ignore[arg-type]
+        scope=Scope.LEARNER_WRITE if mode is Mode.WRITE else Scope.LEARNER_READ,
         learner_id_field="learner_id",
     )
 
@@ -224,8 +225,12 @@ def test_unknown_tool_names_are_audited_only_when_they_look_like_names() -> None
     assert audit_name("learner.get_profile:v9") == "learner.get_profile:v9"
     for odd in ("x" * 129, "le\u0430rner.get_profile", "L-2041-1 is Nguyễn", "a b"):
         audited = audit_name(odd)
+        assert audited is not None
         assert audited.startswith("invalid:")
         assert len(audited) == len("invalid:") + 16
+    # No name at all is recorded as none, never as a made-up one.
+    for missing in ("", None, 7, ["learner.get_profile"]):
+        assert audit_name(missing) is None
 
 
 async def echo(call: ToolCall, args: Args) -> Echo:

@@ -37,8 +37,15 @@ DEV_CLIENT_ID = "nemo-dev-learning-agent"
 DEV_PASSWORD = "nemo-dev-password"  # noqa: S105
 #: What a development client's loopback redirect looks like (any port, RFC 8252).
 DEV_REDIRECT_URI = "http://127.0.0.1/callback"
-#: The scopes the tool plane's tools ask for; every resource offers them all.
-TOOL_SCOPES: tuple[str, ...] = ("learner.read", "knowledge.read", "docs.read", "application.write")
+#: The scopes the tool plane's tools ask for (its ``Scope`` enum); every resource offers them all.
+TOOL_SCOPES: tuple[str, ...] = (
+    "learner.read",
+    "learner.write",
+    "knowledge.read",
+    "docs.read",
+    "application.read",
+    "application.write",
+)
 SCOPES: tuple[str, ...] = ("openid", "offline_access", *TOOL_SCOPES)
 STARTUP_TIMEOUT_SECONDS = 30.0
 STOP_TIMEOUT_SECONDS = 10.0
@@ -112,6 +119,8 @@ class AuthorizationServer:
     password: str
     process: asyncio.subprocess.Process
     log_path: Path
+    #: Its signing key, clients, grants and refresh tokens.
+    state_dir: Path
 
     @property
     def running(self) -> bool:
@@ -138,12 +147,14 @@ async def start_authorization_server(
     *,
     log_path: Path,
     resources: Iterable[str] = (),
+    opaque_resources: Iterable[str] = (),
     client_id: str = DEV_CLIENT_ID,
     password: str = DEV_PASSWORD,
     seconds: float = STARTUP_TIMEOUT_SECONDS,
 ) -> AuthorizationServer:
     """Install the pinned packages if needed, start the server on 127.0.0.1:``port`` and return
-    once it serves. Resource servers on loopback need no listing; ``resources`` adds others.
+    once it serves. Resource servers on loopback need no listing; ``resources`` adds others, and
+    ``opaque_resources`` get opaque access tokens (to be introspected) instead of JWTs.
     Raises :class:`AuthorizationServerUnavailable` (with the log's tail) when it cannot."""
     try:
         tools = await asyncio.to_thread(node.install, PROJECT_DIR)
@@ -161,11 +172,12 @@ async def start_authorization_server(
         *("--accounts", str(accounts_file), "--dev-client-id", client_id),
         *("--dev-password", password),
         *(argument for resource in resources for argument in ("--resource", resource)),
+        *(arg for resource in opaque_resources for arg in ("--opaque-resource", resource)),
     ]
     # Only what the server needs: none of the services' settings or secrets.
     env = {"PATH": tools.env()["PATH"]}
     process = await spawn_logged(argv, env, log_path, cwd=modules)
-    server = AuthorizationServer(issuer, client_id, password, process, log_path)
+    server = AuthorizationServer(issuer, client_id, password, process, log_path, state_dir)
     deadline = time.monotonic() + seconds
     while not await serving(issuer):
         if process.returncode is not None or time.monotonic() > deadline:

@@ -96,11 +96,14 @@ async def running_authorization_server(
     accounts: Iterable[Account],
     *,
     resources: Iterable[str] = (),
+    opaque_resources: Iterable[str] = (),
     port: int | None = None,
 ) -> AsyncIterator[OAuthServer]:
     """A local authorization server on ``port`` (default: a free one), stopped at the end of
-    the block; a server started again on its state directory and port is the same issuer."""
+    the block; a server started again on its state directory and port is the same issuer.
+    ``opaque_resources`` get opaque access tokens, for resource servers that introspect."""
     accounts, resources = list(accounts), list(resources)
+    opaque_resources = list(opaque_resources)
     attempts = 1 if port is not None else _START_ATTEMPTS
     for attempt in range(1, attempts + 1):
         # A port free a moment ago can be taken before the server binds it: then it exits at
@@ -112,6 +115,7 @@ async def running_authorization_server(
                 accounts,
                 log_path=state_dir.with_name(f"{state_dir.name}.log"),
                 resources=resources,
+                opaque_resources=opaque_resources,
             )
         except AuthorizationServerUnavailable:
             if attempt == attempts:

@@ -7,7 +7,14 @@ the context service.
 
 from __future__ import annotations
 
-from nemo_ops.seed_data import conversations, knowledge, people, progress, toolplane
+from nemo_ops.seed_data import (
+    conversations,
+    identifier_keys,
+    knowledge,
+    people,
+    progress,
+    toolplane,
+)
 from nemo_ops.seed_data.base import DEMO_NOW, TableData
 
 __all__ = ["DEMO_NOW", "TABLES", "TableData"]
@@ -19,4 +26,5 @@ TABLES: tuple[TableData, ...] = (
     *progress.TABLES,
     *conversations.TABLES,
     *toolplane.TABLES,
+    *identifier_keys.TABLES,
 )

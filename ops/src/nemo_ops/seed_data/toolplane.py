@@ -1,10 +1,12 @@
-"""Tool plane registry: applications, the three demo agents, their grants and the policies.
+"""Tool plane registry: applications, the three demo agents, their grants and the policies, and
+the OAuth client of the local authorization server.
 
 No agent token is seeded: tokens are issued by an operator command, which prints them once.
 """
 
 from __future__ import annotations
 
+from nemo_devtools.oauth_server import DEV_CLIENT_ID
 from nemo_ops.seed_data.base import TableData, at
 
 # The platform is a monorepo, so most applications share a repository and differ by path.
@@ -198,4 +200,19 @@ POLICIES = TableData(
     ),
 )
 
-TABLES = (APPLICATIONS, AGENTS, GRANTS, POLICIES)
+OAUTH_CLIENTS = TableData(
+    "toolplane.oauth_clients",
+    ("client_id",),
+    (
+        {
+            # The local authorization server's development client (`nemo dev oauth-token` and the
+            # tests sign people in with it) acts as the learning agent.
+            "client_id": DEV_CLIENT_ID,
+            "agent_id": "learning-agent",
+            "label": "local authorization server (development)",
+            "created_at": at(days=-30),
+        },
+    ),
+)
+
+TABLES = (APPLICATIONS, AGENTS, GRANTS, POLICIES, OAUTH_CLIENTS)

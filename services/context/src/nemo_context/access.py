@@ -271,6 +271,18 @@ async def check_learner_access(
     )
 
 
+async def check_user(pool: Pool, request: pb.CheckUserRequest) -> pb.CheckUserResponse:
+    """CheckUser: whether the id names a user (only its key is read; users are not learner-keyed,
+    so no learner needs binding)."""
+    if not is_key(request.user_id):
+        return pb.CheckUserResponse(exists=False)
+    async with pool.acquire() as conn:
+        exists = await conn.fetchval(
+            "SELECT EXISTS (SELECT FROM learning.users WHERE id = $1)", request.user_id
+        )
+    return pb.CheckUserResponse(exists=bool(exists))
+
+
 def agent_reach(access: pb.AgentAccess, *, present: bool) -> Reach:
     """The reach an agent view is built under; INVALID_ARGUMENT / ``AGENT_ACCESS_REQUIRED`` when
     the request carries none (an agent view is never built on the caller's word alone)."""

@@ -2,8 +2,9 @@
 
 The gateway builds prompt and conversation context, records turns and stores generated items in
 the item bank; the tool plane reads agent
-views, checks learner access and searches knowledge; only the audit caller reads snapshots; the
-platform records a person's data rights requests (RightsService).
+views, checks learner access and users (the subjects of OAuth tokens) and searches knowledge;
+only the audit caller reads snapshots; the platform records a person's data rights requests
+(RightsService).
 The second table says which kinds of purpose each caller may build: prompt and conversation
 purposes for the gateway, agent views for the tool plane.
 """
@@ -36,6 +37,7 @@ ACL = CallerAcl(
         "toolplane": {
             "BuildContext",
             "CheckLearnerAccess",
+            "CheckUser",
             "SearchKnowledge",
             "GetKnowledgeNode",
             "ListPurposes",

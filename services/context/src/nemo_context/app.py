@@ -6,6 +6,7 @@ from nemo_context.acl import ACL
 from nemo_context.builder import ContextBuilder
 from nemo_context.conversation.builder import ConversationBuilder, ConversationSettings
 from nemo_context.gate.text import prepare as prepare_gate
+from nemo_context.gate.tokens import prepare as prepare_tokens
 from nemo_context.pseudonym import pseudonymizer_from_settings
 from nemo_context.repository import PostgresLearnerRepository
 from nemo_context.rights.blocks import ProcessingBlocks
@@ -36,11 +37,15 @@ async def build(settings: ContextSettings) -> ServiceSetup:
     snapshots = create_snapshot_store(settings, pool, master)
     blocks = ProcessingBlocks(pool, master, on_erased=snapshots.keys.forget)
     prepare_gate()
+    prepare_tokens()
     # One pseudonymizer for both builders: in development its key is random per process.
     pseudonymizer = pseudonymizer_from_settings(settings)
-    builder = ContextBuilder(PostgresLearnerRepository(pool), pseudonymizer)
+    identifier_key = settings.identifier_key_bytes()
+    builder = ContextBuilder(
+        PostgresLearnerRepository(pool, identifier_key=identifier_key), pseudonymizer
+    )
     conversations = ConversationBuilder(
-        pool, pseudonymizer, ConversationSettings.from_settings(settings)
+        pool, pseudonymizer, ConversationSettings.from_settings(settings, identifier_key)
     )
     servicer = ContextServicer(
         settings=settings,

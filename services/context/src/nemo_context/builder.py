@@ -35,11 +35,15 @@ from nemo_context.gate import (
     leak_blocked,
     record_block,
 )
+from nemo_context.gate.masking import TextMasker
+from nemo_context.gate.rules import WRITTEN_TEXT_FIELDS
+from nemo_context.gate.text import value_matcher
 from nemo_context.ids import check_learner_id
 from nemo_context.pseudonym import Pseudonymizer
 from nemo_context.purposes import (
     AGENT_VIEW,
     CONVERSATION,
+    MASK,
     POLICY_VERSION,
     Purpose,
     Slice,
@@ -131,8 +135,15 @@ class ContextBuilder:
             built_at=built_at,
             locale=locale if locale != locale_pb2.LOCALE_UNSPECIFIED else locale_pb2.LOCALE_VI,
         )
+        forbidden = record.linked_ids | {learner_id}
+        if purpose.written_text_identifiers == MASK:
+            # Text a person wrote is masked before it is rendered, so the rendered text carries
+            # the placeholders too; the gate then refuses whatever is left anywhere.
+            masker = TextMasker(value_matcher(tuple(sorted(forbidden))), record.circle)
+            masker.fields(bundle, WRITTEN_TEXT_FIELDS)
+            bundle.redactions.extend(masker.redactions())
         bundle.rendered_text = render_bundle(bundle)
-        return gate(bundle, forbidden_values=record.linked_ids | {learner_id})
+        return gate(bundle, forbidden_values=forbidden, circle=record.circle)
 
 
 async def build_context(
@@ -188,7 +199,7 @@ def evaluate_time(request: context_service_pb2.BuildContextRequest) -> datetime 
         ) from None
 
 
-_NOT_COLUMNS: Final = frozenset({"linked_ids", "columns"})
+_NOT_COLUMNS: Final = frozenset({"linked_ids", "circle", "columns"})
 """Fields of a record that hold no column value."""
 
 

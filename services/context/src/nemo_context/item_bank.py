@@ -5,7 +5,10 @@ Only the gateway may call it (caller ACL). The items of one call are stored in o
 every item is checked first, and an unknown node, an invalid item or an id already stored with
 other content refuses the whole call with nothing written. Storing the same items again is a
 no-op: the gateway derives an item's id from its content, so the same content has the same id.
-Answer keys and rubrics never leave this service: no RPC returns them.
+Answer keys and rubrics never leave this service: no RPC returns them. The bank is shared by
+every learner, so an item whose text the identifier gate would refuse (a field naming a person
+written into it, anyone's e-mail, phone number, street address or birth date) is refused with
+``IDENTIFIER_IN_ITEM``.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import Final
 import grpc
 
 from nemo_context.errors import service_error
+from nemo_context.gate import find_leak
 from nemo_core.db import Pool
 from nemo_core.errors import ServiceError
 from nemo_protos.context.v1 import item_bank_pb2 as pb
@@ -96,6 +100,13 @@ def validate(request: pb.StoreGeneratedItemsRequest) -> None:
     ids: set[str] = set()
     for index, item in enumerate(request.items):
         _check(index, item)
+        if find_leak(item, forbidden_values=()) is not None:
+            raise service_error(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                ErrorReason.IDENTIFIER_IN_ITEM,
+                f"item {index}: its text must not carry personal data or a personal field",
+                {"index": str(index)},
+            )
         if item.item_id in ids:
             raise _invalid(index, "the same item_id twice in one call")
         ids.add(item.item_id)

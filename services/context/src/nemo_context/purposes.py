@@ -3,7 +3,9 @@
 Every prompt purpose, conversation and agent view is one row here: the data slices it may read,
 its limits, and a reason a person can argue with. Giving a purpose more data means editing its row
 in this table (reviewed like any policy change, with :data:`POLICY_VERSION` bumped), never adding a
-query to a handler. A purpose that is not in the table is an error, never an empty bundle.
+query to a handler. Each row also says what a build does when text a person wrote holds an
+identifier of the child or the people around the child (mask it, or refuse the build). A purpose
+that is not in the table is an error, never an empty bundle.
 ``ListPurposes`` serves this table as it is.
 
 Which caller may build which kind of purpose is in ``acl.py``, next to the RPC table.
@@ -24,13 +26,18 @@ from nemo_core.errors import ServiceError
 from nemo_protos.context.v1 import context_service_pb2, purpose_pb2
 from nemo_protos.context.v1.error_reason_pb2 import ErrorReason
 
-POLICY_VERSION: Final = "purposes-2026-11.1"
+POLICY_VERSION: Final = "purposes-2026-12.1"
 """Version of this table; bundles carry it, so a snapshot says which rules decided its content."""
 
 
 PROMPT: Final = purpose_pb2.PURPOSE_KIND_PROMPT
 AGENT_VIEW: Final = purpose_pb2.PURPOSE_KIND_AGENT_VIEW
 CONVERSATION: Final = purpose_pb2.PURPOSE_KIND_CONVERSATION
+
+MASK: Final = purpose_pb2.IDENTIFIER_ACTION_MASK
+"""An identifier in text a person wrote is replaced by a typed placeholder; the build goes on."""
+REFUSE: Final = purpose_pb2.IDENTIFIER_ACTION_REFUSE
+"""An identifier in text a person wrote refuses the build, as it does in structured fields."""
 
 
 class Slice(StrEnum):
@@ -95,6 +102,9 @@ class Purpose:
     kind: purpose_pb2.PurposeKind.ValueType
     slices: tuple[Slice, ...]
     reason: str
+    written_text_identifiers: purpose_pb2.IdentifierAction.ValueType
+    """What a build does with an identifier in text a person wrote (structured fields always
+    refuse): :data:`MASK` or :data:`REFUSE`."""
     mastery_limit: int = 0
     evidence_limit: int = 0
     retention_limit: int = 0
@@ -110,6 +120,8 @@ class Purpose:
             # slice would suggest data the purpose never gets.
             if (slice_ in self.slices) != (limit > 0):
                 raise ValueError(f"purpose {self.name}: {slice_} and its limit go together")
+        if self.written_text_identifiers not in (MASK, REFUSE):
+            raise ValueError(f"purpose {self.name}: written_text_identifiers is MASK or REFUSE")
         if len(set(self.slices)) != len(self.slices):
             raise ValueError(f"purpose {self.name} declares a slice twice")
         conversation_only = CONVERSATION_SLICES - {Slice.PROFILE, Slice.AGE}
@@ -132,6 +144,7 @@ class Purpose:
             evidence_limit=self.evidence_limit,
             retention_limit=self.retention_limit,
             reason=self.reason,
+            written_text_identifiers=self.written_text_identifiers,
         )
 
 
@@ -154,6 +167,7 @@ PURPOSES: Final = _table(
             "Writing practice items needs the grade and the nodes the learner is weakest in; "
             "how each past question was answered would not make a better item.",
             mastery_limit=8,
+            written_text_identifiers=MASK,
         ),
         Purpose(
             "tutor_hint",
@@ -163,6 +177,7 @@ PURPOSES: Final = _table(
             "answers were right or wrong, and how reliable that is; never what the child wrote.",
             mastery_limit=5,
             evidence_limit=10,
+            written_text_identifiers=MASK,
         ),
         Purpose(
             "plan_explanation",
@@ -171,6 +186,7 @@ PURPOSES: Final = _table(
             "Explaining a plan needs the goal it serves and a wider view of mastery; single "
             "attempts do not change the explanation.",
             mastery_limit=12,
+            written_text_identifiers=MASK,
         ),
         Purpose(
             "portrait_summary",
@@ -180,6 +196,7 @@ PURPOSES: Final = _table(
             "needs no single answers and certainly no name.",
             mastery_limit=12,
             retention_limit=10,
+            written_text_identifiers=MASK,
         ),
         # Conversations: the gateway builds a chat turn from a conversation bundle.
         Purpose(
@@ -195,6 +212,7 @@ PURPOSES: Final = _table(
             "A tutoring reply needs the conversation so far (finished messages, the summary of "
             "older turns, the session's state), knowledge about the question and the grade to "
             "pitch the answer; the learning record beyond that is not needed to chat.",
+            written_text_identifiers=MASK,
         ),
         # Agent views: the tool plane returns the bundle to an agent as a tool result.
         Purpose(
@@ -203,6 +221,7 @@ PURPOSES: Final = _table(
             (Slice.PROFILE, Slice.AGE),
             "An agent that teaches a child needs grade and age to pitch its language; it never "
             "needs the birth date, social links or photos.",
+            written_text_identifiers=MASK,
         ),
         Purpose(
             "context",
@@ -210,6 +229,7 @@ PURPOSES: Final = _table(
             (Slice.LEARNING_CONTEXT,),
             "To help with what the learner is doing now, an agent needs the current subject, "
             "strand, package and focus nodes as the learning engine computed them.",
+            written_text_identifiers=MASK,
         ),
         Purpose(
             "learning_progress",
@@ -217,6 +237,7 @@ PURPOSES: Final = _table(
             (Slice.LEARNING_PROGRESS,),
             "Reporting progress to a parent or mentor needs the period's activity and how many "
             "nodes are solid, shaky, gaps or unknown; not individual answers.",
+            written_text_identifiers=MASK,
         ),
         Purpose(
             "competency_profile",
@@ -224,6 +245,7 @@ PURPOSES: Final = _table(
             (Slice.COMPETENCY_PROFILE,),
             "Discussing strengths needs competency levels with their confidence, as computed; "
             "nothing about single items.",
+            written_text_identifiers=MASK,
         ),
         Purpose(
             "readiness",
@@ -231,6 +253,7 @@ PURPOSES: Final = _table(
             (Slice.READINESS,),
             "Advising on an upcoming milestone needs the computed readiness, its confidence and "
             "what holds it back.",
+            written_text_identifiers=MASK,
         ),
         Purpose(
             "mastery",
@@ -239,6 +262,7 @@ PURPOSES: Final = _table(
             "Choosing what to practise needs mastery per node with its confidence, weakest "
             "first; thirty nodes cover any realistic next step.",
             mastery_limit=30,
+            written_text_identifiers=MASK,
         ),
         Purpose(
             "current_plan",
@@ -246,6 +270,7 @@ PURPOSES: Final = _table(
             (Slice.CURRENT_PLAN,),
             "Following or explaining the plan needs its steps in the engine's order; an agent "
             "never reorders them.",
+            written_text_identifiers=MASK,
         ),
         Purpose(
             "next_learning_experience",
@@ -253,6 +278,7 @@ PURPOSES: Final = _table(
             (Slice.NEXT_EXPERIENCE,),
             "Proposing the next activity needs the engine's recommendation and its reason, so "
             "the agent can explain it to a person instead of inventing one.",
+            written_text_identifiers=MASK,
         ),
         Purpose(
             "learning_state",
@@ -268,6 +294,7 @@ PURPOSES: Final = _table(
             "One picture of where the learner stands (profile, context, progress, readiness, "
             "next step), so an agent needs one call, not five, and no knowledge of where each "
             "piece is stored.",
+            written_text_identifiers=MASK,
         ),
     )
 )

@@ -14,8 +14,10 @@ Rules every statement here keeps (tests record each statement and its parameters
   recomputed; a missing value stays ``NULL``/absent, never 0;
 - it reads the learner as of the build's reference time ``$2`` (the request's ``evaluate_time``,
   or the server's clock): evidence, goals and computed models recorded after it are left out,
-  the last-7-days window and the age end at it. Mastery and retention are kept as current state
-  only (the engines overwrite them), so they are read as they are.
+  the last-7-days window ends at it. The age is as of the server's date whatever the reference
+  time, so no choice of time tells more than the current age (migration 0022). Mastery and
+  retention are kept as current state only (the engines overwrite them), so they are read as
+  they are.
 
 One purpose is read in one statement: the base row of the learner plus one scalar subquery per
 declared slice, each returning JSON. A build therefore costs one round trip for the data, however
@@ -25,6 +27,7 @@ and cached; the fragments are the readable part.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -33,6 +36,7 @@ from typing import Any, Final, Protocol
 
 import asyncpg
 
+from nemo_context.gate.circle import Circle
 from nemo_context.purposes import Purpose, Slice
 from nemo_core.db import Connection, Pool, learner_transaction
 
@@ -53,6 +57,18 @@ LINKED_IDS_SQL: Final = """ARRAY(
 user id, the ids of the users linked to the learner (family members, guardians, mentors with
 an assignment in any status), and its siblings' learner and user ids. Evaluated in a statement
 whose ``l`` is the learner row."""
+
+CIRCLE_SQL: Final = "SELECT kind, fingerprints FROM learning.circle_fingerprints($1, $2)"
+"""Keyed fingerprints of the identifiers of the learner's circle (``$2`` is the identifier key),
+never the identifiers themselves: see ``nemo_context.gate.circle``."""
+
+CIRCLE_TTL_SECONDS: Final = 60.0
+"""How long the fingerprints of a circle are reused. The database derives them from every
+identifier of every person around the learner, several milliseconds of its CPU; reused, a build
+costs it nothing more. A person linked to or unlinked from the learner changes the linked keys,
+which every build reads, and a new circle is read at once; an edited name, phone or address is
+matched from at most this long after the edit."""
+CIRCLE_CACHE_SIZE: Final = 10_000
 
 # Titles of every knowledge node a computed model mentions, wherever in its JSON the id sits.
 _MODEL_NODE_TITLES: Final = """(
@@ -197,6 +213,8 @@ class LearnerRecord:
     evidence_activity: JsonObject | None = None
     models: Mapping[str, JsonObject] = field(default_factory=dict)
     """Latest computed model per kind: version, engine_version, computed_at, model, node_titles."""
+    circle: Circle = field(default_factory=lambda: Circle(key=b""))
+    """Fingerprints of the identifiers around the learner (see :func:`circle_of`)."""
     columns: tuple[str, ...] = ()
     """Every column the statement returned, including any the builder does not copy: a column
     with a forbidden name fails the build instead of being dropped unseen."""
@@ -223,7 +241,8 @@ def statement_for(purpose: Purpose) -> str:
     reference time (timestamptz) as ``$2``."""
     columns = ["l.grade", f"{LINKED_IDS_SQL} AS linked_ids"]
     if purpose.declares(Slice.AGE):
-        columns.append("learning.learner_age_years_on($1, $2::timestamptz::date) AS age_years")
+        # As of the server's date, whatever the reference time: see migration 0022.
+        columns.append("learning.learner_age_years($1) AS age_years")
     if purpose.declares(Slice.MASTERY):
         columns.append(f"{_mastery_sql(purpose.mastery_limit)} AS mastery")
     if purpose.declares(Slice.RECENT_EVIDENCE):
@@ -246,7 +265,7 @@ def statement_for(purpose: Purpose) -> str:
     )
 
 
-def _record(row: asyncpg.Record) -> LearnerRecord:
+def _record(row: asyncpg.Record, circle: Circle) -> LearnerRecord:
     models = {
         kind: row[f"model_{kind}"]
         for kind in _MODEL_KINDS.values()
@@ -255,6 +274,7 @@ def _record(row: asyncpg.Record) -> LearnerRecord:
     return LearnerRecord(
         grade=row["grade"],
         linked_ids=frozenset(row["linked_ids"]),
+        circle=circle,
         age_years=row.get("age_years"),
         mastery=row.get("mastery") or (),
         evidence=row.get("evidence") or (),
@@ -270,8 +290,15 @@ def _record(row: asyncpg.Record) -> LearnerRecord:
 class PostgresLearnerRepository:
     """:class:`LearnerRepository` over PostgreSQL as the ``nemo_context`` role."""
 
-    def __init__(self, pool: Pool, *, statements: Callable[[Purpose], str] = statement_for) -> None:
+    def __init__(
+        self,
+        pool: Pool,
+        *,
+        identifier_key: bytes,
+        statements: Callable[[Purpose], str] = statement_for,
+    ) -> None:
         self._pool = pool
+        self._identifier_key = identifier_key
         self._statements = statements
         """The statement of each purpose (tests substitute a broken one)."""
 
@@ -282,7 +309,11 @@ class PostgresLearnerRepository:
             if check is not None:
                 await check(conn)
             row = await conn.fetchrow(self._statements(purpose), learner_id, as_of)
-        return None if row is None else _record(row)
+            if row is None:
+                return None
+            linked = frozenset(row["linked_ids"])
+            circle = await circle_of(conn, learner_id, self._identifier_key, linked)
+        return _record(row, circle)
 
 
 async def linked_identifiers(conn: Connection, learner_id: str) -> frozenset[str]:
@@ -295,3 +326,25 @@ async def linked_identifiers(conn: Connection, learner_id: str) -> frozenset[str
         f"SELECT {LINKED_IDS_SQL} FROM learning.learners AS l WHERE l.id = $1", learner_id
     )
     return frozenset(ids or ())
+
+
+_circles: dict[tuple[bytes, str, frozenset[str]], tuple[float, Circle]] = {}
+
+
+async def circle_of(
+    conn: Connection, learner_id: str, identifier_key: bytes, linked_ids: frozenset[str]
+) -> Circle:
+    """The fingerprints of the identifiers around ``learner_id`` (see :data:`CIRCLE_SQL`),
+    reused for :data:`CIRCLE_TTL_SECONDS` while its ``linked_ids`` stay the same; ``conn`` must
+    be in a transaction bound to the learner."""
+    key = (identifier_key, learner_id, linked_ids)
+    cached = _circles.get(key)
+    now = time.monotonic()
+    if cached is not None and cached[0] > now:
+        return cached[1]
+    rows = await conn.fetch(CIRCLE_SQL, learner_id, identifier_key)
+    circle = Circle.from_rows(identifier_key, [(row["kind"], row["fingerprints"]) for row in rows])
+    if len(_circles) >= CIRCLE_CACHE_SIZE:
+        _circles.pop(next(iter(_circles)))  # the oldest entry
+    _circles[key] = (now + CIRCLE_TTL_SECONDS, circle)
+    return circle

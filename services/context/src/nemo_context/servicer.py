@@ -7,7 +7,7 @@ from typing import Any, TypeAlias
 import grpc.aio
 
 from nemo_context import knowledge
-from nemo_context.access import check_learner_access
+from nemo_context.access import check_learner_access, check_user
 from nemo_context.builder import ContextBuilder, build_context
 from nemo_context.conversation.builder import ConversationBuilder, build_conversation_context
 from nemo_context.conversation.record import record_turn
@@ -75,12 +75,17 @@ class ContextServicer(pb_grpc.ContextServiceServicer):
             learner_id = await session_learner(self._pool, request.session_id)
             if learner_id is not None:
                 await self._blocks.check(learner_id)
-        return await record_turn(self._pool, request)
+        return await record_turn(self._pool, request, self._settings.identifier_key_bytes())
 
     async def CheckLearnerAccess(
         self, request: pb.CheckLearnerAccessRequest, context: Context
     ) -> pb.CheckLearnerAccessResponse:
         return await check_learner_access(self._pool, request)
+
+    async def CheckUser(
+        self, request: pb.CheckUserRequest, context: Context
+    ) -> pb.CheckUserResponse:
+        return await check_user(self._pool, request)
 
     async def SearchKnowledge(
         self, request: pb.SearchKnowledgeRequest, context: Context

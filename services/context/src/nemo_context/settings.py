@@ -12,6 +12,10 @@ from nemo_core.secret_files import SECRET_FILE
 from nemo_core.settings import ServiceSettings
 
 MIN_PSEUDONYM_KEY_LENGTH = 32
+MIN_IDENTIFIER_KEY_LENGTH = 32
+DEVELOPMENT_IDENTIFIER_KEY = "nemo-development-identifier-key-not-a-secret"
+"""The identifier key of development databases: ``nemo seed`` registers its digest, so a
+service on a developer's machine needs no key of its own. Never registered anywhere else."""
 
 
 class ContextSettings(ServiceSettings):
@@ -45,6 +49,15 @@ class ContextSettings(ServiceSettings):
         f"HMAC-SHA256), at least {MIN_PSEUDONYM_KEY_LENGTH} characters; keep it stable, or "
         "learner refs change. Required outside development; in development an unset key means "
         "a random key per process (refs then change on every restart, and a warning says so).",
+    )
+    identifier_key: Annotated[SecretStr | None, SECRET_FILE] = Field(
+        None,
+        description="Secret key of the identifier fingerprints (HMAC-SHA256 of the folded words "
+        "of the names, contacts, addresses, schools and birth dates around a learner, which the "
+        f"identifier gate matches without reading them), at least {MIN_IDENTIFIER_KEY_LENGTH} "
+        "characters; its SHA-256 digest must be registered in learning.identifier_keys. Required "
+        "outside development; in development an unset key means the development key the demo "
+        "seed registers.",
     )
     snapshot_master_key: Annotated[SecretStr | None, SECRET_FILE] = Field(
         None,
@@ -103,32 +116,28 @@ class ContextSettings(ServiceSettings):
     )
 
     @model_validator(mode="after")
-    def _resolve_pseudonym_key(self) -> Self:
-        if self.pseudonym_key is None:
-            if self.environment != "development":
-                raise ValueError(
-                    f"the {self.environment} environment needs a pseudonym key: set "
-                    "NEMO_CONTEXT_PSEUDONYM_KEY or NEMO_CONTEXT_PSEUDONYM_KEY_FILE"
-                )
-        elif len(self.pseudonym_key.get_secret_value()) < MIN_PSEUDONYM_KEY_LENGTH:
-            raise ValueError(
-                f"the pseudonym key must be at least {MIN_PSEUDONYM_KEY_LENGTH} characters"
-            )
+    def _check_secret_keys(self) -> Self:
+        for what, key, minimum in (
+            ("pseudonym", self.pseudonym_key, MIN_PSEUDONYM_KEY_LENGTH),
+            ("identifier", self.identifier_key, MIN_IDENTIFIER_KEY_LENGTH),
+            ("snapshot master", self.snapshot_master_key, MIN_PSEUDONYM_KEY_LENGTH),
+        ):
+            variable = f"NEMO_CONTEXT_{what.upper().replace(' ', '_')}_KEY"
+            if key is None:
+                if self.environment != "development":
+                    article = "an" if what[0] in "aeiou" else "a"
+                    raise ValueError(
+                        f"the {self.environment} environment needs {article} {what} key: set "
+                        f"{variable} or {variable}_FILE"
+                    )
+            elif len(key.get_secret_value()) < minimum:
+                raise ValueError(f"the {what} key must be at least {minimum} characters")
         return self
 
-    @model_validator(mode="after")
-    def _check_master_key(self) -> Self:
-        if self.snapshot_master_key is None:
-            if self.environment != "development":
-                raise ValueError(
-                    f"the {self.environment} environment needs a snapshot master key: set "
-                    "NEMO_CONTEXT_SNAPSHOT_MASTER_KEY or NEMO_CONTEXT_SNAPSHOT_MASTER_KEY_FILE"
-                )
-        elif len(self.snapshot_master_key.get_secret_value()) < MIN_PSEUDONYM_KEY_LENGTH:
-            raise ValueError(
-                f"the snapshot master key must be at least {MIN_PSEUDONYM_KEY_LENGTH} characters"
-            )
-        return self
+    def identifier_key_bytes(self) -> bytes:
+        """The identifier key as the fingerprints use it (the development key when unset)."""
+        key = self.identifier_key
+        return (key.get_secret_value() if key else DEVELOPMENT_IDENTIFIER_KEY).encode("utf-8")
 
     @model_validator(mode="after")
     def _check_snapshot_backend(self) -> Self:

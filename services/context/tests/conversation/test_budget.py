@@ -94,3 +94,34 @@ def test_then_knowledge_weakest_first_then_the_summary_never_message_or_state() 
     assert not starved.conversation_summary
     assert starved.current_user_message == bundle(0).current_user_message
     assert starved.state == bundle(0).state
+
+
+def _short_chat(turns: int, id_length: int = 8) -> pb.ConversationBundle:
+    bundle = pb.ConversationBundle(current_user_message="Còn bài này ạ?")
+    for turn in range(turns):
+        turn_id = f"T{turn}".ljust(id_length, "x")
+        for role, content in ((pb.MESSAGE_ROLE_USER, "Vâng ạ."), (pb.MESSAGE_ROLE_ASSISTANT, "Ừ.")):
+            bundle.recent_messages.add(
+                message_id=f"M{turn}{role}".ljust(id_length, "y"),
+                turn_id=turn_id,
+                role=role,
+                type=pb.MESSAGE_TYPE_TEXT,
+                content=content,
+            )
+    return bundle
+
+
+def test_what_the_gateway_never_sends_costs_nothing() -> None:
+    # Ids, roles and the bundle's bookkeeping are not sent to a model: only the texts.
+    short, long = _short_chat(10), _short_chat(10, id_length=120)
+    long.learner_ref, long.policy_version = "nemo_" + "f" * 24, "purposes-x" * 10
+    assert bundle_tokens(short) == bundle_tokens(long)
+
+
+def test_a_long_chat_of_short_messages_fits_a_default_budget() -> None:
+    # 120 two-word messages are a few hundred tokens as the gateway sends them; counted as JSON
+    # records they were over ten thousand, and every message was dropped.
+    bundle = _short_chat(60)
+    tokens, dropped = trim_to_budget(bundle, 4000)
+    assert (dropped, len(bundle.recent_messages)) == (0, 120)
+    assert tokens < 1500

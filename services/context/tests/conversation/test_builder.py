@@ -11,7 +11,7 @@ import asyncpg
 import grpc
 import pytest
 from asyncpg.connection import LoggedQuery
-from google.protobuf import json_format
+from google.protobuf import json_format, struct_pb2
 
 from nemo_context import purposes
 from nemo_context.conversation import store
@@ -23,9 +23,10 @@ from nemo_context.conversation.builder import (
     build_conversation_context,
 )
 from nemo_context.conversation.record import record_turn
-from nemo_context.conversation.redaction import ENCODED_MASK, FIELD_MASK, ID_MASK, VALUE_MASK
+from nemo_context.gate.masking import ENCODED_MASK, FIELD_MASK, ID_MASK, VALUE_MASK
 from nemo_context.pseudonym import Pseudonymizer
 from nemo_context.purposes import Purpose, Slice
+from nemo_context.settings import DEVELOPMENT_IDENTIFIER_KEY
 from nemo_context.snapshots.objects import LocalDirectoryObjects
 from nemo_context.snapshots.reads import read_snapshot
 from nemo_context.snapshots.store import DigestedSnapshotStore
@@ -33,6 +34,7 @@ from nemo_core.db import LEARNER_IDS_SETTING, Pool, connect, init_connection, le
 from nemo_core.errors import ServiceError
 from nemo_protos.context.v1 import context_service_pb2 as service_pb
 from nemo_protos.context.v1 import conversation_pb2 as pb
+from nemo_protos.context.v1 import learner_context_pb2
 from services.context.tests.conftest import keys_for
 
 MakeSession = Callable[..., Awaitable[str]]
@@ -44,13 +46,18 @@ COMPLETED, PARTIAL, FAILED = (
     pb.MESSAGE_STATUS_FAILED,
 )
 
+TEST_IDENTIFIER_KEY = DEVELOPMENT_IDENTIFIER_KEY.encode()
+
 
 def builder(pool: Pool, *, recent_turns: int = 8, knowledge_limit: int = 3) -> ConversationBuilder:
     return ConversationBuilder(
         pool,
         PSEUDONYMS,
         ConversationSettings(
-            recent_turns=recent_turns, default_token_budget=4000, knowledge_limit=knowledge_limit
+            recent_turns=recent_turns,
+            default_token_budget=4000,
+            knowledge_limit=knowledge_limit,
+            identifier_key=DEVELOPMENT_IDENTIFIER_KEY.encode(),
         ),
     )
 
@@ -82,7 +89,7 @@ async def record(
     request = service_pb.RecordTurnRequest(
         session_id=session_id, turn_id=turn_id, messages=messages, state=state, summary=summary
     )
-    return await record_turn(pool, request)
+    return await record_turn(pool, request, TEST_IDENTIFIER_KEY)
 
 
 async def build(
@@ -415,20 +422,24 @@ async def test_completed_system_messages_of_earlier_turns_are_not_history(
     assert bundle.meta.included_message_count == 2
 
 
-async def test_a_forbidden_name_in_the_structured_state_is_blocked(
+async def test_a_forbidden_name_in_the_structured_state_is_dropped_and_counted(
     context_pool: Pool, make_session: MakeSession
 ) -> None:
     session = await make_session("L-2041-1")
     await record(context_pool, session, "T1", exchange("Hỏi", "Đáp"))
-    # RecordTurn refuses such a state; one stored by any other path is still never returned.
+    # RecordTurn refuses such a state; one stored by any other path (or a key that became an
+    # identifier later) neither reaches the model nor ends the session.
     async with learner_transaction(context_pool, ["L-2041-1"]) as conn:
-        await store.write_state(conn, session, "L-2041-1", {"guardianPhone": "0912"}, {})
-    with pytest.raises(ServiceError) as caught:
-        await build(context_pool, session, "T2")
-    assert (caught.value.code, caught.value.reason) == (
-        grpc.StatusCode.INTERNAL,
-        "CONTEXT_LEAK_BLOCKED",
-    )
+        await store.write_state(
+            conn, session, "L-2041-1", {"guardianPhone": "0912", "topic": "phân số"}, {}
+        )
+    bundle = await build(context_pool, session, "T2")
+    assert dict(bundle.state.extracted_info.fields) == {
+        "topic": struct_pb2.Value(string_value="phân số")
+    }
+    assert [(r.kind, r.count) for r in bundle.meta.redactions] == [
+        (learner_context_pb2.IDENTIFIER_KIND_FIELD, 1)
+    ]
 
 
 async def test_a_state_that_names_a_key_linked_later_is_masked_not_fatal(
@@ -446,6 +457,42 @@ async def test_a_state_that_names_a_key_linked_later_is_masked_not_fatal(
     assert json_format.MessageToDict(bundle.state.extracted_info) == {
         "notes": [f"cô {ID_MASK} nhắc ôn bài"]
     }
+
+
+async def test_a_turn_id_linked_to_the_learner_later_never_ends_the_session(
+    context_pool: Pool, make_session: MakeSession, owner_dsn: str
+) -> None:
+    session = await make_session("L-2041-1")
+    # U-2041-Z9 is nobody's yet: the turn id is stored as it is.
+    await record(context_pool, session, "T-U-2041-Z9", exchange("Câu một?", "Trả lời một."))
+    conn = await connect(owner_dsn)
+    try:
+        await conn.execute(
+            "INSERT INTO learning.users (id, role, display_name) VALUES"
+            " ('U-2041-Z9', 'parent', 'Phan Thị Gấm')"
+        )
+        await conn.execute(
+            "INSERT INTO learning.guardians (learner_id, user_id) VALUES ('L-2041-1', 'U-2041-Z9')"
+        )
+        await record(context_pool, session, "T2", exchange("Cô Gấm nhờ em hỏi?", "Được."))
+        for turn in ("T3", "T4"):  # every later turn builds, the new guardian's key masked
+            bundle = await build(context_pool, session, turn)
+        masked = f"T-{ID_MASK}"
+        assert [m.turn_id for m in bundle.recent_messages] == [masked, masked, "T2", "T2"]
+        # Her given name after "cô" is hers now too.
+        assert contents(bundle) == ["Câu một?", "Trả lời một.", "Cô [name] nhờ em hỏi?", "Được."]
+        assert [(r.kind, r.count) for r in bundle.meta.redactions] == [
+            (learner_context_pb2.IDENTIFIER_KIND_KEY, 2),
+            (learner_context_pb2.IDENTIFIER_KIND_NAME, 1),
+        ]
+        # The guardian's name is known now: a new turn naming her is masked, not refused.
+        await record(context_pool, session, "T4", exchange("Bạn Phan Thị Gấm là ai?", "Dì em."))
+        bundle = await build(context_pool, session, "T5")
+        assert contents(bundle)[-2] == "Bạn [name] là ai?"
+    finally:
+        await conn.execute("DELETE FROM learning.guardians WHERE user_id = 'U-2041-Z9'")
+        await conn.execute("DELETE FROM learning.users WHERE id = 'U-2041-Z9'")
+        await conn.close()
 
 
 @pytest.mark.parametrize(

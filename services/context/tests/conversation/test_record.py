@@ -12,12 +12,15 @@ import pytest
 from google.protobuf import json_format
 
 from nemo_context.conversation.record import record_turn
+from nemo_context.settings import DEVELOPMENT_IDENTIFIER_KEY
 from nemo_core.db import Pool, connect
 from nemo_core.errors import ServiceError
 from nemo_protos.context.v1 import context_service_pb2 as service_pb
 from nemo_protos.context.v1 import conversation_pb2 as pb
 
 MakeSession = Callable[..., Awaitable[str]]
+
+TEST_IDENTIFIER_KEY = DEVELOPMENT_IDENTIFIER_KEY.encode()
 
 
 def text(
@@ -68,7 +71,7 @@ async def call(
     request = service_pb.RecordTurnRequest(
         session_id=session_id, turn_id=turn_id, messages=messages, state=state, summary=summary
     )
-    return await record_turn(pool, request)
+    return await record_turn(pool, request, TEST_IDENTIFIER_KEY)
 
 
 async def test_messages_are_stored_in_order_with_their_final_status(
@@ -223,6 +226,12 @@ async def test_a_summary_of_an_unknown_turn_writes_nothing(
         ("T1", [raw(1, 1, 2, tool_summary="s")], None, "INVALID_TOOL_RESULT"),
         ("T1", [text(pb.MESSAGE_ROLE_USER, "a\x00b")], None, "INVALID_TEXT"),
         ("T1", [QUESTION], pb.SummaryUpdate(summary=" "), "INVALID_SUMMARY"),
+        ("T1", [raw(3, 2, 2, tool_summary="s" * 2_001)], None, "TOOL_SUMMARY_TOO_LONG"),
+        # Stored, these would be carried into every later bundle of the session.
+        ("T-L-2041-1", [QUESTION], None, "IDENTIFIER_IN_TURN_ID"),
+        ("turn of u\u20102041\u2010p1", [QUESTION], None, "IDENTIFIER_IN_TURN_ID"),
+        ("lan-nguyenthi-demo-T2", [QUESTION], None, "IDENTIFIER_IN_TURN_ID"),
+        ("0912345678", [QUESTION], None, "IDENTIFIER_IN_TURN_ID"),
     ],
 )
 async def test_bad_input_is_refused_and_writes_nothing(
@@ -316,6 +325,10 @@ def _kindless_state() -> pb.ConversationState:
         (_state(note="hỏi lại học sinh L-2041-1 sau"), "IDENTIFIER_IN_STATE"),
         (_state(note="mẹ là U-2041-P1"), "IDENTIFIER_IN_STATE"),
         (_state(note='{"email": "x@example.com"}'), "IDENTIFIER_IN_STATE"),
+        # Identifiers of L-2041-1's circle in state keys (a value is masked when built).
+        (_state({"Nguyễn Thị Lan": "mẹ"}), "IDENTIFIER_IN_STATE"),
+        (_state(contacts={"0912.345.678": "gọi khi cần"}), "IDENTIFIER_IN_STATE"),
+        (_state(note="x" * 32_001), "STATE_TOO_LARGE"),
         (_state(note="a\x00b"), "INVALID_STATE"),
         (_state({"a\x00": 1}), "INVALID_STATE"),
         (_non_finite_state(), "INVALID_STATE"),

@@ -10,10 +10,19 @@ concept is checked in every spelling, exhaustively, so the verdict never depends
 from __future__ import annotations
 
 import itertools
+import unicodedata
 
 import pytest
+from hypothesis import given
 
-from nemo_context.gate import forbidden_names_in, is_forbidden_name
+from nemo_context.gate import (
+    find_forbidden_name,
+    find_leak,
+    forbidden_names_in,
+    is_forbidden_name,
+)
+
+from .spellings import FORBIDDEN_NAME, PROPERTY, SAFE_NAME
 
 
 def _spellings(words: tuple[str, ...]) -> list[str]:
@@ -314,3 +323,82 @@ def test_safe_names_stay_safe_with_hidden_or_look_alike_characters() -> None:
     variants = [_hidden(name, invisible) for name in names for invisible in INVISIBLE]
     variants += [disguised for name in names if (disguised := _disguised(name)) is not None]
     assert [name for name in variants if is_forbidden_name(name)] == []
+
+
+@PROPERTY
+@given(name=FORBIDDEN_NAME)
+def test_forbidden_concepts_are_forbidden_in_every_spelling(name: str) -> None:
+    assert is_forbidden_name(name)
+
+
+@PROPERTY
+@given(name=SAFE_NAME)
+def test_safe_names_pass_in_every_spelling(name: str) -> None:
+    assert not is_forbidden_name(name)
+
+
+def test_plural_acronyms_and_digits_split_as_words() -> None:
+    assert is_forbidden_name("learnerIDs")
+    assert is_forbidden_name("userID2")
+    assert is_forbidden_name("email2")
+    assert not is_forbidden_name("nodeIDs")
+
+
+# Vietnamese field names as Vietnamese is written: with diacritics, "đ", any separator, in any
+# case, abbreviated, decorated, in full-width forms. This file's own list.
+
+VIETNAMESE_FIELDS = [
+    "họ tên", "họ và tên", "tên học sinh", "tên phụ huynh", "tên bố", "tên mẹ",
+    "số điện thoại", "điện thoại", "SĐT", "địa chỉ", "ngày sinh", "năm sinh", "nơi sinh",
+    "sinh nhật", "tên trường", "trường học", "mã học sinh", "mã số học sinh",
+    "ảnh đại diện", "phụ huynh", "người giám hộ", "quê quán",
+]  # fmt: skip
+ORDINARY_VIETNAMESE = ["tiêu đề", "môn học", "điểm số", "trường hợp", "năm học", "lớp"]
+
+
+def _vietnamese_spellings(name: str) -> list[str]:
+    words = name.split()
+    plain = unicodedata.normalize("NFD", name.replace("đ", "d").replace("Đ", "D"))
+    plain = "".join(char for char in plain if not unicodedata.combining(char))
+    # Run together only when no word is of one or two letters: "tênbố" stays one word, as
+    # "phoneme" must ("me" and "bo" would split English words).
+    separators = ("_", "-", ".", " ", *(("",) if all(len(w) > 2 for w in plain.split()) else ()))
+    return [
+        *(separator.join(words) for separator in separators),
+        "_".join(words).upper(),
+        "".join(word.capitalize() for word in words),
+        "_".join(plain.split()),
+        "".join(chr(ord(c) + 0xFEE0) if "!" <= c <= "~" else c for c in "_".join(words)),
+    ]
+
+
+@pytest.mark.parametrize("name", VIETNAMESE_FIELDS)
+def test_vietnamese_field_names_are_forbidden_as_written(name: str) -> None:
+    assert _refused_in_no_spelling_of(_vietnamese_spellings(name)) == []
+
+
+@pytest.mark.parametrize("name", VIETNAMESE_FIELDS)
+def test_vietnamese_field_names_written_into_text_are_keys(name: str) -> None:
+    for written in (
+        f"{name}: x",
+        f"**{name}**: x",
+        f"{name}\uff1a x",
+        f'{{"{name}": "x"}}',
+        f"- {name.upper()}: x",
+    ):
+        assert find_forbidden_name(written) or find_leak(written, forbidden_values=()), written
+
+
+@pytest.mark.parametrize("name", ORDINARY_VIETNAMESE)
+def test_ordinary_vietnamese_names_pass(name: str) -> None:
+    assert [s for s in _vietnamese_spellings(name) if is_forbidden_name(s)] == []
+    assert find_leak(f"{name}: 8", forbidden_values=()) is None
+
+
+def test_a_line_of_prose_ending_in_a_colon_is_no_key() -> None:
+    for prose in ("Write your address: here", "Em hãy viết họ tên của nhân vật: Lan"):
+        assert find_leak(prose, forbidden_values=()) is None
+
+
+def _refused_in_no_spelling_of(spellings: list[str]) -> list[str]:
+    return [spelling for spelling in spellings if not is_forbidden_name(spelling)]

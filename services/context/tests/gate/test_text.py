@@ -9,11 +9,29 @@ from __future__ import annotations
 
 import base64
 import json
+import unicodedata
 
 import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
 
 from nemo_context.gate import find_forbidden_name, find_leak
 from nemo_context.gate.text import text_keys
+from nemo_core.identifiers import is_key
+from nemo_protos.context.v1 import knowledge_pb2
+from nemo_protos.context.v1 import learner_context_pb2 as pb
+
+from .spellings import (
+    AROUND,
+    KEYS,
+    LINKED,
+    NODE_TITLES,
+    NUMBERS,
+    PROPERTY,
+    SENTENCE,
+    key_variants,
+    leaks,
+)
 
 KEY = "L-2041-1"
 FORBIDDEN = frozenset({KEY})
@@ -112,3 +130,79 @@ def test_a_colon_deep_in_a_long_line_does_not_hide_the_keys_after_it() -> None:
     assert _blocked(f"{prose}\nemail: an@example.com")
     assert _blocked(f"{prose}; phone = 0912")
     assert not _blocked(f"{prose}\nnode: math-08-slope")
+
+
+@PROPERTY
+@given(data=st.data())
+def test_every_spelling_and_encoding_of_a_key_is_found(data: st.DataObject) -> None:
+    key = data.draw(KEYS)
+    assert is_key(key)
+    variant = data.draw(key_variants(key))
+    before, after = data.draw(AROUND)
+    text = f"{before}{variant}{after}"
+    assert leaks(text, frozenset({key})), ascii(text)
+
+
+# Unicode's Default_Ignorable_Code_Point (DerivedCoreProperties.txt), assigned or not: a renderer
+# shows none of them, so any of them can split a key unseen.
+DEFAULT_IGNORABLE_RANGES = [
+    (0x00AD, 0x00AD), (0x034F, 0x034F), (0x061C, 0x061C), (0x115F, 0x1160), (0x17B4, 0x17B5),
+    (0x180B, 0x180F), (0x200B, 0x200F), (0x202A, 0x202E), (0x2060, 0x206F), (0x3164, 0x3164),
+    (0xFE00, 0xFE0F), (0xFEFF, 0xFEFF), (0xFFA0, 0xFFA0), (0xFFF0, 0xFFF8), (0x1BCA0, 0x1BCA3),
+    (0x1D173, 0x1D17A), (0xE0000, 0xE0FFF),
+]  # fmt: skip
+DEFAULT_IGNORABLE = st.one_of(
+    [st.integers(first, last).map(chr) for first, last in DEFAULT_IGNORABLE_RANGES]
+)
+
+
+@PROPERTY
+@given(key=KEYS, ignorable=DEFAULT_IGNORABLE, data=st.data())
+def test_a_key_split_by_any_default_ignorable_code_point_is_found(
+    key: str, ignorable: str, data: st.DataObject
+) -> None:
+    cut = data.draw(st.integers(1, len(key) - 1))
+    assert leaks(f"xem {key[:cut]}{ignorable}{key[cut:]} nhé", frozenset({key}))
+
+
+@pytest.mark.parametrize(("first", "last"), DEFAULT_IGNORABLE_RANGES)
+def test_both_ends_of_every_default_ignorable_range_split_no_key(first: int, last: int) -> None:
+    for code in (first, last):
+        assert leaks(f"L-2041{chr(code)}-1", LINKED), hex(code)
+
+
+def _ignorable(code: int) -> bool:
+    return any(first <= code <= last for first, last in DEFAULT_IGNORABLE_RANGES)
+
+
+@pytest.mark.parametrize(("first", "last"), DEFAULT_IGNORABLE_RANGES)
+def test_the_characters_next_to_every_default_ignorable_range_still_keep_a_key_apart(
+    first: int, last: int
+) -> None:
+    # Format characters (category Cf) are invisible by definition and removed too.
+    for code in (first - 1, last + 1):
+        if not _ignorable(code) and unicodedata.category(chr(code)) != "Cf":
+            assert not leaks(f"L-2041{chr(code)}-1", LINKED), hex(code)
+
+
+@PROPERTY
+@given(key=KEYS, suffix=st.sampled_from(["0", "7", "x", "A9"]))
+def test_a_longer_key_that_starts_with_a_key_passes(key: str, suffix: str) -> None:
+    assert not leaks(f"xem {key}{suffix} nhé", frozenset({key}))
+    assert not leaks(f"x{key} nhé", frozenset({key}))
+
+
+@PROPERTY
+@given(
+    text=st.lists(st.one_of(SENTENCE, NODE_TITLES, NUMBERS), min_size=1, max_size=6).map("\n".join),
+    keys=st.lists(KEYS, max_size=6),
+)
+def test_ordinary_teaching_text_numbers_and_titles_pass(text: str, keys: list[str]) -> None:
+    forbidden = LINKED | set(keys)
+    assume(all(key not in text for key in forbidden))
+    assert find_leak(text, forbidden_values=forbidden) is None, text
+    bundle = pb.ContextBundle(rendered_text=text, goal=pb.Goal(title=text))
+    bundle.mastery.add(node_id="math-08-slope", node_title=text)
+    assert find_leak(bundle, forbidden_values=forbidden) is None
+    hit = knowledge_pb2.KnowledgeHit(node=knowledge_pb2.KnowledgeNode(title=text, description=text))
+    assert find_leak(hit, forbidden_values=forbidden) is None

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import base64
 import html
+import json
+import re
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
@@ -23,9 +25,34 @@ from google.protobuf import (
     timestamp_pb2,
 )
 from google.protobuf.message import Message
+from google.protobuf.struct_pb2 import Struct
+from google.rpc import error_details_pb2
+from hypothesis import given
+from hypothesis import strategies as st
 
-from nemo_context.gate import LeakFinding, find_forbidden_name, find_leak, gate
+from nemo_context.gate import (
+    LeakFinding,
+    find_forbidden_name,
+    find_leak,
+    gate,
+)
+from nemo_context.render import render_bundle
 from nemo_core.errors import ServiceError
+from nemo_protos.context.v1 import conversation_pb2
+from nemo_protos.context.v1 import learner_context_pb2 as pb
+from nemo_protos.type.v1 import locale_pb2
+
+from .spellings import (
+    FORBIDDEN_NAME,
+    KEYS,
+    LINKED,
+    PROPERTY,
+    SAFE_NAME,
+    SENTENCE,
+    key_variants,
+    leaks,
+    struct_of,
+)
 
 KEY = "L-2041-1"
 FORBIDDEN = frozenset({KEY})
@@ -283,3 +310,192 @@ def test_a_recursive_message_type_is_read_to_any_depth() -> None:
         node = node.children.add(title="nhánh")
     node.notes[KEY] = "lá"
     assert _leak(row) == LeakFinding("value", "Row")
+
+
+# Planted at random depths, in every container a bundle can hold.
+
+# Eight digits or more in a row, however separated, can be a phone number: not safe text.
+_SAFE_TEXT = st.text(
+    alphabet="abcdefghijklmnopqrstuvwxyz0123456789 .,;()ăâđêôơưáàảãạ", max_size=20
+).filter(lambda text: not re.search(r"\d{8}", re.sub(r"[ .,;()]", "", text)))
+_LEAF = st.one_of(_SAFE_TEXT, st.integers(-1000, 1000), st.booleans(), st.none())
+_TREE = st.recursive(
+    _LEAF,
+    lambda children: st.one_of(
+        st.lists(children, max_size=4), st.dictionaries(SAFE_NAME, children, max_size=4)
+    ),
+    max_leaves=25,
+)
+_PROSE = st.sampled_from(["", "Ghi chú: ", " (hết)", "\\frac{1}{2} ", " trên [a; b]", "{ ", " ]"])
+
+
+def _plant(tree: Any, payload: Any, data: st.DataObject) -> Any:
+    """``tree`` with ``payload`` (a dict entry or a string) planted at a random depth."""
+    children = (
+        list(tree.values()) if isinstance(tree, dict) else tree if isinstance(tree, list) else []
+    )
+    containers = [i for i, child in enumerate(children) if isinstance(child, dict | list)]
+    if bool(containers) and data.draw(st.booleans(), label="descend"):
+        index = data.draw(st.sampled_from(containers), label="child")
+        if isinstance(tree, dict):
+            key = list(tree)[index]
+            return {**tree, key: _plant(tree[key], payload, data)}
+        return [*tree[:index], _plant(tree[index], payload, data), *tree[index + 1 :]]
+    if isinstance(tree, dict):
+        return {**tree, **payload} if isinstance(payload, dict) else {**tree, "notes": payload}
+    if isinstance(tree, list):
+        position = data.draw(st.integers(0, len(tree)), label="position")
+        return [*tree[:position], payload, *tree[position:]]
+    return payload
+
+
+def _encode(tree: Any, data: st.DataObject) -> Any:
+    """Containers re-encoded at random as Python data, a Struct, JSON text or Python text."""
+    if not isinstance(tree, dict | list):
+        return tree
+    how = data.draw(st.sampled_from(["python", "struct", "json", "repr"]), label="encoding")
+    if how == "json":
+        encoded = json.dumps(tree, ensure_ascii=data.draw(st.booleans(), label="ascii"))
+        return f"{data.draw(_PROSE)}{encoded}{data.draw(_PROSE)}"
+    if how == "repr":
+        return f"{data.draw(_PROSE)}{tree!r}{data.draw(_PROSE)}"
+    if how == "struct" and isinstance(tree, dict):
+        return struct_of(tree)
+    if isinstance(tree, dict):
+        return {key: _encode(value, data) for key, value in tree.items()}
+    return [_encode(value, data) for value in tree]
+
+
+def _wrap(encoded: Any, data: st.DataObject) -> object:
+    """Sometimes hand the gate a message holding the structure, as handlers do."""
+    if isinstance(encoded, Struct) and data.draw(st.booleans(), label="in a message"):
+        return conversation_pb2.ConversationState(agent_state=encoded)
+    if isinstance(encoded, str) and data.draw(st.booleans(), label="in a message"):
+        return pb.ContextBundle(rendered_text=encoded)
+    return encoded
+
+
+def _name_payload(data: st.DataObject) -> Any:
+    name = data.draw(FORBIDDEN_NAME, label="name")
+    how = data.draw(st.sampled_from(["key", "bare", "line"]), label="how")
+    if how == "key":
+        return {name: data.draw(_LEAF)}
+    if how == "bare":
+        return f"{name}: 0912 345 678"
+    return f"Ghi chú\n{name} = An"
+
+
+@PROPERTY
+@given(tree=_TREE, data=st.data())
+def test_planted_names_and_values_are_blocked_at_any_depth(tree: Any, data: st.DataObject) -> None:
+    if data.draw(st.booleans(), label="name or value"):
+        payload = _name_payload(data)
+        forbidden = LINKED
+    else:
+        key = data.draw(KEYS)
+        payload = f"xem {data.draw(key_variants(key))} nhé"
+        forbidden = LINKED | {key}
+    planted = _wrap(_encode(_plant(tree, payload, data), data), data)
+    assert leaks(planted, forbidden)
+
+
+@PROPERTY
+@given(tree=_TREE, data=st.data())
+def test_structures_without_them_pass(tree: Any, data: st.DataObject) -> None:
+    assert not leaks(_wrap(_encode(tree, data), data))
+
+
+# In bundles and in the text rendered from them.
+
+
+@PROPERTY
+@given(data=st.data())
+def test_a_key_in_a_bundle_field_is_blocked_there_and_in_the_rendered_text(
+    data: st.DataObject,
+) -> None:
+    key = data.draw(KEYS)
+    variant = data.draw(key_variants(key))
+    bundle = pb.ContextBundle(learner_ref="nemo_" + "ab" * 12, locale=locale_pb2.LOCALE_VI)
+    bundle.profile.grade = 8
+    where = data.draw(st.sampled_from(["node_title", "goal", "reason"]))
+    if where == "node_title":
+        bundle.mastery.add(node_id="math-08-slope", node_title=f"Hệ số góc {variant}", mastery=0.4)
+    elif where == "goal":
+        bundle.goal.title = f"Thi vào 10 ({variant})"
+    else:
+        bundle.next_experience.title = "Ôn tập"
+        bundle.next_experience.reason = f"Giáo viên {variant} đề xuất"
+    rendered = render_bundle(bundle)
+    assert leaks(bundle, frozenset({key}))
+    assert leaks(pb.ContextBundle(rendered_text=rendered), frozenset({key}))
+
+
+# Messages are read as the union of their strings.
+
+_TEXT_FIELDS = st.sampled_from(["node_title", "goal", "slice", "rendered_text", "purpose"])
+_SPREAD_TEXT = st.one_of(
+    _SAFE_TEXT,
+    SENTENCE,
+    KEYS.flatmap(key_variants),
+    st.sampled_from(sorted(LINKED)),
+    FORBIDDEN_NAME.map(lambda name: f'{{"{name}": 1}}'),
+)
+
+
+def _bundle_with(texts: list[tuple[str, str]]) -> pb.ContextBundle:
+    bundle = pb.ContextBundle()
+    for field, text in texts:
+        if field == "node_title":
+            bundle.mastery.add(node_id="n", node_title=text)
+        elif field == "goal":
+            bundle.goal.title += text
+        elif field == "slice":
+            bundle.slices.append(text)
+        elif field == "rendered_text":
+            bundle.rendered_text += text
+        else:
+            bundle.purpose = text
+    return bundle
+
+
+@PROPERTY
+@given(texts=st.lists(st.tuples(_TEXT_FIELDS, _SPREAD_TEXT), max_size=8))
+def test_a_message_is_judged_as_its_strings_one_by_one(texts: list[tuple[str, str]]) -> None:
+    bundle = _bundle_with(texts)
+    strings = [
+        *bundle.slices,
+        bundle.purpose,
+        bundle.rendered_text,
+        bundle.goal.title,
+        *(entry.node_title for entry in bundle.mastery),
+    ]
+    one_by_one = any(find_leak(text, forbidden_values=LINKED) for text in strings)
+    assert leaks(bundle) == one_by_one
+
+
+# Containers, and what the gate hands out.
+
+
+def test_map_keys_of_a_proto_map_are_checked_as_names_and_as_text() -> None:
+    assert leaks(error_details_pb2.ErrorInfo(metadata={"emailAddress": "x"}))
+    assert leaks(error_details_pb2.ErrorInfo(metadata={"note": "for U-2041-P1"}))
+    assert leaks(error_details_pb2.ErrorInfo(metadata={"U-2041-M1": "mentor"}))
+    assert not leaks(error_details_pb2.ErrorInfo(metadata={"note": "node math-08-slope"}))
+
+
+def test_repository_rows_are_checked_for_names_only() -> None:
+    assert find_forbidden_name({"rows": [{"node_id": "x", "extra": '{"a": {"email": 1}}'}]})
+    assert find_forbidden_name([{"model": {"steps": [{"learnerId": 3}]}}])
+    assert find_forbidden_name({"rows": [{"note": "{'phone_number': '0912'}"}]})
+    # The rows carry the learner's own key for binding; values are judged in the bundle.
+    assert find_forbidden_name({"rows": [{"node_id": "L-2041-1", "title": "[1, 2]"}]}) is None
+
+
+def test_very_long_and_deeply_nested_text_is_read_in_linear_time() -> None:
+    for text in ("[" * 100_000 + '"x"', '{"a": [' * 3_000, "A" * 200_000, "%41" * 50_000):
+        assert not leaks(pb.ContextBundle(rendered_text=text))
+
+
+def test_key_text_percent_encoded_in_prose_is_decoded() -> None:
+    assert leaks(f"link ?id={quote('L-2041-1', safe='').replace('-', '%2D')}&x=1")
+    assert leaks("%7B%22email%22%3A%201%7D")

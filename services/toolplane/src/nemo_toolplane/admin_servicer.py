@@ -41,7 +41,7 @@ from nemo_toolplane.audit.query import (
 from nemo_toolplane.context_client import user_source
 from nemo_toolplane.decisions import Decision
 from nemo_toolplane.errors import invalid_argument, service_error
-from nemo_toolplane.principal import UserSource
+from nemo_toolplane.principal import CredentialKind, UserSource
 from nemo_toolplane.rules.cache import RulesCache
 from nemo_toolplane.wire import Context, bearer, decision_message, timestamp
 
@@ -235,10 +235,10 @@ def _audit_message(entry: StoredAuditEntry) -> audit_pb2.AuditEntry:
         audit_id=entry.audit_id,
         request_id=entry.request_id,
         create_time=timestamp(entry.timestamp),
-        agent_id=entry.agent_id,
+        agent_id=entry.agent_id or "",
         session_id=entry.session_id or "",
         user_id=entry.user_id or "",
-        tool_id=entry.tool_id,
+        tool_id=entry.tool_id or "",
         resource=entry.resource or "",
         decision=decision_message(Decision(entry.decision)),
         status=to_proto(audit_pb2.CallStatus, "CALL_STATUS_", CallStatus(entry.status)),
@@ -250,4 +250,15 @@ def _audit_message(entry: StoredAuditEntry) -> audit_pb2.AuditEntry:
         token_id=entry.token_id or "",
         user_source=_user_source(entry.user_source),
         input_ref=entry.input_ref or "",
+        method=entry.method or "",
+        credential_kind=_credential_kind(entry.credential_kind),
+        client_id=entry.client_id or "",
+        subject=entry.subject or "",
+        scopes=entry.scopes or [],
     )
+
+
+def _credential_kind(kind: str | None) -> audit_pb2.CredentialKind.ValueType:
+    if kind is None:
+        return audit_pb2.CREDENTIAL_KIND_UNSPECIFIED
+    return to_proto(audit_pb2.CredentialKind, "CREDENTIAL_KIND_", CredentialKind(kind))

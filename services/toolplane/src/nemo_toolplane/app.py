@@ -7,6 +7,8 @@ import logging
 from dataclasses import dataclass
 from functools import partial
 
+import httpx
+
 from nemo_core.client import create_channel
 from nemo_core.db import Pool, create_pool
 from nemo_core.server import Service, ServiceSetup
@@ -29,6 +31,7 @@ from nemo_toolplane.limits.shared import SharedBuckets
 from nemo_toolplane.mcp.edge import Edge, create_app
 from nemo_toolplane.mcp.endpoint import McpEndpoint
 from nemo_toolplane.mcp.origins import OriginPolicy
+from nemo_toolplane.oauth.verifier import OAuthVerifier
 from nemo_toolplane.router import ToolRouter
 from nemo_toolplane.rules.cache import RulesCache
 from nemo_toolplane.rules.store import RulesStore
@@ -82,6 +85,7 @@ async def assemble(settings: ToolPlaneSettings) -> ToolPlane:
         heartbeat_seconds=settings.access_heartbeat_seconds,
     )
     buckets = SharedBuckets(pool, timeout=settings.limits_timeout_seconds)
+    context = ContextClient(channel, settings.context_timeout_seconds)
     registry = build_registry()
     router = ToolRouter(
         registry=registry,
@@ -93,7 +97,7 @@ async def assemble(settings: ToolPlaneSettings) -> ToolPlane:
         ),
         audit=audit,
         services=Services(
-            context_service=ContextClient(channel, settings.context_timeout_seconds),
+            context_service=context,
             pool=pool,
             docs=DocsLibrary(settings.docs_dir, settings.docs_base_url),
         ),
@@ -101,14 +105,29 @@ async def assemble(settings: ToolPlaneSettings) -> ToolPlane:
         limiter=CallLimiter(settings.call_limits(), buckets),
     )
     auth_failures = FailedAuthentications(buckets, settings.auth_failures_per_minute)
-    authenticator = AgentAuthenticator(rules, auth_failures)
-    mcp = McpEndpoint(router, registry, authenticator)
+    oauth_config = settings.oauth_config()
+    # The authorization server's metadata, keys and introspection; nothing else goes out.
+    oauth_http = httpx.AsyncClient(follow_redirects=False)
+    oauth = (
+        OAuthVerifier(oauth_config, oauth_http, context.user_exists)
+        if oauth_config is not None
+        else None
+    )
+    authenticator = AgentAuthenticator(rules, auth_failures, oauth)
+    mcp = McpEndpoint(
+        router,
+        registry,
+        authenticator,
+        body_timeout_seconds=settings.http_body_timeout_seconds,
+        oauth=oauth_config,
+    )
     browsers = OriginPolicy(settings.allowed_origins, settings.allowed_hosts)
     edge = Edge(
-        create_app(mcp, browsers),
+        create_app(mcp, browsers, oauth_config),
         settings.mcp_host,
         settings.mcp_port,
         settings.grace_period_seconds,
+        header_timeout_seconds=settings.http_header_timeout_seconds,
     )
     setup = ServiceSetup(
         services=[
@@ -130,6 +149,7 @@ async def assemble(settings: ToolPlaneSettings) -> ToolPlane:
         cleanup=[
             partial(close_pool, pool, settings.audit_statement_timeout_seconds),
             channel.close,
+            oauth_http.aclose,
             audit.close,
         ],
     )

@@ -126,8 +126,9 @@ class CallBinding:
     #: What the call is about ("learner:L-2041-1"); shown, not compared (it comes from the
     #: arguments).
     resource: str | None = None
-    #: The agent token of the call (None for agents' legacy tokens, before migration 0019) and
-    #: its user's source.
+    #: The credential of the call (the agent token's id, or ``oauth-client:<id>`` for an OAuth
+    #: access token: the tokens are renewed hourly, the client's consent is what persists; None
+    #: for agents' legacy tokens, before migration 0019) and its user's source.
     token_id: str | None = None
     user_source: str = "none"
 
@@ -153,7 +154,7 @@ def bind_call(
         policy_name=policy.name if policy else None,
         policy_version=policy.versioned_name if policy else "critical-risk@builtin",
         resource=resource,
-        token_id=principal.token_id,
+        token_id=principal.credential.binding,
         user_source=principal.user_source.value,
     )
 

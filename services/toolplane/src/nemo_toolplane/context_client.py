@@ -162,6 +162,16 @@ class ContextClient:
             refusals.append(response.refusal_rule)
         return ",".join(dict.fromkeys(refusals))
 
+    async def user_exists(self, user_id: str) -> bool:
+        """Whether ``user_id`` names a user of the platform; ``DEPENDENCY_ERROR`` when the
+        context service cannot say."""
+        request = pb.CheckUserRequest(user_id=user_id)
+        try:
+            response = await self._stub.CheckUser(request, timeout=self._call_timeout())
+        except grpc.aio.AioRpcError as error:
+            raise _translate(error, "CheckUser", internal_error()) from None
+        return response.exists
+
     async def agent_view(
         self, learner_id: str, view: str, reach: LearnerReach, *, persist: bool
     ) -> learner_context_pb2.ContextBundle:

@@ -48,7 +48,8 @@ class LearnerKeys:
 
 
 _AUDIT_MATCH: Final = """
-    (resource = $1 OR user_id = ANY($2::text[]) OR split_part(input_ref, '/', 3) = ANY($3::text[])
+    (resource = $1 OR user_id = ANY($2::text[]) OR subject = ANY($2::text[])
+     OR split_part(input_ref, '/', 3) = ANY($3::text[])
      OR concat_ws(' ', request_id, session_id, resource, input_ref, metadata::text)
         ~* ANY($4::text[]))
 """
@@ -70,7 +71,8 @@ async def export_records(conn: Connection, keys: LearnerKeys) -> dict[str, list[
     """The learner's audit rows, approvals and agent tokens, oldest first (no token hashes)."""
     audit = await conn.fetch(
         'SELECT "timestamp", agent_id, tool_id, resource, decision, status, error_code,'
-        " user_id, user_source, input_ref FROM toolplane.audit_logs"
+        " user_id, user_source, input_ref, method, credential_kind, client_id, subject, scopes"
+        " FROM toolplane.audit_logs"
         f' WHERE {_AUDIT_MATCH} ORDER BY "timestamp", id',
         *_args(keys),
     )
@@ -98,7 +100,7 @@ async def erase_records(conn: Connection, keys: LearnerKeys) -> dict[str, int]:
     audit = await conn.execute(
         "UPDATE toolplane.audit_logs SET"
         " resource = CASE WHEN resource LIKE 'learner:%' THEN $5 ELSE resource END,"
-        " user_id = NULL, token_id = NULL, session_id = NULL, input_ref = NULL,"
+        " user_id = NULL, subject = NULL, token_id = NULL, session_id = NULL, input_ref = NULL,"
         " request_id = CASE WHEN request_id ~* ANY($4::text[]) THEN 'delinked'"
         "  ELSE request_id END,"
         " metadata = CASE WHEN metadata::text ~* ANY($4::text[]) THEN '{}' ELSE metadata END"
@@ -161,15 +163,15 @@ async def purge_audit_rows(conn: Connection, now: datetime, days: int, progress:
     return await change_in_batches(
         conn,
         "toolplane.audit_logs",
-        '"timestamp" < $1 AND (user_id IS NOT NULL OR token_id IS NOT NULL'
-        " OR session_id IS NOT NULL OR input_ref IS NOT NULL"
+        '"timestamp" < $1 AND (user_id IS NOT NULL OR subject IS NOT NULL'
+        " OR token_id IS NOT NULL OR session_id IS NOT NULL OR input_ref IS NOT NULL"
         " OR (resource LIKE 'learner:%' AND resource <> $2))",
         now - timedelta(days=days),
         DELINKED_RESOURCE,
         progress=progress,
         label="audit rows",
         set_clause="resource = CASE WHEN resource LIKE 'learner:%' THEN $2 ELSE resource END,"
-        " user_id = NULL, token_id = NULL, session_id = NULL, input_ref = NULL",
+        " user_id = NULL, subject = NULL, token_id = NULL, session_id = NULL, input_ref = NULL",
     )
 
 

@@ -22,6 +22,11 @@ versions (``learner.get_profile:v1``); any other pattern matches the tool's bare
 CRITICAL) and ``mode`` (read, write); conditions that are not such an object (broken JSON, an
 unknown key, an unknown value) make the policy **not match**: a broken deny policy denies nothing,
 which is logged rather than silent.
+
+A composite tool (one returning what other tools return, its *parts*) is matched by a policy that
+matches it or any of its parts, each judged with its own name, risk and mode: a policy keeping
+``learner.get_profile`` away from a learner keeps the composite that carries the same profile
+away too.
 """
 
 from __future__ import annotations
@@ -77,12 +82,14 @@ class Policy:
 
 @dataclass(frozen=True)
 class ToolFacts:
-    """What the engine knows of a tool: its identity, risk and mode (never its code)."""
+    """What the engine knows of a tool: its identity, risk and mode (never its code), and for a
+    composite the facts of its parts."""
 
     tool_id: str
     name: str
     risk: Risk
     mode: Mode
+    parts: tuple[ToolFacts, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -163,19 +170,16 @@ def parse_conditions(raw: str | None) -> Conditions:
 
 
 def policy_matches(policy: Policy, request: Request) -> bool:
-    """Whether an (enabled) policy applies to the request; broken conditions never match."""
-    tool = request.tool
+    """Whether an (enabled) policy applies to the request's tool or to one of its parts; broken
+    conditions never match."""
     in_scope = (
         matches_pattern(policy.agent_scope, request.agent_id)
-        and (
-            matches_pattern(policy.tool_scope, tool.name)
-            or matches_pattern(policy.tool_scope, tool.tool_id)
-        )
         # "*" also matches a call about no resource ("").
         and matches_pattern(policy.resource_scope, request.resource)
         and matches_pattern(policy.environment_scope, request.environment)
     )
-    if not in_scope:
+    tools = [tool for tool in (request.tool, *request.tool.parts) if _names(policy, tool)]
+    if not (in_scope and tools):
         return False
     try:
         conditions = parse_conditions(policy.conditions)
@@ -186,7 +190,14 @@ def policy_matches(policy: Policy, request: Request) -> bool:
             extra={"policy": policy.name, "problem": str(broken)},
         )
         return False
-    return conditions.hold_for(tool)
+    return any(conditions.hold_for(tool) for tool in tools)
+
+
+def _names(policy: Policy, tool: ToolFacts) -> bool:
+    """Whether the policy's tool scope names the tool (by bare name or versioned id)."""
+    return matches_pattern(policy.tool_scope, tool.name) or matches_pattern(
+        policy.tool_scope, tool.tool_id
+    )
 
 
 @dataclass(frozen=True)

@@ -3,9 +3,11 @@
 A broken deny policy denies nothing (broken conditions never match), and a grant for an
 environment that does not exist grants nothing; both look fine in a table. :func:`find_dead_rules`
 reads the rows as the policy engine would and names each one that can never match: unreadable
-conditions, unknown environments, modes, effects or resource scopes, a tool pattern no registered
-tool has, an agent scope no agent has, conditions no tool in scope meets. Writing such a row is
-refused by the database (migration 0017); this finds the ones written around that.
+conditions, unknown environments, modes, effects or resource scopes (a policy's resource scope is
+matched against ``learner:<id>``, so a ``family:`` or ``user`` entry there never matches), a tool
+pattern no registered tool has, an agent scope no agent has, conditions no tool in scope meets.
+Writing such a row is refused by the database (migrations 0017 and 0022); this finds the ones
+written around that.
 """
 
 from __future__ import annotations
@@ -31,6 +33,9 @@ _EFFECTS: Final = frozenset({"deny", "require_approval"})
 _RESOURCE_SCOPE: Final = re.compile(
     r"\s*(\*|user|(learner|family):[^,\s]+(\s*,\s*(learner|family):[^,\s]+)*)\s*"
 )
+# What a call is about is "learner:<id>" or nothing: a policy names learners (globs allowed) or
+# "*", as the database's check (0025) says.
+_POLICY_RESOURCE_ITEM: Final = re.compile(r"\*|learner:[\x21-\x7e]+")
 
 
 @dataclass(frozen=True)
@@ -72,6 +77,17 @@ def _policy_problems(
         problems.append(f"unknown effect {row['effect']!r} (expected deny, require_approval)")
     if (environment := _environment_problem(row["environment_scope"])) is not None:
         problems.append(environment)
+    unmatchable = [
+        item.strip(" ")
+        for item in row["resource_scope"].split(",")
+        # Trimmed as the database's check trims (btrim: spaces only).
+        if not _POLICY_RESOURCE_ITEM.fullmatch(item.strip(" "))
+    ]
+    if unmatchable:
+        problems.append(
+            f'resource scope {unmatchable[0]!r} can never match (a policy names "*" or '
+            "learner:<id> entries; family and user scopes belong to grants)"
+        )
     if not any(matches_pattern(row["agent_scope"], agent) for agent in agents):
         problems.append(f"agent scope {row['agent_scope']!r} covers no agent")
     in_scope = [

@@ -1,9 +1,10 @@
 """The tool registry: code is the source of truth.
 
-Each tool declares its name, version, description, category, risk, mode, pydantic input and output
-models, the input field that names a learner (if any) and its executor. The JSON Schemas of
-``tools/list`` come from the models, so the schema that validates is the schema that is published.
-A tool's id is ``name:vN``; its bare name resolves to its latest version.
+Each tool declares its name, version, description, category, risk, mode, the OAuth scope it
+needs, pydantic input and output models, the input field that names a learner (if any), the tools
+whose data it returns (a composite) and its executor. The JSON Schemas of ``tools/list`` come from
+the models, so the schema that validates is the schema that is published. A tool's id is
+``name:vN``; its bare name resolves to its latest version.
 
 The ``toolplane.tools`` table is a projection of this registry for grants, policies and operators
 (``nemo sync-tools`` reconciles it).
@@ -20,7 +21,7 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel
 
 from nemo_toolplane.tool_call import ToolCall
-from nemo_toolplane.tool_kinds import Mode, Risk, ToolHints, hints_for
+from nemo_toolplane.tool_kinds import Mode, Risk, Scope, ToolHints, hints_for
 
 _NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_]*\.[a-z][a-z0-9_]*\Z")
 _ID_PATTERN = re.compile(r"^(?P<name>[a-z][a-z0-9_]*\.[a-z][a-z0-9_]*):v(?P<version>[1-9][0-9]*)\Z")
@@ -52,10 +53,16 @@ class ToolDefinition(Generic[In, Out]):
     input_model: type[In]
     output_model: type[Out]
     execute: Callable[[ToolCall, In], Awaitable[Out]] = field(repr=False)
+    #: What an OAuth token must carry for the call (agent tokens are not narrowed by scopes).
+    scope: Scope = field(kw_only=True)
     learner_id_field: str | None = None
-    #: The executor's read from the context service decides whether the call may reach the
-    #: learner (agent views): the router then does not ask the context service first.
-    authorized_in_context: bool = False
+    #: The context service's agent view (a purpose of its table) the executor reads. That read
+    #: decides whether the call may reach the learner, so the router does not ask first; and the
+    #: registrations contract checks the view is declared there.
+    agent_view: str | None = None
+    #: A composite's parts: the tools (by name) whose data it returns. A policy that denies a
+    #: part for a resource denies the composite for it too, or the composite would bypass it.
+    parts: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not _NAME_PATTERN.match(self.name):
@@ -66,8 +73,15 @@ class ToolDefinition(Generic[In, Out]):
             self.learner_id_field not in self.input_model.model_fields
         ):
             raise ValueError(f"tool {self.name!r} names no input field {self.learner_id_field!r}")
-        if self.authorized_in_context and self.learner_id_field is None:
-            raise ValueError(f"tool {self.name!r} is authorized in context but names no learner")
+        if self.agent_view is not None and self.learner_id_field is None:
+            raise ValueError(f"tool {self.name!r} reads an agent view but names no learner")
+        if self.scope.mode is not self.mode:
+            raise ValueError(f"tool {self.name!r} {self.mode}s under the {self.scope} scope")
+
+    @property
+    def authorized_in_context(self) -> bool:
+        """Whether the executor's read from the context service authorizes the call."""
+        return self.agent_view is not None
 
     @property
     def tool_id(self) -> str:
@@ -116,6 +130,10 @@ class Registry:
             if current is None or tool.version > current.version:
                 latest[tool.name] = tool
         self._latest = latest
+        for tool in by_id.values():
+            missing = [part for part in tool.parts if part not in latest or part == tool.name]
+            if missing:
+                raise ValueError(f"tool {tool.tool_id} names unknown parts {missing}")
 
     def resolve(self, name_or_id: str) -> AnyTool | None:
         """The tool a call names: an exact version by id (``name:vN``, or ``name.vN`` as

@@ -1,6 +1,6 @@
 """The tool router: what happens to every call, from either edge (MCP or gRPC).
 
-    rate limit -> identify tool -> validate arguments -> load grants and policies -> policy
+    rate limit -> identify tool -> grant -> scope -> validate arguments -> policy
     -> resource authorization (tools about a learner) -> approval -> execute -> audit
 
 Resource authorization is the context service's: for agent views it is decided in the same call
@@ -9,11 +9,16 @@ needs an approval (no request is put to an operator for a learner out of reach),
 it first. Either way it decides on who the call acts for, where that user came from (a user the
 agent merely asserted reaches nobody) and the covering grants' resource scopes.
 
+An OAuth access token's scopes narrow the agent's grants and never widen them: a tool outside
+them is refused (and not listed), after the grant check so that a tool the agent was never
+granted still answers as unknown. Agent tokens carry no scopes.
+
 The router holds no domain logic: it knows what a tool is, not what any tool does. Every branch,
 unknown tools, invalid input and denials included, ends in exactly one audit row, so the log shows
-who is probing for permissions, not only who succeeded; an edge that refuses a call as malformed
-before routing it records it through :meth:`ToolRouter.refuse`. The rate limit comes first, so
-guessing tool names costs an agent its rate like any other call.
+who is probing for permissions, not only who succeeded; an edge that refuses a request before
+routing it (a malformed call, a refused credential, a request that is no tool call) records it
+through :meth:`ToolRouter.refuse`. The rate limit comes first, so guessing tool names costs an
+agent its rate like any other call.
 """
 
 from __future__ import annotations
@@ -55,7 +60,7 @@ from nemo_toolplane.policy import (
     grant_covers_tool,
     visible,
 )
-from nemo_toolplane.principal import Principal
+from nemo_toolplane.principal import NO_CREDENTIAL, Credential, Principal, new_call_id
 from nemo_toolplane.registry import AnyTool, Registry, listed_version_name
 from nemo_toolplane.rules.store import AgentRules
 from nemo_toolplane.tool_call import Services, ToolCall
@@ -83,6 +88,49 @@ class CallOutcome:
     error: ToolError | None = None
 
 
+#: The method a tool call is, on each edge (the audit row's ``method``).
+CALL_METHODS = {"mcp": "tools/call", "grpc": "CallTool"}
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A request an edge refused before routing it, as its audit row records it."""
+
+    #: The JSON-RPC or gRPC method, or the HTTP method and path when the request named none.
+    method: str
+    #: What was wrong, as a fixed label (never the input).
+    problem: str
+    transport: str
+    #: The tool a ``tools/call`` named (any JSON value as sent); None for other methods.
+    tool_name: object = None
+    code: ErrorCode = ErrorCode.VALIDATION_ERROR
+
+    @property
+    def label(self) -> str:
+        """The audit row's metadata key for the problem: ``malformed`` for invalid input."""
+        return "malformed" if self.status is CallStatus.INVALID else "refused"
+
+    @property
+    def status(self) -> CallStatus:
+        """Malformed input is invalid, a dependency that failed an error, the rest denied."""
+        if self.code is ErrorCode.VALIDATION_ERROR:
+            return CallStatus.INVALID
+        if self.code is ErrorCode.DEPENDENCY_ERROR:
+            return CallStatus.ERROR
+        return CallStatus.DENIED
+
+
+@dataclass(frozen=True)
+class Unidentified:
+    """Who sent a request refused before an agent was identified: the ids it sent that are
+    usable (generated otherwise) and what is known of its credential."""
+
+    request_id: str
+    session_id: str
+    credential: Credential | None = NO_CREDENTIAL
+    call_id: str = field(default_factory=new_call_id)
+
+
 @dataclass(frozen=True)
 class ListedTool:
     """A tool as a listing shows it: the latest version under its bare name, an older version
@@ -99,7 +147,7 @@ class _Trace:
 
     principal: Principal
     tool: AnyTool | None
-    tool_id: str
+    tool_id: str | None
     transport: str
     started: float = field(default_factory=time.perf_counter)
     timestamp: datetime = field(default_factory=lambda: datetime.now(UTC))
@@ -111,21 +159,32 @@ class _Trace:
     input_ref: str | None = None
     #: Done once the call's audit row is stored (see :meth:`AuditLog.settle`).
     stored: asyncio.Future[bool] | None = None
+    #: The method the row names; a call's, unless an edge refused something else.
+    method: str | None = None
 
 
 _AUDITABLE_NAME = re.compile(r"[A-Za-z0-9_.:*-]{1,128}")
 
 
-def audit_name(name: str) -> str:
+def audit_name(name: object) -> str | None:
     """The requested name of an unknown tool as the audit row keeps it: a plausible tool name
-    as is, anything else (overlong, odd characters, possibly data) only as a digest."""
+    as is, any other string (overlong, odd characters, possibly data) only as a digest; None
+    when no name came (absent, empty or not a string)."""
+    if not isinstance(name, str) or not name:
+        return None
     if _AUDITABLE_NAME.fullmatch(name):
         return name
     return "invalid:" + hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
-def tool_facts(tool: AnyTool) -> ToolFacts:
-    return ToolFacts(tool_id=tool.tool_id, name=tool.name, risk=tool.risk, mode=tool.mode)
+def tool_facts(tool: AnyTool, registry: Registry) -> ToolFacts:
+    """What the policy engine knows of a tool, its parts' facts included."""
+    parts = tuple(
+        tool_facts(part, registry)
+        for name in tool.parts
+        if (part := registry.resolve(name)) is not None
+    )
+    return ToolFacts(tool.tool_id, tool.name, tool.risk, tool.mode, parts)
 
 
 def validation_error(error: ValidationError) -> ToolError:
@@ -167,6 +226,7 @@ class ToolRouter:
         self._services = services
         self._environment = environment
         self._limiter = limiter
+        self._facts = {tool.tool_id: tool_facts(tool, registry) for tool in registry.versions()}
         # Every version, by name and newest first, each with the name a listing shows it under.
         self._listing = [
             ListedTool(
@@ -179,15 +239,17 @@ class ToolRouter:
         ]
 
     def list_tools(self, principal: Principal, rules: AgentRules) -> list[ListedTool]:
-        """Exactly the tool versions the agent may call as far as rules 1 to 3 go, by name and
-        newest version first: a grant pinned to an older version lists that version too."""
+        """Exactly the tool versions the agent may call as far as rules 1 to 3 and the
+        credential's scopes go, by name and newest version first: a grant pinned to an older
+        version lists that version too."""
         return [
             listed
             for listed in self._listing
-            if visible(
+            if principal.credential.allows(listed.tool.scope)
+            and visible(
                 Request(
                     agent_id=principal.agent_id,
-                    tool=tool_facts(listed.tool),
+                    tool=self._facts[listed.tool.tool_id],
                     grants=rules.grants,
                     policies=(),
                     environment=self._environment,
@@ -208,6 +270,7 @@ class ToolRouter:
         once the call's audit row is stored (within the audit log's bound)."""
         tool = self._registry.resolve(name)
         record = _Trace(principal, tool, tool.tool_id if tool else audit_name(name), transport)
+        record.method = CALL_METHODS[transport]
         outcome = await self._call(record, rules, tool, name, arguments)
         await self._audit.settle(record.stored)
         return outcome
@@ -232,7 +295,7 @@ class ToolRouter:
             return self._not_admitted(record, admission)
         if tool is None:
             return self._finish(record, Decision.DENY, CallStatus.NOT_FOUND, error=_no_tool(name))
-        if not any(grant_covers_tool(grant, tool_facts(tool)) for grant in rules.grants):
+        if not any(grant_covers_tool(grant, self._facts[tool.tool_id]) for grant in rules.grants):
             # Rule 1, decided before the arguments are looked at: a tool the agent holds no grant
             # for answers exactly as one that does not exist, and as fast, so an agent cannot
             # map the registry by probing. The audit row says what really happened.
@@ -242,6 +305,12 @@ class ToolRouter:
             )
             self._finish(record, Decision.DENY, CallStatus.DENIED, error=refused)
             return CallOutcome(None, CallStatus.NOT_FOUND, Decision.DENY, error=_no_tool(name))
+        if not principal.credential.allows(tool.scope):
+            # Granted, but not consented to: the token may be renewed with the scope.
+            record.metadata.update({"rule": "scope", "required_scope": tool.scope.value})
+            return self._finish(
+                record, Decision.DENY, CallStatus.DENIED, error=insufficient_scope(tool.scope)
+            )
         try:
             return await self._route(record, rules, tool, {} if arguments is None else arguments)
         except asyncio.CancelledError:
@@ -252,16 +321,55 @@ class ToolRouter:
             logger.exception("tool call failed unexpectedly", extra={"tool_id": tool.tool_id})
             return self._finish(record, Decision.DENY, CallStatus.ERROR, error=internal_error())
 
-    def refuse(self, principal: Principal, name: object, *, transport: str, problem: str) -> None:
-        """Audit a call its edge refused as malformed before it could be routed (arguments that
-        are not an object, no tool name): the agent got a protocol error, and the log still
-        shows the attempt, as invalid input. ``problem`` is a fixed label, never the input."""
-        tool = self._registry.resolve(name) if isinstance(name, str) else None
-        requested = name if isinstance(name, str) else ""
-        record = _Trace(principal, tool, tool.tool_id if tool else audit_name(requested), transport)
-        record.metadata["malformed"] = problem
-        malformed = ToolError(ErrorCode.VALIDATION_ERROR, f"malformed call: {problem}")
-        self._finish(record, Decision.DENY, CallStatus.INVALID, error=malformed)
+    async def refuse(self, principal: Principal | Unidentified, refusal: Refusal) -> None:
+        """Audit a request its edge refused before it could be routed: a malformed call (its
+        arguments not an object, no tool name), a request that is no tool call, a refused
+        credential (``principal`` is then :class:`Unidentified`). The sender got a protocol
+        error; the log still shows the attempt. Returns once the row is stored (within the
+        audit log's bound), as a call does."""
+        name = refusal.tool_name
+        tool = self._registry.resolve(name) if isinstance(name, str) and name else None
+        metadata = {"transport": refusal.transport, refusal.label: refusal.problem}
+        if isinstance(principal, Unidentified):
+            entry = self._unidentified_entry(principal, tool, name, refusal, metadata)
+            await self._audit.settle(self._audit.record(entry))
+            return
+        record = _Trace(
+            principal, tool, tool.tool_id if tool else audit_name(name), refusal.transport
+        )
+        record.method = refusal.method
+        record.metadata[refusal.label] = refusal.problem
+        error = ToolError(refusal.code, f"{refusal.label}: {refusal.problem}")
+        self._finish(record, Decision.DENY, refusal.status, error=error)
+        await self._audit.settle(record.stored)
+
+    def _unidentified_entry(
+        self,
+        sender: Unidentified,
+        tool: AnyTool | None,
+        name: object,
+        refusal: Refusal,
+        metadata: dict[str, Any],
+    ) -> AuditEntry:
+        credential = sender.credential
+        return AuditEntry(
+            request_id=sender.request_id,
+            timestamp=datetime.now(UTC),
+            agent_id=None,
+            session_id=sender.session_id,
+            user_id=None,
+            tool_id=tool.tool_id if tool else audit_name(name),
+            resource=None,
+            decision=Decision.DENY,
+            status=refusal.status,
+            error_code=refusal.code,
+            duration_ms=0.0,
+            environment=self._environment,
+            metadata=metadata,
+            call_id=sender.call_id,
+            method=refusal.method,
+            **_credential_columns(credential),
+        )
 
     def _not_admitted(self, record: _Trace, admission: Admission) -> CallOutcome:
         """A call a limit refused, or one that writes while the limits cannot be checked."""
@@ -343,7 +451,7 @@ class ToolRouter:
             verdict = evaluate(
                 Request(
                     agent_id=principal.agent_id,
-                    tool=tool_facts(tool),
+                    tool=self._facts[tool.tool_id],
                     grants=rules.grants,
                     policies=rules.policies,
                     environment=self._environment,
@@ -451,9 +559,10 @@ class ToolRouter:
                 environment=self._environment,
                 metadata={"transport": record.transport, **record.metadata},
                 call_id=principal.call_id,
-                token_id=principal.token_id,
                 user_source=principal.user_source.value,
                 input_ref=record.input_ref,
+                method=record.method,
+                **_credential_columns(principal.credential),
             )
         )
         return CallOutcome(
@@ -463,6 +572,28 @@ class ToolRouter:
             output=output,
             error=error,
         )
+
+
+def _credential_columns(credential: Credential | None) -> dict[str, Any]:
+    """The audit row's description of a credential (None: not looked at)."""
+    if credential is None:
+        return {}
+    return {
+        "credential_kind": credential.kind.value,
+        "token_id": credential.token_id,
+        "client_id": credential.client_id,
+        "subject": credential.subject,
+        "scopes": None if credential.scopes is None else tuple(sorted(credential.scopes)),
+    }
+
+
+def insufficient_scope(scope: str) -> ToolError:
+    """A granted tool outside the token's scopes; ``details.required_scope`` is what to ask for."""
+    return ToolError(
+        ErrorCode.AUTHORIZATION_ERROR,
+        f"the access token lacks the scope {scope}: sign in again consenting to it",
+        details={"required_scope": scope},
+    )
 
 
 def _no_tool(name: str) -> ToolError:

@@ -13,6 +13,8 @@ from nemo_core.secret_files import SECRET_FILE
 from nemo_core.settings import ServiceSettings
 from nemo_toolplane.limits.calls import DEFAULT_TOOL_CALL_LIMITS, CallLimit
 from nemo_toolplane.mcp.origins import check_host_pattern, check_origin_pattern
+from nemo_toolplane.oauth.config import IntrospectionConfig, OAuthConfig
+from nemo_toolplane.tool_kinds import Scope
 
 
 class ToolPlaneSettings(ServiceSettings):
@@ -174,6 +176,83 @@ class ToolPlaneSettings(ServiceSettings):
         description="Longest one audit write may wait for a connection and then for its "
         "statement; rows of a write that fails or times out are logged in full instead.",
     )
+    http_header_timeout_seconds: float = Field(
+        10.0,
+        gt=0,
+        description="Longest the MCP edge waits for a request's headers (from the connection's "
+        "start, or the end of its previous response); the connection is closed past it.",
+    )
+    http_body_timeout_seconds: float = Field(
+        10.0,
+        gt=0,
+        description="Longest the MCP edge waits for a request's body once its headers came; "
+        "past it the request gets 408 (audited).",
+    )
+    oauth_issuer: str | None = Field(
+        None,
+        description="Issuer URL of the OpenID provider whose OAuth access tokens the edge "
+        "accepts beside agent tokens (its metadata and keys are read from it); unset: agent "
+        "tokens only.",
+    )
+    oauth_resource: str | None = Field(
+        None,
+        description="The edge's public URL as tokens name it in aud (RFC 8707), e.g. "
+        "https://edge.example.org/mcp; required with oauth_issuer. Tokens for any other "
+        "audience, or without one, are refused.",
+    )
+    oauth_jwks_uri: str | None = Field(
+        None, description="URL of the issuer's signing keys; unset: from the issuer's metadata."
+    )
+    oauth_algorithms: list[str] = Field(
+        default_factory=lambda: ["RS256", "PS256", "ES256", "EdDSA"],
+        description="Signature algorithms accepted on access tokens (JSON list); asymmetric "
+        "ones only, so none and HS256 are never accepted.",
+    )
+    oauth_leeway_seconds: float = Field(
+        30.0,
+        ge=0,
+        le=300,
+        description="Clock difference tolerated on a token's exp, nbf and iat.",
+    )
+    oauth_user_claim: str = Field(
+        "sub",
+        min_length=1,
+        description="Claim of the access token holding the platform user id the agent acts "
+        "for (for example platform_user_id when the provider's sub is its own id).",
+    )
+    oauth_client_claim: str = Field(
+        "client_id",
+        min_length=1,
+        description="Claim of the access token naming the OAuth client (azp for providers "
+        "that write no client_id); the client is mapped to an agent by nemo oauth-clients.",
+    )
+    oauth_jwks_refresh_seconds: float = Field(
+        30.0,
+        gt=0,
+        description="Shortest time between two fetches of the issuer's keys caused by tokens "
+        "signed with a key id not among them (rotation); bounds what forged key ids cost.",
+    )
+    oauth_jwks_max_age_seconds: float = Field(
+        3600.0, gt=0, description="Longest the issuer's keys are used before being fetched again."
+    )
+    oauth_introspection_client_id: str | None = Field(
+        None,
+        description="Client id of the edge at the issuer's introspection endpoint (RFC 7662); "
+        "set to accept opaque access tokens, which are introspected (JWTs are verified "
+        "locally either way).",
+    )
+    oauth_introspection_client_secret: Annotated[SecretStr | None, SECRET_FILE] = Field(
+        None, description="Client secret of the edge at the introspection endpoint."
+    )
+    oauth_introspection_endpoint: str | None = Field(
+        None, description="Introspection endpoint; unset: from the issuer's metadata."
+    )
+    oauth_introspection_cache_seconds: float = Field(
+        30.0,
+        ge=0,
+        description="Longest an introspection answer for an active token is reused (never past "
+        "the token's expiry): a token revoked at the issuer is refused within this time.",
+    )
     docs_dir: Path = Field(
         Path("docs"),
         description="Directory of the Markdown corpus of the docs tools (the repository's "
@@ -198,6 +277,47 @@ class ToolPlaneSettings(ServiceSettings):
             ),
             *self.tool_call_limits,
         ]
+
+    def oauth_config(self) -> OAuthConfig | None:
+        """What the edge's resource server checks; None when it accepts agent tokens only."""
+        if self.oauth_issuer is None or self.oauth_resource is None:
+            return None
+        introspection = None
+        if self.oauth_introspection_client_id is not None:
+            secret = self.oauth_introspection_client_secret
+            introspection = IntrospectionConfig(
+                client_id=self.oauth_introspection_client_id,
+                client_secret=secret.get_secret_value() if secret is not None else "",
+                endpoint=self.oauth_introspection_endpoint,
+                cache_seconds=self.oauth_introspection_cache_seconds,
+            )
+        return OAuthConfig(
+            issuer=self.oauth_issuer,
+            resource=self.oauth_resource,
+            scopes=tuple(scope.value for scope in Scope),
+            algorithms=tuple(self.oauth_algorithms),
+            leeway_seconds=self.oauth_leeway_seconds,
+            user_claim=self.oauth_user_claim,
+            client_claim=self.oauth_client_claim,
+            jwks_uri=self.oauth_jwks_uri,
+            jwks_refresh_seconds=self.oauth_jwks_refresh_seconds,
+            jwks_max_age_seconds=self.oauth_jwks_max_age_seconds,
+            introspection=introspection,
+        )
+
+    @model_validator(mode="after")
+    def _check_oauth(self) -> Self:
+        if (self.oauth_issuer is None) != (self.oauth_resource is None):
+            raise ValueError("oauth_issuer and oauth_resource are set together, or neither")
+        secret = self.oauth_introspection_client_secret
+        if self.oauth_introspection_client_id is not None and not (
+            secret and secret.get_secret_value()
+        ):
+            raise ValueError(
+                "oauth_introspection_client_id needs oauth_introspection_client_secret"
+            )
+        self.oauth_config()  # the URLs and algorithms, checked once at start
+        return self
 
     @model_validator(mode="after")
     def _check_listener_connection(self) -> Self:

@@ -1,4 +1,5 @@
-"""What kind of tool a tool is: its risk, its mode, and the MCP hints they imply.
+"""What kind of tool a tool is: its risk, its mode, the OAuth scope it needs, and the MCP hints
+they imply.
 
 The vocabulary the registry, the policy engine and the stored grants share; it imports nothing of
 the tool plane, so each of them can import it without depending on another.
@@ -28,6 +29,27 @@ class Mode(StrEnum):
 
     READ = "read"
     WRITE = "write"
+
+
+class Scope(StrEnum):
+    """The OAuth scope a tool needs: what a person consents to when an MCP host asks for access.
+
+    A token's scopes narrow its agent's grants and never widen them: a call needs both a grant
+    for the tool and the tool's scope. Agent tokens carry no scopes and are not narrowed. The
+    local authorization server offers exactly these (``local-oauth/server.mjs``).
+    """
+
+    LEARNER_READ = "learner.read"
+    LEARNER_WRITE = "learner.write"
+    KNOWLEDGE_READ = "knowledge.read"
+    DOCS_READ = "docs.read"
+    APPLICATION_READ = "application.read"
+    APPLICATION_WRITE = "application.write"
+
+    @property
+    def mode(self) -> Mode:
+        """Whether the scope lets a tool read or write."""
+        return Mode.WRITE if self.value.endswith(".write") else Mode.READ
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ from nemo_toolplane.router import ToolRouter
 from nemo_toolplane.rules.store import AgentRules
 from nemo_toolplane.tokens import issue_token
 from nemo_toolplane.tool_call import Services, ToolCall
-from nemo_toolplane.tool_kinds import Mode, Risk
+from nemo_toolplane.tool_kinds import Mode, Risk, Scope
 from services.toolplane.tests.conftest import (
     AgentTokens,
     RunningToolPlane,
@@ -331,7 +331,7 @@ async def test_a_hung_audit_database_loses_no_row_silently_and_does_not_hold_shu
     audit.start()
     tool = ToolDefinition(
         name="test.nothing", version=1, description="test", risk=Risk.LOW, mode=Mode.READ,
-        input_model=_Nothing, output_model=_Nothing, execute=_nothing,
+        input_model=_Nothing, output_model=_Nothing, execute=_nothing, scope=Scope.DOCS_READ,
     )  # fmt: skip
     router = ToolRouter(
         registry=Registry([tool]),

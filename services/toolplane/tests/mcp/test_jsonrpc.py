@@ -3,13 +3,15 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from nemo_toolplane.mcp.jsonrpc import parse
+from nemo_toolplane.mcp.jsonrpc import MAX_DEPTH, JsonRpcMessage, Unparsable, parse
 
 
 def _problem(message: object) -> str | None:
     parsed = parse(json.dumps(message).encode())
-    assert parsed is not None
+    assert isinstance(parsed, JsonRpcMessage)
     return parsed.problem
 
 
@@ -43,9 +45,45 @@ def test_each_malformed_envelope_names_its_problem(message: object, problem: str
     assert _problem(message) == problem
 
 
-@pytest.mark.parametrize("body", [b"", b"{", b"\xff", b"[" * 100_000])
-def test_bodies_that_are_not_json_are_left_to_the_sdk(body: bytes) -> None:
-    assert parse(body) is None
+@pytest.mark.parametrize("body", [b"", b"{", b"nul", b'{"a": 1} x', b"\xef\xbb\xbf{}"])
+def test_bodies_that_are_not_json_are_unparsable(body: bytes) -> None:
+    assert parse(body) is Unparsable.NOT_JSON
+
+
+_JSON_TEXT = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+    max_leaves=10,
+)
+
+
+@given(_JSON_TEXT, st.data())
+def test_json_with_any_byte_sequence_that_is_not_utf8_is_refused_as_such(
+    value: object, data: st.DataObject
+) -> None:
+    text = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "m", "params": {"v": value}})
+    body = text.encode()
+    # A lone continuation byte, a truncated sequence, or a byte UTF-8 never uses.
+    bad = data.draw(st.sampled_from([b"\x80", b"\xc3", b"\xe2\x82", b"\xff", b"\xc0\xaf"]))
+    at = data.draw(st.integers(0, len(body)))
+    assert parse(body[:at] + bad + body[at:]) is Unparsable.NOT_UTF8
+
+
+@given(st.integers(1, 3 * MAX_DEPTH), st.sampled_from(["list", "object"]))
+def test_nesting_is_refused_exactly_past_the_bound(depth: int, kind: str) -> None:
+    opening, closing = ("[", "]") if kind == "list" else ('{"a":', "}")
+    body = (opening * depth + "1" + closing * depth).encode()
+    parsed = parse(body)
+    if depth > MAX_DEPTH:
+        assert parsed is Unparsable.TOO_DEEP
+    else:
+        assert isinstance(parsed, JsonRpcMessage)
+
+
+@pytest.mark.parametrize("depth", [1_000, 100_000])
+def test_nesting_of_thousands_of_levels_is_refused_without_recursing(depth: int) -> None:
+    assert parse(b"[" * depth + b"]" * depth) is Unparsable.TOO_DEEP
+    assert parse(b'{"a":' * depth + b"1" + b"}" * depth) is Unparsable.TOO_DEEP
 
 
 @pytest.mark.parametrize(
@@ -59,7 +97,7 @@ def test_bodies_that_are_not_json_are_left_to_the_sdk(body: bytes) -> None:
 )
 def test_a_tools_call_is_recognised_however_malformed(message: object, name: object) -> None:
     parsed = parse(json.dumps(message).encode())
-    assert parsed is not None
+    assert isinstance(parsed, JsonRpcMessage)
     assert parsed.is_tool_call
     assert parsed.tool_name == name
 
@@ -67,5 +105,5 @@ def test_a_tools_call_is_recognised_however_malformed(message: object, name: obj
 def test_other_messages_are_not_tool_calls() -> None:
     for message in ({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, ["tools/call"], "x"):
         parsed = parse(json.dumps(message).encode())
-        assert parsed is not None
+        assert isinstance(parsed, JsonRpcMessage)
         assert not parsed.is_tool_call

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from mcp.shared.exceptions import MCPError
 
-from nemo_toolplane.mcp.jsonrpc import VersionProblem, parse, version_problem
+from nemo_toolplane.mcp.jsonrpc import JsonRpcMessage, VersionProblem, parse, version_problem
 from services.toolplane.tests.conftest import AgentTokens, RunningToolPlane
 from services.toolplane.tests.mcp_http import MODERN, modern_call, post
 
@@ -53,7 +53,9 @@ def _initialize(version: object) -> dict[str, Any]:
 
 
 def _problem(header: str | None, body: object) -> VersionProblem | None:
-    return version_problem(header, parse(json.dumps(body).encode()), SERVED)
+    parsed = parse(json.dumps(body).encode())
+    assert isinstance(parsed, JsonRpcMessage)
+    return version_problem(header, parsed, SERVED)
 
 
 @settings(max_examples=200, deadline=None)

@@ -35,9 +35,11 @@ from opentelemetry import metrics
 from nemo_context import knowledge
 from nemo_context.conversation import filtering, store
 from nemo_context.conversation.budget import trim_to_budget
-from nemo_context.conversation.redaction import redact_chat_text, redact_struct
 from nemo_context.errors import service_error
 from nemo_context.gate import Gated, find_leak, gate
+from nemo_context.gate.circle import Circle
+from nemo_context.gate.masking import TextMasker
+from nemo_context.gate.text import value_matcher
 from nemo_context.pseudonym import Pseudonymizer
 from nemo_context.purposes import POLICY_VERSION, TUTOR_CHAT, Purpose, Slice, purpose_named
 from nemo_context.settings import ContextSettings
@@ -74,13 +76,17 @@ class ConversationSettings:
     recent_turns: int
     default_token_budget: int
     knowledge_limit: int
+    identifier_key: bytes
 
     @classmethod
-    def from_settings(cls, settings: ContextSettings) -> ConversationSettings:
+    def from_settings(
+        cls, settings: ContextSettings, identifier_key: bytes
+    ) -> ConversationSettings:
         return cls(
             recent_turns=settings.conversation_recent_turns,
             default_token_budget=settings.conversation_token_budget,
             knowledge_limit=settings.conversation_knowledge_limit,
+            identifier_key=identifier_key,
         )
 
 
@@ -158,12 +164,12 @@ _withheld_counter = metrics.get_meter("nemo_context.conversation").create_counte
 
 
 def _passable_knowledge(
-    hits: Sequence[knowledge_pb2.KnowledgeHit], forbidden: frozenset[str]
+    hits: Sequence[knowledge_pb2.KnowledgeHit], forbidden: frozenset[str], circle: Circle
 ) -> tuple[list[knowledge_pb2.KnowledgeHit], int]:
     """The hits the gate lets through, and how many it would refuse (logged by rule and node)."""
     kept: list[knowledge_pb2.KnowledgeHit] = []
     for hit in hits:
-        finding = find_leak(hit, forbidden_values=forbidden)
+        finding = find_leak(hit, forbidden_values=forbidden, circle=circle)
         if finding is None:
             kept.append(hit)
             continue
@@ -175,14 +181,18 @@ def _passable_knowledge(
     return kept, len(hits) - len(kept)
 
 
-def _masked(bundle: pb.ConversationBundle, forbidden: frozenset[str]) -> None:
-    bundle.current_user_message = redact_chat_text(bundle.current_user_message, forbidden)
-    bundle.conversation_summary = redact_chat_text(bundle.conversation_summary, forbidden)
+def _masked(bundle: pb.ConversationBundle, masker: TextMasker) -> None:
+    """Mask what a person wrote, and the stored ids and state keys: a key linked to the learner
+    after it was stored must not end the session."""
+    bundle.current_user_message = masker.text(bundle.current_user_message)
+    bundle.conversation_summary = masker.text(bundle.conversation_summary)
     for message in bundle.recent_messages:
-        message.content = redact_chat_text(message.content, forbidden)
+        message.content = masker.text(message.content)
+        message.message_id = masker.text(message.message_id)
+        message.turn_id = masker.text(message.turn_id)
     if bundle.HasField("state"):
-        redact_struct(bundle.state.extracted_info, forbidden)
-        redact_struct(bundle.state.agent_state, forbidden)
+        masker.struct(bundle.state.extracted_info)
+        masker.struct(bundle.state.agent_state)
 
 
 def _is_stale(
@@ -218,7 +228,9 @@ class ConversationBuilder:
         if learner_id is None:
             raise session_not_found()
         async with learner_transaction(self._pool, [learner_id], readonly=True) as conn:
-            session = await store.read_session(conn, request.session_id, learner_id, purpose)
+            session = await store.read_session(
+                conn, request.session_id, learner_id, purpose, self._settings.identifier_key
+            )
             retrieved = (
                 await _retrieve(
                     conn,
@@ -230,7 +242,7 @@ class ConversationBuilder:
                 else []
             )
         forbidden = session.linked_ids
-        knowledge_hits, withheld = _passable_knowledge(retrieved, forbidden)
+        knowledge_hits, withheld = _passable_knowledge(retrieved, forbidden, session.circle)
         turns = filtering.group_turns(filtering.reusable_history(session.messages, request.turn_id))
         _, recent = filtering.recent_window(turns, self._settings.recent_turns)
         bundle = _bundle(request, purpose, self._pseudonymizer.learner_ref(learner_id), session)
@@ -238,7 +250,8 @@ class ConversationBuilder:
             message.as_context() for turn in recent for message in turn.messages
         )
         bundle.retrieved_knowledge.extend(knowledge_hits)
-        _masked(bundle, forbidden)
+        masker = TextMasker(value_matcher(tuple(sorted(forbidden))), session.circle)
+        _masked(bundle, masker)
         tokens, _ = trim_to_budget(bundle, budget)
         included = {message.message_id for message in bundle.recent_messages}
         # Trimming may have dropped the summary: then the bundle carries none.
@@ -255,9 +268,10 @@ class ConversationBuilder:
                     turns, included, summary.covers_through_seq if summary else 0
                 ),
                 withheld_knowledge_count=withheld,
+                redactions=masker.redactions(),
             )
         )
-        return gate(bundle, forbidden_values=forbidden)
+        return gate(bundle, forbidden_values=forbidden, circle=session.circle)
 
 
 def _bundle(

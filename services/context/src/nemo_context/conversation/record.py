@@ -5,13 +5,21 @@ reply cut mid-stream is stored as ``partial`` and never reused as context. Recor
 replaces its messages: allowed while it is the session's latest turn (a retry or a completion of
 it), refused once later turns follow it, since the order of the conversation is already settled.
 Everything of one call (messages, state, summary) is written in one transaction bound to the
-session's learner: a call that fails writes nothing. A state the identifier gate would refuse is
-refused here (INVALID_ARGUMENT), since the builder never masks state and a stored one would fail
-every later turn.
+session's learner: a call that fails writes nothing.
+
+What is stored here is carried into every later bundle of the session, so it is checked now, each
+with its own INVALID_ARGUMENT reason: a turn id that names a key linked to the learner or holds
+an identifier of the learner's circle (``IDENTIFIER_IN_TURN_ID``), a state whose keys name a
+person or hold an identifier, or whose values hold a linked key (``IDENTIFIER_IN_STATE``), a state
+larger than :data:`MAX_STATE_CHARS` (``STATE_TOO_LARGE``), a tool summary longer than
+:data:`MAX_TOOL_SUMMARY_CHARS` (``TOOL_SUMMARY_TOO_LONG``). The builder masks what was stored
+clean and became an identifier later (a key linked afterwards), so no stored value ends a
+session.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any, Final
 
@@ -23,7 +31,8 @@ from nemo_context.conversation.builder import check_ids, invalid, session_not_fo
 from nemo_context.conversation.messages import ROLES, STATUSES, TYPES
 from nemo_context.errors import service_error
 from nemo_context.gate import find_leak
-from nemo_context.repository import linked_identifiers
+from nemo_context.gate.circle import Circle
+from nemo_context.repository import circle_of, linked_identifiers
 from nemo_core.db import Pool, learner_transaction
 from nemo_core.structs import struct_to_python
 from nemo_protos.context.v1 import context_service_pb2 as service_pb
@@ -32,6 +41,11 @@ from nemo_protos.context.v1.error_reason_pb2 import ErrorReason
 
 MAX_MESSAGES_PER_TURN: Final = 64
 MAX_TEXT_CHARS: Final = 64_000
+MAX_STATE_CHARS: Final = 32_000
+"""The state's two documents together, as compact JSON: extracted facts and an agent's place in
+its flow, not a transcript."""
+MAX_TOOL_SUMMARY_CHARS: Final = 2_000
+"""A tool result's summary (the result itself is never stored)."""
 
 
 def _check_text(value: str, what: str, index: int | None = None) -> None:
@@ -75,6 +89,12 @@ def _message(index: int, message: pb.TurnMessage) -> store.NewMessage:
         )
     _check_text(message.content, "messages[].content", index)
     _check_text(message.tool_summary, "messages[].tool_summary", index)
+    if len(message.tool_summary) > MAX_TOOL_SUMMARY_CHARS:
+        raise invalid(
+            ErrorReason.TOOL_SUMMARY_TOO_LONG,
+            f"messages[].tool_summary must be at most {MAX_TOOL_SUMMARY_CHARS} characters",
+            {**where, "limit_chars": str(MAX_TOOL_SUMMARY_CHARS)},
+        )
     return store.NewMessage(
         role=ROLES[message.role],
         type=TYPES[message.type],
@@ -124,7 +144,53 @@ def _validate(request: service_pb.RecordTurnRequest) -> list[store.NewMessage]:
     if request.HasField("state"):
         _check_state_struct(request.state.extracted_info)
         _check_state_struct(request.state.agent_state)
+        size = sum(
+            len(json.dumps(document, ensure_ascii=False, separators=(",", ":")))
+            for document in _state(request.state)
+        )
+        if size > MAX_STATE_CHARS:
+            raise invalid(
+                ErrorReason.STATE_TOO_LARGE,
+                f"state must be at most {MAX_STATE_CHARS} characters of JSON",
+                {"limit_chars": str(MAX_STATE_CHARS)},
+            )
     return messages
+
+
+def _state_keys(struct: struct_pb2.Struct) -> list[str]:
+    keys: list[str] = []
+    for key, value in struct.fields.items():
+        keys.append(key)
+        if value.WhichOneof("kind") == "struct_value":
+            keys.extend(_state_keys(value.struct_value))
+        elif value.WhichOneof("kind") == "list_value":
+            for item in value.list_value.values:
+                if item.WhichOneof("kind") == "struct_value":
+                    keys.extend(_state_keys(item.struct_value))
+    return keys
+
+
+def _check_stored_words(
+    request: service_pb.RecordTurnRequest, forbidden: frozenset[str], circle: Circle
+) -> None:
+    """Refuse what every later bundle of the session would carry: a turn id or a state key with
+    a linked key or an identifier in it, a state value with a linked key or a personal field."""
+    if find_leak(request.turn_id, forbidden_values=forbidden, circle=circle) is not None:
+        raise invalid(
+            ErrorReason.IDENTIFIER_IN_TURN_ID,
+            "turn_id must not name a person or an internal key",
+        )
+    if not request.HasField("state"):
+        return
+    keys = _state_keys(request.state.extracted_info) + _state_keys(request.state.agent_state)
+    if (
+        find_leak(request.state, forbidden_values=forbidden) is not None
+        or find_leak(keys, forbidden_values=forbidden, circle=circle) is not None
+    ):
+        raise invalid(
+            ErrorReason.IDENTIFIER_IN_STATE,
+            "state must not carry a field that names a person or an internal key",
+        )
 
 
 def _state(state: pb.ConversationState) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -135,7 +201,7 @@ def _state(state: pb.ConversationState) -> tuple[dict[str, Any], dict[str, Any]]
 
 
 async def record_turn(
-    pool: Pool, request: service_pb.RecordTurnRequest
+    pool: Pool, request: service_pb.RecordTurnRequest, identifier_key: bytes
 ) -> service_pb.RecordTurnResponse:
     """Store one turn; see the module docstring. Errors write nothing."""
     messages = _validate(request)
@@ -144,6 +210,9 @@ async def record_turn(
         raise session_not_found()
     session_id, turn_id = request.session_id, request.turn_id
     async with learner_transaction(pool, [learner_id]) as conn:
+        forbidden = await linked_identifiers(conn, learner_id) | {learner_id}
+        circle = await circle_of(conn, learner_id, identifier_key, forbidden)
+        _check_stored_words(request, forbidden, circle)
         try:
             await store.replace_turn(conn, session_id, learner_id, turn_id, messages)
         except store.TurnNotLatestError:
@@ -153,14 +222,6 @@ async def record_turn(
                 "later turns follow this turn; only the latest turn can be recorded again",
             ) from None
         if request.HasField("state"):
-            # Every later build would refuse such a state, and nothing else ever replaces it:
-            # stored, it would end the session.
-            forbidden = await linked_identifiers(conn, learner_id)
-            if find_leak(request.state, forbidden_values=forbidden | {learner_id}) is not None:
-                raise invalid(
-                    ErrorReason.IDENTIFIER_IN_STATE,
-                    "state must not carry a field that names a person or an internal key",
-                )
             await store.write_state(conn, session_id, learner_id, *_state(request.state))
         if request.HasField("summary"):
             try:

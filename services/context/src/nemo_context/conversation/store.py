@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from nemo_context.conversation.messages import StoredMessage
+from nemo_context.gate.circle import Circle
 from nemo_context.purposes import Purpose, Slice
-from nemo_context.repository import linked_identifiers
+from nemo_context.repository import circle_of, linked_identifiers
 from nemo_core.db import Connection, Pool
 
 _MESSAGES_SQL: Final = """
@@ -73,6 +74,7 @@ class SessionRecord:
     agent_state: dict[str, Any]
     summary: StoredSummary | None
     linked_ids: frozenset[str]
+    circle: Circle
 
 
 def _object(value: Any) -> dict[str, Any]:
@@ -83,10 +85,11 @@ def _object(value: Any) -> dict[str, Any]:
 
 
 async def read_session(
-    conn: Connection, session_id: str, learner_id: str, purpose: Purpose
+    conn: Connection, session_id: str, learner_id: str, purpose: Purpose, identifier_key: bytes
 ) -> SessionRecord:
-    """Read what ``purpose`` declares of a session, and the keys the gate must forbid;
-    ``conn`` is in a transaction bound to ``learner_id``."""
+    """Read what ``purpose`` declares of a session, the keys the gate must forbid and the
+    fingerprints of the identifiers around the learner; ``conn`` is in a transaction bound to
+    ``learner_id``."""
     profile = None
     if purpose.declares(Slice.PROFILE):
         age = purpose.declares(Slice.AGE)
@@ -132,6 +135,7 @@ async def read_session(
             else None
         ),
         linked_ids=linked | {learner_id},
+        circle=await circle_of(conn, learner_id, identifier_key, linked),
     )
 
 

@@ -14,10 +14,11 @@ from nemo_context.gate.rules import (
     KEY_OWNERS,
     KEY_WORDS,
     NAME_WORDS,
+    PHRASE_WORDS,
     SAFE_NAMES,
     VOCABULARY,
 )
-from nemo_context.gate.text import name_spellings
+from nemo_context.gate.text import TextKey, name_spellings
 
 # camelCase and acronym boundaries ("learnerIDs" → "learner IDs"), and letter/digit boundaries.
 _BOUNDARY: Final = re.compile(
@@ -25,6 +26,7 @@ _BOUNDARY: Final = re.compile(
 )
 _WORD: Final = re.compile(r"[^\W_]+")
 _LONGEST_WORD: Final = max(len(word) for word in VOCABULARY)
+_KNOWN: Final = VOCABULARY | PHRASE_WORDS
 _PHRASE_LENGTHS: Final = sorted({len(phrase) for phrase in FORBIDDEN_PHRASES})
 
 
@@ -54,10 +56,21 @@ def _split_run_together(word: str) -> list[str]:
     return split[::-1]
 
 
+def _without_marks(name: str) -> str:
+    """``name`` without its diacritics, ``đ`` as ``d``, in its case: "họ_tên" reads "ho_ten",
+    "SĐT" reads "SDT", as Vietnamese field names are written with or without them."""
+    if name.isascii():
+        return name
+    decomposed = unicodedata.normalize("NFD", name.replace("đ", "d").replace("Đ", "D"))
+    return unicodedata.normalize(
+        "NFC", "".join(c for c in decomposed if not unicodedata.combining(c))
+    )
+
+
 def name_words(name: str) -> tuple[str, ...]:
     """The lower-case words of a field name: ``studentName``, ``student-name``, ``STUDENT_NAME``
     and ``studentname`` are all ``("student", "name")``."""
-    spaced = _BOUNDARY.sub(" ", unicodedata.normalize("NFKC", name))
+    spaced = _BOUNDARY.sub(" ", _without_marks(unicodedata.normalize("NFKC", name)))
     words: list[str] = []
     for word in _WORD.findall(spaced.casefold()):
         words.extend(_split_run_together(word))
@@ -80,6 +93,15 @@ def is_forbidden_name(name: str) -> bool:
     the one made of the most vocabulary words is judged, as a reader would read it."""
     readings = [name_words(spelling) for spelling in name_spellings(name)]
     return _forbidden_words(max(readings, key=_known_words))
+
+
+def is_forbidden_key(key: TextKey) -> bool:
+    """Whether a key written in text is forbidden. A key of several words ("Họ tên:", "Số điện
+    thoại:", "Date of birth:") counts only when every word is one of :data:`VOCABULARY`, so a
+    line of prose that ends in a colon ("Write your address:") is no key."""
+    if key.spaced and not all(word in _KNOWN for word in name_words(key.name)):
+        return False
+    return is_forbidden_name(key.name)
 
 
 def _known_words(words: tuple[str, ...]) -> int:

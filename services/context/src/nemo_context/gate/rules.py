@@ -95,9 +95,28 @@ FORBIDDEN_PHRASES: Final[Mapping[tuple[str, ...], str]] = MappingProxyType(
         ("dien", "thoai"): "a telephone number (điện thoại)",
         ("dia", "chi"): "an address (địa chỉ)",
         ("ten", "truong"): "a school's name (tên trường)",
+        ("truong", "hoc"): 'a school (trường học; "trường" alone is also a data field)',
+        ("ten", "hoc", "sinh"): "a student's name (tên học sinh)",
+        ("ten", "phu", "huynh"): "a parent's name (tên phụ huynh)",
+        ("ten", "bo"): "a father's name (tên bố)",
+        ("ten", "me"): "a mother's name (tên mẹ)",
+        ("ten", "con"): "a child's name (tên con)",
+        ("ten", "dem"): "a middle name (tên đệm)",
+        ("ma", "hoc", "sinh"): "a student's code (mã học sinh)",
+        ("ma", "so", "hoc", "sinh"): "a student's code (mã số học sinh)",
+        ("nam", "sinh"): "a birth year (năm sinh)",
+        ("sinh", "nhat"): "a birthday (sinh nhật)",
+        ("noi", "sinh"): "a birthplace (nơi sinh)",
+        ("anh", "dai", "dien"): "a child's picture (ảnh đại diện)",
+        ("que", "quan"): "where a family comes from (quê quán)",
+        ("noi", "o"): "where a person lives (nơi ở)",
+        ("phu", "huynh"): "a parent (phụ huynh)",
+        ("nguoi", "giam", "ho"): "a guardian (người giám hộ)",
     }
 )
-"""Consecutive words that make a name forbidden; each word alone is ordinary (``social
+"""Consecutive words that make a name forbidden, Vietnamese ones as written without their
+diacritics (names are read without them: "Họ tên", "họ_tên" and "ho_ten" are one name); each
+word alone is ordinary (``social
 studies``, ``national curriculum``, ``ten`` is also the English number)."""
 
 KEY_OWNERS: Final = frozenset(
@@ -136,14 +155,29 @@ SAFE_NAMES: Final[Mapping[str, str]] = MappingProxyType(
         "prompt_name": "the name of a registered prompt",
         "model_name": "the name of an AI model",
         "file_name": "the name of a file of teaching material",
+        "exam_name": "the name of an exam the learner prepares for, such as a milestone",
+        "theorem_name": "the name of a theorem of the curriculum",
+        "formula_name": "the name of a formula of the curriculum",
+        "chapter_name": "the name of a chapter of a textbook",
     }
 )
 """Whole names (words joined by ``_``) that hold ``name`` but no person's name, with why."""
 
+PHRASE_WORDS: Final = frozenset(word for phrase in FORBIDDEN_PHRASES for word in phrase)
+"""Every word of a forbidden phrase: a key written in text of several words counts only when all
+of them are known words (see ``names.is_forbidden_key``)."""
+
 VOCABULARY: Final = frozenset(
     {
         *FORBIDDEN_WORDS,
-        *(word for phrase in FORBIDDEN_PHRASES for word in phrase),
+        # Short Vietnamese words ("me", "bo", "ma", "o") would split English words that hold
+        # them ("phoneme" is no "phone me"): only the longer ones split run-together names.
+        *(
+            word
+            for phrase in FORBIDDEN_PHRASES
+            for word in phrase
+            if len(word) > 2 or word in {"ho", "va", "so", "id"}
+        ),
         *KEY_OWNERS,
         *KEY_WORDS,
         *NAME_WORDS,
@@ -157,3 +191,134 @@ VOCABULARY: Final = frozenset(
 )  # fmt: skip
 """Words a run-together name is split into; a name that cannot be split into them stays one
 word (``photosynthesis``, ``hostname``, ``tournament``)."""
+
+
+# Identifiers in text: what the matchers look for (see ``identifiers.py``), in folded words
+# (lower case, no diacritics, đ as d).
+
+PLACEHOLDERS: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        "name": "[name]",
+        "email": "[email]",
+        "phone": "[phone]",
+        "address": "[address]",
+        "school": "[school]",
+        "birth_date": "[birth date]",
+    }
+)
+"""Each kind of identifier and the placeholder that replaces it in text a person wrote. Bundle
+metadata counts redactions by these kinds, never by value."""
+
+PERSON_WORDS: Final = frozenset(
+    {
+        # Vietnamese forms of address and kinship, as written (with their diacritics: "bạn" is a
+        # friend, "bán" is to sell; "ba" is left out, it is also the number three).
+        "bạn", "em", "anh", "chị", "bố", "mẹ", "má", "cô", "chú", "bác", "thầy", "ông", "bà",
+        "cậu", "mợ", "dì", "dượng", "cháu", "bé", "nhóc",
+        # English titles and greetings.
+        "mr", "mrs", "ms", "miss", "dear", "hi", "hello", "aunt", "uncle",
+    }
+)  # fmt: skip
+"""Words that, right before a given name of the circle written alone, make it a person: "bố Hùng",
+"bạn Mai", "Mr Nam". Alone, a given name is often an ordinary word ("An" is safe, "Mai" is
+tomorrow, "Nam" is south) and passes; so does a given name after a person word written without
+diacritics ("ban Mai"), which no longer says whether it is a person."""
+
+ORDINARY_PAIRS: Final = frozenset(
+    {
+        "anh hùng", "anh dũng", "anh minh", "anh tài", "anh tuấn", "anh hào", "anh linh",
+        "anh thư", "em bé", "bà con", "ông bà", "cô đơn", "cô gái", "cậu bé", "bé nhỏ",
+        "chú ý", "bác sĩ", "thầy giáo", "cô giáo", "mẹ hiền", "em trai", "em gái", "anh em",
+        "chị em", "hi vọng",
+    }
+)  # fmt: skip
+"""A person word and a word after it that together are an ordinary word ("anh hùng" is a hero,
+"chú ý" is attention), so the second is no given name there."""
+
+
+SCHOOL_WORDS: Final = frozenset(
+    {
+        "truong", "thcs", "thpt", "th", "tieu", "hoc", "trung", "co", "so", "pho", "thong",
+        "chuyen", "mam", "non", "lop", "school", "primary", "secondary", "high", "middle",
+    }
+)  # fmt: skip
+"""Words of a school's kind. A circle school's own name ("Lê Quý Đôn") is an identifier when one
+of these stands right before it ("THCS Lê Quý Đôn", "trường Lê Quý Đôn"); alone it is also a
+historical figure and a street, and passes."""
+
+BIRTH_WORDS: Final[Mapping[str, bool]] = MappingProxyType(
+    {
+        # Vietnamese: "ngày sinh", "sinh ngày", "năm sinh"... ("học sinh" and "sinh học" are
+        # not birth words, see shapes.py).
+        "ngay sinh": False,
+        "sinh ngay": False,
+        "sinh nhat": False,
+        "sinh vao": True,
+        "sinh nam": True,
+        "nam sinh": True,
+        "sn": False,
+        "ns": False,
+        # English.
+        "born": True,
+        "birth": False,
+        "birthday": False,
+        "birthdate": False,
+        "birth date": False,
+        "date of birth": False,
+        "dob": False,
+        "d.o.b": False,
+        "birth year": True,
+        "year of birth": True,
+    }
+)
+"""Words that make a date written right after them (on the same line) a birth date, whoever's it
+is; True where a year alone is a birth year too ("sinh năm 2014", "born in 2014")."""
+
+ADDRESS_WORDS: Final = frozenset(
+    {
+        "phuong", "quan", "huyen", "xa", "thi", "tran", "tp", "tinh", "p", "q", "ward",
+        "district", "khu", "pho", "ap", "thon", "to", "city",
+    }
+)  # fmt: skip
+"""Administrative words (ward, district, town...) after a street: with a house number before
+them, the text is a street address."""
+
+STREET_WORDS: Final = frozenset(
+    {
+        "duong", "pho", "ngo", "ngach", "hem", "kiet", "dai", "lo", "street", "st", "road", "rd",
+        "avenue", "ave", "lane", "boulevard",
+    }
+)  # fmt: skip
+"""Words of a street, between a house number and the street's name."""
+
+WRITTEN_TEXT_FIELDS: Final = frozenset(
+    {
+        "nemo.context.v1.Goal.title",
+        "nemo.context.v1.Goal.target",
+        "nemo.context.v1.LearningPlan.title",
+        "nemo.context.v1.NextExperience.title",
+        "nemo.context.v1.NextExperience.reason",
+        "nemo.context.v1.Readiness.milestone",
+    }
+)
+"""Fields of a learner bundle that hold text a person (a learner, a parent, a teacher) or an
+engine from what a person wrote, rather than curriculum or codes: an identifier there is masked
+when the purpose says so (``Purpose.written_text_identifiers``). Every other field is structured
+and a bundle with an identifier in it is refused. In conversation bundles every message, the
+summary and the state's strings are written text."""
+
+CURRICULUM_FIELDS: Final = frozenset(
+    {
+        "nemo.context.v1.MasteryEntry.node_title",
+        "nemo.context.v1.RetentionEntry.node_title",
+        "nemo.context.v1.NodeRef.node_title",
+        "nemo.context.v1.PlanStep.node_title",
+        "nemo.context.v1.NextExperience.node_title",
+        "nemo.context.v1.LearningContext.package_title",
+        "nemo.context.v1.Competency.title",
+    }
+)
+"""Fields that hold titles of the curriculum, written by the platform's authors: a title may read
+like a key ("Email: gửi và nhận thư", "Truyện ngắn \u201cThe Address\u201d: tóm tắt"), and is
+not read for keys, here or where another text (the rendered text) quotes it. It is still read for
+keys of learners and for identifiers."""

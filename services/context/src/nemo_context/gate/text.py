@@ -182,6 +182,16 @@ def _name_letters() -> dict[str, tuple[str, ...]]:
     return letters
 
 
+def look_alike_letters() -> dict[str, tuple[str, ...]]:
+    """Non-ASCII characters that pass for Latin letters, and the letters each passes for."""
+    return {char: letters for char, letters in _name_letters().items() if letters != ("",)}
+
+
+def ignorable_characters() -> frozenset[str]:
+    """Default-ignorable characters: renderers hide them, so they can split a word unseen."""
+    return frozenset(char for char, folded in _ignorables_and_dashes().items() if folded == "")
+
+
 #: Spellings tried for one name at most: each ambiguous look-alike doubles them.
 _MAX_NAME_SPELLINGS: Final = 16
 
@@ -266,13 +276,18 @@ def value_matcher(values: tuple[str, ...]) -> ValueMatcher:
 _JSON_KEY: Final = re.compile(r'"((?:[^"\\\n]|\\.){1,200})"\s*:')
 _PYTHON_KEY: Final = re.compile(r"'((?:[^'\\\n]|\\.){1,200})'\s*:")
 _BARE_KEY: Final = re.compile(
-    r"(?:^|(?<=[\n\x00{,;(\[|\"']))[ \t]*(?:[-*][ \t]+)?([A-Za-z][A-Za-z0-9_.-]{0,63})[ \t]*"
-    r"[:=](?![:=/])"
+    r"(?:^|(?<=[\n\x00{,;(\[|\"']))[ \t]*(?:[-*+][ \t]+)?(?:\*\*|__|\*|_)?"
+    r"([^\W\d_][\w.-]{0,63}(?: [^\W\d_][\w.-]{0,31}){0,3}?)"
+    r"(?:\*\*|__|\*|_)?[ \t]*[:=](?![:=/])"
 )
 """A bare key: after the start of the text, a line break, a NUL between strings, an opening
-bracket, a separator or a quote, maybe indented or bulleted, then the ``:`` or ``=`` after it
-(not ``::``, ``==``, ``://``). Nothing in it starts another key, so each key start is tried
-once and the search is linear however long the indentation."""
+bracket, a separator or a quote, maybe indented or bulleted, maybe in bold or italics
+(``**Email**:``), one to four words of any script ("Họ tên", "Số điện thoại", "SĐT"), then the
+``:`` or ``=`` after it (not ``::``, ``==``, ``://``). Nothing in it starts another key, so each
+key start is tried once and the search is linear however long the indentation."""
+_FULL_WIDTH: Final = {code: code - 0xFEE0 for code in range(0xFF01, 0xFF5F)}
+_HAS_FULL_WIDTH: Final = re.compile("[\uff01-\uff5e]")
+"""Full-width ASCII forms as ASCII, one character for one, so keys are found where they are."""
 
 
 @dataclass(frozen=True)
@@ -287,6 +302,8 @@ class TextKey:
     """Just after the ``:`` or ``=`` that follows it."""
     name: str
     """The name, escapes decoded."""
+    spaced: bool = False
+    """A bare key of several words ("Họ tên"), which prose can look like."""
 
 
 def _quoted_name(raw: str, quote: str) -> str:
@@ -302,7 +319,7 @@ def _quoted_name(raw: str, quote: str) -> str:
 def text_keys(text: str) -> Iterator[TextKey]:
     """The field names written in ``text``: JSON keys (``"email":``, even in JSON cut short),
     Python dict keys (``'email':``) and bare ``email:`` / ``email=`` at the start of a line or
-    a quoted string, or after ``{ , ; ( [ |``."""
+    a quoted string, or after ``{ , ; ( [ |``, in full-width forms too."""
     if '"' in text:
         for match in _JSON_KEY.finditer(text):
             name = _quoted_name(match.group(1), '"')
@@ -311,9 +328,12 @@ def text_keys(text: str) -> Iterator[TextKey]:
         for match in _PYTHON_KEY.finditer(text):
             name = _quoted_name(match.group(1), "'")
             yield TextKey(match.start(), match.end(1) + 1, match.end(), name)
+    if not text.isascii() and _HAS_FULL_WIDTH.search(text) is not None:
+        text = text.translate(_FULL_WIDTH)
     if ":" in text or "=" in text:
         for bare in _BARE_KEY.finditer(text):
-            yield TextKey(bare.start(1), bare.end(1), bare.end(), bare.group(1))
+            name = bare.group(1)
+            yield TextKey(bare.start(1), bare.end(1), bare.end(), name, spaced=" " in name)
 
 
 # Encodings.

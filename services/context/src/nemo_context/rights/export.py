@@ -242,7 +242,7 @@ async def export_context_stores(
         "snapshots.json": await _snapshots(conn, objects, keys, traces, snapshots),
         "conversations.json": await _conversations(conn, traces.learner_id),
         "items.json": await _items(conn, traces.learner_id),
-        "audit.json": _with_people(toolplane.get("audit", []), people, ["user_id"]),
+        "audit.json": _with_people(toolplane.get("audit", []), people, ["user_id", "subject"]),
         "approvals.json": approvals,
         "agent_tokens.json": _with_people(toolplane.get("agent_tokens", []), people, ["user_id"]),
         "requests.json": await _requests(conn, traces.subject),

@@ -1,10 +1,12 @@
-"""The audit log: one row per authenticated call, written in batches, before the call answers.
+"""The audit log: one row per tool call and per refused request, written in batches, before the
+answer.
 
 Every outcome is recorded (unknown tool, invalid input, each denial, approval required, success,
-failure) with identifiers only: the resource (``learner:L-2041-1``) and the error code, never
-the call's input or output. Rows wait in memory at most ``flush_seconds`` before their write
-starts; the rows of calls that end while a write is in flight go together in the next one
-(group commit), so a busy replica writes few large batches.
+failure), and so is every request the edges refuse (a refused credential, a malformed body) with
+identifiers only: the method, the credential that came (never the token), the resource
+(``learner:L-2041-1``) and the error code, never the call's input or output. Rows wait in memory at
+most ``flush_seconds`` before their write starts; the rows of calls that end while a write is in
+flight go together in the next one (group commit), so a busy replica writes few large batches.
 
 A call answers once its row is stored (:meth:`AuditLog.settle`), so a replica that dies, even
 by SIGKILL, loses no row of a call that was answered. That wait is bounded: when the store is
@@ -59,10 +61,13 @@ class AuditEntry:
 
     request_id: str
     timestamp: datetime
-    agent_id: str
+    #: None when no agent was identified (a refused credential).
+    agent_id: str | None
     session_id: str
     user_id: str | None
-    tool_id: str
+    #: The resolved versioned id, or the name a ``tools/call`` gave; None when the request was
+    #: no tool call, or named no tool.
+    tool_id: str | None
     resource: str | None
     decision: Decision
     status: CallStatus
@@ -78,6 +83,14 @@ class AuditEntry:
     user_source: str | None = None
     #: Snapshot of the learner data the call returned (``GetSnapshot`` reads it).
     input_ref: str | None = None
+    #: The JSON-RPC or gRPC method; the HTTP method and path when the body named none.
+    method: str | None = None
+    #: What authenticated the request: none, agent_token or oauth.
+    credential_kind: str | None = None
+    #: The OAuth client, the token's subject and the scopes it carries (OAuth only).
+    client_id: str | None = None
+    subject: str | None = None
+    scopes: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -88,15 +101,21 @@ class _Row:
     stored: asyncio.Future[bool]
 
 
+# Scopes travel as one JSON array per row (unnest cannot take an array of arrays of unequal
+# lengths) and become text[] here.
 _INSERT = """
 INSERT INTO toolplane.audit_logs (request_id, "timestamp", agent_id, session_id, user_id,
     tool_id, resource, decision, status, error_code, duration_ms, environment, metadata,
-    call_id, token_id, user_source, input_ref)
-SELECT r, t, a, s, u, tool, res, d, st, e, ms, env, m::jsonb, c, tk, us, ir
+    call_id, token_id, user_source, input_ref, method, credential_kind, client_id, subject,
+    scopes)
+SELECT r, t, a, s, u, tool, res, d, st, e, ms, env, m::jsonb, c, tk, us, ir, me, ck, cl, sub,
+    CASE WHEN sc IS NULL THEN NULL
+         ELSE ARRAY(SELECT jsonb_array_elements_text(sc::jsonb)) END
 FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::text[], $5::text[], $6::text[],
             $7::text[], $8::text[], $9::text[], $10::text[], $11::float8[], $12::text[],
-            $13::text[], $14::text[], $15::text[], $16::text[], $17::text[])
-    AS x(r, t, a, s, u, tool, res, d, st, e, ms, env, m, c, tk, us, ir)
+            $13::text[], $14::text[], $15::text[], $16::text[], $17::text[], $18::text[],
+            $19::text[], $20::text[], $21::text[], $22::text[])
+    AS x(r, t, a, s, u, tool, res, d, st, e, ms, env, m, c, tk, us, ir, me, ck, cl, sub, sc)
 """
 
 
@@ -119,6 +138,11 @@ def _columns(batch: Sequence[AuditEntry]) -> list[list[Any]]:
         [entry.token_id for entry in batch],
         [entry.user_source for entry in batch],
         [entry.input_ref for entry in batch],
+        [entry.method for entry in batch],
+        [entry.credential_kind for entry in batch],
+        [entry.client_id for entry in batch],
+        [entry.subject for entry in batch],
+        [None if entry.scopes is None else json.dumps(list(entry.scopes)) for entry in batch],
     ]
 
 

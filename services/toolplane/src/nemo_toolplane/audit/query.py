@@ -14,7 +14,7 @@ from nemo_core.page_tokens import InvalidPageToken
 _LIST = """
 SELECT id, request_id, "timestamp", agent_id, session_id, user_id, tool_id, resource, decision,
        status, error_code, duration_ms, environment, metadata, call_id, token_id, user_source,
-       input_ref
+       input_ref, method, credential_kind, client_id, subject, scopes
 FROM toolplane.audit_logs
 WHERE ($1::text IS NULL OR agent_id = $1)
   AND ($2::text IS NULL OR request_id = $2)
@@ -46,10 +46,10 @@ class StoredAuditEntry:
     audit_id: int
     request_id: str
     timestamp: datetime
-    agent_id: str
+    agent_id: str | None
     session_id: str | None
     user_id: str | None
-    tool_id: str
+    tool_id: str | None
     resource: str | None
     decision: str
     status: str
@@ -61,6 +61,11 @@ class StoredAuditEntry:
     token_id: str | None = None
     user_source: str | None = None
     input_ref: str | None = None
+    method: str | None = None
+    credential_kind: str | None = None
+    client_id: str | None = None
+    subject: str | None = None
+    scopes: list[str] | None = None
 
 
 async def list_entries(

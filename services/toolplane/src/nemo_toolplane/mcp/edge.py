@@ -1,7 +1,10 @@
 """The HTTP edge of the tool plane, served by uvicorn inside the gRPC server's process.
 
-``/health`` is the only path without authentication; ``/mcp`` is the MCP endpoint
-(:mod:`nemo_toolplane.mcp.endpoint`) behind the browser checks of :mod:`nemo_toolplane.mcp.origins`.
+``/health`` and, when the edge accepts OAuth access tokens, its protected resource metadata
+(:mod:`nemo_toolplane.mcp.resource_metadata`) are the only paths without authentication;
+``/mcp`` is the MCP endpoint (:mod:`nemo_toolplane.mcp.endpoint`) behind the browser checks of
+:mod:`nemo_toolplane.mcp.origins`. A connection whose request headers do not arrive within the
+header timeout is closed (:mod:`nemo_toolplane.mcp.slow_clients`).
 """
 
 from __future__ import annotations
@@ -19,6 +22,9 @@ from starlette.routing import Route
 
 from nemo_toolplane.mcp.endpoint import McpEndpoint
 from nemo_toolplane.mcp.origins import BrowserGuard, OriginPolicy
+from nemo_toolplane.mcp.resource_metadata import ResourceMetadata, metadata_paths
+from nemo_toolplane.mcp.slow_clients import header_timeout_protocol
+from nemo_toolplane.oauth.config import OAuthConfig
 
 logger = logging.getLogger(__name__)
 
@@ -28,9 +34,19 @@ async def health(_: Request) -> JSONResponse:
     return JSONResponse({"status": "ok"})
 
 
-def create_app(mcp: McpEndpoint, browsers: OriginPolicy) -> Starlette:
+def create_app(
+    mcp: McpEndpoint, browsers: OriginPolicy, oauth: OAuthConfig | None = None
+) -> Starlette:
     """The edge's ASGI application; ``browsers`` guards ``/mcp`` (probes of ``/health`` come
-    from the cluster, under any host name)."""
+    from the cluster, under any host name; the resource metadata is public)."""
+    metadata_routes = (
+        [
+            Route(path, ResourceMetadata(oauth).respond, methods=["GET", "HEAD", "OPTIONS"])
+            for path in metadata_paths(oauth)
+        ]
+        if oauth is not None
+        else []
+    )
 
     @contextlib.asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
@@ -40,6 +56,7 @@ def create_app(mcp: McpEndpoint, browsers: OriginPolicy) -> Starlette:
     return Starlette(
         routes=[
             Route("/health", health, methods=["GET"]),
+            *metadata_routes,
             # Every method reaches the endpoint, which answers 405 itself after authentication.
             Route(
                 "/mcp",
@@ -62,7 +79,14 @@ class _EmbeddedServer(uvicorn.Server):
 class Edge:
     """Runs the ASGI app until the service stops; in-flight requests get the grace period."""
 
-    def __init__(self, app: Starlette, host: str, port: int, grace_seconds: float) -> None:
+    def __init__(
+        self,
+        app: Starlette,
+        host: str,
+        port: int,
+        grace_seconds: float,
+        header_timeout_seconds: float = 10.0,
+    ) -> None:
         config = uvicorn.Config(
             app,
             host=host,
@@ -71,6 +95,7 @@ class Edge:
             access_log=False,
             lifespan="on",
             timeout_graceful_shutdown=max(1, round(grace_seconds)),
+            http=header_timeout_protocol(header_timeout_seconds),
         )
         self._server = _EmbeddedServer(config)
 

@@ -5,37 +5,48 @@ and 2026-07-28 with per-request envelopes and ``server/discover``). In front of 
 ASGI endpoint does what belongs to the tool plane, in this order (after the browser checks of
 :mod:`nemo_toolplane.mcp.origins`: foreign ``Origin`` 403, foreign ``Host`` 421):
 
-1. ``Authorization: Bearer <agent token>`` missing or unknown -> 401 with ``WWW-Authenticate``,
-   before any other table is read (logged, not audited: there is no agent to audit); 429
-   instead when the client address has failed too often (:mod:`nemo_toolplane.agent_auth`,
-   which the gRPC edge shares);
-2. any method but POST -> 405 with ``Allow: POST`` (there is no stream to GET, no session to
+1. more than one ``Authorization`` header -> 400 (which one counts would depend on who reads);
+2. ``Authorization: Bearer <credential>``, an agent token or an OAuth access token
+   (:mod:`nemo_toolplane.agent_auth`, which the gRPC edge shares): missing or invalid -> 401 with
+   a ``WWW-Authenticate`` challenge naming the resource metadata, an OAuth client mapped to no
+   agent -> 403, a credential that cannot be checked now -> 503; 429 instead when the client
+   address has failed too often;
+3. any method but POST -> 405 with ``Allow: POST`` (there is no stream to GET, no session to
    DELETE);
-3. the principal {agent, session, user, request} is handed to the SDK's handlers of the request
+4. the body, read within ``body_timeout_seconds`` (408 past it), over 1 MiB -> 413; a media type
+   other than JSON -> 415; a body that is not UTF-8 JSON nested at most
+   :data:`~nemo_toolplane.mcp.jsonrpc.MAX_DEPTH` deep -> 400 (-32700);
+5. an unusable session, user or request id -> 400; a batch or a malformed JSON-RPC envelope ->
+   400 (-32600); an ``MCP-Protocol-Version`` header that disagrees with the revision the body
+   names -> 400 (-32020), one naming no revision served here -> 400 (-32022);
+6. the principal {agent, session, user, request} is handed to the SDK's handlers of the request
    (in a context variable, which also tells the endpoint whether the router got the call) and
-   ``X-Request-Id`` is echoed on the response;
-4. a body over 1 MiB -> 413, a batch or a malformed JSON-RPC envelope -> 400 (-32600);
-5. an ``MCP-Protocol-Version`` header that disagrees with the revision the body names -> 400
-   (-32020), one naming no revision served here -> 400 (-32022).
+   ``X-Request-Id`` is echoed on the response.
 
-``tools/list`` shows the tools the agent's grants let it see, on one page (so any cursor is
--32602); ``tools/call`` goes through the router. An unknown tool is a JSON-RPC error (-32602);
-every tool-level failure, invalid arguments included, is a result with ``isError: true`` whose
-text is the error envelope as JSON, with the same envelope under ``_meta["dev.nemo/error"]``
-and no ``structuredContent`` (which clients check against the tool's output schema). A
-``tools/call`` refused before it reaches the router (by the checks here, or by the SDK: arguments
-that are not an object, a name that is not a string) keeps its protocol error and is audited as
-invalid input all the same.
+Every refusal, at any of these steps or by the SDK itself, leaves exactly one audit row naming
+the method (the JSON-RPC method, or the HTTP method and path when the body names none) and, for
+a ``tools/call``, the tool; a batch leaves one row per message. The failed-authentication
+limiter's 429 is the one answer without a row: it only comes after the failures that tripped it,
+each with its row, and a flood of them must not fill the log.
+
+``tools/list`` shows the tools the agent's grants (and an OAuth token's scopes) let it see, on
+one page (so any cursor is -32602); ``tools/call`` goes through the router. An unknown tool is a
+JSON-RPC error (-32602); a granted tool outside an OAuth token's scopes is 403 with
+``error="insufficient_scope"`` and the scope to ask for; every other tool-level failure, invalid
+arguments included, is a result with ``isError: true`` whose text is the error envelope as JSON,
+with the same envelope under ``_meta["dev.nemo/error"]`` and no ``structuredContent`` (which
+clients check against the tool's output schema).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
@@ -51,18 +62,31 @@ from starlette.datastructures import Headers
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
-from nemo_toolplane.agent_auth import AgentAuthenticator, AuthRefusal, bearer_token
+from nemo_toolplane.agent_auth import AgentAuthenticator, AuthRefusal, RefusalKind, bearer_token
 from nemo_toolplane.audit.log import CallStatus
 from nemo_toolplane.envelope import ErrorCode, ToolError
-from nemo_toolplane.mcp.jsonrpc import JsonRpcMessage, VersionProblem, parse, version_problem
+from nemo_toolplane.mcp.challenges import bearer_challenge
+from nemo_toolplane.mcp.jsonrpc import (
+    JsonRpcMessage,
+    Unparsable,
+    VersionProblem,
+    parse,
+    version_problem,
+)
+from nemo_toolplane.oauth.config import OAuthConfig
 from nemo_toolplane.principal import (
+    AgentIdentity,
     InvalidIdentifier,
     Principal,
     build_principal,
+    new_call_id,
+    new_request_id,
+    new_session_id,
     refusal_principal,
+    usable_id,
 )
 from nemo_toolplane.registry import Registry
-from nemo_toolplane.router import ListedTool, ToolRouter
+from nemo_toolplane.router import ListedTool, Refusal, ToolRouter, Unidentified
 from nemo_toolplane.rules.store import AgentRules
 
 logger = logging.getLogger(__name__)
@@ -74,10 +98,11 @@ _META_PREFIX = "dev.nemo/"
 ERROR_META_KEY = f"{_META_PREFIX}error"
 #: Largest request body accepted; tool arguments are small.
 MAX_BODY_BYTES = 1024 * 1024
-_AUTHENTICATION_REQUIRED = ToolError(
-    ErrorCode.AUTHENTICATION_ERROR,
-    "a valid agent token is required (Authorization: Bearer <token>)",
-)
+#: Most audit rows one batch leaves (one per message); the rest are counted on the last row.
+MAX_BATCH_ROWS = 64
+#: Longest a refusal's response body is kept to tell whether the SDK refused the request.
+_KEPT_ERROR_BYTES = 64 * 1024
+_JSON_MEDIA_TYPE = "application/json"
 
 INSTRUCTIONS = (
     "Nemo tool plane: capabilities on the Nemo learning platform. Learner data is pseudonymous "
@@ -109,6 +134,7 @@ def mcp_tool(listed: ListedTool) -> types.Tool:
             f"{_META_PREFIX}category": tool.category,
             f"{_META_PREFIX}risk": tool.risk.value,
             f"{_META_PREFIX}mode": tool.mode.value,
+            f"{_META_PREFIX}scope": tool.scope.value,
         },
     )
 
@@ -133,6 +159,8 @@ class _AdmittedRequest:
     rules: AgentRules
     routed: bool = False
     """Set by the handler once a tools/call reached the router (which audits it)."""
+    missing_scope: str | None = None
+    """Set by the handler when the router refused the call for a scope the token lacks."""
 
 
 # Set by the endpoint around the SDK's handling of one request; the SDK's tasks for the request
@@ -140,19 +168,20 @@ class _AdmittedRequest:
 _admitted: ContextVar[_AdmittedRequest | None] = ContextVar("nemo_mcp_admitted", default=None)
 
 
-def _caller(*, routing: bool = False) -> tuple[Principal, AgentRules]:
-    """The principal and rules the endpoint admitted for this request; ``routing`` tells the
-    endpoint that the router (which audits) has the call."""
+def _caller(*, routing: bool = False) -> _AdmittedRequest:
+    """What the endpoint admitted for this request; ``routing`` tells the endpoint that the
+    router (which audits) has the call."""
     admitted = _admitted.get()
     if admitted is None:
+        unauthenticated = ToolError(ErrorCode.AUTHENTICATION_ERROR, "a credential is required")
         raise MCPError(
             types.INTERNAL_ERROR,
             "request reached the server unauthenticated",
-            _AUTHENTICATION_REQUIRED.envelope(),
+            unauthenticated.envelope(),
         )
     if routing:
         admitted.routed = True
-    return admitted.principal, admitted.rules
+    return admitted
 
 
 def build_mcp_server(router: ToolRouter, registry: Registry) -> Server[Any]:
@@ -171,7 +200,8 @@ def build_mcp_server(router: ToolRouter, registry: Registry) -> Server[Any]:
         if params is not None and params.cursor is not None:
             # The first page is the whole list, so no cursor this server could have issued exists.
             raise MCPError(types.INVALID_PARAMS, "Invalid cursor: every tool is on the first page")
-        tools = router.list_tools(*_caller())
+        admitted = _caller()
+        tools = router.list_tools(admitted.principal, admitted.rules)
         for tool in tools:
             if tool.name not in listed:
                 listed[tool.name] = mcp_tool(tool)
@@ -180,13 +210,20 @@ def build_mcp_server(router: ToolRouter, registry: Registry) -> Server[Any]:
     async def call_tool(
         _ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
-        principal, rules = _caller(routing=True)
+        admitted = _caller(routing=True)
         outcome = await router.call(
-            principal, rules, params.name, params.arguments, transport="mcp"
+            admitted.principal, admitted.rules, params.name, params.arguments, transport="mcp"
         )
         if outcome.status is CallStatus.NOT_FOUND:
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name}")
         if outcome.error is not None:
+            required = outcome.error.details.get("required_scope")
+            if isinstance(required, str):
+                # Answered 403 with a challenge naming the scope (the endpoint sets the status).
+                admitted.missing_scope = required
+                raise MCPError(
+                    types.INVALID_REQUEST, outcome.error.message, outcome.error.envelope()
+                )
             return error_result(outcome.error.envelope())
         return types.CallToolResult(
             content=[types.TextContent(text=json.dumps(outcome.output, ensure_ascii=False))],
@@ -241,8 +278,13 @@ def _version_refusal(header: str | None, message: JsonRpcMessage | None) -> Resp
     return None
 
 
-async def _read_body(receive: Receive) -> bytes | None:
-    """The request body, or None once it grows past :data:`MAX_BODY_BYTES` (the rest unread)."""
+class _BodyTooLarge(Exception):
+    pass
+
+
+async def _read_body(receive: Receive) -> bytes:
+    """The request body; :class:`_BodyTooLarge` once it grows past :data:`MAX_BODY_BYTES` (the
+    rest unread)."""
     chunks = []
     size = 0
     while True:
@@ -252,91 +294,91 @@ async def _read_body(receive: Receive) -> bytes | None:
         chunk = message.get("body", b"")
         size += len(chunk)
         if size > MAX_BODY_BYTES:
-            return None
+            raise _BodyTooLarge
         chunks.append(chunk)
         if not message.get("more_body", False):
             break
     return b"".join(chunks)
 
 
+def media_type(content_type: str | None) -> str:
+    """The media type of a ``Content-Type`` value, lower-cased (RFC 9110: case-insensitive)."""
+    return (content_type or "").split(";", 1)[0].strip().lower()
+
+
 @dataclass(frozen=True)
 class _Post:
     """One admitted POST as the checks before the SDK see it."""
 
-    #: None when it was larger than :data:`MAX_BODY_BYTES`.
-    body: bytes | None
+    body: bytes
     #: The ``MCP-Protocol-Version`` header, when sent.
     version_header: str | None
+    content_type: str | None
 
     @cached_property
-    def message(self) -> JsonRpcMessage | None:
-        """The parsed body; None when there is none, or it is not JSON."""
-        return parse(self.body) if self.body is not None else None
+    def parsed(self) -> JsonRpcMessage | Unparsable:
+        return parse(self.body)
 
     @property
-    def tool_call(self) -> JsonRpcMessage | None:
-        """The message when it asks for ``tools/call``, however malformed the rest."""
-        message = self.message
-        return message if message is not None and message.is_tool_call else None
+    def message(self) -> JsonRpcMessage | None:
+        """The parsed body; None when it cannot be parsed."""
+        parsed = self.parsed
+        return parsed if isinstance(parsed, JsonRpcMessage) else None
 
 
 @dataclass(frozen=True)
-class _Refusal:
+class _Refused:
     """The answer to a POST refused before the SDK sees it, and how its audit row names it."""
 
     response: Response
     #: The fixed label the audit row carries (never the input).
     problem: str
-    #: Audited only when set; an audited refusal names the tool a ``tools/call`` asked for.
-    audited: bool = True
-    tool_name: object = None
 
 
-def _too_large(post: _Post) -> _Refusal | None:
-    if post.body is not None:
+def _wrong_media_type(post: _Post) -> _Refused | None:
+    if media_type(post.content_type) == _JSON_MEDIA_TYPE:
         return None
-    return _Refusal(
-        _jsonrpc_error(413, types.INVALID_REQUEST, "Request body too large"), "body too large"
+    response = _jsonrpc_error(
+        415, types.INVALID_REQUEST, "Unsupported Media Type: Content-Type must be application/json"
+    )
+    return _Refused(response, "media type")
+
+
+def _unparsable(post: _Post) -> _Refused | None:
+    parsed = post.parsed
+    if isinstance(parsed, JsonRpcMessage):
+        return None
+    return _Refused(
+        _jsonrpc_error(400, types.PARSE_ERROR, f"Parse error: {parsed.value}"), parsed.value
     )
 
 
-def _batch(post: _Post) -> _Refusal | None:
+def _batch(post: _Post) -> _Refused | None:
     # JSON-RPC batches were removed from MCP: exactly one message per POST.
-    if post.body is None or post.body.lstrip()[:1] != b"[":
+    if post.message is None or not post.message.is_batch:
         return None
     batch = _jsonrpc_error(400, types.INVALID_REQUEST, "Send exactly one JSON-RPC message per POST")
-    return _Refusal(batch, "batch")
+    return _Refused(batch, "batch")
 
 
-def _malformed_envelope(post: _Post) -> _Refusal | None:
+def _malformed_envelope(post: _Post) -> _Refused | None:
     problem = post.message.problem if post.message is not None else None
     if problem is None:
         return None
     invalid = _jsonrpc_error(400, types.INVALID_REQUEST, f"Invalid Request: {problem}")
-    # Only a call is audited here: any other malformed message is no attempt to use a tool.
-    tool_call = post.tool_call
-    return _Refusal(
-        invalid,
-        "JSON-RPC envelope",
-        audited=tool_call is not None,
-        tool_name=tool_call.tool_name if tool_call is not None else None,
-    )
+    return _Refused(invalid, "JSON-RPC envelope")
 
 
-def _unserved_version(post: _Post) -> _Refusal | None:
+def _unserved_version(post: _Post) -> _Refused | None:
     refused = _version_refusal(post.version_header, post.message)
-    if refused is None:
-        return None
-    tool_call = post.tool_call
-    return _Refusal(
-        refused, "protocol version", tool_name=tool_call.tool_name if tool_call else None
-    )
+    return None if refused is None else _Refused(refused, "protocol version")
 
 
-#: What the endpoint refuses before the SDK sees a POST, in this order; the first that applies
-#: answers (the numbers 4 and 5 of the module docstring).
-_CHECKS: tuple[Callable[[_Post], _Refusal | None], ...] = (
-    _too_large,
+#: What the endpoint refuses of a body before the SDK sees it, in this order; the first that
+#: applies answers (step 4 and 5 of the module docstring, after the ids).
+_CHECKS: tuple[Callable[[_Post], _Refused | None], ...] = (
+    _wrong_media_type,
+    _unparsable,
     _batch,
     _malformed_envelope,
     _unserved_version,
@@ -357,6 +399,35 @@ def _replay(body: bytes, receive: Receive) -> Receive:
     return replayed
 
 
+def _with_json_media_type(scope: Scope) -> Scope:
+    """``scope`` with its ``Content-Type`` media type in lower case, as the SDK compares it."""
+    headers = [
+        (name, value.lower() if name == b"content-type" else value)
+        for name, value in scope["headers"]
+    ]
+    return {**scope, "headers": headers}
+
+
+@dataclass
+class _Answer:
+    """What the SDK answered a request, watched on its way out."""
+
+    status: int = 0
+    body: bytearray = field(default_factory=bytearray)
+
+    def refused(self) -> bool:
+        """Whether the answer is an HTTP or JSON-RPC error (a result is neither)."""
+        if self.status >= 400:
+            return True
+        if b'"error"' not in self.body:
+            return False
+        try:
+            answer = json.loads(bytes(self.body))
+        except ValueError:
+            return False
+        return isinstance(answer, dict) and "error" in answer
+
+
 class McpEndpoint:
     """The ASGI app of ``/mcp``: the checks above, then the SDK's session manager."""
 
@@ -365,6 +436,9 @@ class McpEndpoint:
         router: ToolRouter,
         registry: Registry,
         authenticator: AgentAuthenticator,
+        *,
+        body_timeout_seconds: float = 10.0,
+        oauth: OAuthConfig | None = None,
     ) -> None:
         self.server = build_mcp_server(router, registry)
         self.manager = StreamableHTTPSessionManager(
@@ -372,6 +446,8 @@ class McpEndpoint:
         )
         self._router = router
         self._authenticator = authenticator
+        self._body_timeout = body_timeout_seconds
+        self._oauth = oauth
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
@@ -380,105 +456,253 @@ class McpEndpoint:
             yield
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        admitted = await self._admit(scope)
-        if isinstance(admitted, Response):
-            await admitted(scope, receive, send)
+        headers = Headers(scope=scope)
+        http_method = f"{scope['method']} {scope['path']}"
+        sender = Unidentified(
+            request_id=usable_id(headers.get("x-request-id")) or new_request_id(),
+            session_id=usable_id(_session_header(headers)) or new_session_id(),
+        )
+        authorizations = headers.getlist("authorization")
+        if len(authorizations) > 1:
+            refused = Unidentified(sender.request_id, sender.session_id, credential=None)
+            await self._refuse(refused, http_method, "duplicate Authorization header")
+            response = _jsonrpc_error(
+                400, types.INVALID_REQUEST, "Send exactly one Authorization header"
+            )
+            await response(scope, receive, send)
             return
-        principal = admitted.principal
-        ids = [(b"x-request-id", principal.request_id.encode()),
-               (b"x-nemo-call-id", principal.call_id.encode())]  # fmt: skip
+        client = scope.get("client")
+        source = client[0] if client else "unknown"
+        token = bearer_token(authorizations[0] if authorizations else None)
+        agent = await self._authenticator.authenticate(token, source)
+        if isinstance(agent, AuthRefusal):
+            if agent.retry_after_seconds is None:
+                refused = Unidentified(sender.request_id, sender.session_id, agent.credential)
+                await self._refuse(refused, http_method, agent.kind.value, code=agent.kind.code)
+            await self._refusal_response(agent, source)(scope, receive, send)
+            return
 
-        async def send_with_request_id(message: Message) -> None:
+        ids = _Ids.of(headers)
+        if scope["method"] != "POST":
+            principal = ids.usable(agent.identity)
+            await self._refuse(principal, http_method, "HTTP method")
+            await _jsonrpc_error(405, types.INVALID_REQUEST, "Method not allowed", Allow="POST")(
+                scope, receive, send
+            )
+            return
+        await self._post(scope, receive, send, agent.identity, agent.rules, ids, http_method)
+
+    async def _post(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        identity: AgentIdentity,
+        rules: AgentRules,
+        ids: _Ids,
+        http_method: str,
+    ) -> None:
+        try:
+            principal, invalid = ids.principal(identity), None
+        except InvalidIdentifier as problem:
+            # Audited under the ids that are usable: an unusable one is not kept.
+            principal, invalid = ids.usable(identity), problem
+        request_ids = [(b"x-request-id", principal.request_id.encode()),
+                       (b"x-nemo-call-id", principal.call_id.encode())]  # fmt: skip
+
+        async def send_ids(message: Message) -> None:
             if message["type"] == "http.response.start":
-                message["headers"] = [*message.get("headers", ()), *ids]
+                message["headers"] = [*message.get("headers", ()), *request_ids]
             await send(message)
 
-        post = _Post(await _read_body(receive), Headers(scope=scope).get("mcp-protocol-version"))
+        headers = Headers(scope=scope)
+        try:
+            async with asyncio.timeout(self._body_timeout):
+                body = await _read_body(receive)
+        except (_BodyTooLarge, TimeoutError) as problem:
+            too_large = isinstance(problem, _BodyTooLarge)
+            label = "body too large" if too_large else "body timeout"
+            await self._refuse(principal, http_method, label)
+            status, text = (
+                (413, "Request body too large") if too_large else (408, "Request timeout")
+            )
+            await _jsonrpc_error(status, types.INVALID_REQUEST, text)(scope, receive, send_ids)
+            return
+        post = _Post(body, headers.get("mcp-protocol-version"), headers.get("content-type"))
+        message = post.message
+        method = (message.method if message is not None else None) or http_method
+        tool_name = message.tool_name if message is not None and message.is_tool_call else None
+        if invalid is not None:
+            await self._refuse(principal, method, "identifier", tool_name=tool_name)
+            await _jsonrpc_error(400, types.INVALID_REQUEST, str(invalid))(scope, receive, send_ids)
+            return
         for check in _CHECKS:
-            if (refusal := check(post)) is not None:
-                # Refused here, an authenticated request still leaves its audit row.
-                if refusal.audited:
-                    self._router.refuse(
-                        principal, refusal.tool_name, transport="mcp", problem=refusal.problem
-                    )
-                await refusal.response(scope, receive, send_with_request_id)
+            if (refused := check(post)) is not None:
+                if refused.problem == "batch" and message is not None:
+                    await self._refuse_batch(principal, message)
+                else:
+                    await self._refuse(principal, method, refused.problem, tool_name=tool_name)
+                await refused.response(scope, receive, send_ids)
                 return
-        assert post.body is not None  # noqa: S101  narrows the type: _too_large let it through
+        assert message is not None  # noqa: S101  narrows the type: _unparsable let it through
+        await self._hand_over(
+            _with_json_media_type(scope),
+            _replay(body, receive),
+            send_ids,
+            _AdmittedRequest(principal, rules),
+            message,
+        )
+
+    async def _hand_over(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        admitted: _AdmittedRequest,
+        message: JsonRpcMessage,
+    ) -> None:
+        """The SDK answers; the endpoint watches the answer, to turn a missing scope into 403
+        and to audit whatever the SDK refused without the router."""
+        answer = _Answer()
+
+        async def watched(event: Message) -> None:
+            if event["type"] == "http.response.start":
+                answer.status = event["status"]
+                if admitted.missing_scope is not None:
+                    challenge = bearer_challenge(
+                        self._oauth,
+                        error="insufficient_scope",
+                        description=f"the call needs the scope {admitted.missing_scope}",
+                        scopes=[admitted.missing_scope],
+                    )
+                    event = {
+                        **event,
+                        "status": 403,
+                        "headers": [
+                            *event.get("headers", ()),
+                            (b"www-authenticate", challenge.encode()),
+                        ],
+                    }
+            elif event["type"] == "http.response.body" and len(answer.body) < _KEPT_ERROR_BYTES:
+                answer.body += event.get("body", b"")[:_KEPT_ERROR_BYTES]
+            await send(event)
+
         # W3C trace context from the HTTP headers; the SDK prefers one carried in `_meta`.
         trace = otel_context.attach(propagate.extract(Headers(scope=scope)))
         handed_over = _admitted.set(admitted)
         try:
-            await self.manager.handle_request(
-                scope, _replay(post.body, receive), send_with_request_id
-            )
+            await self.manager.handle_request(scope, receive, watched)
         finally:
             _admitted.reset(handed_over)
             otel_context.detach(trace)
-        if (tool_call := post.tool_call) is not None and not admitted.routed:
-            # The SDK answered it without calling the handler (its parameters do not fit).
-            self._router.refuse(
-                principal, tool_call.tool_name, transport="mcp", problem="tools/call parameters"
+        if not admitted.routed and (answer.refused() or message.is_tool_call):
+            # The SDK answered without the router: with an error (parameters that do not fit
+            # the method, an unknown method, headers that disagree with the body), or a call
+            # it could not answer at all (a tools/call notification), which is still a call.
+            tool_name = message.tool_name if message.is_tool_call else None
+            await self._refuse(
+                admitted.principal,
+                message.method or f"{scope['method']} {scope['path']}",
+                "protocol error",
+                tool_name=tool_name,
             )
 
-    async def _admit(self, scope: Scope) -> _AdmittedRequest | Response:
-        headers = Headers(scope=scope)
-        client = scope.get("client")
-        source = client[0] if client else "unknown"
-        agent = await self._authenticator.authenticate(
-            bearer_token(headers.get("authorization")), source
+    async def _refuse(
+        self,
+        principal: Principal | Unidentified,
+        method: str,
+        problem: str,
+        *,
+        tool_name: object = None,
+        code: ErrorCode = ErrorCode.VALIDATION_ERROR,
+    ) -> None:
+        await self._router.refuse(principal, Refusal(method, problem, "mcp", tool_name, code=code))
+
+    async def _refuse_batch(self, principal: Principal, batch: JsonRpcMessage) -> None:
+        """One row per message of a refused batch, up to :data:`MAX_BATCH_ROWS`."""
+        elements = batch.elements()
+        for n, element in enumerate(elements[:MAX_BATCH_ROWS], start=1):
+            problem = "batch"
+            if n == MAX_BATCH_ROWS and len(elements) > MAX_BATCH_ROWS:
+                problem = f"batch ({len(elements) - n} more messages)"
+            # Each row is one refused message, with its own call id.
+            await self._refuse(
+                replace(principal, call_id=new_call_id()),
+                element.method or "(batch element)",
+                problem,
+                tool_name=element.tool_name if element.is_tool_call else None,
+            )
+
+    def _refusal_response(self, refusal: AuthRefusal, source: str) -> Response:
+        """401 with a challenge, 403 for an unregistered client, 503 when the credential cannot
+        be checked now, 429 when the address has failed too often."""
+        if refusal.retry_after_seconds is not None:
+            retry = refusal.retry_after_seconds
+            limited = ToolError(
+                ErrorCode.RATE_LIMITED,
+                "too many failed authentications from this address",
+                details={"retry_after_seconds": retry},
+            )
+            return _jsonrpc_error(
+                429,
+                types.INVALID_REQUEST,
+                "Too many failed authentications",
+                data=limited.envelope(),
+                **{"Retry-After": str(retry)},
+            )
+        logger.warning(
+            "mcp request refused: %s",
+            refusal.kind.value,
+            extra={"source": source, "problem": refusal.message},
         )
-        if isinstance(agent, AuthRefusal):
-            return _refusal_response(agent, source)
-        if scope["method"] != "POST":
-            return _jsonrpc_error(405, types.INVALID_REQUEST, "Method not allowed", Allow="POST")
-
-        session_id = headers.get("x-nemo12-session-id") or headers.get("mcp-session-id")
-        user_id, request_id = headers.get("x-nemo12-user-id"), headers.get("x-request-id")
-        try:
-            principal = build_principal(
-                agent.identity, session_id=session_id, user_id=user_id, request_id=request_id
+        envelope = ToolError(refusal.kind.code, refusal.message).envelope()
+        if refusal.kind is RefusalKind.UNKNOWN_CLIENT:
+            return _jsonrpc_error(403, types.INVALID_REQUEST, refusal.message, data=envelope)
+        if refusal.kind is RefusalKind.UNAVAILABLE:
+            return _jsonrpc_error(
+                503, types.INTERNAL_ERROR, refusal.message, data=envelope, **{"Retry-After": "5"}
             )
-        except InvalidIdentifier as invalid:
-            # Audited under the ids that are usable: an unusable one is not kept.
-            refused = refusal_principal(
-                agent.identity, session_id=session_id, user_id=user_id, request_id=request_id
-            )
-            self._router.refuse(refused, None, transport="mcp", problem="identifier")
-            return _jsonrpc_error(400, types.INVALID_REQUEST, str(invalid))
-        return _AdmittedRequest(principal, agent.rules)
-
-
-def _refusal_response(refusal: AuthRefusal, source: str) -> Response:
-    """401 with a challenge, or 429 when the address has failed too often."""
-    if refusal.retry_after_seconds is not None:
-        retry = refusal.retry_after_seconds
-        limited = ToolError(
-            ErrorCode.RATE_LIMITED,
-            "too many failed authentications from this address",
-            details={"retry_after_seconds": retry},
+        challenge = (
+            bearer_challenge(self._oauth, error="invalid_token", description=refusal.message)
+            if refusal.token_sent
+            else bearer_challenge(self._oauth)
         )
+        # The same envelope as every tool-level failure, so an agent branches on one code.
         return _jsonrpc_error(
-            429,
+            401,
             types.INVALID_REQUEST,
-            "Too many failed authentications",
-            data=limited.envelope(),
-            **{"Retry-After": str(retry)},
+            "Authentication required",
+            data=envelope,
+            **{"WWW-Authenticate": challenge},
         )
-    logger.warning(
-        "mcp request refused: no valid agent token",
-        extra={
-            "source": source,
-            "problem": "unknown token" if refusal.token_sent else "no bearer token",
-        },
-    )
-    challenge = 'Bearer realm="nemo-toolplane"' + (
-        ', error="invalid_token"' if refusal.token_sent else ""
-    )
-    # The same envelope as every tool-level failure, so an agent branches on one code.
-    return _jsonrpc_error(
-        401,
-        types.INVALID_REQUEST,
-        "Authentication required",
-        data=_AUTHENTICATION_REQUIRED.envelope(),
-        **{"WWW-Authenticate": challenge},
-    )
+
+
+def _session_header(headers: Headers) -> str | None:
+    return headers.get("x-nemo12-session-id") or headers.get("mcp-session-id")
+
+
+@dataclass(frozen=True)
+class _Ids:
+    """The ids a request sent in its headers."""
+
+    session_id: str | None
+    user_id: str | None
+    request_id: str | None
+
+    @classmethod
+    def of(cls, headers: Headers) -> _Ids:
+        return cls(
+            _session_header(headers), headers.get("x-nemo12-user-id"), headers.get("x-request-id")
+        )
+
+    def principal(self, identity: AgentIdentity) -> Principal:
+        """The principal they make; :class:`InvalidIdentifier` when one is unusable."""
+        return build_principal(
+            identity, session_id=self.session_id, user_id=self.user_id, request_id=self.request_id
+        )
+
+    def usable(self, identity: AgentIdentity) -> Principal:
+        """The principal of a refusal: the usable ids, generated ones for the others."""
+        return refusal_principal(
+            identity, session_id=self.session_id, user_id=self.user_id, request_id=self.request_id
+        )

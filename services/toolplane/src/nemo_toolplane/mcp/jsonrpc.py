@@ -3,8 +3,9 @@
 The SDK reads a message whose ``id`` is an object, a boolean or a fraction as a notification and
 answers 202 (the call is silently dropped), and reports a missing ``jsonrpc`` or a non-object
 ``params`` as -32602 with the whole pydantic report, input values included. Here each of those
-is an Invalid Request (-32600) naming the one member that is wrong. Bodies that are not JSON at
-all are left to the SDK, which answers -32700.
+is an Invalid Request (-32600) naming the one member that is wrong. A body that is not UTF-8, not
+JSON, or nested deeper than any message needs (:data:`MAX_DEPTH`) is unparsable: a Parse error
+(-32700) here, before any parser meets a thousand levels of brackets.
 
 It also reads which protocol revision a body names itself, so the edge can refuse a request whose
 ``MCP-Protocol-Version`` header says otherwise.
@@ -13,12 +14,43 @@ It also reads which protocol revision a body names itself, so the edge can refus
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Collection
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
 from mcp_types import PROTOCOL_VERSION_META_KEY
+
+#: Deepest nesting of arrays and objects accepted in a message (tool arguments are shallow).
+MAX_DEPTH = 64
+# What an audit row keeps of a method name a body gives.
+_METHOD = re.compile(r"[A-Za-z0-9_./:-]{1,64}")
+
+
+class Unparsable(Enum):
+    """Why a body is no JSON-RPC message at all."""
+
+    NOT_UTF8 = "body is not UTF-8"
+    NOT_JSON = "body is not JSON"
+    TOO_DEEP = "body is nested too deep"
+
+
+def _depth_exceeds(value: Any, limit: int) -> bool:
+    """Whether arrays and objects nest deeper than ``limit`` (iteratively: no recursion)."""
+    pending = [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return True
+        pending.extend((child, depth + 1) for child in children)
+    return False
 
 
 def _problem(message: Any) -> str | None:
@@ -79,6 +111,20 @@ class JsonRpcMessage:
         return None
 
     @property
+    def method(self) -> str | None:
+        """The method it names, when that is a plausible method name (an audit row keeps it)."""
+        method = self.value.get("method") if isinstance(self.value, dict) else None
+        return method if isinstance(method, str) and _METHOD.fullmatch(method) else None
+
+    @property
+    def is_batch(self) -> bool:
+        return isinstance(self.value, list)
+
+    def elements(self) -> list[JsonRpcMessage]:
+        """The messages of a batch (the message itself otherwise)."""
+        return [JsonRpcMessage(item) for item in self.value] if self.is_batch else [self]
+
+    @property
     def is_tool_call(self) -> bool:
         """Whether it asks for ``tools/call``, however malformed the rest: such a message from
         an authenticated agent is a call, and every call is audited."""
@@ -91,12 +137,21 @@ class JsonRpcMessage:
         return params.get("name") if isinstance(params, dict) else None
 
 
-def parse(body: bytes) -> JsonRpcMessage | None:
-    """The message in ``body``, or None when it is not JSON at all."""
+def parse(body: bytes) -> JsonRpcMessage | Unparsable:
+    """The message (or batch) in ``body``, or why there is none."""
     try:
-        return JsonRpcMessage(json.loads(body))
-    except (ValueError, RecursionError):
-        return None
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        return Unparsable.NOT_UTF8
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        return Unparsable.TOO_DEEP
+    except ValueError:
+        return Unparsable.NOT_JSON
+    if _depth_exceeds(value, MAX_DEPTH):
+        return Unparsable.TOO_DEEP
+    return JsonRpcMessage(value)
 
 
 class VersionProblem(Enum):

@@ -1,11 +1,12 @@
-"""Tokens and rules kept in memory until the database says they changed.
+"""Tokens, OAuth clients and rules kept in memory until the database says they changed.
 
 Authenticating a call and loading its agent's grants and policies is one query; repeating it on
-every call would be most of a call's cost. Instead, valid tokens and their rules are kept, and
-every change to agents, tokens, grants or policies (from this process, another replica or an
-operator's command) fires a PostgreSQL notification on :data:`CHANNEL` that empties the cache.
-While the listening connection is down, nothing is cached and every call reads the database, so
-a revocation is never missed. Unknown tokens are never cached.
+every call would be most of a call's cost. Instead, valid tokens, the agents of known OAuth
+clients and their rules are kept, and every change to agents, tokens, OAuth clients, grants or
+policies (from this process, another replica or an operator's command) fires a PostgreSQL
+notification on :data:`CHANNEL` that empties the cache. While the listening connection is down,
+nothing is cached and every call reads the database, so a revocation is never missed. Unknown
+tokens and clients are never cached.
 
 Two bounds hold even if a notification is lost: a token's expiry is checked on every call, and
 no entry is older than the maximum age (:data:`MAX_AGE_SECONDS` by default). The listening
@@ -26,12 +27,13 @@ from typing import Any
 import asyncpg
 
 from nemo_core.db import connect
-from nemo_toolplane.rules.store import AuthenticatedAgent, RulesStore
+from nemo_toolplane.rules.store import AuthenticatedAgent, ClientAgent, RulesStore
 from nemo_toolplane.tokens import hash_token
 
 logger = logging.getLogger(__name__)
 
-#: Notified by the triggers of migration 0009 on every change to agents, tokens, grants or policies.
+#: Notified by the triggers of migrations 0009 and 0020 on every change to agents, tokens, OAuth
+#: clients, grants or policies.
 CHANNEL = "nemo_toolplane_access"
 #: The listening session's name in ``pg_stat_activity``: the one session of a tool plane that
 #: must reach PostgreSQL directly, never through a transaction pooler.
@@ -58,6 +60,7 @@ class RulesCache:
         self._max_age = max_age_seconds
         self._heartbeat = heartbeat_seconds
         self._entries: dict[str, tuple[AuthenticatedAgent, float]] = {}
+        self._clients: dict[str, tuple[ClientAgent, float]] = {}
         self._listening = False
         self.generation = 0
         """Increases with every change seen (and every reconnection of the listener)."""
@@ -70,6 +73,7 @@ class RulesCache:
         """Forget everything (a change happened, or may have been missed)."""
         self.generation += 1
         self._entries.clear()
+        self._clients.clear()
 
     async def load(self, token: str) -> AuthenticatedAgent | None:
         if not self._listening:
@@ -88,6 +92,24 @@ class RulesCache:
             if len(self._entries) >= MAX_ENTRIES:
                 self._entries.clear()
             self._entries[key] = (loaded, time.monotonic())
+        return loaded
+
+    async def load_client(self, client_id: str) -> ClientAgent | None:
+        """The agent an OAuth client acts as, with its rules (kept like a token's)."""
+        if not self._listening:
+            return await self._store.load_client(client_id)
+        cached = self._clients.get(client_id)
+        if cached is not None:
+            agent, cached_at = cached
+            if time.monotonic() - cached_at < self._max_age:
+                return agent
+            del self._clients[client_id]
+        generation = self.generation
+        loaded = await self._store.load_client(client_id)
+        if loaded is not None and self._listening and generation == self.generation:
+            if len(self._clients) >= MAX_ENTRIES:
+                self._clients.clear()
+            self._clients[client_id] = (loaded, time.monotonic())
         return loaded
 
     def _notified(self, *_: Any) -> None:

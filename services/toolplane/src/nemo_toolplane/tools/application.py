@@ -10,7 +10,6 @@ approval, not in the metadata.
 
 from __future__ import annotations
 
-import json
 import re
 from datetime import datetime
 from typing import Any, Literal
@@ -21,7 +20,7 @@ from nemo_core.db import Connection
 from nemo_toolplane.envelope import ErrorCode, ToolError
 from nemo_toolplane.registry import AnyTool, ToolDefinition
 from nemo_toolplane.tool_call import ToolCall
-from nemo_toolplane.tool_kinds import Mode, Risk
+from nemo_toolplane.tool_kinds import Mode, Risk, Scope
 
 Status = Literal["active", "maintenance", "deprecated", "retired"]
 _APPLICATION_ID = Field(
@@ -177,13 +176,15 @@ async def _set_status(call: ToolCall, args: SetStatusArgs) -> SetStatusResult:
             raise ToolError(ErrorCode.RESOURCE_NOT_FOUND, f"no application {args.application_id!r}")
         if current == "retired":
             raise ToolError(ErrorCode.CONFLICT, "a retired application cannot change status")
+        # The pool's codec encodes the value as JSON itself: handing it a JSON string would
+        # store a string holding JSON, not the object.
         await conn.execute(
             "UPDATE toolplane.applications SET status = $2, updated_at = now(), "
             "metadata = metadata || jsonb_build_object('last_status_change', $3::jsonb) "
             "WHERE id = $1",
             args.application_id,
             args.status,
-            json.dumps(change),
+            change,
         )
     return SetStatusResult(
         application_id=args.application_id, previous_status=current, status=args.status
@@ -202,6 +203,7 @@ def _read(
         input_model=args,
         output_model=out,
         execute=run,
+        scope=Scope.APPLICATION_READ,
     )
 
 
@@ -244,5 +246,6 @@ TOOLS: tuple[AnyTool, ...] = (
         input_model=SetStatusArgs,
         output_model=SetStatusResult,
         execute=_set_status,
+        scope=Scope.APPLICATION_WRITE,
     ),
 )

@@ -11,7 +11,7 @@ from nemo_core.text import is_significant, words
 from nemo_protos.context.v1 import knowledge_pb2
 from nemo_toolplane.registry import AnyTool, ToolDefinition
 from nemo_toolplane.tool_call import ToolCall
-from nemo_toolplane.tool_kinds import Mode, Risk
+from nemo_toolplane.tool_kinds import Mode, Risk, Scope
 
 
 def _searchable(query: str) -> str:
@@ -119,6 +119,7 @@ TOOLS: tuple[AnyTool, ...] = (
         input_model=SearchKnowledgeArgs,
         output_model=SearchKnowledgeResult,
         execute=_search,
+        scope=Scope.KNOWLEDGE_READ,
     ),
     ToolDefinition(
         name="coral.get_knowledge_node",
@@ -129,5 +130,6 @@ TOOLS: tuple[AnyTool, ...] = (
         input_model=GetKnowledgeNodeArgs,
         output_model=GetKnowledgeNodeResult,
         execute=_get_node,
+        scope=Scope.KNOWLEDGE_READ,
     ),
 )

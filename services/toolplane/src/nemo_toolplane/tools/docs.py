@@ -8,7 +8,7 @@ from nemo_toolplane.docs.library import DocNotFound
 from nemo_toolplane.envelope import ErrorCode, ToolError
 from nemo_toolplane.registry import AnyTool, ToolDefinition
 from nemo_toolplane.tool_call import ToolCall
-from nemo_toolplane.tool_kinds import Mode, Risk
+from nemo_toolplane.tool_kinds import Mode, Risk, Scope
 
 
 class SearchDocsArgs(BaseModel):
@@ -120,6 +120,7 @@ TOOLS: tuple[AnyTool, ...] = (
         input_model=SearchDocsArgs,
         output_model=SearchDocsResult,
         execute=_search,
+        scope=Scope.DOCS_READ,
     ),
     ToolDefinition(
         name="docs.get_doc",
@@ -130,5 +131,6 @@ TOOLS: tuple[AnyTool, ...] = (
         input_model=GetDocArgs,
         output_model=GetDocResult,
         execute=_get,
+        scope=Scope.DOCS_READ,
     ),
 )

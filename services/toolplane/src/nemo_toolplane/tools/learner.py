@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from nemo_toolplane.envelope import ErrorCode, ToolError
 from nemo_toolplane.registry import AnyTool, ToolDefinition
 from nemo_toolplane.tool_call import ToolCall
-from nemo_toolplane.tool_kinds import Mode, Risk
+from nemo_toolplane.tool_kinds import Mode, Risk, Scope
 from nemo_toolplane.tools.views import (
     CompetencyProfile,
     LearnerId,
@@ -93,6 +93,7 @@ TOOLS: tuple[AnyTool, ...] = (
         input_model=UpdateProfileArgs,
         output_model=UpdateProfileResult,
         execute=_update_profile,
+        scope=Scope.LEARNER_WRITE,
         learner_id_field="learner_id",
     ),
 )

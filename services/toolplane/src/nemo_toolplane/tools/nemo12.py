@@ -29,5 +29,14 @@ TOOLS: tuple[AnyTool, ...] = (
         "A learner's whole learning state in one call: profile, context, progress, readiness and "
         "the next learning experience.",
         LearningStateResult,
+        # Each slice is what one of these returns on its own: a policy keeping one of them from
+        # a learner keeps this one away too.
+        parts=(
+            "learner.get_profile",
+            "learner.get_context",
+            "learner.get_learning_progress",
+            "assessment.get_readiness",
+            "learning.get_next_learning_experience",
+        ),
     ),
 )

@@ -22,7 +22,7 @@ from nemo_core.identifiers import KEY_PATTERN, KEY_RULE, is_key
 from nemo_protos.context.v1 import learner_context_pb2
 from nemo_toolplane.registry import ToolDefinition
 from nemo_toolplane.tool_call import ToolCall
-from nemo_toolplane.tool_kinds import Mode, Risk
+from nemo_toolplane.tool_kinds import Mode, Risk, Scope
 
 
 def _learner_key(value: str) -> str:
@@ -215,9 +215,16 @@ def view_result(bundle: learner_context_pb2.ContextBundle, model: type[Result]) 
 
 
 def view_tool(
-    name: str, view: str, description: str, output_model: type[Result], *, version: int = 1
+    name: str,
+    view: str,
+    description: str,
+    output_model: type[Result],
+    *,
+    version: int = 1,
+    parts: tuple[str, ...] = (),
 ) -> ToolDefinition[LearnerArgs, Result]:
-    """A LOW-risk read tool returning one agent view of the learner named in its arguments."""
+    """A LOW-risk read tool returning one agent view of the learner named in its arguments;
+    ``parts`` names the tools whose data a composite view returns."""
 
     async def execute(call: ToolCall, args: LearnerArgs) -> Result:
         # Persisted: every agent read of a learner can be reproduced from its audit row.
@@ -236,6 +243,8 @@ def view_tool(
         input_model=LearnerArgs,
         output_model=output_model,
         execute=execute,
+        scope=Scope.LEARNER_READ,
         learner_id_field="learner_id",
-        authorized_in_context=True,
+        agent_view=view,
+        parts=parts,
     )

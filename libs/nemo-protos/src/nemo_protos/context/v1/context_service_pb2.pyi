@@ -388,6 +388,50 @@ class CheckLearnerAccessResponse(_message.Message):
 Global___CheckLearnerAccessResponse: _TypeAlias = CheckLearnerAccessResponse  # noqa: Y015
 
 @_typing.final
+class CheckUserRequest(_message.Message):
+    """Request for CheckUser."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    USER_ID_FIELD_NUMBER: _builtins.int
+    user_id: _builtins.str
+    """The user id to look up, for example "U-2041-P1"; a value no user key can be names no user."""
+    def __init__(
+        self,
+        *,
+        user_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["user_id", b"user_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CheckUserRequest: _TypeAlias = CheckUserRequest  # noqa: Y015
+
+@_typing.final
+class CheckUserResponse(_message.Message):
+    """Response for CheckUser."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EXISTS_FIELD_NUMBER: _builtins.int
+    exists: _builtins.bool
+    """Whether a user with that id exists."""
+    def __init__(
+        self,
+        *,
+        exists: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["exists", b"exists"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CheckUserResponse: _TypeAlias = CheckUserResponse  # noqa: Y015
+
+@_typing.final
 class SearchKnowledgeRequest(_message.Message):
     """Request for SearchKnowledge."""
 

@@ -60,6 +60,11 @@ class ContextServiceStub:
                 request_serializer=nemo_dot_context_dot_v1_dot_context__service__pb2.CheckLearnerAccessRequest.SerializeToString,
                 response_deserializer=nemo_dot_context_dot_v1_dot_context__service__pb2.CheckLearnerAccessResponse.FromString,
                 _registered_method=True)
+        self.CheckUser = channel.unary_unary(
+                '/nemo.context.v1.ContextService/CheckUser',
+                request_serializer=nemo_dot_context_dot_v1_dot_context__service__pb2.CheckUserRequest.SerializeToString,
+                response_deserializer=nemo_dot_context_dot_v1_dot_context__service__pb2.CheckUserResponse.FromString,
+                _registered_method=True)
         self.SearchKnowledge = channel.unary_unary(
                 '/nemo.context.v1.ContextService/SearchKnowledge',
                 request_serializer=nemo_dot_context_dot_v1_dot_context__service__pb2.SearchKnowledgeRequest.SerializeToString,
@@ -119,7 +124,10 @@ class ContextServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def RecordTurn(self, request, context):
-        """Stores a turn's messages with their final status, the new state and, when given, a new summary.
+        """Stores a turn's messages with their final status, the new state and, when given, a new
+        summary. Errors include INVALID_ARGUMENT (IDENTIFIER_IN_TURN_ID, IDENTIFIER_IN_STATE for a
+        state key that names a person or holds a linked key, STATE_TOO_LARGE,
+        TOOL_SUMMARY_TOO_LONG); nothing is stored when the call is refused.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -127,6 +135,14 @@ class ContextServiceServicer:
 
     def CheckLearnerAccess(self, request, context):
         """Says whether a user may reach a learner under a grant's resource scope.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CheckUser(self, request, context):
+        """Says whether a user id names a user of the platform (the tool plane only: the subject of an
+        OAuth access token must be a person the platform knows). Reads the user's key, nothing else.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -162,7 +178,8 @@ class ContextServiceServicer:
 
     def StoreGeneratedItems(self, request, context):
         """Stores generated practice items with their answer keys and rubrics in the knowledge item
-        bank (the gateway only). Errors: INVALID_ARGUMENT (INVALID_GENERATED_ITEM), NOT_FOUND
+        bank (the gateway only). Errors: INVALID_ARGUMENT (INVALID_GENERATED_ITEM,
+        IDENTIFIER_IN_ITEM: personal data in an item's text, which every learner sees), NOT_FOUND
         (KNOWLEDGE_NODE_NOT_FOUND), ALREADY_EXISTS (ITEM_ID_CONFLICT: an id stored with other
         content). Nothing is stored when any item is refused.
         """
@@ -192,6 +209,11 @@ def add_ContextServiceServicer_to_server(servicer, server):
                     servicer.CheckLearnerAccess,
                     request_deserializer=nemo_dot_context_dot_v1_dot_context__service__pb2.CheckLearnerAccessRequest.FromString,
                     response_serializer=nemo_dot_context_dot_v1_dot_context__service__pb2.CheckLearnerAccessResponse.SerializeToString,
+            ),
+            'CheckUser': grpc.unary_unary_rpc_method_handler(
+                    servicer.CheckUser,
+                    request_deserializer=nemo_dot_context_dot_v1_dot_context__service__pb2.CheckUserRequest.FromString,
+                    response_serializer=nemo_dot_context_dot_v1_dot_context__service__pb2.CheckUserResponse.SerializeToString,
             ),
             'SearchKnowledge': grpc.unary_unary_rpc_method_handler(
                     servicer.SearchKnowledge,
@@ -332,6 +354,33 @@ class ContextService:
             '/nemo.context.v1.ContextService/CheckLearnerAccess',
             nemo_dot_context_dot_v1_dot_context__service__pb2.CheckLearnerAccessRequest.SerializeToString,
             nemo_dot_context_dot_v1_dot_context__service__pb2.CheckLearnerAccessResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CheckUser(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/nemo.context.v1.ContextService/CheckUser',
+            nemo_dot_context_dot_v1_dot_context__service__pb2.CheckUserRequest.SerializeToString,
+            nemo_dot_context_dot_v1_dot_context__service__pb2.CheckUserResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -54,9 +54,17 @@ class ContextServiceStub:
     BuildConversationContext: _grpc.UnaryUnaryMultiCallable[_context_service_pb2.BuildConversationContextRequest, _context_service_pb2.BuildConversationContextResponse]
     """Builds the bundle for one chat turn."""
     RecordTurn: _grpc.UnaryUnaryMultiCallable[_context_service_pb2.RecordTurnRequest, _context_service_pb2.RecordTurnResponse]
-    """Stores a turn's messages with their final status, the new state and, when given, a new summary."""
+    """Stores a turn's messages with their final status, the new state and, when given, a new
+    summary. Errors include INVALID_ARGUMENT (IDENTIFIER_IN_TURN_ID, IDENTIFIER_IN_STATE for a
+    state key that names a person or holds a linked key, STATE_TOO_LARGE,
+    TOOL_SUMMARY_TOO_LONG); nothing is stored when the call is refused.
+    """
     CheckLearnerAccess: _grpc.UnaryUnaryMultiCallable[_context_service_pb2.CheckLearnerAccessRequest, _context_service_pb2.CheckLearnerAccessResponse]
     """Says whether a user may reach a learner under a grant's resource scope."""
+    CheckUser: _grpc.UnaryUnaryMultiCallable[_context_service_pb2.CheckUserRequest, _context_service_pb2.CheckUserResponse]
+    """Says whether a user id names a user of the platform (the tool plane only: the subject of an
+    OAuth access token must be a person the platform knows). Reads the user's key, nothing else.
+    """
     SearchKnowledge: _grpc.UnaryUnaryMultiCallable[_context_service_pb2.SearchKnowledgeRequest, _context_service_pb2.SearchKnowledgeResponse]
     """Searches knowledge nodes by title and alias, insensitive to Vietnamese diacritics."""
     GetKnowledgeNode: _grpc.UnaryUnaryMultiCallable[_context_service_pb2.GetKnowledgeNodeRequest, _context_service_pb2.GetKnowledgeNodeResponse]
@@ -67,7 +75,8 @@ class ContextServiceStub:
     """Returns the purpose table itself, for transparency."""
     StoreGeneratedItems: _grpc.UnaryUnaryMultiCallable[_item_bank_pb2.StoreGeneratedItemsRequest, _item_bank_pb2.StoreGeneratedItemsResponse]
     """Stores generated practice items with their answer keys and rubrics in the knowledge item
-    bank (the gateway only). Errors: INVALID_ARGUMENT (INVALID_GENERATED_ITEM), NOT_FOUND
+    bank (the gateway only). Errors: INVALID_ARGUMENT (INVALID_GENERATED_ITEM,
+    IDENTIFIER_IN_ITEM: personal data in an item's text, which every learner sees), NOT_FOUND
     (KNOWLEDGE_NODE_NOT_FOUND), ALREADY_EXISTS (ITEM_ID_CONFLICT: an id stored with other
     content). Nothing is stored when any item is refused.
     """
@@ -97,9 +106,17 @@ class ContextServiceAsyncStub(ContextServiceStub):
     BuildConversationContext: _aio.UnaryUnaryMultiCallable[_context_service_pb2.BuildConversationContextRequest, _context_service_pb2.BuildConversationContextResponse]  # type: ignore[assignment]
     """Builds the bundle for one chat turn."""
     RecordTurn: _aio.UnaryUnaryMultiCallable[_context_service_pb2.RecordTurnRequest, _context_service_pb2.RecordTurnResponse]  # type: ignore[assignment]
-    """Stores a turn's messages with their final status, the new state and, when given, a new summary."""
+    """Stores a turn's messages with their final status, the new state and, when given, a new
+    summary. Errors include INVALID_ARGUMENT (IDENTIFIER_IN_TURN_ID, IDENTIFIER_IN_STATE for a
+    state key that names a person or holds a linked key, STATE_TOO_LARGE,
+    TOOL_SUMMARY_TOO_LONG); nothing is stored when the call is refused.
+    """
     CheckLearnerAccess: _aio.UnaryUnaryMultiCallable[_context_service_pb2.CheckLearnerAccessRequest, _context_service_pb2.CheckLearnerAccessResponse]  # type: ignore[assignment]
     """Says whether a user may reach a learner under a grant's resource scope."""
+    CheckUser: _aio.UnaryUnaryMultiCallable[_context_service_pb2.CheckUserRequest, _context_service_pb2.CheckUserResponse]  # type: ignore[assignment]
+    """Says whether a user id names a user of the platform (the tool plane only: the subject of an
+    OAuth access token must be a person the platform knows). Reads the user's key, nothing else.
+    """
     SearchKnowledge: _aio.UnaryUnaryMultiCallable[_context_service_pb2.SearchKnowledgeRequest, _context_service_pb2.SearchKnowledgeResponse]  # type: ignore[assignment]
     """Searches knowledge nodes by title and alias, insensitive to Vietnamese diacritics."""
     GetKnowledgeNode: _aio.UnaryUnaryMultiCallable[_context_service_pb2.GetKnowledgeNodeRequest, _context_service_pb2.GetKnowledgeNodeResponse]  # type: ignore[assignment]
@@ -110,7 +127,8 @@ class ContextServiceAsyncStub(ContextServiceStub):
     """Returns the purpose table itself, for transparency."""
     StoreGeneratedItems: _aio.UnaryUnaryMultiCallable[_item_bank_pb2.StoreGeneratedItemsRequest, _item_bank_pb2.StoreGeneratedItemsResponse]  # type: ignore[assignment]
     """Stores generated practice items with their answer keys and rubrics in the knowledge item
-    bank (the gateway only). Errors: INVALID_ARGUMENT (INVALID_GENERATED_ITEM), NOT_FOUND
+    bank (the gateway only). Errors: INVALID_ARGUMENT (INVALID_GENERATED_ITEM,
+    IDENTIFIER_IN_ITEM: personal data in an item's text, which every learner sees), NOT_FOUND
     (KNOWLEDGE_NODE_NOT_FOUND), ALREADY_EXISTS (ITEM_ID_CONFLICT: an id stored with other
     content). Nothing is stored when any item is refused.
     """
@@ -155,7 +173,11 @@ class ContextServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _context_service_pb2.RecordTurnRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_context_service_pb2.RecordTurnResponse, _abc.Awaitable[_context_service_pb2.RecordTurnResponse]]:
-        """Stores a turn's messages with their final status, the new state and, when given, a new summary."""
+        """Stores a turn's messages with their final status, the new state and, when given, a new
+        summary. Errors include INVALID_ARGUMENT (IDENTIFIER_IN_TURN_ID, IDENTIFIER_IN_STATE for a
+        state key that names a person or holds a linked key, STATE_TOO_LARGE,
+        TOOL_SUMMARY_TOO_LONG); nothing is stored when the call is refused.
+        """
 
     @_abc_1.abstractmethod
     def CheckLearnerAccess(
@@ -164,6 +186,16 @@ class ContextServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_context_service_pb2.CheckLearnerAccessResponse, _abc.Awaitable[_context_service_pb2.CheckLearnerAccessResponse]]:
         """Says whether a user may reach a learner under a grant's resource scope."""
+
+    @_abc_1.abstractmethod
+    def CheckUser(
+        self,
+        request: _context_service_pb2.CheckUserRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_context_service_pb2.CheckUserResponse, _abc.Awaitable[_context_service_pb2.CheckUserResponse]]:
+        """Says whether a user id names a user of the platform (the tool plane only: the subject of an
+        OAuth access token must be a person the platform knows). Reads the user's key, nothing else.
+        """
 
     @_abc_1.abstractmethod
     def SearchKnowledge(
@@ -204,7 +236,8 @@ class ContextServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_item_bank_pb2.StoreGeneratedItemsResponse, _abc.Awaitable[_item_bank_pb2.StoreGeneratedItemsResponse]]:
         """Stores generated practice items with their answer keys and rubrics in the knowledge item
-        bank (the gateway only). Errors: INVALID_ARGUMENT (INVALID_GENERATED_ITEM), NOT_FOUND
+        bank (the gateway only). Errors: INVALID_ARGUMENT (INVALID_GENERATED_ITEM,
+        IDENTIFIER_IN_ITEM: personal data in an item's text, which every learner sees), NOT_FOUND
         (KNOWLEDGE_NODE_NOT_FOUND), ALREADY_EXISTS (ITEM_ID_CONFLICT: an id stored with other
         content). Nothing is stored when any item is refused.
         """

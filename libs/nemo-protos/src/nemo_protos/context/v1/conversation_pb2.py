@@ -27,29 +27,29 @@ from nemo_protos.context.v1 import knowledge_pb2 as nemo_dot_context_dot_v1_dot_
 from nemo_protos.context.v1 import learner_context_pb2 as nemo_dot_context_dot_v1_dot_learner__context__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"nemo/context/v1/conversation.proto\x12\x0fnemo.context.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fnemo/context/v1/knowledge.proto\x1a%nemo/context/v1/learner_context.proto\"\xa3\x01\n\x13\x43onversationMessage\x12\x12\n\nmessage_id\x18\x01 \x01(\t\x12\x0f\n\x07turn_id\x18\x02 \x01(\t\x12*\n\x04role\x18\x03 \x01(\x0e\x32\x1c.nemo.context.v1.MessageRole\x12*\n\x04type\x18\x04 \x01(\x0e\x32\x1c.nemo.context.v1.MessageType\x12\x0f\n\x07\x63ontent\x18\x05 \x01(\t\"r\n\x11\x43onversationState\x12/\n\x0e\x65xtracted_info\x18\x01 \x01(\x0b\x32\x17.google.protobuf.Struct\x12,\n\x0b\x61gent_state\x18\x02 \x01(\x0b\x32\x17.google.protobuf.Struct\"\xea\x01\n\x10\x43onversationMeta\x12\x14\n\x0ctoken_budget\x18\x01 \x01(\x05\x12\x18\n\x10\x65stimated_tokens\x18\x02 \x01(\x05\x12\x1e\n\x16included_message_count\x18\x03 \x01(\x05\x12\x1d\n\x15\x64ropped_message_count\x18\x04 \x01(\x05\x12\x17\n\x0fsummary_version\x18\x05 \x01(\x05\x12\x15\n\rbuild_version\x18\x06 \x01(\t\x12\x15\n\rsummary_stale\x18\x07 \x01(\x08\x12 \n\x18withheld_knowledge_count\x18\x08 \x01(\x05\"\x80\x04\n\x12\x43onversationBundle\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x0f\n\x07turn_id\x18\x02 \x01(\t\x12\x1c\n\x14\x63urrent_user_message\x18\x03 \x01(\t\x12\x13\n\x0blearner_ref\x18\x04 \x01(\t\x12=\n\x0frecent_messages\x18\x05 \x03(\x0b\x32$.nemo.context.v1.ConversationMessage\x12\x1c\n\x14\x63onversation_summary\x18\x06 \x01(\t\x12\x31\n\x05state\x18\x07 \x01(\x0b\x32\".nemo.context.v1.ConversationState\x12\x30\n\x07profile\x18\x08 \x01(\x0b\x32\x1f.nemo.context.v1.LearnerProfile\x12:\n\x13retrieved_knowledge\x18\t \x03(\x0b\x32\x1d.nemo.context.v1.KnowledgeHit\x12/\n\x04meta\x18\n \x01(\x0b\x32!.nemo.context.v1.ConversationMeta\x12\x0f\n\x07purpose\x18\x0b \x01(\t\x12\x0e\n\x06slices\x18\x0c \x03(\t\x12\x16\n\x0epolicy_version\x18\r \x01(\t\x12\x11\n\tinput_ref\x18\x0e \x01(\t\x12\x17\n\x0fsnapshot_sha256\x18\x0f \x01(\t\"\xbc\x01\n\x0bTurnMessage\x12*\n\x04role\x18\x01 \x01(\x0e\x32\x1c.nemo.context.v1.MessageRole\x12*\n\x04type\x18\x02 \x01(\x0e\x32\x1c.nemo.context.v1.MessageType\x12.\n\x06status\x18\x03 \x01(\x0e\x32\x1e.nemo.context.v1.MessageStatus\x12\x0f\n\x07\x63ontent\x18\x04 \x01(\t\x12\x14\n\x0ctool_summary\x18\x05 \x01(\t\"@\n\rSummaryUpdate\x12\x0f\n\x07summary\x18\x01 \x01(\t\x12\x1e\n\x16\x63overs_through_turn_id\x18\x02 \x01(\t*\x8e\x01\n\x0bMessageRole\x12\x1c\n\x18MESSAGE_ROLE_UNSPECIFIED\x10\x00\x12\x15\n\x11MESSAGE_ROLE_USER\x10\x01\x12\x1a\n\x16MESSAGE_ROLE_ASSISTANT\x10\x02\x12\x15\n\x11MESSAGE_ROLE_TOOL\x10\x03\x12\x17\n\x13MESSAGE_ROLE_SYSTEM\x10\x04*{\n\x0bMessageType\x12\x1c\n\x18MESSAGE_TYPE_UNSPECIFIED\x10\x00\x12\x15\n\x11MESSAGE_TYPE_TEXT\x10\x01\x12\x1c\n\x18MESSAGE_TYPE_TOOL_RESULT\x10\x02\x12\x19\n\x15MESSAGE_TYPE_UI_EVENT\x10\x03*\xbe\x01\n\rMessageStatus\x12\x1e\n\x1aMESSAGE_STATUS_UNSPECIFIED\x10\x00\x12\x1a\n\x16MESSAGE_STATUS_PENDING\x10\x01\x12\x1c\n\x18MESSAGE_STATUS_COMPLETED\x10\x02\x12\x19\n\x15MESSAGE_STATUS_FAILED\x10\x03\x12\x1a\n\x16MESSAGE_STATUS_PARTIAL\x10\x04\x12\x1c\n\x18MESSAGE_STATUS_CANCELLED\x10\x05\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"nemo/context/v1/conversation.proto\x12\x0fnemo.context.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fnemo/context/v1/knowledge.proto\x1a%nemo/context/v1/learner_context.proto\"\xa3\x01\n\x13\x43onversationMessage\x12\x12\n\nmessage_id\x18\x01 \x01(\t\x12\x0f\n\x07turn_id\x18\x02 \x01(\t\x12*\n\x04role\x18\x03 \x01(\x0e\x32\x1c.nemo.context.v1.MessageRole\x12*\n\x04type\x18\x04 \x01(\x0e\x32\x1c.nemo.context.v1.MessageType\x12\x0f\n\x07\x63ontent\x18\x05 \x01(\t\"r\n\x11\x43onversationState\x12/\n\x0e\x65xtracted_info\x18\x01 \x01(\x0b\x32\x17.google.protobuf.Struct\x12,\n\x0b\x61gent_state\x18\x02 \x01(\x0b\x32\x17.google.protobuf.Struct\"\x9a\x02\n\x10\x43onversationMeta\x12\x14\n\x0ctoken_budget\x18\x01 \x01(\x05\x12\x18\n\x10\x65stimated_tokens\x18\x02 \x01(\x05\x12\x1e\n\x16included_message_count\x18\x03 \x01(\x05\x12\x1d\n\x15\x64ropped_message_count\x18\x04 \x01(\x05\x12\x17\n\x0fsummary_version\x18\x05 \x01(\x05\x12\x15\n\rbuild_version\x18\x06 \x01(\t\x12\x15\n\rsummary_stale\x18\x07 \x01(\x08\x12 \n\x18withheld_knowledge_count\x18\x08 \x01(\x05\x12.\n\nredactions\x18\t \x03(\x0b\x32\x1a.nemo.context.v1.Redaction\"\x80\x04\n\x12\x43onversationBundle\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x0f\n\x07turn_id\x18\x02 \x01(\t\x12\x1c\n\x14\x63urrent_user_message\x18\x03 \x01(\t\x12\x13\n\x0blearner_ref\x18\x04 \x01(\t\x12=\n\x0frecent_messages\x18\x05 \x03(\x0b\x32$.nemo.context.v1.ConversationMessage\x12\x1c\n\x14\x63onversation_summary\x18\x06 \x01(\t\x12\x31\n\x05state\x18\x07 \x01(\x0b\x32\".nemo.context.v1.ConversationState\x12\x30\n\x07profile\x18\x08 \x01(\x0b\x32\x1f.nemo.context.v1.LearnerProfile\x12:\n\x13retrieved_knowledge\x18\t \x03(\x0b\x32\x1d.nemo.context.v1.KnowledgeHit\x12/\n\x04meta\x18\n \x01(\x0b\x32!.nemo.context.v1.ConversationMeta\x12\x0f\n\x07purpose\x18\x0b \x01(\t\x12\x0e\n\x06slices\x18\x0c \x03(\t\x12\x16\n\x0epolicy_version\x18\r \x01(\t\x12\x11\n\tinput_ref\x18\x0e \x01(\t\x12\x17\n\x0fsnapshot_sha256\x18\x0f \x01(\t\"\xbc\x01\n\x0bTurnMessage\x12*\n\x04role\x18\x01 \x01(\x0e\x32\x1c.nemo.context.v1.MessageRole\x12*\n\x04type\x18\x02 \x01(\x0e\x32\x1c.nemo.context.v1.MessageType\x12.\n\x06status\x18\x03 \x01(\x0e\x32\x1e.nemo.context.v1.MessageStatus\x12\x0f\n\x07\x63ontent\x18\x04 \x01(\t\x12\x14\n\x0ctool_summary\x18\x05 \x01(\t\"@\n\rSummaryUpdate\x12\x0f\n\x07summary\x18\x01 \x01(\t\x12\x1e\n\x16\x63overs_through_turn_id\x18\x02 \x01(\t*\x8e\x01\n\x0bMessageRole\x12\x1c\n\x18MESSAGE_ROLE_UNSPECIFIED\x10\x00\x12\x15\n\x11MESSAGE_ROLE_USER\x10\x01\x12\x1a\n\x16MESSAGE_ROLE_ASSISTANT\x10\x02\x12\x15\n\x11MESSAGE_ROLE_TOOL\x10\x03\x12\x17\n\x13MESSAGE_ROLE_SYSTEM\x10\x04*{\n\x0bMessageType\x12\x1c\n\x18MESSAGE_TYPE_UNSPECIFIED\x10\x00\x12\x15\n\x11MESSAGE_TYPE_TEXT\x10\x01\x12\x1c\n\x18MESSAGE_TYPE_TOOL_RESULT\x10\x02\x12\x19\n\x15MESSAGE_TYPE_UI_EVENT\x10\x03*\xbe\x01\n\rMessageStatus\x12\x1e\n\x1aMESSAGE_STATUS_UNSPECIFIED\x10\x00\x12\x1a\n\x16MESSAGE_STATUS_PENDING\x10\x01\x12\x1c\n\x18MESSAGE_STATUS_COMPLETED\x10\x02\x12\x19\n\x15MESSAGE_STATUS_FAILED\x10\x03\x12\x1a\n\x16MESSAGE_STATUS_PARTIAL\x10\x04\x12\x1c\n\x18MESSAGE_STATUS_CANCELLED\x10\x05\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'nemo_protos.context.v1.conversation_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_MESSAGEROLE']._serialized_start=1449
-  _globals['_MESSAGEROLE']._serialized_end=1591
-  _globals['_MESSAGETYPE']._serialized_start=1593
-  _globals['_MESSAGETYPE']._serialized_end=1716
-  _globals['_MESSAGESTATUS']._serialized_start=1719
-  _globals['_MESSAGESTATUS']._serialized_end=1909
+  _globals['_MESSAGEROLE']._serialized_start=1497
+  _globals['_MESSAGEROLE']._serialized_end=1639
+  _globals['_MESSAGETYPE']._serialized_start=1641
+  _globals['_MESSAGETYPE']._serialized_end=1764
+  _globals['_MESSAGESTATUS']._serialized_start=1767
+  _globals['_MESSAGESTATUS']._serialized_end=1957
   _globals['_CONVERSATIONMESSAGE']._serialized_start=158
   _globals['_CONVERSATIONMESSAGE']._serialized_end=321
   _globals['_CONVERSATIONSTATE']._serialized_start=323
   _globals['_CONVERSATIONSTATE']._serialized_end=437
   _globals['_CONVERSATIONMETA']._serialized_start=440
-  _globals['_CONVERSATIONMETA']._serialized_end=674
-  _globals['_CONVERSATIONBUNDLE']._serialized_start=677
-  _globals['_CONVERSATIONBUNDLE']._serialized_end=1189
-  _globals['_TURNMESSAGE']._serialized_start=1192
-  _globals['_TURNMESSAGE']._serialized_end=1380
-  _globals['_SUMMARYUPDATE']._serialized_start=1382
-  _globals['_SUMMARYUPDATE']._serialized_end=1446
+  _globals['_CONVERSATIONMETA']._serialized_end=722
+  _globals['_CONVERSATIONBUNDLE']._serialized_start=725
+  _globals['_CONVERSATIONBUNDLE']._serialized_end=1237
+  _globals['_TURNMESSAGE']._serialized_start=1240
+  _globals['_TURNMESSAGE']._serialized_end=1428
+  _globals['_SUMMARYUPDATE']._serialized_start=1430
+  _globals['_SUMMARYUPDATE']._serialized_end=1494
 # @@protoc_insertion_point(module_scope)

@@ -200,6 +200,7 @@ class ConversationMeta(_message.Message):
     BUILD_VERSION_FIELD_NUMBER: _builtins.int
     SUMMARY_STALE_FIELD_NUMBER: _builtins.int
     WITHHELD_KNOWLEDGE_COUNT_FIELD_NUMBER: _builtins.int
+    REDACTIONS_FIELD_NUMBER: _builtins.int
     token_budget: _builtins.int
     """Token budget the bundle was trimmed to."""
     estimated_tokens: _builtins.int
@@ -218,6 +219,12 @@ class ConversationMeta(_message.Message):
     """Knowledge passages retrieved but left out because the identifier gate would refuse them
     (curriculum text that reads like a key or a personal field); never learner data.
     """
+    @_builtins.property
+    def redactions(self) -> _containers.RepeatedCompositeFieldContainer[_learner_context_pb2.Redaction]:
+        """Identifiers masked in chat text, the summary and state strings, counted by kind; never the
+        values. Empty when nothing was masked.
+        """
+
     def __init__(
         self,
         *,
@@ -229,10 +236,11 @@ class ConversationMeta(_message.Message):
         build_version: _builtins.str = ...,
         summary_stale: _builtins.bool = ...,
         withheld_knowledge_count: _builtins.int = ...,
+        redactions: _abc.Iterable[_learner_context_pb2.Redaction] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["build_version", b"build_version", "dropped_message_count", b"dropped_message_count", "estimated_tokens", b"estimated_tokens", "included_message_count", b"included_message_count", "summary_stale", b"summary_stale", "summary_version", b"summary_version", "token_budget", b"token_budget", "withheld_knowledge_count", b"withheld_knowledge_count"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["build_version", b"build_version", "dropped_message_count", b"dropped_message_count", "estimated_tokens", b"estimated_tokens", "included_message_count", b"included_message_count", "redactions", b"redactions", "summary_stale", b"summary_stale", "summary_version", b"summary_version", "token_budget", b"token_budget", "withheld_knowledge_count", b"withheld_knowledge_count"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

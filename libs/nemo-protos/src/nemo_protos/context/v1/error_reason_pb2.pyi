@@ -487,6 +487,45 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
           "domain": "context",
           "metadata": {} }
     """
+    IDENTIFIER_IN_ITEM: _ErrorReason.ValueType  # 141
+    """A generated item's text carries personal data: a field that names a person written into
+    it, or contact data (an e-mail address, a phone number, a street address, a birth date).
+    The item bank is shared by every learner.
+
+    Sent with status INVALID_ARGUMENT. Example:
+
+        { "reason": "IDENTIFIER_IN_ITEM",
+          "domain": "context",
+          "metadata": { "index": "0" } }
+    """
+    STATE_TOO_LARGE: _ErrorReason.ValueType  # 142
+    """The session state is larger than the service stores.
+
+    Sent with status INVALID_ARGUMENT. Example:
+
+        { "reason": "STATE_TOO_LARGE",
+          "domain": "context",
+          "metadata": { "limit_chars": "32000" } }
+    """
+    TOOL_SUMMARY_TOO_LONG: _ErrorReason.ValueType  # 143
+    """A tool result's summary is longer than the service stores.
+
+    Sent with status INVALID_ARGUMENT. Example:
+
+        { "reason": "TOOL_SUMMARY_TOO_LONG",
+          "domain": "context",
+          "metadata": { "index": "2", "limit_chars": "2000" } }
+    """
+    IDENTIFIER_IN_TURN_ID: _ErrorReason.ValueType  # 144
+    """A turn id names a person or an internal key (a learner's or a linked user's), which would
+    be stored and carried into every later bundle of the session.
+
+    Sent with status INVALID_ARGUMENT. Example:
+
+        { "reason": "IDENTIFIER_IN_TURN_ID",
+          "domain": "context",
+          "metadata": {} }
+    """
     LEARNER_RESTRICTED: _ErrorReason.ValueType  # 150
     """Processing of the learner's data is restricted at the family's request (a restriction
     request in effect): nothing is built or recorded for the learner until it is lifted.
@@ -1024,6 +1063,45 @@ SNAPSHOT_STORE_UNAVAILABLE: ErrorReason.ValueType  # 140
 Sent with status UNAVAILABLE. Example:
 
     { "reason": "SNAPSHOT_STORE_UNAVAILABLE",
+      "domain": "context",
+      "metadata": {} }
+"""
+IDENTIFIER_IN_ITEM: ErrorReason.ValueType  # 141
+"""A generated item's text carries personal data: a field that names a person written into
+it, or contact data (an e-mail address, a phone number, a street address, a birth date).
+The item bank is shared by every learner.
+
+Sent with status INVALID_ARGUMENT. Example:
+
+    { "reason": "IDENTIFIER_IN_ITEM",
+      "domain": "context",
+      "metadata": { "index": "0" } }
+"""
+STATE_TOO_LARGE: ErrorReason.ValueType  # 142
+"""The session state is larger than the service stores.
+
+Sent with status INVALID_ARGUMENT. Example:
+
+    { "reason": "STATE_TOO_LARGE",
+      "domain": "context",
+      "metadata": { "limit_chars": "32000" } }
+"""
+TOOL_SUMMARY_TOO_LONG: ErrorReason.ValueType  # 143
+"""A tool result's summary is longer than the service stores.
+
+Sent with status INVALID_ARGUMENT. Example:
+
+    { "reason": "TOOL_SUMMARY_TOO_LONG",
+      "domain": "context",
+      "metadata": { "index": "2", "limit_chars": "2000" } }
+"""
+IDENTIFIER_IN_TURN_ID: ErrorReason.ValueType  # 144
+"""A turn id names a person or an internal key (a learner's or a linked user's), which would
+be stored and carried into every later bundle of the session.
+
+Sent with status INVALID_ARGUMENT. Example:
+
+    { "reason": "IDENTIFIER_IN_TURN_ID",
       "domain": "context",
       "metadata": {} }
 """

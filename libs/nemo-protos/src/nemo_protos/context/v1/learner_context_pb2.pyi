@@ -21,6 +21,58 @@ else:
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class _IdentifierKind:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _IdentifierKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_IdentifierKind.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    IDENTIFIER_KIND_UNSPECIFIED: _IdentifierKind.ValueType  # 0
+    """Not set."""
+    IDENTIFIER_KIND_KEY: _IdentifierKind.ValueType  # 1
+    """A key of the learner or of a person or household linked to the learner."""
+    IDENTIFIER_KIND_NAME: _IdentifierKind.ValueType  # 2
+    """A person's name."""
+    IDENTIFIER_KIND_EMAIL: _IdentifierKind.ValueType  # 3
+    """An e-mail address."""
+    IDENTIFIER_KIND_PHONE: _IdentifierKind.ValueType  # 4
+    """A phone number."""
+    IDENTIFIER_KIND_ADDRESS: _IdentifierKind.ValueType  # 5
+    """A street address."""
+    IDENTIFIER_KIND_SCHOOL: _IdentifierKind.ValueType  # 6
+    """A school's name."""
+    IDENTIFIER_KIND_BIRTH_DATE: _IdentifierKind.ValueType  # 7
+    """A birth date."""
+    IDENTIFIER_KIND_FIELD: _IdentifierKind.ValueType  # 8
+    """A personal field written into text ("email: ...", "họ tên: ..."), with its value."""
+    IDENTIFIER_KIND_WHOLE_TEXT: _IdentifierKind.ValueType  # 9
+    """A whole text that could not be masked safely and was left out."""
+
+class IdentifierKind(_IdentifierKind, metaclass=_IdentifierKindEnumTypeWrapper):
+    """The kind of an identifier found in text."""
+
+IDENTIFIER_KIND_UNSPECIFIED: IdentifierKind.ValueType  # 0
+"""Not set."""
+IDENTIFIER_KIND_KEY: IdentifierKind.ValueType  # 1
+"""A key of the learner or of a person or household linked to the learner."""
+IDENTIFIER_KIND_NAME: IdentifierKind.ValueType  # 2
+"""A person's name."""
+IDENTIFIER_KIND_EMAIL: IdentifierKind.ValueType  # 3
+"""An e-mail address."""
+IDENTIFIER_KIND_PHONE: IdentifierKind.ValueType  # 4
+"""A phone number."""
+IDENTIFIER_KIND_ADDRESS: IdentifierKind.ValueType  # 5
+"""A street address."""
+IDENTIFIER_KIND_SCHOOL: IdentifierKind.ValueType  # 6
+"""A school's name."""
+IDENTIFIER_KIND_BIRTH_DATE: IdentifierKind.ValueType  # 7
+"""A birth date."""
+IDENTIFIER_KIND_FIELD: IdentifierKind.ValueType  # 8
+"""A personal field written into text ("email: ...", "họ tên: ..."), with its value."""
+IDENTIFIER_KIND_WHOLE_TEXT: IdentifierKind.ValueType  # 9
+"""A whole text that could not be masked safely and was left out."""
+Global___IdentifierKind: _TypeAlias = IdentifierKind  # noqa: Y015
+
 class _KnowledgeState:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
@@ -87,6 +139,7 @@ class ContextBundle(_message.Message):
     INPUT_REF_FIELD_NUMBER: _builtins.int
     SNAPSHOT_SHA256_FIELD_NUMBER: _builtins.int
     LEARNING_CONTEXT_FIELD_NUMBER: _builtins.int
+    REDACTIONS_FIELD_NUMBER: _builtins.int
     learner_ref: _builtins.str
     """Stable pseudonym of the learner: "nemo_" + 24 hex digits (96 bits) of a keyed HMAC of the
     learner id.
@@ -157,6 +210,12 @@ class ContextBundle(_message.Message):
     def learning_context(self) -> Global___LearningContext:
         """Where the learner currently works (subject, strand, package, focus), from the computed model."""
 
+    @_builtins.property
+    def redactions(self) -> _containers.RepeatedCompositeFieldContainer[Global___Redaction]:
+        """Identifiers masked in text a person wrote (goal, plan and recommendation texts), counted by
+        kind; never the values. Empty when nothing was masked.
+        """
+
     def __init__(
         self,
         *,
@@ -181,14 +240,41 @@ class ContextBundle(_message.Message):
         input_ref: _builtins.str = ...,
         snapshot_sha256: _builtins.str = ...,
         learning_context: Global___LearningContext | None = ...,
+        redactions: _abc.Iterable[Global___Redaction] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["build_time", b"build_time", "competency_profile", b"competency_profile", "current_plan", b"current_plan", "goal", b"goal", "learning_context", b"learning_context", "learning_progress", b"learning_progress", "next_experience", b"next_experience", "profile", b"profile", "readiness", b"readiness", "recent_evidence", b"recent_evidence"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["build_time", b"build_time", "build_version", b"build_version", "competency_profile", b"competency_profile", "current_plan", b"current_plan", "goal", b"goal", "input_ref", b"input_ref", "learner_ref", b"learner_ref", "learning_context", b"learning_context", "learning_progress", b"learning_progress", "locale", b"locale", "mastery", b"mastery", "next_experience", b"next_experience", "policy_version", b"policy_version", "profile", b"profile", "purpose", b"purpose", "readiness", b"readiness", "recent_evidence", b"recent_evidence", "rendered_text", b"rendered_text", "retention", b"retention", "slices", b"slices", "snapshot_sha256", b"snapshot_sha256"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["build_time", b"build_time", "build_version", b"build_version", "competency_profile", b"competency_profile", "current_plan", b"current_plan", "goal", b"goal", "input_ref", b"input_ref", "learner_ref", b"learner_ref", "learning_context", b"learning_context", "learning_progress", b"learning_progress", "locale", b"locale", "mastery", b"mastery", "next_experience", b"next_experience", "policy_version", b"policy_version", "profile", b"profile", "purpose", b"purpose", "readiness", b"readiness", "recent_evidence", b"recent_evidence", "redactions", b"redactions", "rendered_text", b"rendered_text", "retention", b"retention", "slices", b"slices", "snapshot_sha256", b"snapshot_sha256"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ContextBundle: _TypeAlias = ContextBundle  # noqa: Y015
+
+@_typing.final
+class Redaction(_message.Message):
+    """How many identifiers of one kind a build masked."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KIND_FIELD_NUMBER: _builtins.int
+    COUNT_FIELD_NUMBER: _builtins.int
+    kind: Global___IdentifierKind.ValueType
+    """The kind of identifier."""
+    count: _builtins.int
+    """How many were masked."""
+    def __init__(
+        self,
+        *,
+        kind: Global___IdentifierKind.ValueType = ...,
+        count: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["count", b"count", "kind", b"kind"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Redaction: _TypeAlias = Redaction  # noqa: Y015
 
 @_typing.final
 class NodeRef(_message.Message):

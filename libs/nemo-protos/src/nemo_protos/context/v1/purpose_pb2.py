@@ -24,15 +24,17 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dnemo/context/v1/purpose.proto\x12\x0fnemo.context.v1\"\xab\x01\n\x07Purpose\x12\x0c\n\x04name\x18\x01 \x01(\t\x12*\n\x04kind\x18\x02 \x01(\x0e\x32\x1c.nemo.context.v1.PurposeKind\x12\x0e\n\x06slices\x18\x03 \x03(\t\x12\x15\n\rmastery_limit\x18\x04 \x01(\x05\x12\x16\n\x0e\x65vidence_limit\x18\x05 \x01(\x05\x12\x0e\n\x06reason\x18\x06 \x01(\t\x12\x17\n\x0fretention_limit\x18\x07 \x01(\x05*\x80\x01\n\x0bPurposeKind\x12\x1c\n\x18PURPOSE_KIND_UNSPECIFIED\x10\x00\x12\x17\n\x13PURPOSE_KIND_PROMPT\x10\x01\x12\x1b\n\x17PURPOSE_KIND_AGENT_VIEW\x10\x02\x12\x1d\n\x19PURPOSE_KIND_CONVERSATION\x10\x03\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dnemo/context/v1/purpose.proto\x12\x0fnemo.context.v1\"\xf0\x01\n\x07Purpose\x12\x0c\n\x04name\x18\x01 \x01(\t\x12*\n\x04kind\x18\x02 \x01(\x0e\x32\x1c.nemo.context.v1.PurposeKind\x12\x0e\n\x06slices\x18\x03 \x03(\t\x12\x15\n\rmastery_limit\x18\x04 \x01(\x05\x12\x16\n\x0e\x65vidence_limit\x18\x05 \x01(\x05\x12\x0e\n\x06reason\x18\x06 \x01(\t\x12\x17\n\x0fretention_limit\x18\x07 \x01(\x05\x12\x43\n\x18written_text_identifiers\x18\x08 \x01(\x0e\x32!.nemo.context.v1.IdentifierAction*\x80\x01\n\x0bPurposeKind\x12\x1c\n\x18PURPOSE_KIND_UNSPECIFIED\x10\x00\x12\x17\n\x13PURPOSE_KIND_PROMPT\x10\x01\x12\x1b\n\x17PURPOSE_KIND_AGENT_VIEW\x10\x02\x12\x1d\n\x19PURPOSE_KIND_CONVERSATION\x10\x03*o\n\x10IdentifierAction\x12!\n\x1dIDENTIFIER_ACTION_UNSPECIFIED\x10\x00\x12\x1a\n\x16IDENTIFIER_ACTION_MASK\x10\x01\x12\x1c\n\x18IDENTIFIER_ACTION_REFUSE\x10\x02\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'nemo_protos.context.v1.purpose_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_PURPOSEKIND']._serialized_start=225
-  _globals['_PURPOSEKIND']._serialized_end=353
+  _globals['_PURPOSEKIND']._serialized_start=294
+  _globals['_PURPOSEKIND']._serialized_end=422
+  _globals['_IDENTIFIERACTION']._serialized_start=424
+  _globals['_IDENTIFIERACTION']._serialized_end=535
   _globals['_PURPOSE']._serialized_start=51
-  _globals['_PURPOSE']._serialized_end=222
+  _globals['_PURPOSE']._serialized_end=291
 # @@protoc_insertion_point(module_scope)

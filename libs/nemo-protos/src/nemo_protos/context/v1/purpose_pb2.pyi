@@ -47,6 +47,37 @@ PURPOSE_KIND_CONVERSATION: PurposeKind.ValueType  # 3
 """A conversation: the gateway builds a chat turn from a conversation bundle."""
 Global___PurposeKind: _TypeAlias = PurposeKind  # noqa: Y015
 
+class _IdentifierAction:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _IdentifierActionEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_IdentifierAction.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    IDENTIFIER_ACTION_UNSPECIFIED: _IdentifierAction.ValueType  # 0
+    """Not set."""
+    IDENTIFIER_ACTION_MASK: _IdentifierAction.ValueType  # 1
+    """Each identifier is replaced by a typed placeholder ("[name]", "[phone]") and the build goes
+    on; the bundle counts the replacements by kind.
+    """
+    IDENTIFIER_ACTION_REFUSE: _IdentifierAction.ValueType  # 2
+    """The build is refused (INTERNAL / CONTEXT_LEAK_BLOCKED)."""
+
+class IdentifierAction(_IdentifierAction, metaclass=_IdentifierActionEnumTypeWrapper):
+    """What a build does when text a person wrote (a goal, an engine's reason, a chat message) holds
+    an identifier of the child or the people around the child. Structured fields are always
+    refused.
+    """
+
+IDENTIFIER_ACTION_UNSPECIFIED: IdentifierAction.ValueType  # 0
+"""Not set."""
+IDENTIFIER_ACTION_MASK: IdentifierAction.ValueType  # 1
+"""Each identifier is replaced by a typed placeholder ("[name]", "[phone]") and the build goes
+on; the bundle counts the replacements by kind.
+"""
+IDENTIFIER_ACTION_REFUSE: IdentifierAction.ValueType  # 2
+"""The build is refused (INTERNAL / CONTEXT_LEAK_BLOCKED)."""
+Global___IdentifierAction: _TypeAlias = IdentifierAction  # noqa: Y015
+
 @_typing.final
 class Purpose(_message.Message):
     """One row of the purpose table: what a purpose may see and why."""
@@ -60,6 +91,7 @@ class Purpose(_message.Message):
     EVIDENCE_LIMIT_FIELD_NUMBER: _builtins.int
     REASON_FIELD_NUMBER: _builtins.int
     RETENTION_LIMIT_FIELD_NUMBER: _builtins.int
+    WRITTEN_TEXT_IDENTIFIERS_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """Purpose name, for example "tutor_hint" or "learning_state"."""
     kind: Global___PurposeKind.ValueType
@@ -72,6 +104,8 @@ class Purpose(_message.Message):
     """Why the purpose needs exactly these slices, in words a person can argue with."""
     retention_limit: _builtins.int
     """Maximum number of retention entries; 0 when the purpose takes no retention."""
+    written_text_identifiers: Global___IdentifierAction.ValueType
+    """What the build does with an identifier in text a person wrote."""
     @_builtins.property
     def slices(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Data slices the purpose may read, in order."""
@@ -86,10 +120,11 @@ class Purpose(_message.Message):
         evidence_limit: _builtins.int = ...,
         reason: _builtins.str = ...,
         retention_limit: _builtins.int = ...,
+        written_text_identifiers: Global___IdentifierAction.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["evidence_limit", b"evidence_limit", "kind", b"kind", "mastery_limit", b"mastery_limit", "name", b"name", "reason", b"reason", "retention_limit", b"retention_limit", "slices", b"slices"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["evidence_limit", b"evidence_limit", "kind", b"kind", "mastery_limit", b"mastery_limit", "name", b"name", "reason", b"reason", "retention_limit", b"retention_limit", "slices", b"slices", "written_text_identifiers", b"written_text_identifiers"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

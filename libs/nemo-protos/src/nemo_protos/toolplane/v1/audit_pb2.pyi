@@ -3,11 +3,13 @@
 isort:skip_file
 """
 
+from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import message as _message
 from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from nemo_protos.type.v1 import user_source_pb2 as _user_source_pb2
 import builtins as _builtins
@@ -89,6 +91,34 @@ CALL_STATUS_ERROR: CallStatus.ValueType  # 6
 """The tool ran and failed."""
 Global___CallStatus: _TypeAlias = CallStatus  # noqa: Y015
 
+class _CredentialKind:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _CredentialKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_CredentialKind.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    CREDENTIAL_KIND_UNSPECIFIED: _CredentialKind.ValueType  # 0
+    """Rows from before credentials were recorded."""
+    CREDENTIAL_KIND_NONE: _CredentialKind.ValueType  # 1
+    """No credential came."""
+    CREDENTIAL_KIND_AGENT_TOKEN: _CredentialKind.ValueType  # 2
+    """A static agent token issued by an operator."""
+    CREDENTIAL_KIND_OAUTH: _CredentialKind.ValueType  # 3
+    """An OAuth access token from the platform's authorization server."""
+
+class CredentialKind(_CredentialKind, metaclass=_CredentialKindEnumTypeWrapper):
+    """What a request authenticated with."""
+
+CREDENTIAL_KIND_UNSPECIFIED: CredentialKind.ValueType  # 0
+"""Rows from before credentials were recorded."""
+CREDENTIAL_KIND_NONE: CredentialKind.ValueType  # 1
+"""No credential came."""
+CREDENTIAL_KIND_AGENT_TOKEN: CredentialKind.ValueType  # 2
+"""A static agent token issued by an operator."""
+CREDENTIAL_KIND_OAUTH: CredentialKind.ValueType  # 3
+"""An OAuth access token from the platform's authorization server."""
+Global___CredentialKind: _TypeAlias = CredentialKind  # noqa: Y015
+
 @_typing.final
 class AuditEntry(_message.Message):
     """One row of the audit log: one authenticated call. It never holds the call's input or output."""
@@ -113,18 +143,25 @@ class AuditEntry(_message.Message):
     TOKEN_ID_FIELD_NUMBER: _builtins.int
     USER_SOURCE_FIELD_NUMBER: _builtins.int
     INPUT_REF_FIELD_NUMBER: _builtins.int
+    METHOD_FIELD_NUMBER: _builtins.int
+    CREDENTIAL_KIND_FIELD_NUMBER: _builtins.int
+    CLIENT_ID_FIELD_NUMBER: _builtins.int
+    SUBJECT_FIELD_NUMBER: _builtins.int
+    SCOPES_FIELD_NUMBER: _builtins.int
     audit_id: _builtins.int
     """Row id, increasing."""
     request_id: _builtins.str
     """Request id of the call."""
     agent_id: _builtins.str
-    """Agent that made the call."""
+    """Agent that made the call; empty when the request was refused before an agent was identified."""
     session_id: _builtins.str
     """Session the call belongs to."""
     user_id: _builtins.str
     """User the agent acted for; empty when none."""
     tool_id: _builtins.str
-    """Resolved versioned tool id, or the name as given when the tool is unknown."""
+    """Resolved versioned tool id, or the name as given when the tool is unknown; empty when the
+    request was no tool call (tools/list, ping) or named no tool.
+    """
     resource: _builtins.str
     """Resource the call was about, for example "learner:L-2041-1"; empty when none."""
     decision: Global___Decision.ValueType
@@ -140,13 +177,23 @@ class AuditEntry(_message.Message):
     `CallToolResponse.call_id`); unique even when agents reuse request ids.
     """
     token_id: _builtins.str
-    """The agent token of the call; empty for an agent's legacy unbound token."""
+    """The agent token of the call, or the OAuth access token's `jti`; empty when there is none."""
     user_source: _user_source_pb2.UserSource.ValueType
     """Where `user_id` came from: the token, a caller trusted to vouch for users, or the agent itself."""
     input_ref: _builtins.str
     """Snapshot of the learner data the call returned (read it with the context service's
     GetSnapshot); empty when it returned none.
     """
+    method: _builtins.str
+    """The method the row is about: the JSON-RPC method ("tools/call", "tools/list"), the gRPC method
+    ("CallTool"), or the HTTP method and path ("POST /mcp") when the request named none.
+    """
+    credential_kind: Global___CredentialKind.ValueType
+    """What authenticated the request, or came and was refused."""
+    client_id: _builtins.str
+    """The OAuth client the access token was issued to; empty for other credentials."""
+    subject: _builtins.str
+    """The OAuth access token's subject (the person who signed in); empty for other credentials."""
     @_builtins.property
     def create_time(self) -> _timestamp_pb2.Timestamp:
         """When the call arrived."""
@@ -160,6 +207,10 @@ class AuditEntry(_message.Message):
         """Extra facts about the call (the deciding rule, policy name, approval id, what was malformed);
         never input or output.
         """
+
+    @_builtins.property
+    def scopes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The scopes the OAuth access token carries; empty for other credentials."""
 
     def __init__(
         self,
@@ -182,10 +233,15 @@ class AuditEntry(_message.Message):
         token_id: _builtins.str = ...,
         user_source: _user_source_pb2.UserSource.ValueType = ...,
         input_ref: _builtins.str = ...,
+        method: _builtins.str = ...,
+        credential_kind: Global___CredentialKind.ValueType = ...,
+        client_id: _builtins.str = ...,
+        subject: _builtins.str = ...,
+        scopes: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "duration", b"duration", "metadata", b"metadata"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "audit_id", b"audit_id", "call_id", b"call_id", "create_time", b"create_time", "decision", b"decision", "duration", b"duration", "environment", b"environment", "error_code", b"error_code", "input_ref", b"input_ref", "metadata", b"metadata", "request_id", b"request_id", "resource", b"resource", "session_id", b"session_id", "status", b"status", "token_id", b"token_id", "tool_id", b"tool_id", "user_id", b"user_id", "user_source", b"user_source"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "audit_id", b"audit_id", "call_id", b"call_id", "client_id", b"client_id", "create_time", b"create_time", "credential_kind", b"credential_kind", "decision", b"decision", "duration", b"duration", "environment", b"environment", "error_code", b"error_code", "input_ref", b"input_ref", "metadata", b"metadata", "method", b"method", "request_id", b"request_id", "resource", b"resource", "scopes", b"scopes", "session_id", b"session_id", "status", b"status", "subject", b"subject", "token_id", b"token_id", "tool_id", b"tool_id", "user_id", b"user_id", "user_source", b"user_source"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -107,7 +107,9 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
           "metadata": {} }
     """
     AGENT_UNAUTHENTICATED: _ErrorReason.ValueType  # 100
-    """No valid agent token in the `authorization` metadata ("Bearer <token>").
+    """No valid credential in the `authorization` metadata ("Bearer <token>"): no agent token the
+    tool plane issued, nor an OAuth access token it accepts (the message says which check
+    failed: signature, issuer, audience, expiry, or a subject that names no user).
 
     Sent with status UNAUTHENTICATED. Example:
 
@@ -280,6 +282,26 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
           "domain": "toolplane",
           "metadata": {} }
     """
+    DUPLICATE_AUTHORIZATION: _ErrorReason.ValueType  # 119
+    """The `authorization` metadata came more than once: which credential the call carries would
+    depend on which copy a proxy or the server reads, so none is read.
+
+    Sent with status INVALID_ARGUMENT. Example:
+
+        { "reason": "DUPLICATE_AUTHORIZATION",
+          "domain": "toolplane",
+          "metadata": {} }
+    """
+    OAUTH_CLIENT_NOT_REGISTERED: _ErrorReason.ValueType  # 120
+    """The OAuth access token is valid, but its client is mapped to no active agent: an operator
+    maps it with `nemo oauth-clients add CLIENT_ID AGENT`.
+
+    Sent with status PERMISSION_DENIED. Example:
+
+        { "reason": "OAUTH_CLIENT_NOT_REGISTERED",
+          "domain": "toolplane",
+          "metadata": {"client_id": "nemo-dev-learning-agent"} }
+    """
 
 class ErrorReason(_ErrorReason, metaclass=_ErrorReasonEnumTypeWrapper):
     """The reasons in the google.rpc.ErrorInfo of every error the tool plane sends (domain "toolplane").
@@ -375,7 +397,9 @@ Sent with status INTERNAL. Example:
       "metadata": {} }
 """
 AGENT_UNAUTHENTICATED: ErrorReason.ValueType  # 100
-"""No valid agent token in the `authorization` metadata ("Bearer <token>").
+"""No valid credential in the `authorization` metadata ("Bearer <token>"): no agent token the
+tool plane issued, nor an OAuth access token it accepts (the message says which check
+failed: signature, issuer, audience, expiry, or a subject that names no user).
 
 Sent with status UNAUTHENTICATED. Example:
 
@@ -547,5 +571,25 @@ Sent with status FAILED_PRECONDITION. Example:
     { "reason": "APPROVAL_NOT_PENDING",
       "domain": "toolplane",
       "metadata": {} }
+"""
+DUPLICATE_AUTHORIZATION: ErrorReason.ValueType  # 119
+"""The `authorization` metadata came more than once: which credential the call carries would
+depend on which copy a proxy or the server reads, so none is read.
+
+Sent with status INVALID_ARGUMENT. Example:
+
+    { "reason": "DUPLICATE_AUTHORIZATION",
+      "domain": "toolplane",
+      "metadata": {} }
+"""
+OAUTH_CLIENT_NOT_REGISTERED: ErrorReason.ValueType  # 120
+"""The OAuth access token is valid, but its client is mapped to no active agent: an operator
+maps it with `nemo oauth-clients add CLIENT_ID AGENT`.
+
+Sent with status PERMISSION_DENIED. Example:
+
+    { "reason": "OAUTH_CLIENT_NOT_REGISTERED",
+      "domain": "toolplane",
+      "metadata": {"client_id": "nemo-dev-learning-agent"} }
 """
 Global___ErrorReason: _TypeAlias = ErrorReason  # noqa: Y015

@@ -81,7 +81,8 @@ class CallToolRequest(_message.Message):
     session_id: _builtins.str
     """Session id; a new one is assigned when empty."""
     user_id: _builtins.str
-    """User the agent acts for; ignored when the agent token is bound to a user. It counts for
+    """User the agent acts for; ignored when the agent token is bound to a user, or for an OAuth
+    access token (its subject is the user). It counts for
     learners reached through grants scoped to the user only when the caller is trusted to vouch
     for users (the "platform" caller); from any other caller it is recorded, never trusted.
     """

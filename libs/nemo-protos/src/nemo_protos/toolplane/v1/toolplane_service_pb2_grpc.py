@@ -28,8 +28,12 @@ if _version_not_supported:
 class ToolPlaneServiceStub:
     """Tools for internal agents over gRPC, through the same router, policy and audit as the MCP edge.
 
-    The agent authenticates with its agent token in the `authorization` metadata ("Bearer <token>").
-    gRPC status codes are used only for authentication and malformed requests; every tool-level
+    The agent authenticates in the `authorization` metadata ("Bearer <token>"), sent once, with its
+    agent token or with an OAuth access token for the MCP edge's resource (its subject is the user
+    the agent acts for, its client maps to the agent, its scopes narrow the agent's grants); a
+    client mapped to no agent is PERMISSION_DENIED / OAUTH_CLIENT_NOT_REGISTERED, a second
+    `authorization` entry INVALID_ARGUMENT / DUPLICATE_AUTHORIZATION. Every refused call is
+    audited. gRPC status codes are used only for authentication and malformed requests; every tool-level
     outcome, denials included, is a CallToolResponse carrying the error envelope. gRPC errors carry
     google.rpc.ErrorInfo with domain "toolplane" and a reason that is a value of
     nemo.toolplane.v1.ErrorReason (error_reason.proto).
@@ -56,8 +60,12 @@ class ToolPlaneServiceStub:
 class ToolPlaneServiceServicer:
     """Tools for internal agents over gRPC, through the same router, policy and audit as the MCP edge.
 
-    The agent authenticates with its agent token in the `authorization` metadata ("Bearer <token>").
-    gRPC status codes are used only for authentication and malformed requests; every tool-level
+    The agent authenticates in the `authorization` metadata ("Bearer <token>"), sent once, with its
+    agent token or with an OAuth access token for the MCP edge's resource (its subject is the user
+    the agent acts for, its client maps to the agent, its scopes narrow the agent's grants); a
+    client mapped to no agent is PERMISSION_DENIED / OAUTH_CLIENT_NOT_REGISTERED, a second
+    `authorization` entry INVALID_ARGUMENT / DUPLICATE_AUTHORIZATION. Every refused call is
+    audited. gRPC status codes are used only for authentication and malformed requests; every tool-level
     outcome, denials included, is a CallToolResponse carrying the error envelope. gRPC errors carry
     google.rpc.ErrorInfo with domain "toolplane" and a reason that is a value of
     nemo.toolplane.v1.ErrorReason (error_reason.proto).
@@ -101,8 +109,12 @@ def add_ToolPlaneServiceServicer_to_server(servicer, server):
 class ToolPlaneService:
     """Tools for internal agents over gRPC, through the same router, policy and audit as the MCP edge.
 
-    The agent authenticates with its agent token in the `authorization` metadata ("Bearer <token>").
-    gRPC status codes are used only for authentication and malformed requests; every tool-level
+    The agent authenticates in the `authorization` metadata ("Bearer <token>"), sent once, with its
+    agent token or with an OAuth access token for the MCP edge's resource (its subject is the user
+    the agent acts for, its client maps to the agent, its scopes narrow the agent's grants); a
+    client mapped to no agent is PERMISSION_DENIED / OAUTH_CLIENT_NOT_REGISTERED, a second
+    `authorization` entry INVALID_ARGUMENT / DUPLICATE_AUTHORIZATION. Every refused call is
+    audited. gRPC status codes are used only for authentication and malformed requests; every tool-level
     outcome, denials included, is a CallToolResponse carrying the error envelope. gRPC errors carry
     google.rpc.ErrorInfo with domain "toolplane" and a reason that is a value of
     nemo.toolplane.v1.ErrorReason (error_reason.proto).

@@ -1,5 +1,5 @@
-"""Chat text is redacted with the gate's own matcher: keys in any spelling, forbidden field names
-and the values written after them are masked, the rest of the message is kept."""
+"""Text a person wrote is masked with the gate's own matcher: keys in any spelling, forbidden field
+names and the values written after them are masked, the rest of the message is kept."""
 
 from __future__ import annotations
 
@@ -8,17 +8,24 @@ import base64
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nemo_context.conversation.redaction import (
+from nemo_context.gate import find_leak
+from nemo_context.gate.identifiers import NO_CIRCLE
+from nemo_context.gate.masking import (
     ENCODED_MASK,
     FIELD_MASK,
     ID_MASK,
     OMITTED,
     VALUE_MASK,
-    redact_chat_text,
+    mask_text,
 )
-from nemo_context.gate import find_leak
+from nemo_context.gate.text import value_matcher
 
 FORBIDDEN = frozenset({"L-2041-1", "U-2041-P1", "F-2041-1"})
+
+
+def redact_chat_text(text: str, forbidden: frozenset[str]) -> str:
+    masked, _ = mask_text(text, value_matcher(tuple(sorted(forbidden))), NO_CIRCLE)
+    return masked
 
 
 def _clean(text: str) -> bool:
@@ -132,3 +139,24 @@ def test_redaction_never_removes_the_whole_message_and_says_what_it_removed(
     assert redacted.startswith(before)
     assert redacted.endswith(after)
     assert any(mask in redacted for mask in (ID_MASK, ENCODED_MASK, FIELD_MASK))
+
+
+ENCODED_KEYS = {
+    "percent": lambda key: "".join(f"%{byte:02X}" for byte in key.encode()),
+    "html": lambda key: "".join(f"&#{ord(char)};" for char in key),
+    "escapes": lambda key: "".join(f"\\u{ord(char):04x}" for char in key),
+}
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    key=st.sampled_from(["email", "phone", "address", "fullName", "họ_tên", "ngày_sinh"]),
+    encoding=st.sampled_from(sorted(ENCODED_KEYS)),
+    value=st.sampled_from(["Nguyen Van A", "Lê Thị B", "hai mươi", "x-y-z"]),
+)
+def test_an_encoded_key_takes_its_value_with_it(key: str, encoding: str, value: str) -> None:
+    text = f"Ghi chú:\n{ENCODED_KEYS[encoding](key)}: {value}\nCảm ơn cô"
+    masked, counts = mask_text(text, value_matcher(()), NO_CIRCLE)
+    assert value not in masked, masked
+    assert masked.endswith("\nCảm ơn cô")
+    assert counts["field"] + counts["key"] >= 1

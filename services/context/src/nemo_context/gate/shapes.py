@@ -1,0 +1,184 @@
+"""Contact data of anyone, found by its shape: e-mail addresses, phone numbers, Vietnamese and
+English street addresses, and a date next to a birth word.
+
+Every function here reads text folded by :func:`.tokens.fold_plain` (plain lower-case Latin, no
+diacritics), so full-width letters and digits and ``Phường`` are read as ASCII letters, digits
+and ``phuong``, and returns ``(start, end, kind)`` spans of that folded text. Phone numbers are
+Google's libphonenumber rules (the ``phonenumbers`` package), Vietnam first, so every national
+and international format of a valid number is found; a run of digits that is no valid number
+(a product code, a formula's result) is not.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from datetime import UTC, date, datetime
+from typing import Final
+
+import phonenumbers
+
+from nemo_context.gate.rules import BIRTH_WORDS
+
+Span = tuple[int, int, str]
+
+_EMAIL: Final = re.compile(
+    r"[a-z0-9][a-z0-9._%+-]*\s*(?:@|\(at\)|\[at\])\s*[a-z0-9-]+(?:\s*(?:\.|\(dot\)|\[dot\])\s*[a-z0-9-]+)+"
+)
+_DIGIT_RUN: Final = re.compile(r"(?<![a-z0-9])(?<![a-z0-9]-)\+?\(?\d(?:[ _.\-()/]{0,3}\d){7,}")
+"""Eight digits or more, written with the separators phone numbers are written with, not inside
+a code (``SP-2024-0001``): the only text worth handing to the phone number matcher."""
+_DIALLED: Final = re.compile(r"[(]?(?:\+|0|84\D*[1-9](?:\D*\d){8,9}$)")
+"""How a phone number is written: with its country code (``+84``, ``0084``, Vietnam's ``84``
+without a plus) or its trunk prefix (``0``). Nine bare digits are a number, a count or a code,
+not a phone number."""
+
+_GAP: Final = r"[ \t_.\-]+"
+"""Between two words of one line: spaces, or the separators a person puts in their place."""
+_HOUSE: Final = r"\d{1,4}[a-z]?(?:/\d{1,4}[a-z]?)*"
+_LANE: Final = rf"(?:(?:ngo|ngach|hem|kiet){_GAP}{_HOUSE}{_GAP})*"
+_ADMIN: Final = (
+    rf"(?<![a-z])(?:phuong|quan|huyen|xa|thi{_GAP}tran|tp|thanh{_GAP}pho|tinh|p\.|q\.|ward"
+    r"|district)"
+)
+_WORDS: Final = rf"[a-z]+(?:{_GAP}[a-z]+){{0,4}}"
+_NUMBERED: Final = rf"(?:so{_GAP}(?:nha{_GAP})?)"
+_ADDRESS: Final = re.compile(
+    # A house number, lanes, maybe a street word, one to five words of the street's name, then a
+    # ward, district or town.
+    rf"\b{_NUMBERED}?{_HOUSE}{_GAP}{_LANE}(?:(?:duong|pho){_GAP})?{_WORDS}"
+    rf"[ \t_.,\-]*{_ADMIN}(?![a-z])[^\n\x00,;]{{0,24}}"
+    # "12 ngõ 45 Trần Duy Hưng": a house number in a lane.
+    rf"|\b{_NUMBERED}?{_HOUSE}{_GAP}(?:(?:ngo|ngach|hem|kiet){_GAP}{_HOUSE}{_GAP})+{_WORDS}"
+    # "số 12 đường Lê Lợi": a house number written as such, then a street word.
+    rf"|\b{_NUMBERED}{_HOUSE}{_GAP}(?:duong|pho){_GAP}{_WORDS}"
+    # "221B Baker Street".
+    rf"|\b\d{{1,5}}[a-z]?{_GAP}(?:[a-z]+{_GAP}){{1,3}}"
+    r"(?:street|road|avenue|lane|boulevard)\b"
+)
+
+_ADDRESS_START: Final = re.compile(rf"\b(?:so{_GAP}(?:nha{_GAP})?)?\d")
+
+_MONTHS: Final = {
+    name: number
+    for number, names in enumerate(
+        (
+            ("january", "jan"), ("february", "feb"), ("march", "mar"), ("april", "apr"),
+            ("may",), ("june", "jun"), ("july", "jul"), ("august", "aug"),
+            ("september", "sep", "sept"), ("october", "oct"), ("november", "nov"),
+            ("december", "dec"),
+        ),
+        start=1,
+    )
+    for name in names
+}  # fmt: skip
+_MONTH: Final = "|".join(sorted(_MONTHS, key=len, reverse=True))
+_SEP: Final = r"(?:[ \t]*[/.\-_][ \t]*|[ \t]+)"
+_DATE: Final = re.compile(
+    rf"\b(?P<d1>\d{{1,2}}){_SEP}(?P<m1>\d{{1,2}}){_SEP}(?P<y1>\d{{4}}|\d{{2}})\b"
+    rf"|\b(?P<y2>\d{{4}}){_SEP}(?P<m2>\d{{1,2}}){_SEP}(?P<d2>\d{{1,2}})\b"
+    rf"|\b(?P<d3>\d{{1,2}}){_GAP}thang{_GAP}(?P<m3>\d{{1,2}})"
+    rf"[ \t_.,\-]*(?:nam{_GAP})?(?P<y3>\d{{4}})\b"
+    rf"|\b(?P<mn4>{_MONTH})\.?{_GAP}(?P<d4>\d{{1,2}})(?:st|nd|rd|th)?"
+    rf"[ \t_.,\-]+(?P<y4>\d{{4}})\b"
+    rf"|\b(?P<d5>\d{{1,2}})(?:st|nd|rd|th)?{_GAP}(?:of{_GAP})?(?P<mn5>{_MONTH})\.?"
+    rf"[ \t_.,\-]+(?P<y5>\d{{4}})\b"
+)
+_YEAR: Final = re.compile(r"\b(?:19|20)\d{2}\b")
+_BIRTH_WORD: Final = re.compile(
+    # Longest first; "học sinh" (a pupil) and "sinh học" (biology) are no birth words.
+    r"(?<!hoc )\b(?:"
+    + "|".join(
+        re.escape(word).replace(r"\ ", r"\s+")
+        for word in sorted(BIRTH_WORDS, key=len, reverse=True)
+    )
+    + r")\b(?!\s+hoc\b)"
+)
+#: How far after a birth word its date may start ("sinh ngày 2/5", "born on the 2nd of May").
+_BIRTH_REACH: Final = 24
+_LINE_END: Final = re.compile(r"[\n\x00]|[.;!?](?:\s|$)")
+
+
+def _year(text: str) -> int:
+    year = int(text)
+    if len(text) == 2:
+        year += 2000 if year <= datetime.now(UTC).year % 100 else 1900
+    return year
+
+
+def dates(folded: str) -> Iterator[tuple[int, int, str]]:
+    """``(start, end, YYYY-MM-DD)`` of every calendar date written in ``folded``."""
+    if not any(char.isdigit() for char in folded):
+        return
+    for match in _DATE.finditer(folded):
+        groups = match.groupdict()
+        for n in "12345":
+            year = groups.get(f"y{n}")
+            if year is None:
+                continue
+            month_name = groups.get(f"mn{n}")
+            month = _MONTHS[month_name] if month_name else int(groups[f"m{n}"] or 0)
+            try:
+                day = date(_year(year), month, int(groups[f"d{n}"] or 0))
+            except ValueError:
+                break
+            yield match.start(), match.end(), day.isoformat()
+            break
+
+
+def emails(folded: str) -> Iterator[Span]:
+    """E-mail addresses, also written with ``(at)`` and ``(dot)``."""
+    if "@" not in folded and "(at)" not in folded and "[at]" not in folded:
+        return
+    for match in _EMAIL.finditer(folded):
+        yield match.start(), match.end(), "email"
+
+
+def phones(folded: str) -> Iterator[Span]:
+    """Valid phone numbers in any national or international format (Vietnam first)."""
+    for run in _DIGIT_RUN.finditer(folded):
+        for found in phonenumbers.PhoneNumberMatcher(
+            run.group().replace("_", " "), "VN", leniency=phonenumbers.Leniency.VALID
+        ):
+            if _DIALLED.match(found.raw_string):
+                yield run.start() + found.start, run.start() + found.end, "phone"
+
+
+def addresses(folded: str) -> Iterator[Span]:
+    """Street addresses: a house number, a street, and a ward or district (or a street word)."""
+    if not any(char.isdigit() for char in folded):
+        return
+    end = 0
+    # Tried only where a house number (maybe "số nhà" first) starts, not at every character.
+    for start in _ADDRESS_START.finditer(folded):
+        if start.start() < end:
+            continue
+        match = _ADDRESS.match(folded, start.start())
+        if match is not None:
+            end = match.end()
+            yield match.start(), end, "address"
+
+
+def birth_dates(folded: str) -> Iterator[Span]:
+    """A date (or a year) written shortly after a birth word: "sinh ngày 2/5/2014", "DOB:
+    2014-05-02", "born in 2014"."""
+    if not any(char.isdigit() for char in folded):
+        return
+    for word in _BIRTH_WORD.finditer(folded):
+        window = folded[word.end() : word.end() + _BIRTH_REACH]
+        line_end = _LINE_END.search(window)
+        window = window[: line_end.start()] if line_end else window
+        found = next(dates(window), None)
+        if found is not None:
+            start, end, _ = found
+        else:
+            year = _YEAR.search(window) if BIRTH_WORDS[" ".join(word.group().split())] else None
+            if year is None:
+                continue
+            start, end = year.span()
+        yield word.end() + start, word.end() + end, "birth_date"
+
+
+def shapes(folded: str) -> list[Span]:
+    """Every contact shape in ``folded``."""
+    return [*emails(folded), *phones(folded), *addresses(folded), *birth_dates(folded)]

@@ -1,0 +1,69 @@
+"""A tool plane whose edge accepts OAuth access tokens from the session's local authorization
+server (``oauth_server``), beside agent tokens; and tokens signed with that server's own key, to
+forge what a real server would never issue."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import pytest
+from joserfc import jwt
+from joserfc.jwk import KeySet
+
+from nemo_testing.oauth import OAuthServer
+from nemo_testing.ports import free_port
+from services.toolplane.tests.conftest import RunningToolPlane, StartToolPlane
+
+
+@pytest.fixture(scope="session")
+async def oauth_plane(
+    start_toolplane: StartToolPlane, oauth_server: OAuthServer
+) -> RunningToolPlane:
+    """A tool plane trusting the session's authorization server for its edge's URL."""
+    port = free_port()
+    return await start_toolplane(
+        mcp_port=port,
+        oauth_issuer=oauth_server.issuer,
+        oauth_resource=f"http://127.0.0.1:{port}/mcp",
+    )
+
+
+class Forger:
+    """Signs tokens with the authorization server's own private key: every check but the
+    signature's must then refuse what is wrong."""
+
+    def __init__(self, server: OAuthServer, resource: str) -> None:
+        stored = json.loads((server.server.state_dir / "jwks.json").read_text("utf-8"))
+        self.keys = KeySet.import_key_set(stored)
+        [self.key] = list(self.keys)
+        self.issuer = server.issuer
+        self.resource = resource
+
+    def claims(self, **changes: Any) -> dict[str, Any]:
+        """Claims of a token the server could have issued to the development client for
+        U-2041-P1, with ``changes`` (a value of None drops the claim)."""
+        now = int(time.time())
+        claims: dict[str, Any] = {
+            "iss": self.issuer,
+            "aud": self.resource,
+            "sub": "U-2041-P1",
+            "client_id": "nemo-dev-learning-agent",
+            "scope": "learner.read docs.read knowledge.read",
+            "jti": f"forged-{now}-{id(changes)}",
+            "iat": now,
+            "exp": now + 600,
+        }
+        claims.update(changes)
+        return {key: value for key, value in claims.items() if value is not None}
+
+    def sign(self, claims: dict[str, Any], **header: Any) -> str:
+        return jwt.encode(
+            {"alg": "RS256", "kid": self.key.kid, "typ": "at+jwt", **header}, claims, self.key
+        )
+
+
+@pytest.fixture(scope="session")
+def forger(oauth_server: OAuthServer, oauth_plane: RunningToolPlane) -> Forger:
+    return Forger(oauth_server, oauth_plane.settings.oauth_resource or "")
