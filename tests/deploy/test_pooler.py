@@ -61,6 +61,7 @@ def _prepared(owner_dsn: str, root: Path) -> tuple[Path, int, dict[str, dict[str
         namespace="nemo",
         owner_database_url=owner_dsn,
         pseudonym_key="0123456789abcdef" * 4,
+        identifier_key="0f1e2d3c4b5a6978" * 4,
         snapshot_master_key="fedcba9876543210" * 4,
         llm_api_key="",
         embedding_api_key="",
