@@ -28,6 +28,7 @@ from nemo_gateway.prompts.tutor.chat_reply import SPEC as CHAT
 from nemo_gateway.prompts.tutor.chat_reply import reply_char_limit
 from nemo_protos.gateway.v1 import answer_pb2, run_pb2
 from nemo_protos.gateway.v1 import gateway_service_pb2 as pb
+from nemo_testing.corpora.markup import hostile_markup
 from nemo_testing.providers import ECHOED_KEY, Answer, HttpError, Raw, ScriptedProvider, Stream
 
 from .gateway_testing import (
@@ -316,9 +317,10 @@ def _full_width(text: str) -> str:
     return "".join(chr(ord(c) + 0xFEE0) if "!" <= c <= "~" else c for c in text)
 
 
+# Generated markup that keeps the answer one cited sentence.
+MARKUP = [piece.text for piece in hostile_markup() if not {"\n", "\t", "…", "."} & set(piece.text)]
 NOT_PLAIN = [
-    "Xem <img src=x onerror=alert(1)> nhé [1].",
-    "Xem <script>alert(1)</script> nhé [1].",
+    *(f"Xem {text} nhé [1]." for text in MARKUP[:8]),
     "Xem [lời giải](https://evil.example) nhé [1].",
     "Xem ![ảnh](x.png) nhé [1].",
     "Bấm javascript:alert(1) nhé [1].",
