@@ -17,6 +17,7 @@ from nemo_core.db import connect
 from nemo_core.errors import error_details
 from nemo_gateway.lang import Lang
 from nemo_gateway.prompts.coral.generate_items import (
+    DraftItem,
     DraftItems,
     GenerateItemsVariables,
     guardrail,
@@ -190,15 +191,25 @@ def _with(text: str, where: str) -> dict[str, Any]:
     return draft
 
 
+# The smallest bound on an item's texts: longer markup is refused by validation, not the guardrail.
+TEXT_LIMIT = DraftItem.model_json_schema()["properties"]["answer"]["maxLength"]
+
+
+def _fitting_markup(rng: random.Random) -> str:
+    """A sentence holding generated markup, short enough for every text of an item."""
+    while len(text := f"Xem {markup(rng).text}") > TEXT_LIMIT:
+        pass
+    return text
+
+
 @given(st.randoms(use_true_random=False), st.sampled_from(ITEM_TEXTS))
 def test_the_guardrail_refuses_markup_in_every_text_of_an_item(
     rng: random.Random, where: str
 ) -> None:
-    piece = markup(rng)
     prompt = PromptInput(
         GenerateItemsVariables(**ITEMS_REQUEST), Lang.VI, datetime(2026, 1, 1, tzinfo=UTC)
     )
-    problem = guardrail(DraftItems.model_validate(_with(f"Xem {piece.text}", where)), prompt)
+    problem = guardrail(DraftItems.model_validate(_with(_fitting_markup(rng), where)), prompt)
     # An answer is one of the choices, which are checked first.
     assert problem is not None
     assert problem.startswith(f"item 1's {'choice' if where == 'answer' else where}"), problem
