@@ -30,9 +30,8 @@ from nemo_protos.context.v1 import learner_context_pb2 as ctx
 from nemo_testing import corpora
 
 NOW = datetime(2026, 1, 15, 8, tzinfo=UTC)
-INSTRUCTIONS = [
-    row.text for row in corpora.load("instructions") if row.label == corpora.POSITIVE["instructions"]
-]
+INJECTED = corpora.POSITIVE["instructions"]
+INSTRUCTIONS = [row.text for row in corpora.load("instructions") if row.label == INJECTED]
 
 
 def _full_width(text: str) -> str:
