@@ -121,6 +121,8 @@ INSTRUCTION_PATTERNS: tuple[str, ...] = (
     r"\bif you are (?:an? )?(?:ai|assistant|language model|llm|chatbot|virtual assistant|ai "
     r"assistant)\b",
     r"(?:^|[.!?] )(?:assistant|model|ai assistant|ai|system)[,:] ",
+    # The same address after a label a carrier puts first ("Goal: Assistant: ...").
+    r": (?:assistant|model|ai assistant|ai|system): ",
     r"\b(?:luu y|ghi chu|thong diep|goi y|chi thi|gui)\b.{0,12}\b(?:cho|danh cho|gui) (?:tro "
     r"ly|ai|mo hinh|chatbot|he thong ai)\b",
     r"\b(?:gui|thong diep cho) (?:mo hinh|tro ly|chatbot)\b",
