@@ -119,6 +119,27 @@ def test_cited_commands_exist(document: str) -> None:
     assert not unknown, f"{document} cites commands that do not exist: {unknown}"
 
 
+_MARKER = re.compile(r"\b(?:TODO|TBD|FIXME|XXX)\b")
+#: Trees of installed or generated files, never written by hand.
+_NOT_WRITTEN_HERE = {".venv", ".tools", ".nemo", ".git", "node_modules", ".pytest_cache"}
+EVERY_DOCUMENT = sorted(
+    str(path.relative_to(REPO))
+    for path in REPO.glob("**/*.md")
+    if _NOT_WRITTEN_HERE.isdisjoint(path.relative_to(REPO).parts)
+)
+
+
+def test_every_document_is_found() -> None:
+    assert set(DOCS) < set(EVERY_DOCUMENT)
+    assert "docs/toolplane/tools.md" in EVERY_DOCUMENT
+
+
+@pytest.mark.parametrize("document", EVERY_DOCUMENT)
+def test_no_document_is_left_unfinished(document: str) -> None:
+    left = sorted(set(_MARKER.findall(prose(_text(document)))))
+    assert not left, f"{document} is unfinished: finish or remove what {left} marks"
+
+
 @documents
 def test_no_placeholder_is_left_in_the_prose(document: str) -> None:
     left = sorted(set(_PLACEHOLDER.findall(prose(_text(document)))))
