@@ -17,7 +17,7 @@ PACKAGES := libs/nemo-core libs/nemo-protos libs/nemo-devtools libs/nemo-testing
 	services/gateway services/toolplane ops eval
 DEPTRY := $(RUN) deptry --package-module-name-map nemo-protos=nemo_protos
 
-.PHONY: help install generate lint test mutate bench run soak eval local-model clean
+.PHONY: help install system-packages generate lint test mutate bench run soak eval local-model clean
 
 help: ## List the targets.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -29,6 +29,18 @@ help: ## List the targets.
 install: $(UV) ## Install the locked environments (.venv, and the manifest scanner's deploy/scan/.venv).
 	$(UV) sync --frozen
 	$(UV) sync --frozen --quiet --project deploy/scan
+
+# Debian packages the tests run for real: PgBouncer (the stack through a connection pooler). As
+# root, apt-get installs what is missing; anyone else is told the command.
+system-packages: ## Install the Debian packages the tests run (pgbouncer) when missing.
+	@if command -v pgbouncer >/dev/null || [ -x /usr/sbin/pgbouncer ]; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "system-packages: installing pgbouncer with apt-get"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pgbouncer >/dev/null; \
+	else \
+		echo "system-packages: pgbouncer is missing; install it as root: apt-get install pgbouncer" >&2; \
+		exit 1; \
+	fi
 
 generate: install ## Regenerate the Python stubs from protos/.
 	$(RUN) python libs/nemo-protos/generate.py
@@ -44,7 +56,7 @@ lint: install ## buf lint and breaking (against main), ruff, import contracts, d
 	$(DEPTRY) .
 	@for target in $(MYPY_TARGETS); do echo "mypy $$target"; $(RUN) mypy $$target; done
 
-test: install local-model ## The whole suite against real PostgreSQL, S3 API, gRPC and HTTP peers and the local model.
+test: install system-packages local-model ## The whole suite against real PostgreSQL, S3 API, gRPC and HTTP peers and the local model.
 	$(RUN) pytest
 
 mutate: install ## Mutation score of each rule module (>= 90%), survivors listed; slow, not in test.

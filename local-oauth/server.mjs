@@ -2,15 +2,20 @@
 // authorization server is configured in production, for `make run` and the tests.
 //
 //   node server.mjs --issuer http://127.0.0.1:50055 --state-dir DIR --accounts FILE
-//                   --dev-password PASSWORD --dev-client-id ID [--resource URL ...]
-//                   [--opaque-resource URL ...]
+//                   --dev-password PASSWORD --dev-client-id ID --dev-redirect-uri URI
+//                   --tool-scope SCOPE [--tool-scope SCOPE ...]
+//                   [--resource URL ...] [--opaque-resource URL ...]
+//
+// The launcher (nemo_devtools.oauth_server) names the tool scopes, the tool plane's, and the
+// development client's redirect, so that they are written down in one place.
 //
 // Authorization code with PKCE (S256, required of every client), resource indicators (RFC 8707)
 // that issue JWT access tokens (RFC 9068) whose `aud` is the resource asked for (opaque ones for
 // the resources named by --opaque-resource, for resource servers that introspect), dynamic client
 // registration (RFC 7591), client ID metadata documents (draft-02), refresh tokens, token
-// introspection (RFC 7662), revocation, RP-initiated logout. The signing key and cookie keys are made on first start and kept in the
-// state directory, with clients, grants and refresh tokens, so a restart invalidates nothing.
+// introspection (RFC 7662), revocation, RP-initiated logout. The signing key and cookie keys are
+// made on first start and kept in the state directory, with clients, grants and refresh tokens,
+// so a restart invalidates nothing.
 import { generateKeyPairSync, randomBytes, randomUUID } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -21,15 +26,6 @@ import { Provider, errors } from 'oidc-provider';
 import { interactions } from './interactions.mjs';
 import { fileStore } from './store.mjs';
 
-// The scopes the tool plane's tools ask for (its Scope enum); every resource offers them all.
-const TOOL_SCOPES = [
-  'learner.read',
-  'learner.write',
-  'knowledge.read',
-  'docs.read',
-  'application.read',
-  'application.write',
-];
 // Resource servers on this machine need no listing: in development they all run here.
 const LOOPBACK_HOSTS = new Set(['127.0.0.1', 'localhost', '[::1]']);
 const ACCESS_TOKEN_SECONDS = 3600;
@@ -42,17 +38,33 @@ const { values: args } = parseArgs({
     accounts: { type: 'string' },
     'dev-password': { type: 'string' },
     'dev-client-id': { type: 'string' },
+    'dev-redirect-uri': { type: 'string' },
+    'tool-scope': { type: 'string', multiple: true, default: [] },
     resource: { type: 'string', multiple: true, default: [] },
     'opaque-resource': { type: 'string', multiple: true, default: [] },
   },
   strict: true,
 });
-for (const name of ['issuer', 'state-dir', 'accounts', 'dev-password', 'dev-client-id']) {
+const required = [
+  'issuer',
+  'state-dir',
+  'accounts',
+  'dev-password',
+  'dev-client-id',
+  'dev-redirect-uri',
+];
+for (const name of required) {
   if (!args[name]) {
     console.error(`local-oauth: --${name} is required`);
     process.exit(2);
   }
 }
+if (args['tool-scope'].length === 0) {
+  console.error('local-oauth: --tool-scope is required (each scope the tools ask for)');
+  process.exit(2);
+}
+// The scopes the tool plane's tools ask for; every resource offers them all.
+const TOOL_SCOPES = args['tool-scope'];
 
 function keptSecret(path, make) {
   if (!existsSync(path)) writeFileSync(path, JSON.stringify(make()), { mode: 0o600 });
@@ -87,7 +99,7 @@ const provider = new Provider(args.issuer, {
       token_endpoint_auth_method: 'none',
       grant_types: ['authorization_code', 'refresh_token'],
       response_types: ['code'],
-      redirect_uris: ['http://127.0.0.1/callback'],
+      redirect_uris: [args['dev-redirect-uri']],
     },
   ],
   async findAccount(ctx, sub) {

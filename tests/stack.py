@@ -11,6 +11,10 @@ fault tests can take one away under load and bring it back::
     finally:
         await stack.stop()
 
+With ``pooler=`` (a running :class:`~nemo_testing.pgbouncer.PgBouncer`) every service reaches
+PostgreSQL through that pooler in transaction mode, as in production, and the tool plane's change
+listener alone connects directly.
+
 With ``oauth=True`` the stack also runs its own local authorization server (the seeded users sign
 in), and ``await stack.oauth_tokens("U-2041-P1", scopes=[...])`` is a person's tokens for the
 stack's edge; tests that share one server for the session use the ``oauth_server`` fixture.
@@ -52,6 +56,7 @@ from nemo_ops.service_processes import (
 from nemo_ops.service_processes import grpc_serving as grpc_serving
 from nemo_ops.service_processes import http_ok as http_ok
 from nemo_testing.oauth import OAuthServer, running_authorization_server
+from nemo_testing.pgbouncer import PgBouncer
 from nemo_testing.ports import free_port
 from nemo_testing.s3 import S3Endpoint, context_snapshot_environment, create_bucket
 from nemo_toolplane.tokens import issue_token
@@ -288,6 +293,7 @@ async def start_stack(
     otlp_endpoint: str | None = None,
     extra_env: Mapping[str, Mapping[str, str]] | None = None,
     oauth: bool = False,
+    pooler: PgBouncer | None = None,
 ) -> Stack:
     """Start the three services against ``owner_dsn`` and return once all serve.
 
@@ -298,7 +304,8 @@ async def start_stack(
     ``extra_env`` adds variables per service name (context, gateway, toolplane). Role
     passwords come from ``NEMO_DB_CONTEXT_PASSWORD`` / ``NEMO_DB_TOOLPLANE_PASSWORD`` as in the
     suite's database fixtures. ``oauth`` starts a local authorization server first
-    (``stack.oauth``), in ``state_dir/oauth``.
+    (``stack.oauth``), in ``state_dir/oauth``. ``pooler`` puts every service's database URL
+    through that PgBouncer.
     """
     (state_dir / "logs").mkdir(parents=True, exist_ok=True)
     write_pseudonym_key(state_dir / "pseudonym.key")
@@ -329,6 +336,7 @@ async def start_stack(
             otlp_endpoint=otlp_endpoint,
             extra_env=extra_env or {},
             oauth=oauth_server,
+            pooler=pooler,
         )
     except BaseException:
         await oauth_exit.aclose()
@@ -393,8 +401,11 @@ def _assemble(
     otlp_endpoint: str | None,
     extra_env: Mapping[str, Mapping[str, str]],
     oauth: OAuthServer | None = None,
+    pooler: PgBouncer | None = None,
 ) -> Stack:
     """The stack's service processes (not started yet) with their environments."""
+    if pooler is not None:
+        through_pooler(envs, pooler)
     if s3 is not None:
         envs["context"] |= context_snapshot_environment(s3, s3_bucket)
     if provider_base_url is not None:
@@ -431,6 +442,20 @@ def _assemble(
     )
 
 
+def through_pooler(envs: dict[str, dict[str, str]], pooler: PgBouncer) -> None:
+    """Point every service's database URL at ``pooler`` (transaction pooling on); the tool
+    plane's change listener keeps the direct URL."""
+    for service in ("context", "toolplane"):
+        prefix = f"NEMO_{service.upper()}_DATABASE"
+        direct = envs[service][f"{prefix}_URL"]
+        envs[service] |= {
+            f"{prefix}_URL": pooler.pooled(direct),
+            f"{prefix}_TRANSACTION_POOLING": "true",
+        }
+        if service == "toolplane":
+            envs[service][f"{prefix}_DIRECT_URL"] = direct
+
+
 async def start_replicas(
     owner_dsn: str,
     state_dir: Path,
@@ -439,10 +464,12 @@ async def start_replicas(
     s3_bucket: str = "nemo-snapshots",
     replicas: int = 2,
     extra_env: Mapping[str, Mapping[str, str]] | None = None,
+    pooler: PgBouncer | None = None,
 ) -> list[Stack]:
     """``replicas`` copies of the stack on one database and one S3 bucket, as the replicas of a
     deployment: one pseudonym key and one set of tokens, and every gateway and tool plane
-    balancing over every context replica (a list of addresses)."""
+    balancing over every context replica (a list of addresses); all through ``pooler`` when
+    given."""
     write_pseudonym_key(state_dir / "pseudonym.key")
     label = f"replicas-{secrets.token_hex(4)}"
     agent_tokens = await _prepare_database(owner_dsn, label)
@@ -476,6 +503,7 @@ async def start_replicas(
                 provider="openai",
                 otlp_endpoint=None,
                 extra_env=extra_env or {},
+                pooler=pooler,
             )
         )
     try:

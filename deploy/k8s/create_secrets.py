@@ -10,7 +10,10 @@
         --caller-tokens-out caller-tokens.json | kubectl apply -f -
 
 Every run generates new login passwords for the nemo_context and nemo_toolplane roles and new
-caller tokens. To rotate them, follow "Rotate service credentials" in
+caller tokens. Each service's database Secret holds two URLs of its role: `url`, straight to
+PostgreSQL, and `pooled-url`, through the PgBouncer of the pgbouncer component
+(--pooler-address); the Secret nemo-pgbouncer gives the pooler the same passwords and the
+database's address. To rotate them, follow "Rotate service credentials" in
 docs/operations/deploy.md: applying a run's output at once cuts callers off until every pod
 has restarted. The pseudonym key, the identifier key and the snapshot master key are never
 generated here: the first decides every learner_ref, the second's digest the database must
@@ -27,12 +30,13 @@ import argparse
 import base64
 import json
 import os
+import re
 import secrets
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlsplit, urlunsplit
+from urllib.parse import parse_qs, quote, urlsplit, urlunsplit
 
 #: Who calls whom: every caller identity and the services that accept it (their ACLs).
 CALLER_IDENTITIES: Mapping[str, tuple[str, ...]] = {
@@ -54,6 +58,9 @@ SERVICE_ROLES: Mapping[str, str] = {"context": "nemo_context", "toolplane": "nem
 
 MIN_PSEUDONYM_KEY_LENGTH = 32
 MIN_IDENTIFIER_KEY_LENGTH = 32
+
+#: The pooler's Service (deploy/k8s/components/pgbouncer), as the services reach it.
+DEFAULT_POOLER_ADDRESS = "nemo-pgbouncer:6432"
 
 
 class SecretsError(Exception):
@@ -82,6 +89,44 @@ def role_database_url(owner_url: str, role: str, password: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
 
+def pooled_database_url(owner_url: str, role: str, password: str, pooler_address: str) -> str:
+    """The URL of ``role`` through the pooler at ``pooler_address`` (host:port) to the owner's
+    database. Plain TCP: the pooler takes no TLS from clients inside the namespace (it uses TLS
+    to PostgreSQL)."""
+    database = urlsplit(owner_url).path or "/postgres"
+    netloc = f"{quote(role, safe='')}:{quote(password, safe='')}@{pooler_address}"
+    return urlunsplit(("postgresql", netloc, database, "sslmode=disable", ""))
+
+
+def _auth_field(value: str) -> str:
+    # PgBouncer's auth file: each field in double quotes, a quote inside doubled.
+    return '"' + value.replace('"', '""') + '"'
+
+
+def pooler_files(owner_url: str, passwords: Mapping[str, str]) -> dict[str, str]:
+    """The pooler's auth file (each service role and its password) and its [databases] section
+    (the owner's host, port and database, which the pooler logs in to as the client's role)."""
+    parts = urlsplit(owner_url)
+    # A host in the URL, or libpq's host option (a Unix socket directory) in its query.
+    host = parts.hostname or parse_qs(parts.query).get("host", [""])[0]
+    if not host:
+        raise SecretsError("the owner database URL needs a host for the pooler to reach")
+    database = parts.path.lstrip("/") or "postgres"
+    if not re.fullmatch(r"[A-Za-z0-9_]+", database):
+        raise SecretsError(
+            f"the database name {database!r} is not a plain name (letters, digits, _), "
+            "which the pooler's configuration needs"
+        )
+    userlist = "".join(
+        f"{_auth_field(SERVICE_ROLES[service])} {_auth_field(password)}\n"
+        for service, password in sorted(passwords.items())
+    )
+    databases = (
+        f"[databases]\n{database} = host={host} port={parts.port or 5432} dbname={database}\n"
+    )
+    return {"userlist.txt": userlist, "databases.ini": databases}
+
+
 def _secret(name: str, namespace: str, data: Mapping[str, str]) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
@@ -108,6 +153,7 @@ def build_secrets(
     snapshot_master_key: str,
     llm_api_key: str,
     embedding_api_key: str,
+    pooler_address: str = DEFAULT_POOLER_ADDRESS,
 ) -> tuple[list[dict[str, Any]], dict[str, str]]:
     """The Secrets of ``namespace`` and the caller tokens generated for them."""
     for name, key, minimum in (
@@ -142,10 +188,16 @@ def build_secrets(
             _secret(
                 f"nemo-{service}-database",
                 namespace,
-                {"url": role_database_url(owner_database_url, role, passwords[service])},
+                {
+                    "url": role_database_url(owner_database_url, role, passwords[service]),
+                    "pooled-url": pooled_database_url(
+                        owner_database_url, role, passwords[service], pooler_address
+                    ),
+                },
             )
             for service, role in SERVICE_ROLES.items()
         ),
+        _secret("nemo-pgbouncer", namespace, pooler_files(owner_database_url, passwords)),
         _secret("nemo-pseudonym-key", namespace, {"key": pseudonym_key}),
         _secret("nemo-identifier-key", namespace, {"key": identifier_key}),
         _secret("nemo-snapshot-master-key", namespace, {"key": snapshot_master_key}),
@@ -203,6 +255,12 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--embedding-api-key-file", type=Path, help="file holding the embedding API key"
     )
     parser.add_argument(
+        "--pooler-address",
+        default=DEFAULT_POOLER_ADDRESS,
+        help="host:port of the PgBouncer Service the pooled URLs lead to "
+        f"(default {DEFAULT_POOLER_ADDRESS})",
+    )
+    parser.add_argument(
         "--caller-tokens-out",
         type=Path,
         required=True,
@@ -229,6 +287,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if args.embedding_api_key_file
                 else ""
             ),
+            pooler_address=args.pooler_address,
         )
     except (SecretsError, OSError) as error:
         print(f"create_secrets: error: {error}", file=sys.stderr)

@@ -26,6 +26,11 @@ namespace="$(sed -n 's/^namespace: *//p' "$overlay/kustomization.yaml")"
 if grep -q "components/local-model" "$overlay/kustomization.yaml"; then
   DEPLOYMENTS=(nemo-local-model "${DEPLOYMENTS[@]}")
 fi
+# An overlay with the pgbouncer component waits for the pooler too (the services' statements
+# go through it).
+if grep -q "components/pgbouncer" "$overlay/kustomization.yaml"; then
+  DEPLOYMENTS=(nemo-pgbouncer "${DEPLOYMENTS[@]}")
+fi
 
 # A Job's pod template cannot change, and each release must migrate with its own image: the
 # previous run's Job goes first (its logs go with it).

@@ -14,13 +14,20 @@ from nemo_context.pseudonym import Pseudonymizer
 from nemo_context.rights.subjects import Identities
 from nemo_context.snapshots.keys import DataKeys, MasterKey
 from nemo_context.snapshots.objects import SnapshotObjects
-from nemo_context.snapshots.store import DigestedSnapshotStore, SnapshotOwner, persist_snapshot
+from nemo_context.snapshots.store import (
+    DigestedSnapshotStore,
+    SnapshotOwner,
+    canonical_json,
+    persist_snapshot,
+)
 from nemo_core.db import Connection, Pool
 from nemo_protos.context.v1 import learner_context_pb2 as lc
 
 MASTER_KEY = "rights-test-master-key-0123456789abcdef012345"
 PSEUDONYM_KEY = "rights-test-pseudonym-key-0123456789abcdef012"
 IDENTITIES = Identities(MasterKey(MASTER_KEY.encode()), Pseudonymizer(PSEUDONYM_KEY.encode()))
+#: The pseudonym key before a rotation: the same learners had other refs under it.
+EARLIER_PSEUDONYMS = Pseudonymizer(b"rights-test-earlier-pseudonym-key-0123456789ab")
 #: A staff member who acts on learners through an agent: outside every family.
 STAFF_USER = "U-2041-S1"
 PARENT_USER = "U-2041-P1"
@@ -32,10 +39,17 @@ class Learner:
     account_id: str
     family_id: str
     input_refs: list[str] = field(default_factory=list)
+    plaintexts: dict[str, bytes] = field(default_factory=dict)
+    """The canonical JSON each snapshot was written from, by input_ref."""
 
     @property
     def ref(self) -> str:
         return IDENTITIES.pseudonyms.learner_ref(self.learner_id)
+
+    @property
+    def earlier_ref(self) -> str:
+        """Its ref under the pseudonym key used before the current one."""
+        return EARLIER_PSEUDONYMS.learner_ref(self.learner_id)
 
 
 def new_learner_id() -> str:
@@ -52,22 +66,27 @@ async def seed_learner(
     snapshots: int = 2,
     turns: int = 2,
     calls: int = 2,
+    family_id: str | None = None,
+    earlier_snapshots: int = 0,
 ) -> Learner:
-    """One learner with rows in every store; ``calls`` audit rows and as many approvals."""
-    learner = Learner(learner_id, f"U-{learner_id}", f"F-{learner_id}")
+    """One learner with rows in every store; ``calls`` audit rows and as many approvals;
+    ``earlier_snapshots`` written under its ref of the earlier pseudonym key; in a family of
+    its own unless ``family_id`` names one."""
+    learner = Learner(learner_id, f"U-{learner_id}", family_id or f"F-{learner_id}")
     await owner.execute(
         "INSERT INTO learning.users (id, role, display_name) VALUES ($1, 'learner', 'Bé Na')",
         learner.account_id,
     )
-    await owner.execute(
-        "INSERT INTO learning.families (id, name) VALUES ($1, 'Nguyễn')", learner.family_id
-    )
-    await owner.execute(
-        "INSERT INTO learning.family_members (family_id, user_id, relation)"
-        " VALUES ($1, $2, 'owner')",
-        learner.family_id,
-        PARENT_USER,
-    )
+    if family_id is None:
+        await owner.execute(
+            "INSERT INTO learning.families (id, name) VALUES ($1, 'Nguyễn')", learner.family_id
+        )
+        await owner.execute(
+            "INSERT INTO learning.family_members (family_id, user_id, relation)"
+            " VALUES ($1, $2, 'owner')",
+            learner.family_id,
+            PARENT_USER,
+        )
     await owner.execute(
         "INSERT INTO learning.learners (id, family_id, user_id, grade, first_name)"
         " VALUES ($1, $2, $3, 7, 'Na')",
@@ -129,21 +148,29 @@ async def seed_learner(
             session,
             learner_id,
         )
+    await seal_snapshots(context_pool, objects, learner, learner.earlier_ref, earlier_snapshots)
+    await seal_snapshots(context_pool, objects, learner, learner.ref, snapshots)
+    await _seed_toolplane(owner, learner, calls)
+    return learner
+
+
+async def seal_snapshots(
+    context_pool: Pool, objects: SnapshotObjects, learner: Learner, ref: str, count: int
+) -> None:
+    """``count`` snapshots of ``learner`` under ``ref``, written as the context service writes
+    them (sealed under the learner's data key, whatever the ref)."""
     store = DigestedSnapshotStore(
         objects,
         context_pool,
         keys=DataKeys(context_pool, IDENTITIES.master),
         write_timeout_seconds=10,
     )
-    for n in range(snapshots):
-        bundle = lc.ContextBundle(
-            learner_ref=learner.ref, purpose="tutor_hint", rendered_text=f"#{n}"
-        )
-        stored = await persist_snapshot(store, SnapshotOwner(learner_id, learner.ref), bundle)
+    for n in range(count):
+        bundle = lc.ContextBundle(learner_ref=ref, purpose="tutor_hint", rendered_text=f"#{n}")
+        stored = await persist_snapshot(store, SnapshotOwner(learner.learner_id, ref), bundle)
         assert stored is not None
         learner.input_refs.append(stored.input_ref)
-    await _seed_toolplane(owner, learner, calls)
-    return learner
+        learner.plaintexts[stored.input_ref] = canonical_json(bundle)
 
 
 async def _seed_toolplane(owner: Connection, learner: Learner, calls: int) -> None:

@@ -2,8 +2,8 @@
 per row of the retention table, and a table row without its test fails here.
 
 Every store gets an expired row (or object) and rows that must stay (recent, or protected by the
-rule: a pending approval, an answered item, a key still in use). The whole purge runs once on a
-database of this module's own; a second run finds nothing left to do.
+rule: an approval still pending, an answered item, a key still in use). The whole purge runs
+once on a database of this module's own; a second run finds nothing left to do.
 """
 
 from __future__ import annotations
@@ -22,12 +22,15 @@ from typing import Any
 
 import pytest
 
+from nemo_context import repository
+from nemo_context.repository import circle_of, linked_identifiers
 from nemo_context.rights.ledger import LedgerEntry, read_entries, write_entry
-from nemo_context.rights.retention import CACHE_TTL_SETTING, RETENTION, retention_rule
+from nemo_context.rights.retention import CACHE_TTL_SETTING, RETENTION, Expiry, retention_rule
+from nemo_context.settings import DEVELOPMENT_IDENTIFIER_KEY
 from nemo_context.snapshots.keys import DataKeys
 from nemo_context.snapshots.objects import LocalDirectoryObjects
 from nemo_context.snapshots.store import DigestedSnapshotStore, SnapshotOwner, persist_snapshot
-from nemo_core.db import Connection, connect, create_pool, dsn_with
+from nemo_core.db import Connection, connect, create_pool, dsn_with, learner_transaction
 from nemo_gateway.settings import GatewaySettings
 from nemo_ops.migrate import migrate, role_passwords_from_env
 from nemo_ops.purge import PURGES, PurgeRun, purge
@@ -36,6 +39,8 @@ from nemo_protos.context.v1 import learner_context_pb2 as lc
 from ops.tests.rights_population import IDENTITIES
 
 DatabaseFactory = Callable[[], Awaitable[str]]
+#: The identifier key the demo seed registers.
+TEST_IDENTIFIER_KEY = DEVELOPMENT_IDENTIFIER_KEY.encode()
 NOW = datetime.now(UTC)
 SNAPSHOT_DAYS = 30
 
@@ -154,11 +159,14 @@ async def _audit_rows(owner: Connection, planted: Planted) -> None:
 
 
 async def _approvals(owner: Connection, planted: Planted) -> None:
+    # A pending approval counts from its expiry: nobody marks it expired unless it is touched.
     ids = {}
-    for name, status, when in (
-        ("old", "rejected", ago(91)),
-        ("pending", "pending", ago(91)),
-        ("new", "rejected", ago(89)),
+    for name, status, created, expires in (
+        ("old", "rejected", ago(91), ago(91)),
+        ("new", "rejected", ago(89), ago(89)),
+        ("pending, expired long ago", "pending", ago(92), ago(91)),
+        ("pending, expired lately", "pending", ago(92), ago(89)),
+        ("pending, requested long ago", "pending", ago(91), NOW + timedelta(hours=1)),
     ):
         arguments = json.dumps({"learner_id": "L-2041-1", "n": name}, separators=(",", ":"))
         decided = status != "pending"
@@ -166,12 +174,15 @@ async def _approvals(owner: Connection, planted: Planted) -> None:
             "INSERT INTO toolplane.approvals (agent_id, user_id, tool_id, arguments_digest,"
             " arguments_json, policy_version, status, request_id, expires_at, created_at,"
             " decided_by, decided_at) VALUES ('learning-agent', 'U-2041-P1',"
-            " 'learner.update_goal:v1', $1, $2, $6, $3, 'req', $4, $4, $5, $7) RETURNING id",
-            hashlib.sha256(arguments.encode()).hexdigest(), arguments, status, when,
-            "ops-1" if decided else None, f"p-{secrets.token_hex(3)}", when if decided else None,
+            " 'learner.update_goal:v1', $1, $2, $6, $3, 'req', $4, $8, $5, $7) RETURNING id",
+            hashlib.sha256(arguments.encode()).hexdigest(), arguments, status, expires,
+            "ops-1" if decided else None, f"p-{secrets.token_hex(3)}",
+            created if decided else None, created,
         )  # fmt: skip
-    planted.gone["approvals"] = [ids["old"]]
-    planted.kept["approvals"] = [ids["pending"], ids["new"]]
+    planted.gone["approvals"] = [ids["old"], ids["pending, expired long ago"]]
+    planted.kept["approvals"] = [
+        ids["new"], ids["pending, expired lately"], ids["pending, requested long ago"]
+    ]  # fmt: skip
 
 
 async def _agent_tokens(owner: Connection, planted: Planted) -> None:
@@ -300,8 +311,12 @@ QUERIES = {
 }
 
 
+#: Stores in a service's memory: each evicts by itself, tested below against its row.
+IN_MEMORY = {rule.store for rule in RETENTION if rule.on_expiry is Expiry.EVICT}
+
+
 async def _is_present(conn: Connection, planted: Planted, store: str, value: Any) -> bool:
-    if store == "result_cache":
+    if store in IN_MEMORY:
         return True
     found = bool(await conn.fetchval(QUERIES[store], value))
     assert planted.objects is not None
@@ -317,7 +332,8 @@ async def _is_present(conn: Connection, planted: Planted, store: str, value: Any
 def test_every_row_of_the_retention_table_is_purged_and_tested() -> None:
     stores = [rule.store for rule in RETENTION]
     assert sorted(PURGES) == sorted(stores)
-    assert sorted(QUERIES) == sorted(set(stores) - {"result_cache"})
+    assert sorted(QUERIES) == sorted(set(stores) - IN_MEMORY)
+    assert {"result_cache", "circle_fingerprints"} == IN_MEMORY
 
 
 @pytest.mark.parametrize("store", [rule.store for rule in RETENTION])
@@ -334,3 +350,26 @@ def test_the_result_cache_is_kept_no_longer_than_its_row_says() -> None:
     assert rule.setting == CACHE_TTL_SETTING
     default = GatewaySettings.model_fields["cache_ttl_seconds"].default
     assert f"({int(default)} seconds)" in rule.period
+
+
+async def test_the_circle_cache_is_kept_no_longer_than_its_row_says(context_dsn: str) -> None:
+    rule = retention_rule("circle_fingerprints")
+    assert rule.seconds is not None
+    pool = await create_pool(context_dsn, max_size=1)
+    try:
+        key = TEST_IDENTIFIER_KEY
+        cached = repository._circles
+        async with learner_transaction(pool, ["L-2041-1"], readonly=True) as conn:
+            linked = await linked_identifiers(conn, "L-2041-1")
+            entry = (key, "L-2041-1", linked)
+            cached.pop(entry, None)  # read by an earlier test of this process
+            circle = await circle_of(conn, "L-2041-1", key, linked)
+    finally:
+        await pool.close()
+    assert not circle.empty
+    # Still held just before its period ends, dropped (not only unused) at its end.
+    cached.expire(cached.timer() + rule.seconds - 1)
+    assert entry in cached
+    expired = dict(cached.expire(cached.timer() + rule.seconds))
+    assert entry in expired
+    assert entry not in cached

@@ -33,7 +33,7 @@ class McpCase:
     status: int
     rpc_error: int | None = None
     tool_error: str | None = None
-    #: Every case is a refused request of an authenticated agent: one audit row each.
+    #: Every case is a refused request of an agent with a valid token: one audit row each.
     audit_rows: int = 1
     agent: str = "engineering-agent"
     headers: dict[str, str | None] = field(default_factory=dict)
@@ -190,6 +190,12 @@ CASES = [
         headers={"Content-Type": "application/x-www-form-urlencoded"},
     ),
     McpCase("accepts-only-html", LIST, 406, INVALID_REQUEST, headers={"Accept": "text/html"}),
+    # A page of another site, or a name rebound to the edge's address: refused before the
+    # credential is read, and audited all the same.
+    McpCase(
+        "foreign-origin", LIST, 403, INVALID_REQUEST, headers={"Origin": "https://evil.example"}
+    ),
+    McpCase("rebound-host", LIST, 421, INVALID_REQUEST, headers={"Host": "evil.example:8080"}),
 ]
 
 

@@ -10,7 +10,7 @@ green.
 from __future__ import annotations
 
 import typing
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -22,13 +22,15 @@ from pydantic import BaseModel, ValidationError
 
 from nemo_context.acl import PURPOSE_KINDS_BY_CALLER
 from nemo_context.purposes import Slice, purpose_table
+from nemo_devtools.oauth_server import TOOL_SCOPES
 from nemo_gateway.lang import Lang
 from nemo_gateway.prompts.registry import REGISTRY, AnySpec
 from nemo_gateway.prompts.spec import PromptInput, Rpc
 from nemo_protos.context.v1 import purpose_pb2
 from nemo_toolplane.registry import AnyTool
-from nemo_toolplane.tool_kinds import Mode, Risk
+from nemo_toolplane.tool_kinds import Mode, Risk, Scope
 from nemo_toolplane.tools import build_registry
+from nemo_toolplane.tools.views import view_tool
 from tests.contracts.bundle_fields import (
     CONVERSATION,
     LEARNER,
@@ -40,6 +42,7 @@ from tests.contracts.bundle_fields import (
 )
 
 PURPOSES_FILE = "services/context/src/nemo_context/purposes.py"
+AUTHORIZATION_SERVER = "libs/nemo-devtools/src/nemo_devtools/oauth_server.py"
 PURPOSES_TEST = "services/context/tests/test_purposes.py"
 NOW = datetime(2026, 1, 15, 8, tzinfo=UTC)
 
@@ -150,12 +153,93 @@ def test_a_view_tool_returns_exactly_the_slices_its_view_declares(tool: AnyTool)
     )
 
 
+def _defined_in(tool: AnyTool) -> str:
+    """The domain module that declares ``tool`` (where its output model is)."""
+    return f"services/toolplane/src/{tool.output_model.__module__.replace('.', '/')}.py"
+
+
+def parts_problems(tools: Sequence[AnyTool]) -> list[str]:
+    """Where a view tool's ``parts=`` is not exactly the other view tools whose every slice it
+    returns too. A tool missing from it lets a composite bypass a policy that keeps that tool
+    from a learner; one too many denies the composite for data it never returns."""
+    views = [tool for tool in tools if tool.agent_view is not None]
+    slices = {tool.tool_id: returned_slices(tool.output_model) for tool in views}
+    problems = []
+    for tool in views:
+        own = slices[tool.tool_id]
+        covered = {
+            other.name: slices[other.tool_id]
+            for other in views
+            if other.name != tool.name and slices[other.tool_id] and slices[other.tool_id] <= own
+        }
+        where = f"parts= of {tool.name} in {_defined_in(tool)}"
+        problems += [
+            f"{tool.tool_id} returns everything {name} returns ({', '.join(sorted(part))}): add "
+            f"{name!r} to {where}, or a policy keeping {name} from a learner is bypassed"
+            for name, part in sorted(covered.items())
+            if name not in tool.parts
+        ]
+        problems += [
+            f"{tool.tool_id} names part {name!r} but does not return all of what it returns: "
+            f"remove it from {where}"
+            for name in tool.parts
+            if name not in covered
+        ]
+    return problems
+
+
+def test_a_composite_names_as_parts_every_tool_whose_slices_it_returns() -> None:
+    problems = parts_problems(TOOLS)
+    assert not problems, "\n".join(problems)
+    assert any(tool.parts for tool in TOOLS), "a composite tool exists (the check is not vacuous)"
+
+
+def test_the_parts_check_names_a_new_overlapping_tool_and_where_to_add_it() -> None:
+    # A new view tool returning what a part of a composite returns: the composite and that part
+    # each need it as a part, and it needs the part.
+    by_name = {tool.name: tool for tool in VIEW_TOOLS}
+    pairs = [(composite, part) for composite in VIEW_TOOLS for part in composite.parts]
+    assert pairs, "a composite tool exists (the check is not vacuous)"
+    for composite, part in pairs:
+        twin = view_tool(
+            "learner.get_twin",
+            str(by_name[part].agent_view),
+            "the same slices under another name",
+            by_name[part].output_model,
+        )
+        problems = parts_problems([*TOOLS, twin])
+        for owner in (composite, by_name[part]):
+            where = f"parts= of {owner.name} in {_defined_in(owner)}"
+            assert any(f"add 'learner.get_twin' to {where}" in line for line in problems), problems
+        assert any(f"add {part!r} to parts= of learner.get_twin" in line for line in problems)
+
+
 @pytest.mark.parametrize("tool", TOOLS, ids=lambda tool: tool.tool_id)
-def test_every_tool_declares_its_risk_and_mode(tool: AnyTool) -> None:
-    assert isinstance(tool.risk, Risk), f"{tool.tool_id}: risk= must be a Risk (LOW to CRITICAL)"
-    assert isinstance(tool.mode, Mode), f"{tool.tool_id}: mode= must be Mode.READ or Mode.WRITE"
+def test_a_tool_needs_a_learner_scope_exactly_when_it_is_about_a_learner(tool: AnyTool) -> None:
+    # What a person consents to is the scope: a tool reaching a learner under another scope
+    # would hand a child's data to a host allowed to read the docs.
+    about_a_learner = tool.learner_id_field is not None
+    if about_a_learner:
+        fix = f"give it scope=Scope.LEARNER_{tool.mode.name} in {_defined_in(tool)}"
+    else:
+        fix = f"give it its domain's scope in {_defined_in(tool)}"
+    learner_scope = tool.scope in {Scope.LEARNER_READ, Scope.LEARNER_WRITE}
+    assert learner_scope is about_a_learner, f"{tool.tool_id} needs {tool.scope}: {fix}"
     if tool.agent_view is not None:
         assert (tool.risk, tool.mode) == (Risk.LOW, Mode.READ), f"{tool.tool_id} only reads"
+
+
+def test_the_local_authorization_server_offers_exactly_the_tool_scopes() -> None:
+    offered, needed = set(TOOL_SCOPES), {scope.value for scope in Scope}
+    assert offered == needed, (
+        f"the tools ask for {sorted(needed)}, the local authorization server offers "
+        f"{sorted(offered)}: make TOOL_SCOPES in {AUTHORIZATION_SERVER} the Scope enum of "
+        "services/toolplane/src/nemo_toolplane/tool_kinds.py"
+    )
+    unused = needed - {tool.scope.value for tool in TOOLS}
+    assert not unused, (
+        f"no tool needs {sorted(unused)}: remove it from Scope and {AUTHORIZATION_SERVER}"
+    )
 
 
 # --- prompts and their purposes --------------------------------------------------------------

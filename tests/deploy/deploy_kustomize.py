@@ -5,12 +5,15 @@ change that needs more fails loudly here instead of rendering something differen
 
 - ``resources``: YAML files and directories holding a ``kustomization.yaml``;
 - ``components``: directories holding a ``kind: Component`` kustomization, applied after the
-  resources and before the including kustomization's own generators, as kustomize does;
+  resources and the including kustomization's own generators and before its transformers, as
+  kustomize does (so an overlay cannot merge into a ConfigMap a component generates, and a
+  component's labels reach what the overlay generated);
 - ``configMapGenerator`` with ``envs``, ``literals`` and ``files``, ``behavior`` create or merge,
   and the content-hash name suffix, with references from pod specs renamed to match;
 - ``patches`` given by ``path``: strategic merge patches that find their target by kind and
-  name. Lists of containers, env, volumes and volume mounts merge by their key; other lists
-  are replaced, as kubectl does for fields without a merge key;
+  name. Lists of containers, env, volumes and volume mounts merge by their key (the patch's
+  items first, as kubectl orders them); other lists are replaced, as kubectl does for fields
+  without a merge key;
 - ``labels`` with ``pairs`` and ``includeTemplates`` (pod templates, never selectors);
 - ``images`` with ``newName``, ``newTag`` and ``digest``;
 - ``namespace``.
@@ -100,6 +103,7 @@ def _build(directory: Path) -> _Build:
         raise KustomizeError(f"{directory} is a Component: list it under `components`")
     build = _Build()
     _add_resources(build, directory, kustomization)
+    _generate(build, directory, kustomization)
     for entry in kustomization.get("components", []):
         _apply_component(build, (directory / entry).resolve())
     _transform(build, directory, kustomization)
@@ -124,12 +128,16 @@ def _apply_component(build: _Build, directory: Path) -> None:
     if component.get("kind") != "Component":
         raise KustomizeError(f"{directory}: a component must be of kind Component")
     _add_resources(build, directory, component)
+    _generate(build, directory, component)
     _transform(build, directory, component)
 
 
-def _transform(build: _Build, directory: Path, kustomization: Mapping[str, Any]) -> None:
+def _generate(build: _Build, directory: Path, kustomization: Mapping[str, Any]) -> None:
     for generator in kustomization.get("configMapGenerator", []):
         _generate_config_map(build, directory, generator)
+
+
+def _transform(build: _Build, directory: Path, kustomization: Mapping[str, Any]) -> None:
     for patch in kustomization.get("patches", []):
         _apply_patch_file(build.resources, directory, patch)
     if "namespace" in kustomization:
@@ -351,14 +359,17 @@ def strategic_merge(original: Any, patch: Any, field_name: str = "") -> Any:
 
 
 def _merge_list(original: list[Any], patch: list[Any], key: str, field_name: str) -> list[Any]:
-    merged = copy.deepcopy(original)
-    for item in patch:
-        position = next((i for i, old in enumerate(merged) if old.get(key) == item[key]), None)
-        if position is None:
-            merged.append(copy.deepcopy(item))
-        else:
-            merged[position] = strategic_merge(merged[position], item, field_name)
-    return merged
+    # kustomize puts the patch's items first, in its order (each merged into the original's item
+    # of the same key, if any), then the original's other items in theirs.
+    by_key = {item[key]: item for item in original}
+    merged = [
+        strategic_merge(by_key[item[key]], item, field_name)
+        if item[key] in by_key
+        else copy.deepcopy(item)
+        for item in patch
+    ]
+    patched = {item[key] for item in patch}
+    return merged + [copy.deepcopy(item) for item in original if item[key] not in patched]
 
 
 # --- namespace, labels, images ------------------------------------------------------------

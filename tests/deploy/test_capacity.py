@@ -1,13 +1,21 @@
-"""The prod overlay and the capacity model agree: its scaling patch is the one `nemo capacity
---write` produces from the committed plan and figures, and the rendered manifests carry the
-model's replica bounds, CPU target, requests, limits, pool sizes and provider concurrency."""
+"""The prod overlay and the capacity model agree: its scaling patch and the pooler's pool.ini
+are the ones `nemo capacity --write` produces from the committed plan and figures, and the
+rendered manifests carry the model's replica bounds, CPU target, requests, limits, pool sizes,
+provider concurrency and the pooler's pods and pools."""
 
 from __future__ import annotations
 
 import pytest
 
 from nemo_ops.capacity import FIGURES, PLAN, SERVICES, Service, compute, load
-from nemo_ops.capacity_manifests import SCALING, container_resources, render
+from nemo_ops.capacity_manifests import (
+    POOL,
+    POOLER_DEPLOYMENT,
+    SCALING,
+    container_resources,
+    pool_ini,
+    render,
+)
 from tests.deploy.deploy_manifests import (
     RENDERERS,
     REPO,
@@ -26,6 +34,35 @@ def test_the_scaling_patch_is_the_models() -> None:
     assert (REPO / SCALING).read_text(encoding="utf-8") == render(plan, compute(plan, figures)), (
         "deploy/k8s/overlays/prod/scaling.yaml is stale: run `nemo capacity --write`"
     )
+
+
+def test_the_pool_file_is_the_models() -> None:
+    plan, figures = PLAN_AND_FIGURES
+    assert (REPO / POOL).read_text(encoding="utf-8") == pool_ini(compute(plan, figures)), (
+        "deploy/k8s/overlays/prod/pgbouncer-pool.ini is stale: run `nemo capacity --write`"
+    )
+
+
+@pytest.mark.parametrize("renderer", RENDERERS)
+def test_the_rendered_pooler_is_sized_by_the_model(renderer: str) -> None:
+    plan, figures = PLAN_AND_FIGURES
+    pooler = compute(plan, figures).pooler
+    resources = rendered(renderer, "prod")
+    deployment = the(resources, "Deployment", POOLER_DEPLOYMENT)
+    assert deployment["spec"]["replicas"] == pooler.replicas
+    [container] = pod_spec(deployment)["containers"]
+    assert container["resources"] == container_resources(plan.pooler.pod)
+    # The pool sizes reach the pod: the ConfigMap its projected volume mounts holds them.
+    [volume] = [v for v in pod_spec(deployment)["volumes"] if "projected" in v]
+    mounted = {
+        key: text
+        for source in volume["projected"]["sources"]
+        for key, text in by_kind(resources, "ConfigMap")[source["configMap"]["name"]][
+            "data"
+        ].items()
+    }
+    assert mounted["pool.ini"] == pool_ini(compute(plan, figures))
+    assert "%include /etc/pgbouncer/pool.ini" in mounted["pgbouncer.ini"]
 
 
 @pytest.mark.parametrize("renderer", RENDERERS)

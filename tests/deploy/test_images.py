@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from nemo_ops.cli import SUBCOMMANDS
+from nemo_testing.pgbouncer import pgbouncer_binary, pgbouncer_version
 from tests.deploy.deploy_dockerfile import parse_stages
 from tests.deploy.deploy_manifests import DOCKER, REPO
 
@@ -66,16 +67,23 @@ dockerfiles = pytest.mark.parametrize("image", sorted(IMAGES))
 #: The local model server's image: a project of its own (local-model/uv.lock), not a workspace
 #: package, so the package checks below do not apply to it.
 LOCAL_MODEL_DOCKERFILE = "local-model.Dockerfile"
+#: The connection pooler's image: Debian's PgBouncer package, no Python at all.
+PGBOUNCER_DOCKERFILE = "pgbouncer.Dockerfile"
 
 
 def test_there_is_one_dockerfile_per_image() -> None:
     assert sorted(p.name for p in DOCKER.glob("*Dockerfile")) == sorted(
-        [*(dockerfile for dockerfile, _, _ in IMAGES.values()), LOCAL_MODEL_DOCKERFILE]
+        [
+            *(dockerfile for dockerfile, _, _ in IMAGES.values()),
+            LOCAL_MODEL_DOCKERFILE,
+            PGBOUNCER_DOCKERFILE,
+        ]
     )
 
 
 @pytest.mark.parametrize(
-    "dockerfile_name", [*sorted(d for d, _, _ in IMAGES.values()), LOCAL_MODEL_DOCKERFILE]
+    "dockerfile_name",
+    [*sorted(d for d, _, _ in IMAGES.values()), LOCAL_MODEL_DOCKERFILE, PGBOUNCER_DOCKERFILE],
 )
 def test_hadolint_passes(dockerfile_name: str) -> None:
     dockerfile = DOCKER / dockerfile_name
@@ -289,3 +297,22 @@ def test_the_build_context_carries_what_the_builds_copy() -> None:
 )
 def test_the_build_context_leaves_out_local_state_tests_and_secrets(private: str) -> None:
     assert not in_build_context(private)
+
+
+def test_the_pooler_image_runs_the_tested_pgbouncer_as_a_numeric_user() -> None:
+    [runtime] = parse_stages(DOCKER / PGBOUNCER_DOCKERFILE)
+    [run] = runtime.all("RUN")
+    pinned = re.search(r"install -y --no-install-recommends pgbouncer=(\S+) ", run)
+    assert pinned is not None, run
+    # The release the test suite runs the stack through (Debian's package on this machine).
+    upstream = pinned.group(1).split("-")[0]
+    assert ".".join(map(str, pgbouncer_version(pgbouncer_binary()))) == ".".join(
+        upstream.split(".")[:2]
+    )
+    # Configuration comes mounted: the package's own is removed, so a missing mount fails.
+    assert "/etc/pgbouncer/*" in run
+    user = runtime.all("USER")[-1].split(":")
+    assert all(part.isdigit() and int(part) > 0 for part in user), user
+    assert json.loads(runtime.all("ENTRYPOINT")[-1]) == ["/usr/sbin/pgbouncer"]
+    # SIGINT lets transactions in flight finish; SIGTERM would cut them off.
+    assert runtime.all("STOPSIGNAL") == ["SIGINT"]

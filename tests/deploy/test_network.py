@@ -54,11 +54,25 @@ OUTSIDE = [
 SERVICES = ("nemo-context", "nemo-gateway", "nemo-toolplane")
 PURGE_JOB = "nemo-purge"
 NEMO_PODS = (*SERVICES, MIGRATION_JOB, PURGE_JOB, "stray-pod")
+POOLER = "nemo-pgbouncer"
+#: Overlays whose services send their statements through the pooler.
+POOLED_OVERLAYS = {"prod"}
 
 
 def _expected(overlay: str) -> set[Connection]:
     """The design's list of paths, one line per reason."""
     paths: set[Connection] = set()
+    if overlay in POOLED_OVERLAYS:
+        # The context service and the tool plane send statements to the pooler, which alone
+        # passes them on to PostgreSQL; the tool plane keeps its direct path for its change
+        # listener (below), the context service has none.
+        paths |= {
+            Connection(service, POOLER, 6432) for service in ("nemo-context", "nemo-toolplane")
+        }
+        paths.add(Connection(POOLER, "postgresql", 5432))
+        paths |= {Connection(POOLER, "kube-dns", p.port, p.protocol) for p in DNS}
+    else:
+        paths.add(Connection("nemo-context", "postgresql", 5432))
     if overlay == "dev-local-model":
         # The gateway, and nothing else, calls the local model server; the server calls nothing
         # but cluster DNS, like every pod of the namespace.
@@ -81,8 +95,7 @@ def _expected(overlay: str) -> set[Connection]:
     # The gateway, and nothing else, reaches the model providers over HTTPS.
     paths.add(Connection("nemo-gateway", "model-provider", 443))
     paths.add(Connection("nemo-gateway", "model-provider-ipv6", 443))
-    # The context service reaches PostgreSQL and the S3 endpoint.
-    paths.add(Connection("nemo-context", "postgresql", 5432))
+    # The context service reaches the S3 endpoint (and PostgreSQL, directly or as above).
     paths.add(Connection("nemo-context", "s3-endpoint", 443))
     # The tool plane and the migration Job reach PostgreSQL.
     paths.add(Connection("nemo-toolplane", "postgresql", 5432))
@@ -211,13 +224,14 @@ def test_a_path_needs_both_the_senders_egress_and_the_receivers_ingress() -> Non
     policies["allow-context-egress"]["spec"]["podSelector"] = {}
     cluster, namespace = _cluster("python", resources)
     assert cluster.allowed([namespace]) == _expected("prod")
-    # Once the receiver admits everyone too, the stray pod and the Job get through.
+    # Once the receiver admits everyone too, the stray pod, the Job and the pooler get through.
     policies["allow-context-ingress"]["spec"]["ingress"][0]["from"] = [{"podSelector": {}}]
     cluster, namespace = _cluster("python", resources)
     assert cluster.allowed([namespace]) - _expected("prod") == {
         Connection("stray-pod", "nemo-context", 50051),
         Connection(MIGRATION_JOB, "nemo-context", 50051),
         Connection(PURGE_JOB, "nemo-context", 50051),
+        Connection(POOLER, "nemo-context", 50051),
     }
 
 

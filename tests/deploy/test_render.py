@@ -146,6 +146,17 @@ def test_strategic_merge_merges_keyed_lists_and_replaces_the_rest() -> None:
         ],
         "tolerations": [{"key": "k2"}],
     }
+    # The patch's items come first, in its order, then the original's others (as kubectl does).
+    reordering = {"volumes": [{"name": "c", "emptyDir": {}}, {"name": "b", "secret": {}}]}
+    volumes = strategic_merge(
+        {"volumes": [{"name": "a"}, {"name": "b"}, {"name": "d"}]}, reordering
+    )["volumes"]
+    assert volumes == [
+        {"name": "c", "emptyDir": {}},
+        {"name": "b", "secret": {}},
+        {"name": "a"},
+        {"name": "d"},
+    ]
 
 
 @pytest.mark.parametrize(

@@ -69,6 +69,10 @@ EXPECTED_SECRETS: dict[str, set[str]] = {
         "nemo-snapshot-master-key",
     },
 }
+#: The pooler of the pgbouncer component (prod): the service roles' passwords and the database.
+POOLER_SECRETS: dict[str, set[str]] = {"nemo-pgbouncer": {"nemo-pgbouncer"}}
+#: Overlays whose services reach PostgreSQL through the pooler.
+POOLED_OVERLAYS = {"prod"}
 
 # Names of settings that hold a secret: they may only point at a mounted file (``..._FILE``).
 _SECRET_SETTING = re.compile(r"(PASSWORD|API_KEY|TOKENS?|SECRET(_ACCESS_KEY)?|DATABASE_URL|_KEY)$")
@@ -89,6 +93,8 @@ def _references(resources: list[dict[str, Any]]) -> dict[str, set[str]]:
 def test_each_workload_sees_exactly_its_secrets(renderer: str, overlay: str) -> None:
     # The local model server holds no secret at all.
     extra: dict[str, set[str]] = {"nemo-local-model": set()} if overlay == "dev-local-model" else {}
+    if overlay in POOLED_OVERLAYS:
+        extra |= POOLER_SECRETS
     assert _references(rendered(renderer, overlay)) == EXPECTED_SECRETS | extra
 
 
@@ -145,8 +151,10 @@ def test_generated_secrets_hold_every_key_the_manifests_use(renderer: str, overl
     for workload in workloads(rendered(renderer, overlay)).values():
         needed |= secret_references(pod_spec(workload))
         optional |= optional_secrets(pod_spec(workload))
-    # Optional ones (static S3 keys) are created by hand when workload identity is not used.
-    assert set(secrets) == set(needed) - optional
+    # Optional ones (static S3 keys) are created by hand when workload identity is not used; the
+    # pooler's is generated for every namespace, used where the overlay runs the pooler.
+    unused = set() if overlay in POOLED_OVERLAYS else set(POOLER_SECRETS)
+    assert set(secrets) == set(needed) - optional | unused
     for name, keys in needed.items():
         if keys is not None and name not in optional:
             assert keys <= set(secrets[name]), name
@@ -260,3 +268,26 @@ def test_the_script_refuses_a_short_pseudonym_key(tmp_path: Path) -> None:
     assert "at least 32 characters" in result.stderr
     assert result.stdout == ""
     assert not (tmp_path / "tokens.json").exists()
+
+
+def test_the_pooled_urls_and_the_pooler_share_each_roles_password() -> None:
+    secrets, _ = _generated()
+    owner = urlsplit(secrets["nemo-migrate-database"]["url"])
+    userlist = secrets["nemo-pgbouncer"]["userlist.txt"].splitlines()
+    for service, role in (("context", "nemo_context"), ("toolplane", "nemo_toolplane")):
+        direct = urlsplit(secrets[f"nemo-{service}-database"]["url"])
+        pooled = urlsplit(secrets[f"nemo-{service}-database"]["pooled-url"])
+        assert (pooled.username, pooled.password) == (direct.username, direct.password)
+        assert f"{pooled.hostname}:{pooled.port}" == create_secrets.DEFAULT_POOLER_ADDRESS
+        # The pooler takes no TLS from clients; the database is the owner's.
+        assert (pooled.path, pooled.query) == (owner.path, "sslmode=disable")
+        assert f'"{role}" "{direct.password}"' in userlist
+    assert len(userlist) == 2
+    assert secrets["nemo-pgbouncer"]["databases.ini"] == (
+        "[databases]\nnemo = host=db.internal port=5432 dbname=nemo\n"
+    )
+
+
+def test_a_database_name_the_pooler_cannot_hold_is_refused() -> None:
+    with pytest.raises(create_secrets.SecretsError, match="plain name"):
+        create_secrets.pooler_files("postgresql://o:p@db/nemo;drop", {"context": "x"})

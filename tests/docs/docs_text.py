@@ -147,7 +147,9 @@ def defined_test_names() -> frozenset[str]:
 
 @functools.cache
 def known_variables() -> frozenset[str]:
-    """Every NEMO_ variable a settings class reads, and every one the code names."""
+    """Every NEMO_ variable a settings class reads, every one the code and manifests name (tests
+    left out: a removed setting a test still names is not known), and every one a test reads
+    from the environment (a switch of the test, such as ``NEMO_UPDATE_GOLDEN``)."""
     known = {f"{v}{suffix}" for v in ROLE_PASSWORD_ENV.values() for suffix in ("", "_FILE")}
     known.add(OPERATOR_TOKEN_ENV)  # read by `nemo approvals`
     known.add(node.CACHE_VARIABLE)  # where the pinned npm packages are installed
@@ -157,7 +159,7 @@ def known_variables() -> frozenset[str]:
         prefix = str(settings.model_config.get("env_prefix", ""))
         known |= {f"{prefix}{name.upper()}" for name in settings.model_fields}
         known |= {file_variable(settings, name) for name in secret_file_fields(settings)}
-    return frozenset(known | _named_in_code())
+    return frozenset(known | _named_in_code() | _read_by_tests())
 
 
 def variable_known(variable: str) -> bool:
@@ -166,15 +168,40 @@ def variable_known(variable: str) -> bool:
     )
 
 
-def _code_texts() -> Iterator[str]:
+def is_test_file(path: str) -> bool:
+    """A test module, a test fixture module or anything under a ``tests`` directory."""
+    parts = Path(path).parts
+    return "tests" in parts[:-1] or parts[-1].startswith("test_") or parts[-1] == "conftest.py"
+
+
+def _texts(*, tests: bool) -> Iterator[str]:
+    """The code and manifests of the repository, or (``tests``) its tests."""
     for path in repository_files():
-        if path.endswith((".py", ".sh", ".yaml", ".yml", ".toml")) or path.endswith("Makefile"):
+        if not path.endswith((".py", ".sh", ".yaml", ".yml", ".toml", "Makefile")):
+            continue
+        if is_test_file(path) is tests:
             yield (REPO / path).read_text(encoding="utf-8", errors="replace")
+
+
+def _code_texts() -> Iterator[str]:
+    return _texts(tests=False)
 
 
 @functools.cache
 def _named_in_code() -> frozenset[str]:
     return frozenset(name for text in _code_texts() for name in VARIABLE.findall(text))
+
+
+_ENVIRONMENT_READ = re.compile(
+    r"""(?:environ\.get\(|environ\[|getenv\()\s*["'](NEMO_[A-Z0-9_]*[A-Z0-9])["']"""
+)
+
+
+@functools.cache
+def _read_by_tests() -> frozenset[str]:
+    return frozenset(
+        name for text in _texts(tests=True) for name in _ENVIRONMENT_READ.findall(text)
+    )
 
 
 @functools.cache

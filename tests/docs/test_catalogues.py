@@ -1,5 +1,6 @@
 """The pages that list what a registry holds say what it holds: the tool catalogue
-(``docs/toolplane/tools.md``) against the tool registry, and the evaluation's input set
+(``docs/toolplane/tools.md``) against the tool registry, the tool scopes wherever a page names
+them against the ``Scope`` enum, and the evaluation's input set
 (``docs/operations/evaluation.md``) against ``nemo_eval.cases``."""
 
 from __future__ import annotations
@@ -10,9 +11,9 @@ from collections.abc import Iterator
 from nemo_eval.cases import CASES, LEARNERS
 from nemo_gateway.prompts.registry import REGISTRY
 from nemo_toolplane.registry import AnyTool
-from nemo_toolplane.tool_kinds import Mode, Risk
+from nemo_toolplane.tool_kinds import Mode, Risk, Scope
 from nemo_toolplane.tools import build_registry
-from tests.docs.docs_text import REPO
+from tests.docs.docs_text import REPO, repository_files
 
 TOOLS_PAGE = "docs/toolplane/tools.md"
 EVALUATION_PAGE = "docs/operations/evaluation.md"
@@ -100,6 +101,40 @@ def test_the_risk_table_lists_the_tools_of_each_risk() -> None:
             listed = set(_NAME.findall(cell))
             assert listed == of_risk, f"{TOOLS_PAGE}, risk {risk}: list {sorted(of_risk)}"
             assert listed or cell == "none yet"
+
+
+_SCOPE_WORD = re.compile(r"(?<![\w.])[a-z]+\.(?:read|write)\b")
+_NUMBERS = ("one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
+_COUNTED = re.compile(rf"\b({'|'.join(_NUMBERS)}|\d+)\s+tool\s+scopes\b", re.IGNORECASE)
+
+
+def _pages() -> Iterator[tuple[str, str]]:
+    """The docs, README and CONTRIBUTING (the changelog keeps what was true then)."""
+    for path in repository_files():
+        in_docs = path.startswith("docs/") or "/" not in path
+        if path.endswith(".md") and in_docs and path != "CHANGELOG.md":
+            yield path, (REPO / path).read_text(encoding="utf-8")
+
+
+def test_the_docs_name_the_tool_scopes_as_the_tools_declare_them() -> None:
+    scopes = {scope.value for scope in Scope}
+    problems = []
+    for path, text in _pages():
+        for block in re.split(r"\n\s*\n", text):
+            named = set(_SCOPE_WORD.findall(block))
+            problems += [
+                f"{path} names scope {word!r}, which no tool needs" for word in named - scopes
+            ]
+            # Three or more make a list of the scopes: it names them all.
+            if len(named) >= 3 and named != scopes:
+                problems.append(
+                    f"{path} lists {sorted(named)}, not every tool scope: {sorted(scopes)}"
+                )
+        for number in _COUNTED.findall(text):
+            count = int(number) if number.isdigit() else _NUMBERS.index(number.lower()) + 1
+            if count != len(scopes):
+                problems.append(f"{path} counts {number} tool scopes; there are {len(scopes)}")
+    assert not problems, "\n".join(problems)
 
 
 def test_the_evaluation_page_names_the_input_set() -> None:

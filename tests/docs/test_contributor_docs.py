@@ -84,6 +84,17 @@ def test_cited_settings_exist(document: str) -> None:
     assert not unknown, f"{document} cites variables nothing reads: {unknown}"
 
 
+#: Named in a test only, as a removed setting would still be: never a known variable.
+_ONLY_IN_A_TEST = "NEMO_TOOLPLANE_SETTING_REMOVED_LONG_AGO"
+
+
+def test_a_variable_only_a_test_names_is_not_known() -> None:
+    assert not variable_known(_ONLY_IN_A_TEST)
+    # What a settings class reads, and a switch a test reads from the environment, are.
+    assert variable_known("NEMO_TOOLPLANE_OAUTH_LEEWAY_SECONDS")
+    assert variable_known("NEMO_UPDATE_GOLDEN")
+
+
 @documents
 def test_cited_commands_exist(document: str) -> None:
     lines = code(_cited(document))
@@ -106,6 +117,27 @@ def test_cited_commands_exist(document: str) -> None:
         if importlib.util.find_spec(module) is None
     ]
     assert not unknown, f"{document} cites commands that do not exist: {unknown}"
+
+
+_MARKER = re.compile(r"\b(?:TODO|TBD|FIXME|XXX)\b")
+#: Trees of installed or generated files, never written by hand.
+_NOT_WRITTEN_HERE = {".venv", ".tools", ".nemo", ".git", "node_modules", ".pytest_cache"}
+EVERY_DOCUMENT = sorted(
+    str(path.relative_to(REPO))
+    for path in REPO.glob("**/*.md")
+    if _NOT_WRITTEN_HERE.isdisjoint(path.relative_to(REPO).parts)
+)
+
+
+def test_every_document_is_found() -> None:
+    assert set(DOCS) < set(EVERY_DOCUMENT)
+    assert "docs/toolplane/tools.md" in EVERY_DOCUMENT
+
+
+@pytest.mark.parametrize("document", EVERY_DOCUMENT)
+def test_no_document_is_left_unfinished(document: str) -> None:
+    left = sorted(set(_MARKER.findall(prose(_text(document)))))
+    assert not left, f"{document} is unfinished: finish or remove what {left} marks"
 
 
 @documents

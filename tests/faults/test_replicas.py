@@ -4,7 +4,8 @@ SIGKILL in turn (and started again): a call in flight on the killed replica fail
 retryable status and succeeds when the caller retries on the other replica, every other call
 succeeds, no audit row of an answered tool call and no recorded turn is lost, an approval is
 used exactly once even when the call is sent to both replicas, and a tool limit holds for the
-sum of both tool planes."""
+sum of both tool planes. It runs twice: with every service connected straight to PostgreSQL,
+and with every service through PgBouncer in transaction mode, as in production."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from typing import Any
 
 import grpc
 import httpx
+import pytest
 from google.protobuf import struct_pb2
 
 from nemo_core.db import connect
@@ -27,6 +29,7 @@ from nemo_protos.context.v1 import context_service_pb2 as context_pb
 from nemo_protos.context.v1 import conversation_pb2
 from nemo_protos.toolplane.v1 import tool_pb2
 from nemo_protos.toolplane.v1 import toolplane_service_pb2 as toolplane_pb
+from nemo_testing.pgbouncer import PgBouncer
 from nemo_testing.s3 import moto_s3_server
 from nemo_toolplane.mcp.endpoint import ERROR_META_KEY
 from tests.stack import Stack, start_replicas
@@ -179,9 +182,14 @@ def _error(result: Any) -> dict[str, Any]:
     return result["_meta"][ERROR_META_KEY]["error"] if result.get("isError") else {}
 
 
+@pytest.mark.parametrize("database", ["direct", "pgbouncer"])
 async def test_one_replica_of_each_service_killed_in_turn(
-    make_empty_database: Callable[[], Awaitable[str]], tmp_path: Path
+    make_empty_database: Callable[[], Awaitable[str]],
+    tmp_path: Path,
+    pgbouncer: PgBouncer,
+    database: str,
 ) -> None:
+    pooler = pgbouncer if database == "pgbouncer" else None
     owner_dsn = await migrated_and_seeded(await make_empty_database())
     conn = await connect(owner_dsn)
     try:
@@ -195,7 +203,7 @@ async def test_one_replica_of_each_service_killed_in_turn(
     toolplane_env = UNLIMITED_TOOLPLANE | {"NEMO_TOOLPLANE_TOOL_CALL_LIMITS": json.dumps(limit)}
     with moto_s3_server() as s3:
         stacks = await start_replicas(
-            owner_dsn, tmp_path, s3=s3, extra_env={"toolplane": toolplane_env}
+            owner_dsn, tmp_path, s3=s3, extra_env={"toolplane": toolplane_env}, pooler=pooler
         )
         try:
             async with _all_clients(stacks) as clients:

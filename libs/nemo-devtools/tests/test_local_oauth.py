@@ -107,7 +107,7 @@ async def test_discovery_names_the_issuer_and_what_hosts_need(oauth_server: OAut
     assert metadata["registration_endpoint"].startswith(f"{issuer}/")
     assert metadata["code_challenge_methods_supported"] == ["S256"]
     assert metadata["response_types_supported"] == ["code"]
-    assert set(SCOPES) <= set(metadata["scopes_supported"])
+    assert sorted(metadata["scopes_supported"]) == sorted(SCOPES)
     assert "refresh_token" in metadata["grant_types_supported"]
     assert metadata["client_id_metadata_document_supported"] is True
     assert metadata["authorization_response_iss_parameter_supported"] is True

@@ -8,16 +8,23 @@ An erasure, in order, each step committed on its own so a run that stops is resu
 next with the same request id:
 
 1. the request is recorded (received, acknowledged, in progress), every step audited;
-2. the ledger entry is written to the snapshot store, before anything is deleted;
-3. the learner is blocked: no replica builds or records anything for it any more;
+2. the ledger entry is written to the snapshot store, before anything is deleted, with the
+   keyed digests of every ref its snapshots were written under (the current pseudonym key's and
+   earlier ones', found through its data key);
+3. the learner is blocked: no replica builds or records anything for it any more, once each has
+   read the blocks again, which the erasure waits for (:data:`BLOCKS_REFRESH_SECONDS`);
 4. its data key is destroyed (every sealed copy is unreadable from here on), then its snapshot
-   objects (every version) and digests, its tool plane rows, its conversations and its record;
+   objects (every version, under every ref) and digests, its tool plane rows, its conversations
+   and its record;
 5. a verification pass scans every text column of every schema and every object version under
-   its refs; its counts become the receipt, stored on the request and in the ledger entry.
+   its refs; when it finds anything (a build that was under way when the learner was blocked),
+   the snapshot step and the verification run once more. The counts become the receipt, stored
+   on the request and in the ledger entry.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 from collections.abc import Callable, Mapping
@@ -27,12 +34,17 @@ from pathlib import Path
 from typing import Any, Final
 
 from nemo_context.rights import requests as rights_requests
-from nemo_context.rights.blocks import ERASED, RESTRICTED
+from nemo_context.rights.blocks import BLOCKS_REFRESH_SECONDS, ERASED, RESTRICTED
 from nemo_context.rights.export import export_context_stores
-from nemo_context.rights.learning import erase_learner_record, erase_snapshots
+from nemo_context.rights.learning import (
+    delete_under,
+    erase_learner_record,
+    erase_snapshots,
+    refs_in_store,
+)
 from nemo_context.rights.ledger import LedgerEntry, read_entries, write_entry
 from nemo_context.rights.requests import Kind, RequestError, State
-from nemo_context.rights.subjects import Identities, LearnerTraces
+from nemo_context.rights.subjects import Identities, LearnerTraces, ref_groups
 from nemo_context.snapshots.keys import DataKeys
 from nemo_context.snapshots.objects import SnapshotObjects
 from nemo_core.db import Connection, Pool
@@ -46,13 +58,15 @@ SCANNED_SCHEMAS: Final = ("learning", "knowledge", "rights", "toolplane")
 @dataclass(frozen=True)
 class RightsWork:
     """What a rights command works with: the owner's pool, the snapshot store, the keys that
-    name learners, who is acting, and the clock."""
+    name learners, who is acting, the clock, and how long an erasure waits after blocking a
+    learner before it destroys anything (until every replica refuses to build for it)."""
 
     pool: Pool
     objects: SnapshotObjects
     identities: Identities
     actor: str
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
+    settle_seconds: float = BLOCKS_REFRESH_SECONDS
 
     @property
     def data_keys(self) -> DataKeys:
@@ -63,7 +77,7 @@ def toolplane_keys(traces: LearnerTraces) -> LearnerKeys:
     return LearnerKeys(
         learner_id=traces.learner_id,
         user_ids=traces.user_ids,
-        refs=(traces.ref, traces.ref_prefix),
+        refs=traces.refs,
         patterns=traces.patterns,
     )
 
@@ -97,25 +111,35 @@ async def open_request(
     return request
 
 
-async def _block(conn: Connection, traces: LearnerTraces, request_id: str, kind: str) -> None:
+async def _block(
+    conn: Connection, subject: str, request_id: str, kind: str, ref_digests: tuple[str, ...]
+) -> float:
+    """Block the learner; returns for how many seconds it had been blocked already (0 when it
+    was not)."""
+    blocked_for = await conn.fetchval(
+        "SELECT extract(epoch FROM clock_timestamp() - since)::float8 FROM rights.blocks"
+        " WHERE subject = $1",
+        subject,
+    )
     await conn.execute(
         "INSERT INTO rights.blocks (subject, kind, request_id, ref_digests) VALUES ($1, $2, $3, $4)"
         " ON CONFLICT (subject) DO UPDATE SET kind = excluded.kind,"
         " request_id = excluded.request_id, ref_digests = excluded.ref_digests,"
         " since = now()",
-        traces.subject,
+        subject,
         kind,
         request_id,
-        [traces.ref_digest],
+        list(ref_digests),
     )
+    return max(0.0, blocked_for or 0.0)
 
 
 async def verify(work: RightsWork, conn: Connection, traces: LearnerTraces) -> dict[str, int]:
     """Traces of the learner left anywhere: per table of every schema, and snapshot object
-    versions under its refs."""
+    versions under each of its refs."""
     found = await count_traces(conn, SCANNED_SCHEMAS, traces.patterns)
-    found["snapshot objects"] = len(
-        await work.objects.learner_keys((traces.ref, traces.ref_prefix))
+    found["snapshot objects"] = sum(
+        [len(await work.objects.learner_keys(refs)) for refs in traces.ref_groups]
     )
     return found
 
@@ -138,11 +162,10 @@ async def erase(
             conn, request_id, State.IN_PROGRESS, work.actor, now=work.clock()
         )
         earlier = [e for e in await read_entries(work.objects) if e.request_id == request_id]
-        entry = (
-            earlier[0]
-            if earlier
-            else LedgerEntry(request_id, traces.subject, (traces.ref_digest,), work.clock())
-        )
+        entry = earlier[0] if earlier else LedgerEntry(request_id, traces.subject, (), work.clock())
+        # Written before the key goes: the rows that name the learner's earlier refs go with it.
+        digests = tuple(dict.fromkeys((*entry.ref_digests, *traces.ref_digests)))
+        entry = dataclasses.replace(entry, ref_digests=digests)
         await write_entry(work.objects, entry)
         await rights_requests.record_event(conn, request_id, "ledgered", work.actor, {})
         return await _erase_ledgered(work, conn, traces, entry, request.receipt or {})
@@ -156,12 +179,20 @@ async def _erase_ledgered(
     earlier: Mapping[str, Any],
 ) -> dict[str, Any]:
     request_id = entry.request_id
-    await _block(conn, traces, request_id, ERASED)
+    blocked_for = await _block(conn, traces.subject, request_id, ERASED, entry.ref_digests)
+    # A replica that read the blocks just before still builds for the learner until it reads
+    # them again: nothing is destroyed before every replica refuses.
+    await asyncio.sleep(max(0.0, work.settle_seconds - blocked_for))
+    traces = await _with_stored_refs(work, traces, entry.ref_digests)
     counts = await erase_snapshots(conn, work.objects, traces)
     counts |= await erase_records(conn, toolplane_keys(traces))
     counts |= await erase_learner_record(conn, traces)
     await rights_requests.record_event(conn, request_id, "erased", work.actor, counts)
     found = await verify(work, conn, traces)
+    if any(found.values()):
+        # A build checked just before the block applied may have written its snapshot since.
+        counts = _added(counts, await erase_snapshots(conn, work.objects, traces))
+        found = await verify(work, conn, traces)
     left = {name: count for name, count in found.items() if count}
     receipt = {
         "request_id": request_id,
@@ -178,6 +209,18 @@ async def _erase_ledgered(
     completed = dataclasses.replace(entry, completed_at=work.clock(), receipt=receipt)
     await write_entry(work.objects, completed)
     return receipt
+
+
+async def _with_stored_refs(
+    work: RightsWork, traces: LearnerTraces, ref_digests: tuple[str, ...]
+) -> LearnerTraces:
+    """``traces`` with the refs in the snapshot store whose digests the ledger entry holds and
+    the database no longer names (an erasure run again, a replay after a restore)."""
+    unknown = set(ref_digests) - set(traces.ref_digests)
+    if not unknown:
+        return traces
+    found = await refs_in_store(work.objects, work.identities.master, unknown)
+    return work.identities.with_refs(traces, found)
 
 
 async def replay(work: RightsWork, progress: Callable[[str], None]) -> list[dict[str, Any]]:
@@ -198,7 +241,8 @@ async def replay(work: RightsWork, progress: Callable[[str], None]) -> list[dict
                 traces = await _traces(work, conn, learner_id)
                 receipts.append(await _erase_ledgered(work, conn, traces, entry, entry.receipt))
                 continue
-            # The learner record is gone, but a restore may have brought back its key or block.
+            # The learner record is gone, but a restore may have brought back its key or block,
+            # and one of the bucket its snapshots.
             keys = await conn.execute(
                 "DELETE FROM learning.snapshot_keys WHERE subject = $1", entry.subject
             )
@@ -209,7 +253,12 @@ async def replay(work: RightsWork, progress: Callable[[str], None]) -> list[dict
                 entry.request_id,
                 list(entry.ref_digests),
             )
-            progress(f"request {entry.request_id}: nothing to erase ({keys.split()[-1]} key(s))")
+            refs = await refs_in_store(work.objects, work.identities.master, entry.ref_digests)
+            versions = await delete_under(work.objects, ref_groups(refs))
+            progress(
+                f"request {entry.request_id}: the learner is not back ({keys.split()[-1]} key(s)"
+                f" and {versions} snapshot object version(s) deleted)"
+            )
     return receipts
 
 
@@ -267,7 +316,7 @@ async def restrict(
         )
         if blocked == ERASED:
             raise RequestError("this learner was erased; there is nothing left to restrict")
-        await _block(conn, traces, request_id, RESTRICTED)
+        await _block(conn, traces.subject, request_id, RESTRICTED, traces.ref_digests)
         await rights_requests.set_state(
             conn, request_id, State.IN_EFFECT, work.actor, now=work.clock()
         )

@@ -89,7 +89,7 @@ async def _ledger(run: PurgeRun, rule: RetentionRule) -> int:
 
 
 async def _outside_the_database(run: PurgeRun, rule: RetentionRule) -> int:
-    """In memory (the gateway evicts it) or the platform's: nothing for this command."""
+    """In a service's memory (which evicts it) or the platform's: nothing for this command."""
     run.progress(f"{rule.store}: {rule.on_expiry} ({rule.period})")
     return 0
 
@@ -105,6 +105,7 @@ PURGES: Mapping[str, Purge] = {
     "agent_tokens": _by_days(learner_records.purge_agent_tokens),
     "rate_buckets": _by_days(learner_records.purge_rate_buckets),
     "result_cache": _outside_the_database,
+    "circle_fingerprints": _outside_the_database,
     "rights_requests": _by_days(learning.purge_requests),
     "erasure_ledger": _ledger,
     "learner_record": _outside_the_database,

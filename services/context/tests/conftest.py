@@ -177,8 +177,8 @@ async def start_context_server(
     """Factory of real context servers (``app.build`` as in production) on 127.0.0.1:0.
 
     Defaults: the session's database as ``nemo_context``, the test pseudonym key, snapshots in a
-    fresh local directory, the tokens of :func:`caller_tokens`; keyword arguments override any
-    setting.
+    fresh local directory (30 s to write one), the tokens of :func:`caller_tokens`; keyword
+    arguments override any setting.
     """
     started: list[RunningContextServer] = []
 
@@ -191,6 +191,9 @@ async def start_context_server(
             "snapshot_dir": tmp_path_factory.mktemp("snapshots"),
             "grace_period_seconds": 0.5,
             "database_pool_size": 4,
+            # A loaded test machine can take seconds for a first S3 write; tests of the write
+            # timeout set their own.
+            "snapshot_write_timeout_seconds": 30.0,
         }
         values.update(overrides)
         settings = ContextSettings(**values)

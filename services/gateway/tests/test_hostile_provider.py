@@ -2,8 +2,9 @@
 with a reason that say what happened, and a chat turn is stored exactly as the learner saw it.
 
 - Streams: hidden characters, a reply far past the token limit, an endless stream, a usage
-  report past the limit, a stream that stalls after it started, an echoed key; a turn the
-  context service refuses to store.
+  report past the limit, one huge event and events without text past the byte bound, a stream
+  that stalls after it started, an echoed key; a turn the context service refuses to store,
+  with its placeholder refused or stored.
 - Whole answers: JSON nested past the parser's recursion limit, a huge body, a redirect,
   ``Retry-After: nan``, an echoed key (error body, model name, answer text), an answer in
   another language than the prompt's, markup and links in learner-facing text.
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import secrets
 from collections.abc import AsyncIterator
 
 import grpc
@@ -26,8 +28,10 @@ from nemo_gateway.grounding.carriers import WITHHELD
 from nemo_gateway.lang import Lang
 from nemo_gateway.prompts.tutor.chat_reply import SPEC as CHAT
 from nemo_gateway.prompts.tutor.chat_reply import reply_char_limit
+from nemo_gateway.providers.untrusted import answer_byte_limit
 from nemo_protos.gateway.v1 import answer_pb2, run_pb2
 from nemo_protos.gateway.v1 import gateway_service_pb2 as pb
+from nemo_testing.corpora.markup import hostile_markup
 from nemo_testing.providers import ECHOED_KEY, Answer, HttpError, Raw, ScriptedProvider, Stream
 
 from .gateway_testing import (
@@ -133,6 +137,87 @@ async def test_a_reply_past_its_bound_ends_answer_too_long_stored_as_shown(
     await _assert_stored(owner_dsn, session, "partial", text, "ANSWER_TOO_LONG")
 
 
+# Past the byte bound of a stream (``answer_byte_limit``), whatever the events hold.
+STREAM_BYTES = answer_byte_limit(CHAT.max_output_tokens) + 64 * 1024
+
+
+def _sse(data: object, event: str | None = None) -> bytes:
+    head = f"event: {event}\n" if event else ""
+    return f"{head}data: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
+
+
+def _openai_text(text: str) -> bytes:
+    return _sse({"choices": [{"index": 0, "delta": {"content": text}}]})
+
+
+def _anthropic_text(text: str) -> bytes:
+    start = {"type": "message_start", "message": {"model": "m", "usage": {"input_tokens": 4}}}
+    block = {"type": "content_block_start", "index": 0, "content_block": {"type": "text"}}
+    delta = {"type": "content_block_delta", "index": 0,
+             "delta": {"type": "text_delta", "text": text}}  # fmt: skip
+    return (
+        _sse(start, "message_start")
+        + _sse(block, "content_block_start")
+        + _sse(delta, "content_block_delta")
+    )
+
+
+def _past_the_bound(opening: bytes, filler: bytes) -> Raw:
+    """``opening``, then ``filler`` again and again past the stream's byte bound."""
+    body = opening + filler * (STREAM_BYTES // len(filler) + 1)
+    return Raw(body, content_type="text/event-stream")
+
+
+# Events that carry no text: reasoning deltas, empty deltas, pings.
+NO_TEXT = {
+    "openai": _sse({"choices": [{"index": 0, "delta": {"reasoning_content": "hmm " * 30}}]}),
+    "openai-empty": _sse({"choices": [{"index": 0, "delta": {}}]}),
+    "anthropic": _sse({"type": "ping"}, "ping"),
+}
+
+
+async def test_one_huge_event_before_any_text_falls_back_answer_too_long(
+    start_gateway: StartGateway,
+    provider: ScriptedProvider,
+    context_address: str,
+    session: str,
+    owner_dsn: str,
+) -> None:
+    gateway = await start_gateway(context_address=context_address)
+    provider.script_stream(
+        Raw(_openai_text("Em " * (STREAM_BYTES // 3)), content_type="text/event-stream")
+    )
+    text, events, error = await _stream(gateway, _chat(session))
+    assert error is None
+    run = events[-1].completed.run
+    assert (run.path, run.reason) == (run_pb2.RUN_PATH_FALLBACK, "ANSWER_TOO_LONG")
+    assert len(provider.requests) == 1, "a stream past its bound is not started again"
+    assert text == events[-1].completed.output.chat_reply.text
+    await _assert_stored(owner_dsn, session, "completed", text)
+
+
+@pytest.mark.parametrize("events", list(NO_TEXT))
+async def test_a_stream_of_events_without_text_ends_answer_too_long_at_its_byte_bound(
+    events: str,
+    start_gateway: StartGateway,
+    provider: ScriptedProvider,
+    context_address: str,
+    session: str,
+    owner_dsn: str,
+) -> None:
+    wire = "anthropic" if events == "anthropic" else "openai"
+    gateway = await start_gateway(context_address=context_address, provider=wire)
+    opening = (_anthropic_text if wire == "anthropic" else _openai_text)(OPENING)
+    provider.script_stream(_past_the_bound(opening, NO_TEXT[events]))
+    text, received, error = await _stream(gateway, _chat(session))
+    assert error is not None
+    assert error.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert error_details(error).reason == "ANSWER_TOO_LONG"
+    assert not any(event.HasField("completed") for event in received)
+    assert text == OPENING
+    await _assert_stored(owner_dsn, session, "partial", text)
+
+
 async def test_a_stream_that_stalls_after_it_started_ends_provider_timeout(
     start_gateway: StartGateway,
     provider: ScriptedProvider,
@@ -192,6 +277,39 @@ async def test_a_turn_the_context_service_refuses_ends_turn_not_recorded(
         assert await stored_messages(owner_dsn, session_id, "T1") == before
 
 
+async def test_a_turn_refused_whose_placeholder_is_stored_ends_turn_not_recorded(
+    start_gateway: StartGateway,
+    provider: ScriptedProvider,
+    context_address: str,
+    session: str,
+    owner_dsn: str,
+) -> None:
+    # The database refuses this session's assistant messages with text, as a store that holds
+    # a constraint the gateway cannot know refuses a turn: the reply is refused, the empty
+    # placeholder is not.
+    constraint = f"reply_refused_{secrets.token_hex(4)}"
+    conn = await connect(owner_dsn)
+    try:
+        await conn.execute(
+            f"ALTER TABLE learning.chat_messages ADD CONSTRAINT {constraint} CHECK"
+            f" (session_id <> '{session}' OR role <> 'assistant' OR content = '') NOT VALID"
+        )
+        gateway = await start_gateway(context_address=context_address)
+        provider.script_stream(Stream((OPENING,)))
+        text, events, error = await _stream(gateway, _chat(session))
+    finally:
+        await conn.execute(f"ALTER TABLE learning.chat_messages DROP CONSTRAINT {constraint}")
+        await conn.close()
+    assert text == OPENING, "the learner saw the reply"
+    assert error is not None
+    assert error.code() is grpc.StatusCode.INTERNAL, "never a bad request of the caller"
+    details = error_details(error)
+    assert details.reason == "TURN_NOT_RECORDED"
+    assert details.metadata["placeholder"] == "stored"
+    assert not any(event.HasField("completed") for event in events)
+    await _assert_stored(owner_dsn, session, "failed", "")
+
+
 async def test_a_learner_message_with_hidden_characters_is_refused_before_anything(
     start_gateway: StartGateway, provider: ScriptedProvider, session: str
 ) -> None:
@@ -246,18 +364,26 @@ async def test_a_whole_answer_the_gateway_cannot_use_falls_back_with_its_reason(
 
 @pytest.mark.parametrize("value", ["nan", "inf", "-nan"])
 async def test_a_retry_after_that_is_no_finite_number_is_ignored(
-    value: str, start_gateway: StartGateway, provider: ScriptedProvider
+    value: str,
+    start_gateway: StartGateway,
+    provider: ScriptedProvider,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     backoff = 0.4
     gateway = await start_gateway(
         cache_max_entries=0, retry_backoff_seconds=backoff, retry_backoff_max_seconds=backoff
     )
     provider.script(HttpError(429, retry_after=value), Answer(json.dumps(VALID)))
-    response = await _review(gateway)
+    with caplog.at_level(logging.INFO, logger="nemo_gateway.providers.http"):
+        response = await _review(gateway)
     assert (response.run.path, response.run.attempts) == (run_pb2.RUN_PATH_MODEL, 2)
-    first, second = provider.requests
-    # The backoff (at least half of it, with jitter), not a wait of zero.
-    assert second.received_at - first.received_at >= backoff / 2
+    # The wait the gateway chose and logged: its backoff (at least half of it, with jitter),
+    # not the zero a non-finite Retry-After would read as.
+    waits = [
+        r.__dict__["delay_seconds"] for r in caplog.records if r.msg == "retrying model request"
+    ]
+    assert len(waits) == 1
+    assert backoff / 2 <= waits[0] <= backoff
 
 
 async def test_an_echoed_key_is_redacted_from_logs_spans_and_results(
@@ -326,9 +452,10 @@ def _full_width(text: str) -> str:
     return "".join(chr(ord(c) + 0xFEE0) if "!" <= c <= "~" else c for c in text)
 
 
+# Generated markup that keeps the answer one cited sentence.
+MARKUP = [piece.text for piece in hostile_markup() if not {"\n", "\t", "…", "."} & set(piece.text)]
 NOT_PLAIN = [
-    "Xem <img src=x onerror=alert(1)> nhé [1].",
-    "Xem <script>alert(1)</script> nhé [1].",
+    *(f"Xem {text} nhé [1]." for text in MARKUP[:8]),
     "Xem [lời giải](https://evil.example) nhé [1].",
     "Xem ![ảnh](x.png) nhé [1].",
     "Bấm javascript:alert(1) nhé [1].",

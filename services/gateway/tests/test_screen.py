@@ -4,12 +4,15 @@ before it, however the deltas are cut; it drops hidden characters and bounds the
 from __future__ import annotations
 
 import itertools
+import random
 import unicodedata
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from nemo_core.text import fold_lookalikes
+from nemo_gateway.prompts.common import plain_text_problem
 from nemo_gateway.screen import (
     HOLD_BACK_CHARS,
     MAX_HELD_CHARS,
@@ -18,6 +21,7 @@ from nemo_gateway.screen import (
     ReplyTooLong,
 )
 from nemo_testing import corpora
+from nemo_testing.corpora.markup import markup
 
 CLAIMS = [row.text for row in corpora.load("score_claims") if row.label == "claim"]
 OPENING = "Em làm từng bước nhé. "
@@ -62,6 +66,32 @@ def test_a_rejected_text_never_comes_out_whole(claim: str, filler: int, points: 
         feed_all()
     assert target not in "".join(seen)
     assert screen.shown_text == "".join(seen)
+
+
+@given(
+    st.randoms(use_true_random=False),
+    st.integers(0, 2 * MAX_HELD_CHARS),
+    st.sampled_from(("x", "từ ", "Em thử nhé. ", "dòng\n")),
+    st.lists(st.integers(0, 4 * MAX_HELD_CHARS), max_size=12),
+)
+def test_generated_markup_never_comes_out_whatever_the_cuts(
+    rng: random.Random, filler: int, unit: str, points: list[int]
+) -> None:
+    """Markup of every form (``nemo_testing.corpora.markup``), however long its attributes and
+    whether or not it is closed, after a filler that forces cuts at spaces, anywhere, at sentence
+    ends or at line breaks: what comes out is plain text, and never holds the markup's opener."""
+    piece = markup(rng)
+    screen = ReplyScreen(lambda text: plain_text_problem("reply", text, ()), **ROOMY)
+    text = OPENING + (unit * filler)[:filler] + piece.text + " Cố lên."
+    try:
+        for cut in _cuts(text, points):
+            screen.feed(cut)
+        screen.flush()
+    except ReplyRejected:
+        pass
+    shown = screen.shown_text
+    assert plain_text_problem("reply", shown, ()) is None
+    assert fold_lookalikes(piece.opener) not in fold_lookalikes(shown)
 
 
 def test_a_run_without_a_sentence_end_is_released_short_of_its_tail() -> None:

@@ -2,15 +2,17 @@
 received is exactly the stored turn.
 
 The corpus is generated: every forbidden pattern (links in their spellings, score claims in
-digits and in words, the learner's pseudonym, another learner's and a key in their spellings,
-HTML, markdown links, control, tag and bidirectional characters) is placed at every offset
-around the cuts the screen makes (the forced cut of a long run with and without spaces, a
-sentence end), and the text is cut into deltas of random sizes.
+digits and in words, the learner's pseudonym, another learner's and keys of every shape in their
+spellings, markup from the generator of ``nemo_testing.corpora.markup``, markdown links, control,
+tag and bidirectional characters) is placed at every offset, one character apart, around each cut
+the screen makes (the forced cut of a long run with and without spaces, a sentence end, a line
+break, the reply's length bound), and the text is cut into deltas of random sizes.
 
 - In process, the whole sweep runs through the screen with the chat's own check.
 - Through the wire (the gateway on loopback, the real context service, the scripted HTTP
-  provider in both wire formats), a seeded sample of it runs as real streamed turns, and the
-  text the caller received is compared with the stored turn.
+  provider in both wire formats), a seeded sample of it runs as real streamed turns, the length
+  bound being the gateway's own, and the text the caller received is compared with the stored
+  turn.
 """
 
 from __future__ import annotations
@@ -28,10 +30,18 @@ from nemo_context.pseudonym import Pseudonymizer
 from nemo_core.text import fold_lookalikes
 from nemo_gateway.lang import Lang
 from nemo_gateway.prompts.spec import PromptInput
-from nemo_gateway.prompts.tutor.chat_reply import ChatVariables, reply_problem
-from nemo_gateway.screen import HOLD_BACK_CHARS, MAX_HELD_CHARS, ReplyRejected, ReplyScreen
+from nemo_gateway.prompts.tutor.chat_reply import SPEC as CHAT
+from nemo_gateway.prompts.tutor.chat_reply import ChatVariables, reply_char_limit, reply_problem
+from nemo_gateway.screen import (
+    HOLD_BACK_CHARS,
+    MAX_HELD_CHARS,
+    ReplyRejected,
+    ReplyScreen,
+    ReplyTooLong,
+)
 from nemo_protos.context.v1 import conversation_pb2 as conv
 from nemo_protos.gateway.v1 import gateway_service_pb2 as pb
+from nemo_testing.corpora.markup import hostile_markup
 from nemo_testing.providers import ScriptedProvider, Stream
 
 from .gateway_testing import (
@@ -82,6 +92,21 @@ def _spellings(name: str, text: str) -> list[Forbidden]:
     ]
 
 
+MARKUP_SAMPLE = 24
+SPELLINGS = (str, str.upper, _invisible_inside, _full_width, _cyrillic)
+
+
+def _markup() -> list[Forbidden]:
+    """Generated markup that fits the sweep, each piece in one of the spellings in turn; the
+    opener is what must never be shown."""
+    pieces = [piece for piece in hostile_markup() if len(piece.text) <= 160][:MARKUP_SAMPLE]
+    return [
+        Forbidden(f"markup-{number}", spell(piece.text), spell(piece.opener))
+        for number, piece in enumerate(pieces)
+        for spell in (SPELLINGS[number % len(SPELLINGS)],)
+    ]
+
+
 FORBIDDEN: list[Forbidden] = [
     *_spellings("link", "https://evil.example/giai-bai"),
     *_spellings("www", "www.giaibai.vn/lop-8"),
@@ -94,11 +119,11 @@ FORBIDDEN: list[Forbidden] = [
     Forbidden("pseudonym-split", REF.replace("_", " _ "), REF.replace("_", " _ ")),
     *_spellings("key", LEARNER),
     Forbidden("key-en-dash", LEARNER.replace("-", "\u2013"), LEARNER.replace("-", "\u2013")),
+    *_spellings("user-key", "U-2041-P1"),
     Forbidden("uuid", "0f8fad5b-d9cb-469f-a165-70867728950e", "0f8fad5b-d9cb"),
-    Forbidden("html-img", "<img src=x onerror=alert(1)>", "<img src=x onerror=alert(1)>"),
-    Forbidden("html-script", "<script>alert(1)</script>", "<script>"),
-    Forbidden("html-full-width", _full_width("<script>"), "<script>"),
-    Forbidden("html-across-lines", "<img\nsrc=x onerror=alert(1)>", "<img\nsrc=x onerror"),
+    Forbidden("uuid-bare", "0f8fad5bd9cb469fa16570867728950e", "0f8fad5bd9cb469f"),
+    Forbidden("prefixed-id", "usr_8f3a2b9c1d4e5f60", "usr_8f3a2b9c1d4e"),
+    *_markup(),
     Forbidden("markdown-link", "[bấm vào đây](evil)", "[bấm vào đây]("),
     Forbidden("markdown-image", "![ảnh](x.png)", "![ảnh]("),
     Forbidden("claim-digits", "Em đạt 9/10 điểm", "em dat 9/10 diem"),
@@ -113,28 +138,40 @@ FORBIDDEN: list[Forbidden] = [
 
 WORDS = "từng bước "
 SENTENCE = "Em làm từng bước nhé. "
+LINE = "Em làm từng bước\n"
 MAX_DELTA_CHARS = 40
-OFFSET_STEP = 3
+BOUND = 3 * len(SENTENCE) + 7
+"""The in-process screen's length bound for the "bound" filler; the wire uses the gateway's."""
+WIRE_BOUND = reply_char_limit(CHAT.max_output_tokens)
+SWEPT_PATTERN_CHARS = 160
+"""Offsets reach this far before a cut: longer patterns are found by their start."""
 
 
 def _fillers() -> Iterator[tuple[str, str]]:
     """(kind, filler): a long run of words (forced cuts at spaces), one with no space at all
-    (forced cuts anywhere), and sentences (cuts at sentence ends)."""
+    (forced cuts anywhere), sentences (cuts at sentence ends), lines (cuts at line breaks), and
+    sentences past the reply's length bound."""
     yield "words", WORDS * (MAX_HELD_CHARS // len(WORDS) + 20)
     yield "spaceless", "x" * (MAX_HELD_CHARS + 200)
     yield "sentences", SENTENCE * 30
+    yield "lines", LINE * 30
+    yield "bound", SENTENCE * 30
 
 
-def _offsets(kind: str, pattern: str) -> range:
-    """Every offset (in steps of :data:`OFFSET_STEP`) at which the pattern straddles, touches
-    or follows one of the screen's cuts: for a long run, from before its first forced cut
-    (held text reaches the limit within one delta, and is cut short of its tail) to past it;
-    for sentences, a whole sentence's span after a few sentences."""
-    if kind == "sentences":
-        start = 3 * len(SENTENCE)
-        return range(start, start + len(SENTENCE) + 1)
-    first = MAX_HELD_CHARS - HOLD_BACK_CHARS - len(pattern) - 2
-    return range(first, MAX_HELD_CHARS - HOLD_BACK_CHARS + MAX_DELTA_CHARS + 2, OFFSET_STEP)
+def _offsets(kind: str, pattern: str, bound: int = BOUND) -> range:
+    """Every offset at which the pattern straddles, touches or follows one of the screen's cuts:
+    for a long run, from before its first forced cut (held text reaches the limit within one
+    delta, and is cut short of its tail) to past it; for sentences and lines, a whole sentence's
+    or line's span after a few of them; for the bound, from the pattern's end at the bound to
+    its start past it."""
+    reach = min(len(pattern), SWEPT_PATTERN_CHARS)
+    if kind in ("sentences", "lines"):
+        unit = len(SENTENCE if kind == "sentences" else LINE)
+        return range(3 * unit, 4 * unit + 1)
+    if kind == "bound":
+        return range(bound - reach - 2, bound + 2)
+    first = MAX_HELD_CHARS - HOLD_BACK_CHARS - reach - 2
+    return range(first, MAX_HELD_CHARS - HOLD_BACK_CHARS + MAX_DELTA_CHARS + 2)
 
 
 def _reply(filler: str, offset: int, pattern: str) -> str:
@@ -163,17 +200,18 @@ def _assert_not_reached(received: str, forbidden: Forbidden, prompt: PromptInput
     assert reply_problem(received, prompt) is None, forbidden.name
 
 
-def _screened(deltas: tuple[str, ...], prompt: PromptInput[ChatVariables]) -> str:
+def _screened(deltas: tuple[str, ...], prompt: PromptInput[ChatVariables], bound: int) -> str:
     """What the learner sees of a reply streamed in these deltas."""
     screen = ReplyScreen(
-        lambda text: reply_problem(text, prompt), max_chars=100_000, max_deltas=100_000
+        lambda text: reply_problem(text, prompt), max_chars=bound, max_deltas=100_000
     )
     try:
         for delta in deltas:
             screen.feed(delta)
         screen.flush()
-    except ReplyRejected:
+    except (ReplyRejected, ReplyTooLong):
         pass
+    assert len(screen.shown_text) <= bound
     return screen.shown_text
 
 
@@ -183,24 +221,34 @@ def test_no_forbidden_pattern_gets_through_the_screen_at_any_cut() -> None:
     cases = 0
     for forbidden in FORBIDDEN:
         for kind, filler in _fillers():
+            bound = BOUND if kind == "bound" else 100_000
             for offset in _offsets(kind, forbidden.written):
                 text = _reply(filler, offset, forbidden.written)
-                received = _screened(_deltas(text, rng), prompt)
+                received = _screened(_deltas(text, rng), prompt, bound)
                 _assert_not_reached(received, forbidden, prompt)
                 cases += 1
-    assert cases > 3000
+    assert cases > 15_000
 
 
-# Through the wire: a sample, each pattern once per kind of filler, at a random offset.
+# Through the wire: a sample, each pattern in two kinds of filler (every kind in turn), at a
+# random offset.
 SAMPLE_SEED = 2029
+WIRE_KINDS_PER_PATTERN = 2
 
 
 def _wire_cases() -> list[tuple[str, Forbidden, str, tuple[str, ...]]]:
     rng = random.Random(SAMPLE_SEED)  # noqa: S311  a reproducible sample
+    fillers = list(_fillers())
     cases = []
-    for forbidden in FORBIDDEN:
-        for kind, filler in _fillers():
-            offset = rng.choice(_offsets(kind, forbidden.written))
+    for number, forbidden in enumerate(FORBIDDEN):
+        for turn in range(WIRE_KINDS_PER_PATTERN):
+            kind, filler = fillers[(number + turn) % len(fillers)]
+            if kind == "bound":
+                # The gateway's own bound: the reply runs past it.
+                filler = SENTENCE * (WIRE_BOUND // len(SENTENCE) + 2)
+                offset = rng.choice(_offsets(kind, forbidden.written, WIRE_BOUND))
+            else:
+                offset = rng.choice(_offsets(kind, forbidden.written))
             text = _reply(filler, offset, forbidden.written)
             wire = rng.choice(("openai", "anthropic"))
             cases.append((wire, forbidden, kind, _deltas(text, rng)))

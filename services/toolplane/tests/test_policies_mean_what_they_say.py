@@ -4,6 +4,7 @@ of its parts for that learner; a status change is stored as JSON, not as text ho
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import asyncpg
@@ -14,9 +15,11 @@ from hypothesis import strategies as st
 from nemo_toolplane.decisions import Decision
 from nemo_toolplane.policy import Effect, Grant, Policy, Request, evaluate
 from nemo_toolplane.policy_check import find_dead_rules
+from nemo_toolplane.registry import Registry
 from nemo_toolplane.router import tool_facts
 from nemo_toolplane.tool_kinds import Mode
 from nemo_toolplane.tools import build_registry
+from nemo_toolplane.tools.views import view_tool
 from services.toolplane.tests.conftest import (
     AgentTokens,
     OperatorTokens,
@@ -101,6 +104,30 @@ def test_a_policy_on_any_part_judges_the_composite_too(part: str, other: str) ->
     assert decide(approve, "learner:L-2041-3") is Decision.REQUIRE_APPROVAL
     not_a_part = Policy("no-other", Effect.DENY, tool_scope=other)
     assert decide(not_a_part, "learner:L-2041-1") is Decision.ALLOW
+
+
+def test_two_tools_returning_the_same_view_deny_each_other() -> None:
+    # What the registrations contract asks of a second tool returning the profile: each names
+    # the other as a part, and a policy on either keeps both from the learner.
+    profile = REGISTRY.resolve("learner.get_profile")
+    assert profile is not None
+    twin = view_tool("learner.get_twin", "profile", "the profile again", profile.output_model)
+    registry = Registry(
+        [
+            *(tool for tool in REGISTRY.versions() if tool.name != profile.name),
+            replace(profile, parts=("learner.get_twin",)),
+            replace(twin, parts=(profile.name,)),
+        ]
+    )
+    grants = (Grant("learner.*", "user", "*", Mode.READ),)
+    for name, other in ((profile.name, twin.name), (twin.name, profile.name)):
+        tool = registry.resolve(name)
+        assert tool is not None
+        policy = Policy("no-other", Effect.DENY, tool_scope=other, resource_scope="learner:L-1")
+        request = Request(
+            "learning-agent", tool_facts(tool, registry), grants, (policy,), "dev", "learner:L-1"
+        )
+        assert evaluate(request).decision is Decision.DENY
 
 
 async def test_the_composite_is_denied_where_a_policy_keeps_one_part_from_the_learner(

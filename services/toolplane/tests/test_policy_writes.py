@@ -87,7 +87,11 @@ _CONDITIONS = st.one_of(
     st.dictionaries(st.sampled_from(["risk_at_least", "mode", "owner", "Mode"]), _VALUES),
     st.lists(_VALUES, max_size=2),
     _VALUES,
-).map(json.dumps) | st.text(st.characters(exclude_characters="\x00"), max_size=12)
+).map(json.dumps) | st.text(
+    # What PostgreSQL text can hold: no NUL, no lone surrogate (no UTF-8 encodes one).
+    st.characters(exclude_characters="\x00", exclude_categories=["Cs"]),
+    max_size=12,
+)
 
 
 @settings(

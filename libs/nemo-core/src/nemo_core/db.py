@@ -6,6 +6,13 @@ to it (``nemo.learner_ids``). :func:`learner_transaction` is the one way to bind
     pool = await create_pool(settings.database_url)
     async with learner_transaction(pool, ["L-2041-1"], readonly=True) as conn:
         rows = await conn.fetch("SELECT node_id, mastery FROM learning.mastery")  # L-2041-1 only
+
+Behind a pooler in transaction mode (PgBouncer ``pool_mode = transaction``), consecutive
+statements of one client may run on different server connections, so nothing may live in a
+server session: pass ``transaction_pooling=True`` to :func:`create_pool` and :func:`connect`, which
+turns off asyncpg's statement cache (its named prepared statements belong to one server session).
+The learner binding is transaction-local, so it holds through such a pooler unchanged; LISTEN,
+session advisory locks and session ``SET`` do not, and need a direct connection.
 """
 
 from __future__ import annotations
@@ -119,9 +126,29 @@ async def init_connection(conn: asyncpg.Connection[asyncpg.Record]) -> None:
         )
 
 
-async def connect(dsn: str, *, connect_timeout: float = 10.0) -> asyncpg.Connection[asyncpg.Record]:
-    """Open one connection with the JSON codecs of :func:`init_connection`."""
-    conn = await asyncpg.connect(dsn, timeout=connect_timeout)
+def _statement_cache_size(transaction_pooling: bool) -> int:
+    # asyncpg's default; none through a transaction pooler, where its named prepared statements
+    # would be looked up on server connections that never saw them. Unnamed statements are
+    # parsed again with every execution then, which such a pooler keeps on one connection.
+    return 0 if transaction_pooling else 100
+
+
+async def connect(
+    dsn: str,
+    *,
+    connect_timeout: float = 10.0,
+    transaction_pooling: bool = False,
+    application_name: str | None = None,
+) -> asyncpg.Connection[asyncpg.Record]:
+    """Open one connection with the JSON codecs of :func:`init_connection`;
+    ``transaction_pooling`` when ``dsn`` goes through a transaction-mode pooler;
+    ``application_name`` names the session in ``pg_stat_activity``."""
+    conn = await asyncpg.connect(
+        dsn,
+        timeout=connect_timeout,
+        statement_cache_size=_statement_cache_size(transaction_pooling),
+        server_settings={"application_name": application_name} if application_name else None,
+    )
     try:
         await init_connection(conn)
     except BaseException:
@@ -150,8 +177,9 @@ async def _reset_learner_binding(conn: asyncpg.Connection[asyncpg.Record]) -> No
 
 
 async def _keep_session(conn: asyncpg.Connection[asyncpg.Record]) -> None:
-    """Pool release hook of a role that can read no learner row: nothing to reset (asyncpg has
-    already rolled back an open transaction)."""
+    """Pool release hook of a role that can read no learner row, or of a connection through a
+    transaction pooler: nothing to reset (asyncpg has already rolled back an open
+    transaction)."""
 
 
 async def create_pool(
@@ -162,6 +190,7 @@ async def create_pool(
     command_timeout: float | None = None,
     connect_timeout: float = 5.0,
     reads_learner_rows: bool = True,
+    transaction_pooling: bool = False,
 ) -> Pool:
     """Create a connection pool whose connections use the JSON codecs of :func:`init_connection`.
 
@@ -170,7 +199,13 @@ async def create_pool(
     round trip) unless ``reads_learner_rows`` is False: for a role granted nothing in the
     learning schema (the tool plane's), a binding shows no row, so it is not worth a round trip
     on every release.
+
+    ``transaction_pooling``: ``dsn`` goes through a transaction-mode pooler. The statement cache
+    is off then, and releases reset nothing either: a reset would run on whichever server
+    connection the pooler picks, so it could protect nothing. What holds there is that the
+    binding is transaction-local (``tests/pooled`` runs clients through one server connection).
     """
+    resets_binding = reads_learner_rows and not transaction_pooling
     return await asyncpg.create_pool(
         dsn,
         min_size=min_size,
@@ -178,7 +213,8 @@ async def create_pool(
         command_timeout=command_timeout,
         timeout=connect_timeout,
         init=init_connection,
-        reset=_reset_learner_binding if reads_learner_rows else _keep_session,
+        reset=_reset_learner_binding if resets_binding else _keep_session,
+        statement_cache_size=_statement_cache_size(transaction_pooling),
     )
 
 

@@ -161,13 +161,15 @@ def fold_lookalikes_with_positions(text: str) -> tuple[str, list[int]]:
 
 
 def _with_positions(text: str, fold_char: Callable[[str], str]) -> tuple[str, list[int]]:
-    folded: list[str] = []
+    pieces = list(map(fold_char, text))
+    folded = "".join(pieces)
+    if len(folded) == len(text) and all(pieces):
+        # Each character became one: the common case, without a loop in Python.
+        return folded, list(range(len(text)))
     origins: list[int] = []
-    for index, char in enumerate(text):
-        piece = fold_char(char)
-        folded.append(piece)
+    for index, piece in enumerate(pieces):
         origins.extend([index] * len(piece))
-    return "".join(folded), origins
+    return folded, origins
 
 
 def words(text: str) -> list[str]:

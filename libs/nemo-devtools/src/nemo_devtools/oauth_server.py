@@ -37,7 +37,9 @@ DEV_CLIENT_ID = "nemo-dev-learning-agent"
 DEV_PASSWORD = "nemo-dev-password"  # noqa: S105
 #: What a development client's loopback redirect looks like (any port, RFC 8252).
 DEV_REDIRECT_URI = "http://127.0.0.1/callback"
-#: The scopes the tool plane's tools ask for (its ``Scope`` enum); every resource offers them all.
+#: The scopes the tool plane's tools ask for, exactly its ``Scope`` enum (which this library
+#: may not import; ``tests/contracts/test_registrations.py`` checks they are equal). The server
+#: is given them on its command line and offers every one for every resource.
 TOOL_SCOPES: tuple[str, ...] = (
     "learner.read",
     "learner.write",
@@ -170,7 +172,8 @@ async def start_authorization_server(
         str(modules / "server.mjs"),
         *("--issuer", issuer, "--state-dir", str(state_dir)),
         *("--accounts", str(accounts_file), "--dev-client-id", client_id),
-        *("--dev-password", password),
+        *("--dev-password", password, "--dev-redirect-uri", DEV_REDIRECT_URI),
+        *(argument for scope in TOOL_SCOPES for argument in ("--tool-scope", scope)),
         *(argument for resource in resources for argument in ("--resource", resource)),
         *(arg for resource in opaque_resources for arg in ("--opaque-resource", resource)),
     ]

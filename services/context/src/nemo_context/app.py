@@ -29,7 +29,9 @@ SERVICE_NAME = "context"
 async def build(settings: ContextSettings) -> ServiceSetup:
     """Everything the context server serves, and how to clean it up."""
     pool = await create_pool(
-        settings.database_url.get_secret_value(), max_size=settings.database_pool_size
+        settings.database_url.get_secret_value(),
+        max_size=settings.database_pool_size,
+        transaction_pooling=settings.database_transaction_pooling,
     )
     master = master_key_from_settings(settings)
     snapshots = create_snapshot_store(settings, pool, master)

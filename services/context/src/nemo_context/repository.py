@@ -27,7 +27,6 @@ and cached; the fragments are the readable part.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -35,6 +34,7 @@ from functools import lru_cache
 from typing import Any, Final, Protocol
 
 import asyncpg
+from cachetools import TTLCache
 
 from nemo_context.gate.circle import Circle
 from nemo_context.purposes import Purpose, Slice
@@ -328,7 +328,11 @@ async def linked_identifiers(conn: Connection, learner_id: str) -> frozenset[str
     return frozenset(ids or ())
 
 
-_circles: dict[tuple[bytes, str, frozenset[str]], tuple[float, Circle]] = {}
+# Expired entries are dropped whenever another circle is stored, not only replaced: the cache
+# is the row "circle_fingerprints" of the retention table, and holds nothing past its period.
+_circles: TTLCache[tuple[bytes, str, frozenset[str]], Circle] = TTLCache(
+    CIRCLE_CACHE_SIZE, CIRCLE_TTL_SECONDS
+)
 
 
 async def circle_of(
@@ -339,12 +343,9 @@ async def circle_of(
     be in a transaction bound to the learner."""
     key = (identifier_key, learner_id, linked_ids)
     cached = _circles.get(key)
-    now = time.monotonic()
-    if cached is not None and cached[0] > now:
-        return cached[1]
+    if cached is not None:
+        return cached
     rows = await conn.fetch(CIRCLE_SQL, learner_id, identifier_key)
     circle = Circle.from_rows(identifier_key, [(row["kind"], row["fingerprints"]) for row in rows])
-    if len(_circles) >= CIRCLE_CACHE_SIZE:
-        _circles.pop(next(iter(_circles)))  # the oldest entry
-    _circles[key] = (now + CIRCLE_TTL_SECONDS, circle)
+    _circles[key] = circle
     return circle

@@ -33,6 +33,11 @@ class ContextSettings(ServiceSettings):
     database_pool_size: int = Field(
         10, gt=0, description="Maximum PostgreSQL connections of this process."
     )
+    database_transaction_pooling: bool = Field(
+        False,
+        description="database_url goes through a pooler in transaction mode (PgBouncer "
+        "pool_mode=transaction): no statement is kept prepared on a server connection.",
+    )
     environment: Literal["development", "staging", "production"] = Field(
         "development",
         description="Where the service runs. Outside development it refuses to start without "

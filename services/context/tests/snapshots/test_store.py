@@ -20,7 +20,7 @@ import pytest
 from google.protobuf import json_format
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from nemo_context.snapshots.keys import unseal
+from nemo_context.snapshots.keys import SnapshotKeyRefusedError, unseal
 from nemo_context.snapshots.objects import (
     LIFECYCLE_RULE_ID,
     LocalDirectoryObjects,
@@ -533,12 +533,11 @@ async def test_struct_keys_that_look_like_old_names_are_data_and_stay(
 
 
 async def test_a_key_destroyed_under_a_cached_copy_fails_one_snapshot_and_is_read_again(
-    tmp_path: Path, context_pool: Pool, owner_dsn: str
+    objects: SnapshotObjects, context_pool: Pool, owner_dsn: str
 ) -> None:
     store = DigestedSnapshotStore(
-        LocalDirectoryObjects(tmp_path), context_pool, keys=keys_for(context_pool),
-        write_timeout_seconds=10,
-    )  # fmt: skip
+        objects, context_pool, keys=keys_for(context_pool), write_timeout_seconds=10
+    )
     learner_ref = new_learner_ref()
     owner = owner_of(learner_ref)
     first = await persist_snapshot(store, owner, sample_bundle(learner_ref))
@@ -553,8 +552,52 @@ async def test_a_key_destroyed_under_a_cached_copy_fails_one_snapshot_and_is_rea
     finally:
         await conn.close()
     assert await persist_snapshot(store, owner, sample_bundle(learner_ref)) is None
+    # The object sealed under the destroyed key, which nothing can open, is not left behind.
+    assert await objects.learner_keys([learner_ref]) == [first.input_ref]
     third = await persist_snapshot(store, owner, sample_bundle(learner_ref))
     assert third is not None
     assert (await store.get(third.input_ref)).sha256 == third.sha256
     with pytest.raises(SnapshotNotFoundError):
         await store.get(first.input_ref)  # its digest went with its key
+    assert sorted(await objects.learner_keys([learner_ref])) == sorted(
+        [first.input_ref, third.input_ref]
+    )
+
+
+@pytest.mark.parametrize("kind", ["restricted", "erased"])
+async def test_no_snapshot_key_is_created_or_read_for_a_blocked_learner(
+    objects: SnapshotObjects, context_pool: Pool, owner_dsn: str, kind: str
+) -> None:
+    learner_ref = new_learner_ref()
+    owner = owner_of(learner_ref)
+    store = DigestedSnapshotStore(
+        objects, context_pool, keys=keys_for(context_pool), write_timeout_seconds=10
+    )
+    first = await persist_snapshot(store, owner, sample_bundle(learner_ref))
+    assert first is not None
+    subject = store.keys.master.subject(owner.learner_id)
+    conn = await connect(owner_dsn)
+    try:
+        await conn.execute(
+            "INSERT INTO rights.blocks (subject, kind, request_id) VALUES ($1, $2, 'KEY-TEST')",
+            subject, kind,
+        )  # fmt: skip
+        if kind == "erased":
+            await conn.execute("DELETE FROM learning.snapshot_keys WHERE subject = $1", subject)
+        # A replica that holds no copy of the key, with a build under way for the learner.
+        replica = DigestedSnapshotStore(
+            objects, context_pool, keys=keys_for(context_pool), write_timeout_seconds=10
+        )
+        with pytest.raises(SnapshotKeyRefusedError):
+            await replica.keys.for_learner(owner.learner_id)
+        assert await persist_snapshot(replica, owner, sample_bundle(learner_ref)) is None
+        assert await conn.fetchval(
+            "SELECT count(*) FROM learning.snapshot_keys WHERE subject = $1", subject
+        ) == (1 if kind == "restricted" else 0)  # fmt: skip
+        assert await objects.learner_keys([learner_ref]) == [first.input_ref]
+        # Other learners are not concerned.
+        other_ref = new_learner_ref()
+        assert await persist_snapshot(replica, owner_of(other_ref), sample_bundle(other_ref))
+    finally:
+        await conn.execute("DELETE FROM rights.blocks WHERE subject = $1", subject)
+        await conn.close()

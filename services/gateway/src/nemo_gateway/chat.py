@@ -343,7 +343,9 @@ class ChatStreamer:
                         failure.request_sha256 or reply.tally.request_sha256
                     )
                     raise
-                if reply.parts or restarts >= self._settings.max_retries:
+                # A stream past its bound would be as long again: it is never restarted.
+                too_long = isinstance(failure, AnswerTooLong)
+                if reply.parts or too_long or restarts >= self._settings.max_retries:
                     raise
                 reply.tally.add_usage(Usage())  # the broken stream reported no usage
             restarts += 1

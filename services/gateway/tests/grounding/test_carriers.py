@@ -30,7 +30,8 @@ from nemo_protos.context.v1 import learner_context_pb2 as ctx
 from nemo_testing import corpora
 
 NOW = datetime(2026, 1, 15, 8, tzinfo=UTC)
-INSTRUCTIONS = [row.text for row in corpora.load("instructions") if row.label == "instruction"]
+INJECTED = corpora.POSITIVE["instructions"]
+INSTRUCTIONS = [row.text for row in corpora.load("instructions") if row.label == INJECTED]
 
 
 def _full_width(text: str) -> str:
@@ -97,6 +98,7 @@ def _carriers(text: str) -> dict[str, str]:
 
 @pytest.mark.parametrize("spelling", range(len(SPELLINGS)))
 def test_an_instruction_in_any_carrier_never_reaches_a_prompt_verbatim(spelling: int) -> None:
+    assert len(INSTRUCTIONS[::8]) >= 20
     for instruction in INSTRUCTIONS[::8]:
         written = SPELLINGS[spelling](instruction)
         assert looks_like_instructions(written), written

@@ -4,15 +4,29 @@ answer key and rubric on the server."""
 from __future__ import annotations
 
 import json
+import random
+from datetime import UTC, datetime
+from typing import Any
 
 import grpc
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from nemo_core.db import connect
 from nemo_core.errors import error_details
+from nemo_gateway.lang import Lang
+from nemo_gateway.prompts.coral.generate_items import (
+    DraftItem,
+    DraftItems,
+    GenerateItemsVariables,
+    guardrail,
+)
 from nemo_gateway.prompts.registry import REGISTRY
+from nemo_gateway.prompts.spec import PromptInput
 from nemo_protos.gateway.v1 import gateway_service_pb2 as pb
 from nemo_protos.gateway.v1 import outputs_pb2, run_pb2
+from nemo_testing.corpora.markup import markup
 from nemo_testing.providers import Answer, ScriptedProvider
 from services.gateway.tests.gateway_testing import StartGateway, variables
 
@@ -153,6 +167,86 @@ async def test_a_key_outside_the_choices_is_rejected_by_the_guardrail(
     assert len(provider.requests) == 1
 
 
+# Every text of an item, and what a hostile model might put in it.
+ITEM_TEXTS = ("stem", "choice", "answer", "rubric")
+NOT_PLAIN = (
+    "Bấm [lời giải](https://giaibai.example) nhé",
+    "Mã nemo_3fa2c4d5e6f7a8b9 của em",
+    "Chữ \u202eđảo ngược",
+    "Tài khoản U-2041-P1",
+    "Xem giaibaitap.com",
+)
+
+
+def _with(text: str, where: str) -> dict[str, Any]:
+    """DRAFT with ``text`` in one text of its first item (an answer stays one of the choices)."""
+    draft: dict[str, Any] = json.loads(json.dumps(DRAFT))
+    item = draft["items"][0]
+    if where == "choice":
+        item["choices"][0] = text
+    elif where == "answer":
+        item["choices"][1] = item["answer"] = text
+    else:
+        item[where] = text
+    return draft
+
+
+# The smallest bound on an item's texts: longer markup is refused by validation, not the guardrail.
+TEXT_LIMIT = DraftItem.model_json_schema()["properties"]["answer"]["maxLength"]
+
+
+def _fitting_markup(rng: random.Random) -> str:
+    """A sentence holding generated markup, short enough for every text of an item."""
+    while len(text := f"Xem {markup(rng).text}") > TEXT_LIMIT:
+        pass
+    return text
+
+
+@given(st.randoms(use_true_random=False), st.sampled_from(ITEM_TEXTS))
+def test_the_guardrail_refuses_markup_in_every_text_of_an_item(
+    rng: random.Random, where: str
+) -> None:
+    prompt = PromptInput(
+        GenerateItemsVariables(**ITEMS_REQUEST), Lang.VI, datetime(2026, 1, 1, tzinfo=UTC)
+    )
+    problem = guardrail(DraftItems.model_validate(_with(_fitting_markup(rng), where)), prompt)
+    # An answer is one of the choices, which are checked first.
+    assert problem is not None
+    assert problem.startswith(f"item 1's {'choice' if where == 'answer' else where}"), problem
+
+
+async def test_items_that_are_not_plain_text_are_neither_returned_nor_stored(
+    start_gateway: StartGateway, provider: ScriptedProvider, context_address: str, owner_dsn: str
+) -> None:
+    gateway = await start_gateway(context_address=context_address, cache_max_entries=0)
+    request = pb.RunPromptRequest(
+        prompt_id="coral.generate_items", variables=variables(**ITEMS_REQUEST)
+    )
+    for text in NOT_PLAIN:
+        for where in ITEM_TEXTS:
+            provider.script(Answer(json.dumps(_with(text, where), ensure_ascii=False)))
+            response = await gateway.stub.RunPrompt(request, metadata=gateway.metadata, timeout=5)
+            assert (response.run.path, response.run.reason) == (
+                run_pb2.RUN_PATH_FALLBACK,
+                "GUARDRAIL_REJECTED",
+            ), (text, where)
+            ids = [item.item_id for item in response.output.generated_items.items]
+            stored = await _bank(owner_dsn, ids)
+            assert len(stored) == len(ids)
+            assert text not in json.dumps([*stored.values()], ensure_ascii=False), (text, where)
+            assert text not in str(response), (text, where)
+    conn = await connect(owner_dsn)
+    try:
+        hostile = await conn.fetchval(
+            "SELECT count(*) FROM knowledge.items WHERE stem || rubric || coalesce(answer_key, '')"
+            " || array_to_string(choices, ' ') LIKE ANY($1::text[])",
+            [f"%{text}%" for text in NOT_PLAIN],
+        )
+    finally:
+        await conn.close()
+    assert hostile == 0
+
+
 async def _bank(owner_dsn: str, item_ids: list[str]) -> dict[str, tuple[object, ...]]:
     conn = await connect(owner_dsn)
     try:
@@ -179,7 +273,7 @@ async def test_generated_items_are_kept_in_the_item_bank_with_key_and_rubric(
     bank = await _bank(owner_dsn, ids)
     assert [bank[item_id] for item_id in ids] == [
         (NODE, d["kind"], d["stem"], d["choices"], d["answer"], d["rubric"], "generated",
-         "coral.generate_items@2", None)
+         "coral.generate_items@3", None)
         for d in DRAFT["items"]
     ]  # fmt: skip
     # The same request again is answered from the cache, and the bank is unchanged.

@@ -216,7 +216,8 @@ async def test_a_passage_with_a_long_bracketed_number_is_answered_from(
     response = await _answer(
         gateway.stub, gateway.metadata, question="Số lớn là gì?", passages=[passage]
     )
-    assert response.answer.answer == f"Số lớn: Xem {digits} [1]."
+    # Quoted through the carrier guard: the passage's bracketed number cannot pose as a citation.
+    assert response.answer.answer == f"Số lớn: Xem ({'1' * 5000}) [1]."
     assert list(response.answer.citation_check.valid_citations) == [1]
 
 

@@ -43,7 +43,12 @@ def _prompt_modules_on_disk() -> set[str]:
 
 
 def test_every_prompt_module_is_registered_and_named_after_its_prompt_id() -> None:
-    assert {module.__name__ for module in MODULES} == _prompt_modules_on_disk()
+    registered, on_disk = {module.__name__ for module in MODULES}, _prompt_modules_on_disk()
+    assert not on_disk - registered, (
+        f"prompt modules not registered: {sorted(on_disk - registered)}; add each to MODULES "
+        "in services/gateway/src/nemo_gateway/prompts/registry.py"
+    )
+    assert not registered - on_disk, f"MODULES names modules not on disk: {registered - on_disk}"
     for module in MODULES:
         assert module.__name__ == f"nemo_gateway.prompts.{module.SPEC.prompt_id}"
         assert REGISTRY.get(module.SPEC.prompt_id) is module.SPEC

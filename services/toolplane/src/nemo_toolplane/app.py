@@ -65,6 +65,7 @@ async def assemble(settings: ToolPlaneSettings) -> ToolPlane:
         settings.database_url.get_secret_value(),
         max_size=settings.database_pool_size,
         reads_learner_rows=False,
+        transaction_pooling=settings.database_transaction_pooling,
     )
     channel = create_channel(settings.context_address, settings)
     audit = AuditLog(
@@ -79,7 +80,7 @@ async def assemble(settings: ToolPlaneSettings) -> ToolPlane:
     audit.start()
     rules = RulesCache(
         RulesStore(pool),
-        settings.database_url.get_secret_value(),
+        settings.listener_database_url(),
         max_age_seconds=settings.access_max_age_seconds,
         heartbeat_seconds=settings.access_heartbeat_seconds,
     )

@@ -176,11 +176,13 @@ async def purge_audit_rows(conn: Connection, now: datetime, days: int, progress:
 
 
 async def purge_approvals(conn: Connection, now: datetime, days: int, progress: Progress) -> int:
-    """Approvals requested more than ``days`` ago, except those still pending."""
+    """Approvals requested more than ``days`` ago, and pending ones that expired more than
+    ``days`` ago: the tool plane marks an approval expired only when someone touches it, so
+    one nobody looked at again stays pending past its expiry."""
     return await change_in_batches(
         conn,
         "toolplane.approvals",
-        "created_at < $1 AND status <> 'pending'",
+        "(status <> 'pending' AND created_at < $1) OR (status = 'pending' AND expires_at < $1)",
         now - timedelta(days=days),
         progress=progress,
         label="approvals",

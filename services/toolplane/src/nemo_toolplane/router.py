@@ -104,6 +104,8 @@ class Refusal:
     #: The tool a ``tools/call`` named (any JSON value as sent); None for other methods.
     tool_name: object = None
     code: ErrorCode = ErrorCode.VALIDATION_ERROR
+    #: More of what was refused, for the row's metadata (bounded values, never the input).
+    details: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def label(self) -> str:
@@ -178,9 +180,11 @@ def audit_name(name: object) -> str | None:
 
 
 def tool_facts(tool: AnyTool, registry: Registry) -> ToolFacts:
-    """What the policy engine knows of a tool, its parts' facts included."""
+    """What the policy engine knows of a tool, its parts' own facts included. One level is
+    enough, and keeps two tools returning the same data, each a part of the other, finite: a
+    tool's parts already include their own parts (the registrations contract checks it)."""
     parts = tuple(
-        tool_facts(part, registry)
+        ToolFacts(part.tool_id, part.name, part.risk, part.mode)
         for name in tool.parts
         if (part := registry.resolve(name)) is not None
     )
@@ -329,7 +333,11 @@ class ToolRouter:
         audit log's bound), as a call does."""
         name = refusal.tool_name
         tool = self._registry.resolve(name) if isinstance(name, str) and name else None
-        metadata = {"transport": refusal.transport, refusal.label: refusal.problem}
+        metadata = {
+            "transport": refusal.transport,
+            refusal.label: refusal.problem,
+            **refusal.details,
+        }
         if isinstance(principal, Unidentified):
             entry = self._unidentified_entry(principal, tool, name, refusal, metadata)
             await self._audit.settle(self._audit.record(entry))
@@ -338,7 +346,7 @@ class ToolRouter:
             principal, tool, tool.tool_id if tool else audit_name(name), refusal.transport
         )
         record.method = refusal.method
-        record.metadata[refusal.label] = refusal.problem
+        record.metadata.update({refusal.label: refusal.problem, **refusal.details})
         error = ToolError(refusal.code, f"{refusal.label}: {refusal.problem}")
         self._finish(record, Decision.DENY, refusal.status, error=error)
         await self._audit.settle(record.stored)

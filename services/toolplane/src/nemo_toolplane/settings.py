@@ -37,6 +37,18 @@ class ToolPlaneSettings(ServiceSettings):
     database_pool_size: int = Field(
         10, gt=0, description="Maximum PostgreSQL connections of this process."
     )
+    database_transaction_pooling: bool = Field(
+        False,
+        description="database_url goes through a pooler in transaction mode (PgBouncer "
+        "pool_mode=transaction): no statement is kept prepared on a server connection, and "
+        "database_direct_url is required.",
+    )
+    database_direct_url: Annotated[SecretStr | None, SECRET_FILE] = Field(
+        None,
+        description="postgresql:// URL as the nemo_toolplane role straight to PostgreSQL, for "
+        "the access change listener alone (LISTEN needs a session of its own, which a "
+        "transaction pooler does not keep); unset: database_url.",
+    )
     context_address: str = Field(
         "127.0.0.1:50051",
         description="host:port of the context service; calls are balanced over every address "
@@ -202,6 +214,12 @@ class ToolPlaneSettings(ServiceSettings):
         le=300,
         description="Clock difference tolerated on a token's exp, nbf and iat.",
     )
+    oauth_accept_untyped_tokens: bool = Field(
+        False,
+        description="Also accept JWT access tokens typed generically (typ JWT, or none) rather "
+        "than as access tokens (at+jwt, RFC 9068), for providers that write no other type "
+        "(Keycloak's clients by default); a token typed as anything else is refused either way.",
+    )
     oauth_user_claim: str = Field(
         "sub",
         min_length=1,
@@ -285,6 +303,7 @@ class ToolPlaneSettings(ServiceSettings):
             scopes=tuple(scope.value for scope in Scope),
             algorithms=tuple(self.oauth_algorithms),
             leeway_seconds=self.oauth_leeway_seconds,
+            accept_untyped=self.oauth_accept_untyped_tokens,
             user_claim=self.oauth_user_claim,
             client_claim=self.oauth_client_claim,
             jwks_uri=self.oauth_jwks_uri,
@@ -306,6 +325,23 @@ class ToolPlaneSettings(ServiceSettings):
             )
         self.oauth_config()  # the URLs and algorithms, checked once at start
         return self
+
+    @model_validator(mode="after")
+    def _check_listener_connection(self) -> Self:
+        # Through a transaction pooler, LISTEN lands on a server connection the listener does
+        # not keep: notifications would be lost while the heartbeat still answered, and every
+        # revocation would wait for the cache's maximum age.
+        if self.database_transaction_pooling and self.database_direct_url is None:
+            raise ValueError(
+                "database_direct_url is required with database_transaction_pooling: the access "
+                "change listener needs a direct connection"
+            )
+        return self
+
+    def listener_database_url(self) -> str:
+        """Where the access change listener connects: never through a transaction pooler."""
+        url = self.database_direct_url or self.database_url
+        return url.get_secret_value()
 
     @model_validator(mode="after")
     def _check_call_limits(self) -> Self:

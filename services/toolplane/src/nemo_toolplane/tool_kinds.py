@@ -36,7 +36,8 @@ class Scope(StrEnum):
 
     A token's scopes narrow its agent's grants and never widen them: a call needs both a grant
     for the tool and the tool's scope. Agent tokens carry no scopes and are not narrowed. The
-    local authorization server offers exactly these (``local-oauth/server.mjs``).
+    local authorization server offers exactly these: its launcher's ``TOOL_SCOPES``
+    (``nemo_devtools.oauth_server``) are checked equal to them by the registrations contract.
     """
 
     LEARNER_READ = "learner.read"

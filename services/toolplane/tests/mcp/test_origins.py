@@ -1,19 +1,30 @@
 """Browsers at the MCP edge: the Origin and Host allow-lists as properties over generated names,
-the local stack's lists, and the edge's answers (403, 421, CORS) over HTTP."""
+the local stack's lists, and the edge's answers (403, 421, CORS) over HTTP, each refusal with
+its one audit row."""
 
 from __future__ import annotations
 
+import re
+import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any
 
+import asyncpg
 import httpx
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from nemo_toolplane.mcp.origins import LOOPBACK_HOSTS, LOOPBACK_ORIGINS, OriginPolicy
+from nemo_toolplane.mcp.origins import (
+    LOOPBACK_HOSTS,
+    LOOPBACK_ORIGINS,
+    OriginPolicy,
+    check_host_pattern,
+    check_origin_pattern,
+)
 from nemo_toolplane.settings import ToolPlaneSettings
-from services.toolplane.tests.conftest import AgentTokens, StartToolPlane
+from services.toolplane.tests.conftest import AgentTokens, RunningToolPlane, StartToolPlane
 from services.toolplane.tests.mcp_http import modern_call, post
 
 _label = st.from_regex(r"[a-z0-9]([a-z0-9-]{0,8}[a-z0-9])?", fullmatch=True)
@@ -121,16 +132,35 @@ def test_a_malformed_pattern_is_refused_at_start(field: str, value: str) -> None
 
 
 LOCAL_ORIGIN = "http://localhost:6274"
+LOCAL = OriginPolicy(LOOPBACK_ORIGINS, LOOPBACK_HOSTS)
+CALL = modern_call("docs.search_docs", {"query": "audit"})
+_HTTP_SETTINGS = settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+AuditRows = Callable[..., Awaitable[list[asyncpg.Record]]]
+
+
+@pytest.fixture(scope="module")
+async def browser_plane(start_toolplane: StartToolPlane) -> RunningToolPlane:
+    """A tool plane answering browsers on this machine only, as the local stack does."""
+    return await start_toolplane(
+        allowed_origins=list(LOOPBACK_ORIGINS), allowed_hosts=list(LOOPBACK_HOSTS)
+    )
+
+
+def _port(plane: RunningToolPlane) -> str:
+    return plane.mcp_url.split(":")[2].split("/")[0]
 
 
 async def test_a_preflight_from_an_allowed_origin_needs_no_token(
-    start_toolplane: StartToolPlane,
+    browser_plane: RunningToolPlane,
 ) -> None:
-    plane = await start_toolplane(allowed_origins=list(LOOPBACK_ORIGINS))
     asked = "authorization, content-type, mcp-protocol-version, mcp-method, mcp-name"
     async with httpx.AsyncClient() as http:
         allowed = await http.options(
-            plane.mcp_url,
+            browser_plane.mcp_url,
             headers={
                 "Origin": LOCAL_ORIGIN,
                 "Access-Control-Request-Method": "POST",
@@ -138,7 +168,7 @@ async def test_a_preflight_from_an_allowed_origin_needs_no_token(
             },
         )
         foreign = await http.options(
-            plane.mcp_url,
+            browser_plane.mcp_url,
             headers={"Origin": "https://evil.example", "Access-Control-Request-Method": "POST"},
         )
     assert allowed.status_code == 200
@@ -150,12 +180,11 @@ async def test_a_preflight_from_an_allowed_origin_needs_no_token(
 
 
 async def test_an_allowed_origin_reads_the_answer_and_its_request_id(
-    start_toolplane: StartToolPlane, tokens: AgentTokens
+    browser_plane: RunningToolPlane, tokens: AgentTokens
 ) -> None:
-    plane = await start_toolplane(allowed_origins=list(LOOPBACK_ORIGINS))
     response = await post(
-        plane.mcp_url,
-        modern_call("docs.search_docs", {"query": "audit"}),
+        browser_plane.mcp_url,
+        CALL,
         token=tokens.research,
         headers={"Origin": LOCAL_ORIGIN, "X-Request-Id": "REQ-browser-1"},
     )
@@ -169,21 +198,133 @@ async def test_an_allowed_origin_reads_the_answer_and_its_request_id(
 
 
 async def test_a_host_not_allowed_is_421_before_authentication(
-    start_toolplane: StartToolPlane, tokens: AgentTokens
+    browser_plane: RunningToolPlane, tokens: AgentTokens
 ) -> None:
-    plane = await start_toolplane(allowed_hosts=list(LOOPBACK_HOSTS))
-    call = modern_call("docs.search_docs", {"query": "audit"})
-    port = plane.mcp_url.split(":")[2].split("/")[0]
-    rebound = {"Host": f"evil.example:{port}"}
-    with_token = await post(plane.mcp_url, call, token=tokens.research, headers=rebound)
-    without = await post(plane.mcp_url, call, headers=rebound)
+    rebound = {"Host": f"evil.example:{_port(browser_plane)}"}
+    with_token = await post(browser_plane.mcp_url, CALL, token=tokens.research, headers=rebound)
+    without = await post(browser_plane.mcp_url, CALL, headers=rebound)
     assert (with_token.status_code, without.status_code) == (421, 421)
     assert "www-authenticate" not in without.headers
-    assert (await post(plane.mcp_url, call, token=tokens.research)).status_code == 200
-    local = {"Host": f"localhost:{port}"}
+    assert (await post(browser_plane.mcp_url, CALL, token=tokens.research)).status_code == 200
+    local = {"Host": f"localhost:{_port(browser_plane)}"}
     assert (
-        await post(plane.mcp_url, call, token=tokens.research, headers=local)
+        await post(browser_plane.mcp_url, CALL, token=tokens.research, headers=local)
     ).status_code == 200
     async with httpx.AsyncClient() as http:
-        health = await http.get(plane.mcp_url.removesuffix("/mcp") + "/health", headers=rebound)
+        health = await http.get(
+            browser_plane.mcp_url.removesuffix("/mcp") + "/health", headers=rebound
+        )
     assert health.status_code == 200
+
+
+# --- every refusal leaves one audit row -------------------------------------------------------
+
+#: Origins a page elsewhere sends: well-formed ones of other sites, and any text at all.
+_shaped_origins = st.builds(
+    lambda scheme, host, port: f"{scheme}://{host}:{port}", _schemes, _hosts, _ports
+) | st.builds(lambda scheme, host: f"{scheme}://{host}".upper(), _schemes, _names)
+_text = st.text(st.characters(min_codepoint=0x21, max_codepoint=0x7E), min_size=1, max_size=400)
+_DIGEST = re.compile(r"invalid:[0-9a-f]{16}")
+
+
+async def _refused_row(
+    plane: RunningToolPlane,
+    audit_rows: AuditRows,
+    headers: dict[str, str],
+    *,
+    status: int,
+    token: str | None,
+    method: str = "POST",
+) -> dict[str, Any]:
+    """Send one request the browser checks refuse; its one audit row."""
+    request_id = f"REQ-browser-{uuid.uuid4()}"
+    sent = {"X-Request-Id": request_id, **headers}
+    if token is not None:
+        sent["Authorization"] = f"Bearer {token}"
+    async with httpx.AsyncClient(timeout=30) as http:
+        response = await http.request(method, plane.mcp_url, json=CALL, headers=sent)
+    assert response.status_code == status, response.text
+    [row] = await audit_rows(request_id=request_id, plane=plane)
+    assert (row["agent_id"], row["user_id"], row["tool_id"]) == (None, None, None)
+    assert (row["decision"], row["status"], row["error_code"]) == (
+        "deny",
+        "denied",
+        "AUTHORIZATION_ERROR",
+    )
+    # Refused before the credential was read: the row says nothing of one, sent or not.
+    assert (row["credential_kind"], row["token_id"]) == (None, None)
+    assert row["method"] == f"{method} /mcp"
+    assert row["metadata"]["transport"] == "mcp"
+    return dict(row)
+
+
+def _kept_form(sent: str, kept: str, shape_check: Callable[[str], str]) -> None:
+    """A refused value is kept lower-cased when it has its header's shape, else as a digest."""
+    assert len(kept) <= 270
+    if kept == sent.lower():
+        assert kept == "null" or shape_check(kept) == kept
+    else:
+        assert _DIGEST.fullmatch(kept), kept
+
+
+@_HTTP_SETTINGS
+@given(
+    sent=st.one_of(
+        _shaped_origins.map(lambda origin: (origin, True)),
+        st.one_of(_text, st.just("null")).map(lambda origin: (origin, False)),
+    ),
+    with_token=st.booleans(),
+)
+async def test_a_foreign_origin_leaves_one_row_with_the_origin_bounded(
+    browser_plane: RunningToolPlane,
+    tokens: AgentTokens,
+    audit_rows: AuditRows,
+    sent: tuple[str, bool],
+    with_token: bool,
+) -> None:
+    origin, shaped = sent
+    assume(not LOCAL.origin_allowed(origin))
+    row = await _refused_row(
+        browser_plane,
+        audit_rows,
+        {"Origin": origin},
+        status=403,
+        token=tokens.research if with_token else None,
+    )
+    assert row["metadata"]["refused"] == "origin not allowed"
+    kept = row["metadata"]["origin"]
+    _kept_form(origin, kept, check_origin_pattern)
+    if shaped:
+        assert kept == origin.lower()
+
+
+@_HTTP_SETTINGS
+@given(host=st.one_of(_hosts, _text), port=_ports)
+async def test_a_foreign_host_leaves_one_row_with_the_host_bounded(
+    browser_plane: RunningToolPlane,
+    tokens: AgentTokens,
+    audit_rows: AuditRows,
+    host: str,
+    port: int,
+) -> None:
+    sent = f"{host}:{port}"
+    assume(not LOCAL.host_allowed(sent))
+    row = await _refused_row(
+        browser_plane, audit_rows, {"Host": sent}, status=421, token=tokens.research
+    )
+    assert row["metadata"]["refused"] == "host not allowed"
+    _kept_form(sent, row["metadata"]["host"], check_host_pattern)
+
+
+async def test_a_foreign_preflight_is_audited_under_its_own_method(
+    browser_plane: RunningToolPlane, audit_rows: AuditRows
+) -> None:
+    row = await _refused_row(
+        browser_plane,
+        audit_rows,
+        {"Origin": "https://evil.example", "Access-Control-Request-Method": "POST"},
+        status=403,
+        token=None,
+        method="OPTIONS",
+    )
+    assert row["metadata"]["origin"] == "https://evil.example"

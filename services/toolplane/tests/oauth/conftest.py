@@ -4,13 +4,14 @@ forge what a real server would never issue."""
 
 from __future__ import annotations
 
+import base64
 import json
 import time
 from typing import Any
 
 import pytest
-from joserfc import jwt
-from joserfc.jwk import KeySet
+from joserfc.jwk import KeySet, RSAKey
+from joserfc.jws import JWSRegistry
 
 from nemo_testing.oauth import OAuthServer
 from nemo_testing.ports import free_port
@@ -30,6 +31,14 @@ async def oauth_plane(
     )
 
 
+def b64(value: bytes) -> str:
+    return base64.urlsafe_b64encode(value).rstrip(b"=").decode()
+
+
+def segment(value: dict[str, Any]) -> str:
+    return b64(json.dumps(value).encode())
+
+
 class Forger:
     """Signs tokens with the authorization server's own private key: every check but the
     signature's must then refuse what is wrong."""
@@ -37,7 +46,9 @@ class Forger:
     def __init__(self, server: OAuthServer, resource: str) -> None:
         stored = json.loads((server.server.state_dir / "jwks.json").read_text("utf-8"))
         self.keys = KeySet.import_key_set(stored)
-        [self.key] = list(self.keys)
+        [key] = list(self.keys)
+        assert isinstance(key, RSAKey)
+        self.key = key
         self.issuer = server.issuer
         self.resource = resource
 
@@ -59,9 +70,14 @@ class Forger:
         return {key: value for key, value in claims.items() if value is not None}
 
     def sign(self, claims: dict[str, Any], **header: Any) -> str:
-        return jwt.encode(
-            {"alg": "RS256", "kid": self.key.kid, "typ": "at+jwt", **header}, claims, self.key
-        )
+        """``claims`` signed (RS256) with the server's key, under its header with ``header``'s
+        changes (a value of None drops the parameter; any JSON value may stand in one, which a
+        JOSE library would refuse to write)."""
+        full = {"alg": "RS256", "kid": self.key.kid, "typ": "at+jwt", **header}
+        kept = {name: value for name, value in full.items() if value is not None}
+        signing_input = f"{segment(kept)}.{segment(claims)}"
+        signature = JWSRegistry.algorithms["RS256"].sign(signing_input.encode(), self.key)
+        return f"{signing_input}.{b64(signature)}"
 
 
 @pytest.fixture(scope="session")

@@ -5,24 +5,32 @@ only the edge's checks stand between each of these and a learner's data."""
 
 from __future__ import annotations
 
-import base64
+import asyncio
 import hashlib
 import hmac
 import json
+import math
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
+import httpx
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from joserfc import jwt
 from joserfc.jwk import RSAKey
 
 from nemo_testing.oauth import OAuthServer
+from nemo_toolplane.oauth.claims import AccessToken, InvalidToken
+from nemo_toolplane.oauth.config import OAuthConfig
+from nemo_toolplane.oauth.issuer import Issuer
+from nemo_toolplane.oauth.signed import verify_jwt
 from services.toolplane.tests.conftest import RunningToolPlane
 from services.toolplane.tests.mcp_http import modern_call, post
-from services.toolplane.tests.oauth.conftest import Forger
+from services.toolplane.tests.oauth.conftest import Forger, b64, segment
 
 LEEWAY = 30  # the default NEMO_TOOLPLANE_OAUTH_LEEWAY_SECONDS
 _SETTINGS = settings(
@@ -30,14 +38,6 @@ _SETTINGS = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-
-
-def _b64(value: bytes) -> str:
-    return base64.urlsafe_b64encode(value).rstrip(b"=").decode()
-
-
-def _segment(value: dict[str, Any]) -> str:
-    return _b64(json.dumps(value).encode())
 
 
 async def _refused(
@@ -149,15 +149,13 @@ async def test_an_unsigned_token_or_one_signed_with_the_public_key_as_a_secret_i
     oauth_plane: RunningToolPlane, forger: Forger, audit_rows: Any, algorithm: str
 ) -> None:
     header = {"alg": algorithm, "kid": forger.key.kid, "typ": "at+jwt"}
-    signing_input = f"{_segment(header)}.{_segment(forger.claims())}"
+    signing_input = f"{segment(header)}.{segment(forger.claims())}"
     if algorithm.lower() == "none":
         token = signing_input + "."
     else:
         public = json.dumps(forger.key.as_dict(private=False), sort_keys=True).encode()
         digest = getattr(hashlib, "sha" + algorithm[2:])
-        token = (
-            signing_input + "." + _b64(hmac.new(public, signing_input.encode(), digest).digest())
-        )
+        token = signing_input + "." + b64(hmac.new(public, signing_input.encode(), digest).digest())
     row = await _refused(oauth_plane, token, audit_rows, status=401, code="AUTHENTICATION_ERROR")
     _unsigned_by_issuer(row)
 
@@ -171,8 +169,154 @@ async def test_a_token_signed_with_a_key_the_issuer_does_not_publish_is_401(
     token = jwt.encode({"alg": "RS256", "kid": kid}, forger.claims(), stranger)
     row = await _refused(oauth_plane, token, audit_rows, status=401, code="AUTHENTICATION_ERROR")
     _unsigned_by_issuer(row)
-    # The forged key ids cost the issuer at most one fetch per refresh interval.
-    assert oauth_plane.plane.edge  # the plane under test stays up
+
+
+_KIDS = st.lists(
+    st.text(st.characters(min_codepoint=0x21, max_codepoint=0x7E), min_size=1, max_size=40),
+    min_size=1,
+    max_size=80,
+    unique=True,
+)
+
+
+@dataclass
+class _Keys:
+    """An issuer's keys as the edge keeps them, against the session's authorization server."""
+
+    issuer: Issuer
+    config: OAuthConfig
+
+    async def verify(self, token: str) -> AccessToken:
+        return await verify_jwt(token, self.issuer, self.config)
+
+    async def refuse_unknown_kids(self, forger: Forger, kids: list[str]) -> None:
+        """Present a token for each of ``kids`` (none the issuer's), half one after another and
+        half at once; each is refused for its key."""
+
+        async def refused(kid: str) -> None:
+            with pytest.raises(InvalidToken, match="key the issuer does not publish"):
+                await self.verify(forger.sign(forger.claims(), kid=kid))
+
+        half = len(kids) // 2
+        for kid in kids[:half]:
+            await refused(kid)
+        await asyncio.gather(*(refused(kid) for kid in kids[half:]))
+
+
+def _keys(
+    forger: Forger, http: httpx.AsyncClient, refresh_seconds: float, *, accept_untyped: bool = False
+) -> _Keys:
+    config = OAuthConfig(
+        issuer=forger.issuer,
+        resource=forger.resource,
+        scopes=(),
+        jwks_refresh_seconds=refresh_seconds,
+        accept_untyped=accept_untyped,
+    )
+    return _Keys(Issuer(config, http), config)
+
+
+@_SETTINGS
+@given(kids=_KIDS)
+async def test_unknown_key_ids_cost_the_issuer_no_fetch_within_the_refresh_interval(
+    forger: Forger, kids: list[str]
+) -> None:
+    kids = [kid for kid in kids if kid != forger.key.kid]
+    async with httpx.AsyncClient(timeout=10, trust_env=False) as http:
+        keys = _keys(forger, http, refresh_seconds=3600)
+        assert (await keys.verify(forger.sign(forger.claims()))).user_id == "U-2041-P1"
+        assert keys.issuer.fetches == 1
+        await keys.refuse_unknown_kids(forger, kids)
+        assert keys.issuer.fetches == 1
+
+
+@settings(max_examples=5, deadline=None)
+@given(kids=_KIDS.filter(lambda kids: len(kids) >= 10))
+async def test_past_the_refresh_interval_a_flood_of_unknown_key_ids_costs_one_fetch(
+    forger: Forger, kids: list[str]
+) -> None:
+    # The issuer may have rotated its keys: one fetch, shared by every lookup of the moment,
+    # then none until the interval has passed again.
+    refresh = 0.2
+    kids = [kid for kid in kids if kid != forger.key.kid]
+    async with httpx.AsyncClient(timeout=10, trust_env=False) as http:
+        keys = _keys(forger, http, refresh_seconds=refresh)
+        await keys.verify(forger.sign(forger.claims()))
+        await asyncio.sleep(refresh * 1.5)
+        started = time.monotonic()
+        await keys.refuse_unknown_kids(forger, kids)
+        intervals = (time.monotonic() - started) / refresh
+    assert 2 <= keys.issuer.fetches <= 2 + math.floor(intervals)
+
+
+#: ``typ`` values of JWTs that are no access token, or of nothing at all.
+_OTHER_TYPES = st.one_of(
+    st.sampled_from(
+        [
+            "JWT",
+            "jwt",
+            "application/jwt",
+            "logout+jwt",
+            "dpop+jwt",
+            "secevent+jwt",
+            "oauth-authz-req+jwt",
+            "token-introspection+jwt",
+            "at+jwt+x",
+            "application/at+jwt; x=1",
+            "",
+        ]
+    ),
+    st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7E), max_size=30),
+    st.integers(),
+    st.lists(st.just("at+jwt"), min_size=1, max_size=2),
+    st.just({"typ": "at+jwt"}),
+)
+_ACCESS_TOKEN_TYPES = st.sampled_from(["at+jwt", "application/at+jwt"]).flatmap(
+    lambda typ: st.sampled_from([typ, typ.upper(), typ.title()])
+)
+
+
+@_SETTINGS
+@given(typ=st.one_of(st.none(), _OTHER_TYPES))
+async def test_a_token_not_typed_as_an_access_token_is_401(
+    oauth_plane: RunningToolPlane, forger: Forger, audit_rows: Any, typ: object
+) -> None:
+    if isinstance(typ, str) and typ.lower() in ("at+jwt", "application/at+jwt"):
+        return
+    token = forger.sign(forger.claims(), typ=typ)
+    row = await _refused(oauth_plane, token, audit_rows, status=401, code="AUTHENTICATION_ERROR")
+    _unsigned_by_issuer(row)
+
+
+@_SETTINGS
+@given(typ=_ACCESS_TOKEN_TYPES)
+async def test_a_token_typed_as_an_access_token_in_any_spelling_is_accepted(
+    oauth_plane: RunningToolPlane, forger: Forger, typ: str
+) -> None:
+    response = await post(
+        oauth_plane.mcp_url,
+        modern_call("learner.get_profile", {"learner_id": "L-2041-1"}),
+        token=forger.sign(forger.claims(), typ=typ),
+    )
+    assert response.status_code == 200, response.text
+    assert response.json()["result"]["structuredContent"]["profile"]
+
+
+@_SETTINGS
+@given(typ=st.one_of(st.none(), _OTHER_TYPES, _ACCESS_TOKEN_TYPES))
+async def test_an_edge_told_to_accept_untyped_tokens_still_refuses_other_types(
+    forger: Forger, typ: object
+) -> None:
+    generic = typ is None or (isinstance(typ, str) and typ.lower() in ("jwt", "application/jwt"))
+    access = isinstance(typ, str) and typ.lower() in ("at+jwt", "application/at+jwt")
+    async with httpx.AsyncClient(timeout=10, trust_env=False) as http:
+        keys = _keys(forger, http, refresh_seconds=30, accept_untyped=True)
+        token = forger.sign(forger.claims(), typ=typ)
+        if generic or access:
+            assert (await keys.verify(token)).user_id == "U-2041-P1"
+        else:
+            with pytest.raises(InvalidToken, match="not typed as an access token"):
+                await keys.verify(token)
 
 
 @_SETTINGS
@@ -190,7 +334,7 @@ async def test_a_tampered_payload_is_401(
     oauth_plane: RunningToolPlane, forger: Forger, audit_rows: Any, changes: dict[str, Any]
 ) -> None:
     header, _, signature = forger.sign(forger.claims()).split(".")
-    token = f"{header}.{_segment(forger.claims(**changes))}.{signature}"
+    token = f"{header}.{segment(forger.claims(**changes))}.{signature}"
     row = await _refused(oauth_plane, token, audit_rows, status=401, code="AUTHENTICATION_ERROR")
     _unsigned_by_issuer(row)
 

@@ -1,7 +1,8 @@
 """Ordinary teaching text, Vietnamese and English, that identifies nobody: lesson titles (some
-shaped like a ``key: value``), formulas, class names, vocabulary lists, product and book codes,
-exam dates, historical figures and places, and the ordinary words that are also given names
-("An toàn", "ngày mai", "miền Nam", "hùng vĩ").
+shaped like a ``key: value``), formulas and comparisons (``a < b``), class names, vocabulary
+lists and glossaries (``onion = củ hành``), product and book codes, exam dates, historical
+figures and places, and the ordinary words that are also given names ("An toàn", "ngày mai",
+"miền Nam", "hùng vĩ").
 
 :func:`ordinary_texts` generates the corpus from these pieces, deterministically (a fixed seed),
 so a detector that flags any of them is raising a false alarm on text a platform shows children.
@@ -117,6 +118,28 @@ FORMULAS: Final = (
     "F = m·a = 2 kg · 9,8 m/s² = 19,6 N",
     "P = U·I = 220 V · 0,5 A = 110 W",
 )
+COMPARISONS: Final = (
+    "Nếu a < b và b < c thì a < c",
+    "0 < x < 1",
+    "x < 5 hoặc x > 7",
+    "a <= b <= c",
+    "1 < 2 < 3 < 4",
+    "\\frac{1}{2} < \\frac{2}{3}",
+    "x^2 < 4 <=> -2 < x < 2",
+    "Với mọi x > 0 thì x + 1/x >= 2",
+    "\\langle u, v \\rangle = 0",
+    "so sánh: 3/4 > 2/3",
+    "If p < q then -p > -q",
+    "Tom & Jerry, A&B, 5 & 6",
+)
+GLOSSARIES: Final = (
+    "onion = củ hành; garlic = tỏi",
+    "one = một, only = chỉ, online = trực tuyến",
+    "ongoing = đang diễn ra",
+    "data: 12 học sinh, 3 nhóm",
+    "File: bài 1; Tel: 113",
+    "JavaScript: một ngôn ngữ lập trình",
+)
 CLASS_NAMES: Final = (
     "Lớp 8A3",
     "lớp 10 chuyên Toán 2",
@@ -183,7 +206,10 @@ SENTENCE_FRAMES: Final = (
 def ordinary_texts(count: int = 1200, seed: int = 2025) -> tuple[str, ...]:
     """``count`` distinct ordinary strings: every piece alone, then pieces in sentence frames and
     short combinations."""
-    pieces = (*LESSON_TITLES, *FORMULAS, *CLASS_NAMES, *VOCABULARY, *CODES, *DATES)
+    pieces = (
+        *LESSON_TITLES, *FORMULAS, *COMPARISONS, *CLASS_NAMES, *VOCABULARY, *GLOSSARIES, *CODES,
+        *DATES,
+    )  # fmt: skip
     texts: dict[str, None] = dict.fromkeys(pieces)
     rng = random.Random(seed)  # noqa: S311  a fixed corpus, not a secret
     while len(texts) < count:

@@ -51,7 +51,7 @@ MAX_TOOL_SUMMARY_CHARS: Final = 2_000
 """A tool result's summary (the result itself is never stored)."""
 _STATUS_REASON: Final = re.compile(r"[A-Z][A-Z0-9_]{0,63}")
 """Why a message did not complete, as the gateway names it (``GUARDRAIL_REJECTED``); the column's
-check constraint repeats it (migration 0026)."""
+check constraint repeats it (migration 0027)."""
 
 
 def _check_text(value: str, what: str, index: int | None = None) -> None:

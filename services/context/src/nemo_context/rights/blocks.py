@@ -6,7 +6,8 @@ a blocked learner is refused with a precise error, before anything is read, and 
 of an erased learner's snapshot says so instead of "not found".
 
 The table is small and read often, so each process keeps it in memory and reads it again once
-it is older than ``max_age_seconds``: a restriction applies on every replica within that time.
+it is older than ``max_age_seconds`` (:data:`BLOCKS_REFRESH_SECONDS`): a block applies on every
+replica within that time, and an erasure waits that long before it destroys anything.
 """
 
 from __future__ import annotations
@@ -27,6 +28,11 @@ from nemo_protos.context.v1.error_reason_pb2 import ErrorReason
 RESTRICTED: Final = "restricted"
 ERASED: Final = "erased"
 
+BLOCKS_REFRESH_SECONDS: Final = 2.0
+"""How old a replica's copy of the blocks may be: a build checked later than this after a block
+was committed is refused. ``nemo rights erase`` waits this long after blocking the learner, so
+no build starts for it once its key and snapshots are being destroyed."""
+
 
 class ProcessingBlocks:
     """The blocks of ``rights.blocks``, read at most every ``max_age_seconds``."""
@@ -36,7 +42,7 @@ class ProcessingBlocks:
         pool: Pool,
         master: MasterKey,
         *,
-        max_age_seconds: float = 2.0,
+        max_age_seconds: float = BLOCKS_REFRESH_SECONDS,
         timer: Callable[[], float] = time.monotonic,
         on_erased: Callable[[str], None] = lambda _subject: None,
     ) -> None:
@@ -56,6 +62,8 @@ class ProcessingBlocks:
         async with self._lock:
             if self._read_at is not None and self._timer() - self._read_at < self._max_age:
                 return
+            # Timed from before the read: the copy is at least as fresh as its start.
+            started = self._timer()
             async with self._pool.acquire() as conn:
                 rows = await conn.fetch("SELECT subject, kind, ref_digests FROM rights.blocks")
             kinds = {row["subject"]: row["kind"] for row in rows}
@@ -66,7 +74,7 @@ class ProcessingBlocks:
             self._erased_refs = frozenset(
                 digest for row in rows if row["kind"] == ERASED for digest in row["ref_digests"]
             )
-            self._read_at = self._timer()
+            self._read_at = started
 
     async def any(self) -> bool:
         """Whether any learner is blocked (most of the time none is)."""

@@ -8,11 +8,12 @@ refs, never by a pattern another learner could match.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Final
 
 from nemo_context.rights.subjects import LearnerTraces
+from nemo_context.snapshots.keys import MasterKey
 from nemo_context.snapshots.objects import SnapshotObjects
 from nemo_core.db import Connection
 from nemo_core.retention import Progress, change_in_batches
@@ -49,8 +50,11 @@ async def erase_snapshots(
     conn: Connection, objects: SnapshotObjects, traces: LearnerTraces
 ) -> dict[str, int]:
     """Destroy the learner's data key (every sealed copy becomes unreadable at once), then
-    delete its snapshot objects (every version) and digest rows."""
-    refs = (traces.ref, traces.ref_prefix)
+    delete its snapshot objects (every version, under each of its refs) and digest rows.
+
+    ``traces`` must name every ref the learner's snapshots were written under: read them
+    (:meth:`~nemo_context.rights.subjects.Identities.read_traces`) before the key goes, since
+    the digest rows that name them go with it."""
     sealed = await conn.fetchval(
         "SELECT count(*) FROM learning.context_snapshots s JOIN learning.snapshot_keys k"
         " ON k.id = s.key_id WHERE k.subject = $1",
@@ -63,15 +67,35 @@ async def erase_snapshots(
     clear = _deleted(
         await conn.execute(
             "DELETE FROM learning.context_snapshots WHERE learner_ref = ANY($1::text[])",
-            list(refs),
+            list(traces.refs),
         )
     )
-    versions = await objects.delete_learner(refs)
+    versions = await delete_under(objects, traces.ref_groups)
     return {
         "snapshot_keys": keys,
         "snapshot_digests": int(sealed) + clear,
         "snapshot_objects": versions,
     }
+
+
+async def delete_under(objects: SnapshotObjects, groups: Iterable[Collection[str]]) -> int:
+    """Delete every snapshot version under each group of refs (see
+    :func:`~nemo_context.rights.subjects.ref_groups`); returns how many."""
+    versions = 0
+    for refs in groups:
+        versions += await objects.delete_learner(refs)
+    return versions
+
+
+async def refs_in_store(
+    objects: SnapshotObjects, master: MasterKey, ref_digests: Collection[str]
+) -> list[str]:
+    """The refs of the snapshot directories whose keyed digest is one of ``ref_digests``: how
+    an erasure run again, or replayed after a restore, finds snapshots under refs the database
+    no longer names. Lists every directory of the store, so only for digests not otherwise
+    accounted for."""
+    wanted = set(ref_digests)
+    return [ref for ref in await objects.refs() if master.ref_digest(ref) in wanted]
 
 
 async def erase_learner_record(conn: Connection, traces: LearnerTraces) -> dict[str, int]:

@@ -51,10 +51,13 @@ class RetentionRule:
     written_by: str
     setting: str | None = None
     """The setting that sets the period instead of ``days``."""
+    seconds: int | None = None
+    """A lifetime in process memory fixed in code, instead of ``days``."""
 
     def __post_init__(self) -> None:
-        if (self.days is None) == (self.setting is None) and self.on_expiry is not Expiry.PLATFORM:
-            raise ValueError(f"{self.store}: a period comes from days or from a setting")
+        periods = [value for value in (self.days, self.setting, self.seconds) if value is not None]
+        if len(periods) != 1 and self.on_expiry is not Expiry.PLATFORM:
+            raise ValueError(f"{self.store}: a period comes from days, a setting or seconds")
         if len(self.purpose) < 40:
             raise ValueError(f"{self.store}: a purpose a person can argue with, please")
 
@@ -143,7 +146,7 @@ RETENTION: Final[tuple[RetentionRule, ...]] = (
         "allowed to do.",
         period="90 days",
         days=90,
-        counted_from="the request (pending ones are never purged)",
+        counted_from="the request (one still pending: from its expiry)",
         on_expiry=Expiry.DELETE,
         on_erasure=OnErasure.DELETE,
         written_by="tool plane",
@@ -188,6 +191,22 @@ RETENTION: Final[tuple[RetentionRule, ...]] = (
         written_by="gateway",
     ),
     RetentionRule(
+        store="circle_fingerprints",
+        location="context service memory, per replica",
+        holds="keyed fingerprints (HMAC) of the words of the names, contact data, schools and "
+        "birth dates of the learner and the people around it, under the learner's id; never "
+        "the identifiers themselves",
+        purpose="Finding the child's and its family's identifiers in what a bundle or a turn "
+        "carries, without the database deriving every fingerprint again for every build.",
+        period="60 seconds",
+        days=None,
+        seconds=60,
+        counted_from="the build that read them from the database",
+        on_expiry=Expiry.EVICT,
+        on_erasure=OnErasure.UNREACHABLE,
+        written_by="context service (the identifier gate)",
+    ),
+    RetentionRule(
         store="rights_requests",
         location="rights.requests, rights.request_events",
         holds="each export, erasure and restriction request, its clocks, its steps and "
@@ -204,7 +223,8 @@ RETENTION: Final[tuple[RetentionRule, ...]] = (
         store="erasure_ledger",
         location="snapshot store rights-ledger/<request_id>.json and rights.blocks "
         "(erasure tombstones)",
-        holds="which subject was erased, when, and the receipt's counts",
+        holds="which subject was erased (and its snapshot refs, as keyed digests), when, and "
+        "the receipt's counts",
         purpose="Erasing again after a database restore from a backup older than the "
         "erasure, and refusing the learner if its records come back.",
         period="400 days (longer than any backup is kept)",

@@ -13,6 +13,8 @@ pseudonym key is rotated, so a key found by subject covers snapshots written und
 
 Unwrapped keys are cached for a short time (every build seals one snapshot); an erasure deletes
 the row, and :meth:`DataKeys.forget` drops a cached copy at once where the process hears of it.
+The database refuses a key to a blocked learner (migration 0026): a build under way when its
+learner was erased cannot create the key again.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
+import asyncpg
 from cachetools import TTLCache
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -49,6 +52,10 @@ REF_DIGEST_WIDTH: Final = len("nemo_") + 12
 
 class SnapshotSealError(Exception):
     """A sealed snapshot does not open: altered, truncated, or sealed under another key or ref."""
+
+
+class SnapshotKeyRefusedError(Exception):
+    """The learner is restricted or erased: no snapshot key is created or read for it."""
 
 
 class MasterKey:
@@ -183,7 +190,12 @@ async def _get_or_create(conn: Connection, master: MasterKey, subject: str) -> D
     for _attempt in range(2):
         key_id = uuid.uuid4()
         data_key = secrets.token_bytes(_DATA_KEY_BYTES)
-        row = await conn.fetchrow(_GET_OR_CREATE, subject, key_id, master.wrap(key_id, data_key))
+        try:
+            row = await conn.fetchrow(
+                _GET_OR_CREATE, subject, key_id, master.wrap(key_id, data_key)
+            )
+        except asyncpg.ObjectNotInPrerequisiteStateError:
+            raise SnapshotKeyRefusedError("the learner is blocked") from None
         # No row: a concurrent transaction created the key after this statement's snapshot.
         if row is not None:
             stored_id: uuid.UUID = row["id"]

@@ -33,6 +33,8 @@ KEY_PATTERN = re.compile(
     r"^ai-context/(?P<day>\d{4}-\d{2}-\d{2})/nemo_(?:[0-9a-f]{24}|[0-9a-f]{12})/"
     r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.json\Z"
 )
+#: A snapshot directory's name: a ref of either width.
+REF_PATTERN = re.compile(r"^nemo_(?:[0-9a-f]{24}|[0-9a-f]{12})\Z")
 _DAY_PATTERN = re.compile(r"^\d{4}-\d{2}-\d{2}\Z")
 
 LEDGER_PREFIX = "rights-ledger/"
@@ -116,6 +118,12 @@ class SnapshotObjects(Protocol):
 
     async def get(self, key: str) -> bytes:
         """The bytes under ``key``; :class:`ObjectNotFoundError` when there are none."""
+
+    async def delete(self, key: str) -> None:
+        """Delete every version of ``key`` (nothing when there is none)."""
+
+    async def refs(self) -> list[str]:
+        """The refs that name a snapshot directory on any day, holding any version, sorted."""
 
     async def days(self) -> list[date]:
         """The days that hold snapshots, oldest first."""
@@ -203,6 +211,21 @@ class LocalDirectoryObjects:
             return await asyncio.to_thread(path.read_bytes)
         except FileNotFoundError:
             raise ObjectNotFoundError(key) from None
+
+    async def delete(self, key: str) -> None:
+        await asyncio.to_thread(self._path(key).unlink, missing_ok=True)
+
+    async def refs(self) -> list[str]:
+        return await asyncio.to_thread(self._refs)
+
+    def _refs(self) -> list[str]:
+        prefix_dir = self._root / SNAPSHOT_PREFIX
+        if not prefix_dir.is_dir():
+            return []
+        days = (entry for entry in prefix_dir.iterdir() if _parse_day(entry.name))
+        return sorted(
+            {ref.name for day in days for ref in day.iterdir() if REF_PATTERN.match(ref.name)}
+        )
 
     async def days(self) -> list[date]:
         return await asyncio.to_thread(self._days)
@@ -367,6 +390,28 @@ class S3Objects:
         async with response["Body"] as stream:
             body: bytes = await stream.read()
         return body
+
+    async def delete(self, key: str) -> None:
+        s3 = await self._s3()
+        # Every version: on a versioned bucket a plain delete would only hide the object.
+        versions = [
+            version for version in await self._versions(s3, check_key(key)) if version["Key"] == key
+        ]
+        if versions:
+            await self._delete_batch(s3, versions)
+
+    async def refs(self) -> list[str]:
+        s3 = await self._s3()
+        found: set[str] = set()
+        paginator = s3.get_paginator("list_object_versions")
+        for day in await self._version_days(s3):
+            async for page in paginator.paginate(Bucket=self.bucket, Prefix=day, Delimiter="/"):
+                names = (
+                    common["Prefix"][len(day) :].rstrip("/")
+                    for common in page.get("CommonPrefixes", [])
+                )
+                found.update(name for name in names if REF_PATTERN.match(name))
+        return sorted(found)
 
     async def days(self) -> list[date]:
         s3 = await self._s3()

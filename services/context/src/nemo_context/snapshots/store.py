@@ -208,8 +208,12 @@ class DigestedSnapshotStore:
                 )
             except asyncpg.ForeignKeyViolationError:
                 # The key was destroyed (an erasure, or a purge of an unused key) while this
-                # process held it: the next snapshot reads the learner's key again.
+                # process held it. The object sealed under it can never be opened, and its key
+                # names the learner's ref: it goes too, since the erasure may have listed the
+                # learner's objects before it was written. The next snapshot reads the
+                # learner's key again.
                 self.keys.forget(self.keys.master.subject(owner.learner_id))
+                await self.objects.delete(stored.input_ref)
                 raise
         return stored
 

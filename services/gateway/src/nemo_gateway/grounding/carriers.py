@@ -20,8 +20,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from nemo_gateway.grounding.instructions import looks_like_instructions
-from nemo_gateway.grounding.tags import has_data_tag, neutralise_source_numbers, neutralise_tags
+from nemo_core.text import INVISIBLE
+from nemo_gateway.grounding.instructions import looks_like_instructions, none_can_instruct
+from nemo_gateway.grounding.tags import (
+    has_data_tag,
+    neutralise_source_numbers,
+    neutralise_tags,
+    none_has_data_tag,
+    tag_openers,
+)
 from nemo_gateway.lang import Lang
 
 WITHHELD: dict[Lang, str] = {
@@ -50,9 +57,12 @@ def neutralised(text: str) -> str:
 
 def guard(text: str, lang: Lang) -> Guarded:
     """``text`` neutralised, or :data:`WITHHELD` when it is flagged."""
-    if suspicious(text):
+    visible = INVISIBLE.sub("", text)
+    # :func:`suspicious`, with the visible text read once: a text with no data tag in it needs
+    # only its bracketed numbers neutralised (:func:`neutralised` finds no tag to change).
+    if tag_openers(visible) or looks_like_instructions(text):
         return Guarded(WITHHELD[lang], flagged=True)
-    return Guarded(neutralised(text), flagged=False)
+    return Guarded(neutralise_source_numbers(visible), flagged=False)
 
 
 def guarded(text: str, lang: Lang) -> str:
@@ -63,8 +73,19 @@ def guarded(text: str, lang: Lang) -> str:
 def guarded_lines(text: str, lang: Lang) -> str:
     """``text`` guarded line by line: one flagged line (a goal someone wrote as an instruction)
     is withheld, the others stay."""
-    return "\n".join(guarded(line, lang) if line.strip() else line for line in text.split("\n"))
+    lines = text.split("\n")
+    written = [n for n, line in enumerate(lines) if line.strip()]
+    for n, line in zip(written, guarded_all([lines[n] for n in written], lang), strict=True):
+        lines[n] = line
+    return "\n".join(lines)
 
 
 def guarded_all(texts: Iterable[str], lang: Lang) -> list[str]:
-    return [guarded(text, lang) for text in texts]
+    """:func:`guarded` of each text. Texts that, read together, can neither instruct nor hold a
+    data tag are only neutralised (what :func:`guard` does to each of them then), without
+    reading each one alone."""
+    pieces = list(texts)
+    visible = [INVISIBLE.sub("", text) for text in pieces]
+    if len(pieces) > 1 and none_has_data_tag(visible) and none_can_instruct(pieces):
+        return [neutralise_source_numbers(text) for text in visible]
+    return [guarded(text, lang) for text in pieces]

@@ -18,9 +18,11 @@ Measured on the labelled corpus ``nemo_testing.corpora`` (``instructions``) by `
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from functools import partial
 
 from nemo_core.text import fold_lookalikes
+from nemo_gateway.grounding.literals import LiteralFilter
 
 # What a model's instructions are called; "yeu cau" and "quy dinh" only with a word that points
 # back at them ("yeu cau truoc do"), since an exercise has requirements too.
@@ -101,7 +103,7 @@ INSTRUCTION_PATTERNS: tuple[str, ...] = (
     r"(?:that|with the word|with \"|\")\b",
     r"\b(?:reply|respond) (?:only )?with\b",
     r"\b(?:tell|inform) the (?:user|student|students|child)\b",
-    r"\b(?:always|only) (?:answer|reply|respond|say|agree)\b",
+    r"\b(?:always|only) (?:answer|reply|respond|say|agree|repeat)\b",
     r"\b(?:instead of answering|instead,? answer|answer that)\b",
     r"\b(?:hay|phai) (?:tra loi|noi|khang dinh|thong bao)(?: (?:voi|cho) (?:nguoi dung|hoc "
     r"sinh))? rang\b",
@@ -119,6 +121,8 @@ INSTRUCTION_PATTERNS: tuple[str, ...] = (
     r"\bif you are (?:an? )?(?:ai|assistant|language model|llm|chatbot|virtual assistant|ai "
     r"assistant)\b",
     r"(?:^|[.!?] )(?:assistant|model|ai assistant|ai|system)[,:] ",
+    # The same address after a label a carrier puts first ("Goal: Assistant: ...").
+    r": (?:assistant|model|ai assistant|ai|system): ",
     r"\b(?:luu y|ghi chu|thong diep|goi y|chi thi|gui)\b.{0,12}\b(?:cho|danh cho|gui) (?:tro "
     r"ly|ai|mo hinh|chatbot|he thong ai)\b",
     r"\b(?:gui|thong diep cho) (?:mo hinh|tro ly|chatbot)\b",
@@ -136,6 +140,8 @@ INSTRUCTION_PATTERNS: tuple[str, ...] = (
 
 # One alternation: a single scan of the text instead of one per pattern.
 _COMPILED = re.compile("|".join(f"(?:{pattern})" for pattern in INSTRUCTION_PATTERNS))
+# The words one of which any match holds: a text without any is not scanned (same answer).
+_MAY_MATCH = LiteralFilter.of(INSTRUCTION_PATTERNS).may_match
 
 
 LEET: tuple[dict[str, str], ...] = (
@@ -147,7 +153,7 @@ each table (the second over the first)."""
 _LEET_CHARS = "".join(sorted({char for table in LEET for char in table}))
 _LEET_WORD = re.compile(
     rf"(?<![\w{re.escape(_LEET_CHARS)}])(?=[\w{re.escape(_LEET_CHARS)}]*[a-z])"
-    rf"(?=[\w{re.escape(_LEET_CHARS)}]*[{re.escape(_LEET_CHARS)}])[\w{re.escape(_LEET_CHARS)}]{{3,}}"
+    rf"(?=[\w{re.escape(_LEET_CHARS)}]*[{re.escape(_LEET_CHARS)}])[\w{re.escape(_LEET_CHARS)}]{{2,}}"
 )
 
 
@@ -171,4 +177,16 @@ def _as_letters(letters: dict[int, str], word: re.Match[str]) -> str:
 def looks_like_instructions(text: str) -> bool:
     """Whether ``text`` contains an instruction aimed at the model."""
     folded = " ".join(fold_lookalikes(text).split())
-    return any(_COMPILED.search(reading) for reading in (folded, *_leet_readings(folded)))
+    return any(
+        _MAY_MATCH(reading) and _COMPILED.search(reading)
+        for reading in (folded, *_leet_readings(folded))
+    )
+
+
+def none_can_instruct(texts: Iterable[str]) -> bool:
+    """True only when no text of ``texts`` can contain an instruction: read together, they hold
+    no word an instruction needs and no leetspeak word. Each piece's reading is part of the
+    joined one, so whatever a piece holds the joined text holds; False sends the caller to
+    :func:`looks_like_instructions`, piece by piece."""
+    joined = "\n".join(" ".join(fold_lookalikes(text).split()) for text in texts)
+    return _LEET_WORD.search(joined) is None and not _MAY_MATCH(joined)

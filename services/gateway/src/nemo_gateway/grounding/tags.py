@@ -27,9 +27,10 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Iterable
 from functools import cache
 
-from nemo_core.text import INVISIBLE, fold_lookalikes_with_positions
+from nemo_core.text import INVISIBLE, fold_lookalikes, fold_lookalikes_with_positions
 from nemo_gateway.lang import Lang
 
 CONTEXT_TAG: dict[Lang, str] = {Lang.VI: "ngu_canh", Lang.EN: "context"}
@@ -54,8 +55,14 @@ _SLASH = r"(?:/|&sol;?|&#0*47;?|&#x0*2f;?)"
 _TAG_START = re.compile(rf"{_OPEN}(?=\s*(?:{_SLASH}\s*)?(?:{'|'.join(_NAMES)})(?![\w-]))")
 
 
-def _tag_openers(visible: str) -> list[tuple[int, int]]:
-    """(start, end) in ``visible`` of every opener of a data tag."""
+def tag_openers(visible: str) -> list[tuple[int, int]]:
+    """(start, end) in ``visible`` (a text without invisible characters) of every opener of a
+    data tag."""
+    # Every opener starts with "<" or "&" once folded: without either there is none, and the
+    # positions need not be computed.
+    plain = fold_lookalikes(visible)
+    if "<" not in plain and "&" not in plain:
+        return []
     folded, origins = fold_lookalikes_with_positions(visible)
     return [
         (origins[match.start()], origins[match.end() - 1] + 1)
@@ -69,16 +76,24 @@ def neutralise_tags(text: str) -> str:
     visible = INVISIBLE.sub("", text)
     pieces: list[str] = []
     done = 0
-    for start, end in _tag_openers(visible):
+    for start, end in tag_openers(visible):
         pieces += [visible[done:start], NEUTRAL_BRACKET]
         done = end
     pieces.append(visible[done:])
     return "".join(pieces)
 
 
+def none_has_data_tag(visible: Iterable[str]) -> bool:
+    """True only when no text of ``visible`` (texts without invisible characters) holds a data
+    tag opener: folded together, they hold no "<" and no "&" (folding goes character by
+    character, so each piece's folding is part of the joined one)."""
+    plain = fold_lookalikes("\n".join(visible))
+    return "<" not in plain and "&" not in plain
+
+
 def has_data_tag(text: str) -> bool:
     """Whether ``text`` holds a sequence that would open or close a data tag."""
-    return bool(_tag_openers(INVISIBLE.sub("", text)))
+    return bool(tag_openers(INVISIBLE.sub("", text)))
 
 
 @cache

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from nemo_core.text import fold_lookalikes
+from nemo_gateway.grounding.carriers import guard
 from nemo_gateway.lang import Lang
 from nemo_gateway.prompts.plain_text import hidden_characters, identifier_problem, markup_problem
 from nemo_gateway.prompts.score_claims import states_a_score
@@ -73,6 +74,17 @@ def plain_text_problem(label: str, text: str, forbidden: Iterable[str]) -> str |
     folded = fold_lookalikes(text)
     problem = markup_problem(folded) or identifier_problem(folded, forbidden)
     return f"{label} {problem}" if problem else None
+
+
+def quoted(text: str, lang: Lang) -> str | None:
+    """Outside text (a node title, a goal, a passage, a caller's topic) as a baseline may quote
+    it to a learner: through the carrier guard (:func:`nemo_gateway.grounding.carriers.guard`),
+    so it is neutralised like every carrier; None when the guard flags it or it is not plain
+    text (:func:`plain_text_problem`), and the baseline says it without the quote."""
+    guarded = guard(text, lang)
+    if guarded.flagged or plain_text_problem("quote", guarded.text, ()) is not None:
+        return None
+    return guarded.text
 
 
 def list_problems(

@@ -9,21 +9,29 @@ must not hold:
   default-ignorable code point (zero-width and bidirectional controls, tag characters). They are
   stripped from a streamed reply before it is released (:func:`visible`) and refused in a whole
   answer;
-- **markup**: an HTML tag, comment or declaration; a markdown link, image or link reference;
-- **links**: a URI scheme (``https://``, ``javascript:``...), ``www.``, a bare domain under a
-  top-level domain of the Public Suffix List (as the ``publicsuffixlist`` package ships it);
-- **identifiers**: the shape of a learner's pseudonym (``nemo_`` and hex), of the platform's keys
-  (``L-2041-1``, UUIDs), of a provider key (``sk-...``), and any value the caller forbids.
+- **markup**, found by structure rather than from a list of tags: a ``<`` right before a letter,
+  ``/``, ``!`` or ``?`` opens a tag, an end tag, a comment or a declaration wherever an HTML
+  parser or a markdown renderer reads it, closed or not, however long its attributes
+  (``a < b`` with spaces, as maths writes it, opens nothing); an event-handler attribute
+  (``onerror=``, ``onload="...``) anywhere; a markdown link, image or link reference;
+- **links**: a URI scheme (``https://``, ``javascript:alert``...), ``www.``, a bare domain under
+  a top-level domain of the Public Suffix List (as the ``publicsuffixlist`` package ships it);
+- **identifiers**: the shapes of :mod:`nemo_gateway.prompts.identifier_shapes` (a learner's
+  pseudonym, the platform's keys, UUIDs, a provider key), and any value the caller forbids.
 
-Every pattern is shorter than :data:`MAX_PATTERN_CHARS`, so a stream can check the reply a
-window at a time (:mod:`nemo_gateway.screen`). Every check but the first reads the text folded
-as the instruction checks read it (:func:`nemo_core.text.fold_lookalikes`): any case, invisible
-characters inside, full-width and look-alike letters make no difference. The patterns below are
-written for folded text.
+Every pattern but a tag's opening is shorter than :data:`MAX_PATTERN_CHARS` (a tag is found by
+its first two characters), so a stream can check the reply a window at a time
+(:mod:`nemo_gateway.screen`). Every check but the first reads the text folded as the
+instruction checks read it (:func:`nemo_core.text.fold_lookalikes`): any case, invisible
+characters inside, full-width and look-alike letters make no difference; and once more with its
+HTML character references decoded (``&lt;script&gt;``, ``&#60;``), up to
+:data:`MAX_DECODE_DEPTH` times, since a client that decodes them shows what they encode. The
+patterns below are written for folded text.
 """
 
 from __future__ import annotations
 
+import html
 import re
 import unicodedata
 from collections.abc import Iterable
@@ -34,27 +42,36 @@ from typing import Final
 import publicsuffixlist
 
 from nemo_core.text import INVISIBLE, fold_lookalikes
+from nemo_gateway.prompts.identifier_shapes import holds_identifier
 
 MAX_PATTERN_CHARS: Final = 400
-"""Longer than any match of the patterns below (a domain of four labels, a tag's attributes)."""
+"""Longer than any match of the patterns below (a domain of four labels, a markdown link's
+text)."""
 _KEPT_CONTROLS: Final = frozenset("\n\t")
 # Categories a reader never sees as text: controls, surrogates (never valid text), private use
 # and unassigned code points.
 _HIDDEN_CATEGORIES: Final = frozenset({"Cc", "Cs", "Co", "Cn"})
 
-# Markup: a tag is a name right after "<" (no space) closed by ">" on its own, or with
-# attributes that hold an "=", so that "a<b và c>d" in a maths reply is no tag.
+MAX_DECODE_DEPTH: Final = 2
+"""HTML character references inside references (``&amp;lt;``) that are still decoded."""
+
+# Markup. An HTML parser (and CommonMark's raw HTML) opens a tag, an end tag, a comment, a
+# declaration or a processing instruction at "<" right before a letter, "/", "!" or "?", and
+# nowhere else; a closed tag with spaces inside ("< b >") is refused too. An event-handler
+# attribute (glued to its "=", or with a quoted value or a call as its value) runs script
+# wherever a client pastes the text into a tag.
 _HTML: Final = (
-    r"<\s{0,20}/?\s{0,20}[a-z][a-z0-9-]{0,30}\s{0,20}/?\s{0,20}>"
-    r"|<[a-z][a-z0-9-]{0,30}\s[^<>]{0,150}=[^<>]{0,150}>"
-    r"|<!--|<![a-z\[]|<\?[a-z]"
+    r"<[a-z/!?]"
+    r"|<\s{1,20}/?\s{0,20}[a-z][a-z0-9-]{0,30}\s{0,20}/?\s{0,20}>"
+    r"|(?<![a-z0-9_-])on[a-z]{3,}(?:=|\s{0,20}=\s{0,20}(?:[\"'`]|[a-z_$][\w$.]{0,40}[(`]))"
 )
 _MARKDOWN: Final = r"!?\[[^\[\]\n]{0,200}\]\s{0,20}\(|^\s{0,20}\[[^\[\]\n]{1,200}\]:\s{0,20}\S"
-# Schemes that work without "//"; any other scheme is caught with its "//".
+# Schemes that work without "//", written as a link writes them (no space after the colon, so
+# "data: 12 students" is prose); any other scheme is caught with its "//".
 _BARE_SCHEMES: Final = ("javascript", "vbscript", "data", "file", "mailto", "tel", "sms", "blob")
 _SCHEME: Final = (
     rf"[a-z][a-z0-9+.-]{{0,30}}\s{{0,5}}:\s{{0,5}}/\s{{0,5}}/"
-    rf"|\b(?:{'|'.join(_BARE_SCHEMES)})\s{{0,5}}:"
+    rf"|\b(?:{'|'.join(_BARE_SCHEMES)})\s{{0,5}}:(?=\S)"
 )
 # The label separators IDNA reads as ".": full stop, ideographic, full-width and half-width
 # ideographic full stops (full-width is already "." once folded).
@@ -64,14 +81,6 @@ _DOMAIN: Final = re.compile(
     r"(?![\w-])"
 )
 _LINK: Final = re.compile(rf"{_SCHEME}|\bwww{_DOT}")
-
-# Identifiers: the pseudonym (nemo_ and hex, any separator or none, glued to a word or not), the
-# demo keys (kind-school-serial, glued or not), UUIDs, provider keys.
-_PSEUDONYM: Final = r"nem[o0][\W_]{0,3}[0-9a-f]{6,}"
-_PLATFORM_KEY: Final = r"[a-z]-\d{4}-\d{1,6}(?!\d)"
-_UUID: Final = r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"
-_PROVIDER_KEY: Final = r"\b(?:sk|nvapi|xai|gsk)[-_][a-z0-9_-]{16,}"
-_IDENTIFIER: Final = re.compile("|".join((_PSEUDONYM, _PLATFORM_KEY, _UUID, _PROVIDER_KEY)))
 
 _MARKUP: Final = re.compile(f"{_HTML}|{_MARKDOWN}", re.MULTILINE)
 
@@ -115,21 +124,35 @@ def _has_domain(folded: str) -> bool:
     return any(match.group(1) in tlds for match in _DOMAIN.finditer(folded))
 
 
+def spellings(folded: str) -> list[str]:
+    """``folded`` and what its HTML character references decode to, folded again."""
+    found = [folded]
+    for _ in range(MAX_DECODE_DEPTH):
+        if "&" not in found[-1]:
+            break
+        decoded = fold_lookalikes(html.unescape(found[-1]))
+        if decoded == found[-1]:
+            break
+        found.append(decoded)
+    return found
+
+
 def markup_problem(folded: str) -> str | None:
-    """What makes folded text more than plain text: markup or a link; None when it is plain."""
-    if _MARKUP.search(folded):
-        return "holds markup (HTML or a markdown link); it must be plain text"
-    if _LINK.search(folded) or _has_domain(folded):
-        return "contains a link"
+    """What makes folded text more than plain text: markup or a link, in any of its
+    :func:`spellings`; None when it is plain."""
+    for spelling in spellings(folded):
+        if _MARKUP.search(spelling):
+            return "holds markup (HTML or a markdown link); it must be plain text"
+        if _LINK.search(spelling) or _has_domain(spelling):
+            return "contains a link"
     return None
 
 
 def identifier_problem(folded: str, forbidden: Iterable[str]) -> str | None:
-    """Whether folded text names an identifier: a pseudonym, key or provider key shape, or one
-    of the ``forbidden`` values in any spelling."""
-    if _IDENTIFIER.search(folded):
-        return "repeats an identifier"
-    for value in forbidden:
-        if value and fold_lookalikes(value) in folded:
+    """Whether folded text names an identifier, in any of its :func:`spellings`: a shape of
+    :mod:`nemo_gateway.prompts.identifier_shapes`, or one of the ``forbidden`` values."""
+    values = [fold_lookalikes(value) for value in forbidden if value]
+    for spelling in spellings(folded):
+        if holds_identifier(spelling) or any(value in spelling for value in values):
             return "repeats an identifier"
     return None

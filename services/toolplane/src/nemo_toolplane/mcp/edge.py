@@ -60,7 +60,7 @@ def create_app(
             # Every method reaches the endpoint, which answers 405 itself after authentication.
             Route(
                 "/mcp",
-                BrowserGuard(mcp, browsers),
+                BrowserGuard(mcp, browsers, mcp.refuse_browser),
                 methods=["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"],
             ),
         ],

@@ -23,11 +23,12 @@ ASGI endpoint does what belongs to the tool plane, in this order (after the brow
    (in a context variable, which also tells the endpoint whether the router got the call) and
    ``X-Request-Id`` is echoed on the response.
 
-Every refusal, at any of these steps or by the SDK itself, leaves exactly one audit row naming
-the method (the JSON-RPC method, or the HTTP method and path when the body names none) and, for
-a ``tools/call``, the tool; a batch leaves one row per message. The failed-authentication
-limiter's 429 is the one answer without a row: it only comes after the failures that tripped it,
-each with its row, and a flood of them must not fill the log.
+Every refusal, at any of these steps, by the browser checks (:meth:`McpEndpoint.refuse_browser`)
+or by the SDK itself, leaves exactly one audit row naming the method (the JSON-RPC method, or the
+HTTP method and path when the body names none) and, for a ``tools/call``, the tool; a batch
+leaves one row per message. The failed-authentication limiter's 429 is the one answer without a
+row: it only comes after the failures that tripped it, each with its row, and a flood of them
+must not fill the log.
 
 ``tools/list`` shows the tools the agent's grants (and an OAuth token's scopes) let it see, on
 one page (so any cursor is -32602); ``tools/call`` goes through the router. An unknown tool is a
@@ -44,7 +45,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -458,10 +459,7 @@ class McpEndpoint:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = Headers(scope=scope)
         http_method = f"{scope['method']} {scope['path']}"
-        sender = Unidentified(
-            request_id=usable_id(headers.get("x-request-id")) or new_request_id(),
-            session_id=usable_id(_session_header(headers)) or new_session_id(),
-        )
+        sender = _sender(headers)
         authorizations = headers.getlist("authorization")
         if len(authorizations) > 1:
             refused = Unidentified(sender.request_id, sender.session_id, credential=None)
@@ -491,6 +489,16 @@ class McpEndpoint:
             )
             return
         await self._post(scope, receive, send, agent.identity, agent.rules, ids, http_method)
+
+    async def refuse_browser(self, scope: Scope, problem: str, details: Mapping[str, str]) -> None:
+        """Audit a request the browser checks (:mod:`nemo_toolplane.mcp.origins`) refused
+        before its credential was read."""
+        refused = replace(_sender(Headers(scope=scope)), credential=None)
+        method = f"{scope['method']} {scope['path']}"
+        code = ErrorCode.AUTHORIZATION_ERROR
+        await self._router.refuse(
+            refused, Refusal(method, problem, "mcp", code=code, details=details)
+        )
 
     async def _post(
         self,
@@ -679,6 +687,14 @@ class McpEndpoint:
 
 def _session_header(headers: Headers) -> str | None:
     return headers.get("x-nemo12-session-id") or headers.get("mcp-session-id")
+
+
+def _sender(headers: Headers) -> Unidentified:
+    """Who sent a request before an agent is known: the ids it sent that are usable."""
+    return Unidentified(
+        request_id=usable_id(headers.get("x-request-id")) or new_request_id(),
+        session_id=usable_id(_session_header(headers)) or new_session_id(),
+    )
 
 
 @dataclass(frozen=True)

@@ -4,9 +4,11 @@
 A page on another site that a browser lets reach the edge (directly, or by rebinding its own
 name to a loopback address) sends its own ``Origin`` and ``Host``: a present ``Origin`` outside
 the list is 403, as the MCP transport requires, and a ``Host`` outside a configured list is 421.
-Both are refused before authentication, so such a page learns nothing about tokens. An allowed
-origin gets CORS answers (preflight included, which carries no token), so a browser-based client
-such as an inspector can call the edge. Agents and SDKs send no ``Origin`` and are unaffected.
+Both are refused before authentication, so such a page learns nothing about tokens, and each
+refusal leaves one audit row (through the endpoint, :meth:`McpEndpoint.refuse_browser`), with
+the refused value in a bounded form (:func:`kept_value`). An allowed origin gets CORS answers
+(preflight included, which carries no token), so a browser-based client such as an inspector
+can call the edge. Agents and SDKs send no ``Origin`` and are unaffected.
 
 Patterns are exact (``https://console.nemo12.com``, ``mcp.nemo12.com``) or leave the port open
 with ``:*`` (``http://localhost:*`` is ``http://localhost`` on any port or none). The SDK's
@@ -16,10 +18,11 @@ service's authentication, answering plain text, with no CORS.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import re
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 
 from starlette.datastructures import Headers
 from starlette.middleware.cors import CORSMiddleware
@@ -40,6 +43,14 @@ _ORIGIN_PATTERN = re.compile(rf"https?://{_HOST}{_PORT}")
 _HOST_PATTERN = re.compile(rf"{_HOST}{_PORT}")
 #: Response headers a browser script may read: the request id, and why a request was refused.
 EXPOSED_HEADERS = ("X-Request-Id", "WWW-Authenticate", "Retry-After")
+
+
+#: Longest header value an audit row keeps as it came (a host name is at most 253 characters).
+_MAX_KEPT = 270
+
+#: Audits a request the guard refused: its ASGI scope, what was refused (a fixed label), and
+#: the refused header in the form :func:`kept_value` gives it.
+RefusalAudit = Callable[[Scope, str, Mapping[str, str]], Awaitable[None]]
 
 
 class InvalidPattern(ValueError):
@@ -64,6 +75,16 @@ def check_origin_pattern(pattern: str) -> str:
 def check_host_pattern(pattern: str) -> str:
     """``pattern`` in lower case if it is ``host[:port|:*]``; else :class:`InvalidPattern`."""
     return _checked(pattern, _HOST_PATTERN, "a host, host[:port]")
+
+
+def kept_value(value: str, shape: re.Pattern[str]) -> str:
+    """A refused ``Origin`` or ``Host`` as an audit row keeps it: lower-cased when it has the
+    shape of one (or is the ``null`` origin), else only a digest, since anything else may be
+    arbitrary text a page chose."""
+    lowered = value.lower()
+    if len(lowered) <= _MAX_KEPT and (lowered == "null" or shape.fullmatch(lowered)):
+        return lowered
+    return "invalid:" + hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 def _regex(patterns: Iterable[str]) -> str | None:
@@ -101,11 +122,12 @@ def _refusal(status: int, message: str) -> Response:
 
 
 class BrowserGuard:
-    """ASGI middleware: refuses foreign origins (403) and host names (421), then answers CORS
-    for allowed origins around ``app``."""
+    """ASGI middleware: refuses foreign origins (403) and host names (421), each audited by
+    ``audit``, then answers CORS for allowed origins around ``app``."""
 
-    def __init__(self, app: ASGIApp, policy: OriginPolicy) -> None:
+    def __init__(self, app: ASGIApp, policy: OriginPolicy, audit: RefusalAudit) -> None:
         self._policy = policy
+        self._audit = audit
         regex = policy.origin_regex
         self._app = (
             app
@@ -125,16 +147,16 @@ class BrowserGuard:
         headers = Headers(scope=scope)
         origin = headers.get("origin")
         if origin is not None and not self._policy.origin_allowed(origin):
-            logger.warning(
-                "mcp request refused: origin not allowed", extra={"origin": origin[:200]}
-            )
+            kept = {"origin": kept_value(origin, _ORIGIN_PATTERN)}
+            logger.warning("mcp request refused: origin not allowed", extra=kept)
+            await self._audit(scope, "origin not allowed", kept)
             await _refusal(403, "Origin not allowed")(scope, receive, send)
             return
         host = headers.get("host")
         if not self._policy.host_allowed(host):
-            logger.warning(
-                "mcp request refused: host not allowed", extra={"host": (host or "")[:200]}
-            )
+            kept = {"host": kept_value(host, _HOST_PATTERN)} if host is not None else {}
+            logger.warning("mcp request refused: host not allowed", extra=kept)
+            await self._audit(scope, "host not allowed", kept)
             await _refusal(421, "Host not allowed")(scope, receive, send)
             return
         await self._app(scope, receive, send)

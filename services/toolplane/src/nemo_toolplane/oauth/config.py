@@ -38,6 +38,8 @@ class OAuthConfig:
     scopes: tuple[str, ...]
     algorithms: tuple[str, ...] = ("RS256", "PS256", "ES256", "EdDSA")
     leeway_seconds: float = 30.0
+    #: Also accept JWTs typed generically (``typ`` ``JWT`` or none), not as access tokens.
+    accept_untyped: bool = False
     #: The claim naming the platform user the agent acts for.
     user_claim: str = "sub"
     #: The claim naming the OAuth client.

@@ -61,11 +61,6 @@ class OAuthVerifier:
         )
         self._users = KnownUsers(users)
 
-    def accepts(self, token: str) -> bool:
-        """Whether ``token`` is to be verified as an OAuth access token: a JWT, or any token
-        when introspection is set up (agent tokens are looked up first then)."""
-        return looks_like_jwt(token) or self._introspector is not None
-
     @property
     def introspects(self) -> bool:
         return self._introspector is not None

@@ -35,6 +35,9 @@ logger = logging.getLogger(__name__)
 #: Notified by the triggers of migrations 0009 and 0020 on every change to agents, tokens, OAuth
 #: clients, grants or policies.
 CHANNEL = "nemo_toolplane_access"
+#: The listening session's name in ``pg_stat_activity``: the one session of a tool plane that
+#: must reach PostgreSQL directly, never through a transaction pooler.
+LISTENER_APPLICATION_NAME = "nemo-toolplane-listener"
 MAX_ENTRIES = 10_000
 MAX_AGE_SECONDS = 30.0
 HEARTBEAT_SECONDS = 10.0
@@ -117,7 +120,7 @@ class RulesCache:
         attempt = 0
         while not stopping.is_set():
             try:
-                conn = await connect(self._dsn)
+                conn = await connect(self._dsn, application_name=LISTENER_APPLICATION_NAME)
             except (OSError, asyncpg.PostgresError, TimeoutError):
                 delay = _RETRY_SECONDS[min(attempt, len(_RETRY_SECONDS) - 1)]
                 attempt += 1

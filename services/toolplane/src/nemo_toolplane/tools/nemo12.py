@@ -29,8 +29,9 @@ TOOLS: tuple[AnyTool, ...] = (
         "A learner's whole learning state in one call: profile, context, progress, readiness and "
         "the next learning experience.",
         LearningStateResult,
-        # Each slice is what one of these returns on its own: a policy keeping one of them from
-        # a learner keeps this one away too.
+        # The view tools whose every slice this returns too: a policy keeping one of them from
+        # a learner keeps this one away too (tests/contracts/test_registrations.py checks the
+        # list against the slices each tool returns).
         parts=(
             "learner.get_profile",
             "learner.get_context",

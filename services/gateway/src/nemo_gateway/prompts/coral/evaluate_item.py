@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from nemo_gateway.grounding.carriers import guarded, guarded_all
+from nemo_gateway.grounding.carriers import guarded_all
 from nemo_gateway.grounding.tags import ITEM_TAG, tagged
 from nemo_gateway.lang import Lang
 from nemo_gateway.prompts.common import ANSWER_LANGUAGE, JSON_ONLY
@@ -68,12 +68,15 @@ def render(prompt: PromptInput[EvaluateItemVariables]) -> tuple[ChatMessage, ...
     """The item, each of its texts guarded like every carrier of outside text
     (:mod:`nemo_gateway.grounding.carriers`), fenced as data."""
     v, lang = prompt.variables, prompt.lang
+    stem, *choices, answer_key, subject = guarded_all(
+        [v.stem, *v.choices, v.answer_key, v.subject], lang
+    )
     item = {
         "kind": v.kind,
-        "stem": guarded(v.stem, lang),
-        "choices": guarded_all(v.choices, lang),
-        "answer_key": guarded(v.answer_key, lang),
-        "subject": guarded(v.subject, lang),
+        "stem": stem,
+        "choices": choices,
+        "answer_key": answer_key,
+        "subject": subject,
         "grade": v.grade,
     }
     rules = (_EVALUATE_SYSTEM[lang], _ITEM_IS_DATA[lang], ANSWER_LANGUAGE[lang], JSON_ONLY[lang])

@@ -1,5 +1,11 @@
 """coral.generate_items: practice items for one knowledge node, kept with their answer key and
-rubric on the server and in the item bank; the client sees neither."""
+rubric on the server and in the item bank; the client sees neither.
+
+Every text of an item (stem, choices, answer, rubric) is plain text, as ``outputs.proto`` says
+of what a learner is shown: the guardrail refuses markup, links, identifiers and hidden
+characters in any of them, before anything is stored. The caller's topic and subject reach the
+prompt through the carrier guard, and the baseline quotes the topic only when the guard lets a
+learner be shown it."""
 
 from __future__ import annotations
 
@@ -8,8 +14,9 @@ import json
 
 from pydantic import Field
 
+from nemo_gateway.grounding.carriers import guarded
 from nemo_gateway.lang import Lang
-from nemo_gateway.prompts.common import ANSWER_LANGUAGE, JSON_ONLY
+from nemo_gateway.prompts.common import ANSWER_LANGUAGE, JSON_ONLY, plain_text_problem, quoted
 from nemo_gateway.prompts.coral.items import MULTIPLE_CHOICE_OPTIONS, ItemKind
 from nemo_gateway.prompts.spec import PromptInput, PromptSpec, Rpc, Strict
 from nemo_gateway.providers.base import ChatMessage
@@ -98,14 +105,14 @@ _GENERATE_SYSTEM: dict[Lang, str] = {
 
 def render(prompt: PromptInput[GenerateItemsVariables]) -> tuple[ChatMessage, ...]:
     v, lang = prompt.variables, prompt.lang
+    topic, subject = guarded(v.topic, lang), guarded(v.subject, lang)
     request = {
         Lang.VI: (
-            f"Soạn {v.count} câu hỏi loại {v.kind} về chủ đề «{v.topic}», môn {v.subject}, "
+            f"Soạn {v.count} câu hỏi loại {v.kind} về chủ đề «{topic}», môn {subject}, "
             f"lớp {v.grade}."
         ),
         Lang.EN: (
-            f"Write {v.count} {v.kind} questions on «{v.topic}», subject {v.subject}, "
-            f"grade {v.grade}."
+            f"Write {v.count} {v.kind} questions on «{topic}», subject {subject}, grade {v.grade}."
         ),
     }[lang]
     system = f"{_GENERATE_SYSTEM[lang]} {ANSWER_LANGUAGE[lang]} {JSON_ONLY[lang]}"
@@ -130,6 +137,18 @@ def guardrail(draft: DraftItems, prompt: PromptInput[GenerateItemsVariables]) ->
                 return f"item {number}'s answer is not one of its choices"
         elif item.choices:
             return f"item {number} is short-answer but has choices"
+        if problem := _not_plain(number, item):
+            return problem
+    return None
+
+
+def _not_plain(number: int, item: DraftItem) -> str | None:
+    """Why a text of the item is not plain text, or None."""
+    texts = (("stem", item.stem), *(("choice", choice) for choice in item.choices),
+             ("answer", item.answer), ("rubric", item.rubric))  # fmt: skip
+    for label, text in texts:
+        if problem := plain_text_problem(f"item {number}'s {label}", text, ()):
+            return problem
     return None
 
 
@@ -159,43 +178,49 @@ def finish(draft: DraftItems, prompt: PromptInput[GenerateItemsVariables]) -> Ge
 _BASELINE_ITEMS: dict[Lang, tuple[tuple[str, str], ...]] = {
     Lang.VI: (
         (
-            "Em hãy trình bày bằng lời của mình: «{topic}» là gì?",
-            "Đạt khi nêu đúng ý chính của «{topic}» bằng lời của học sinh.",
+            "Em hãy trình bày bằng lời của mình: {topic} là gì?",
+            "Đạt khi nêu đúng ý chính của {topic} bằng lời của học sinh.",
         ),
         (
-            "Em hãy nêu một ví dụ về «{topic}» và giải thích vì sao đó là ví dụ đúng.",
-            "Đạt khi ví dụ thuộc «{topic}» và lời giải thích chỉ ra được lí do.",
+            "Em hãy nêu một ví dụ về {topic} và giải thích vì sao đó là ví dụ đúng.",
+            "Đạt khi ví dụ thuộc {topic} và lời giải thích chỉ ra được lí do.",
         ),
         (
-            "Em hãy nêu một lỗi thường gặp khi làm bài về «{topic}» và cách tránh lỗi đó.",
+            "Em hãy nêu một lỗi thường gặp khi làm bài về {topic} và cách tránh lỗi đó.",
             "Đạt khi nêu được một lỗi có thật và cách tránh phù hợp.",
         ),
     ),
     Lang.EN: (
         (
-            "In your own words, what is «{topic}»?",
-            "Met when the main idea of «{topic}» is stated correctly in the student's words.",
+            "In your own words, what is {topic}?",
+            "Met when the main idea of {topic} is stated correctly in the student's words.",
         ),
         (
-            "Give one example of «{topic}» and explain why it is an example.",
-            "Met when the example belongs to «{topic}» and the explanation gives the reason.",
+            "Give one example of {topic} and explain why it is an example.",
+            "Met when the example belongs to {topic} and the explanation gives the reason.",
         ),
         (
-            "Name one common mistake in exercises on «{topic}» and how to avoid it.",
+            "Name one common mistake in exercises on {topic} and how to avoid it.",
             "Met when a real mistake and a fitting way to avoid it are named.",
         ),
     ),
 }
 
 
+_UNNAMED_TOPIC: dict[Lang, str] = {Lang.VI: "chủ đề này", Lang.EN: "this topic"}
+"""What the baseline says in place of a topic the carrier guard does not let it quote."""
+
+
 def baseline(prompt: PromptInput[GenerateItemsVariables]) -> GeneratedItemsResult:
-    v = prompt.variables
-    templates = _BASELINE_ITEMS[prompt.lang]
+    v, lang = prompt.variables, prompt.lang
+    templates = _BASELINE_ITEMS[lang]
+    title = quoted(v.topic, lang)
+    topic = f"«{title}»" if title else _UNNAMED_TOPIC[lang]
     count = min(v.count, len(templates))
     items = []
     for position, (stem_template, rubric_template) in enumerate(templates[:count], start=1):
-        stem = stem_template.format(topic=v.topic)
-        rubric = rubric_template.format(topic=v.topic)
+        stem = stem_template.format(topic=topic)
+        rubric = rubric_template.format(topic=topic)
         items.append(
             ServerItem(
                 item_id=_item_id(v.node_id, "short_answer", stem, (), None, rubric),
@@ -244,7 +269,7 @@ def client_view(result: GeneratedItemsResult) -> outputs_pb2.GeneratedItems:
 
 SPEC = PromptSpec(
     prompt_id="coral.generate_items",
-    version="2",
+    version="3",
     description="Generates practice items for one knowledge node; content only.",
     purpose=None,
     rpc=Rpc.RUN_PROMPT,

@@ -12,8 +12,9 @@ chosen by the server, never the model's guess.
   instructions aimed at a model has been steered by its input; one that is not plain text (markup,
   a link, hidden characters, an identifier) may not be shown.
 - The baseline quotes the opening sentence of the strongest sources that were not withheld and
-  that match the question (:mod:`nemo_gateway.grounding.relevance`); with none it says the
-  documents do not cover the question.
+  that match the question (:mod:`nemo_gateway.grounding.relevance`), title and opening through
+  the carrier guard (a source whose title or opening it flags, or that is not plain text, is not
+  quoted); with none it says the documents do not cover the question.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from nemo_gateway.grounding.relevance import matches
 from nemo_gateway.grounding.sources import NumberedSource, Passage
 from nemo_gateway.grounding.tags import SOURCES_TAG, neutralise_tags, tagged
 from nemo_gateway.lang import Lang
-from nemo_gateway.prompts.common import DISCLAIMER, JSON_ONLY, plain_text_problem
+from nemo_gateway.prompts.common import DISCLAIMER, JSON_ONLY, plain_text_problem, quoted
 from nemo_gateway.prompts.spec import NonBlank, Problem, PromptInput, PromptSpec, Rpc, Strict
 from nemo_gateway.providers.base import ChatMessage
 from nemo_gateway.reasons import RunReason
@@ -241,28 +242,30 @@ BASELINE_SOURCES = 3
 
 
 def baseline(prompt: PromptInput[AnswerVariables]) -> GroundedAnswerResult:
-    """Without a model: the opening sentence of the strongest sources that were not withheld and
-    match the question, each cited; the fixed reply when there is none."""
-    question = prompt.variables.question
-    quotable = [
-        source
-        for source in prompt.sources
-        if not source.flagged_as_instruction and matches(question, source.title, source.text)
-    ]
-    if not quotable:
-        return _result(NOT_COVERED[prompt.lang], False, prompt)
+    """Without a model: the opening sentence of the strongest sources that were not withheld,
+    match the question and pass the carrier guard, each cited; the fixed reply when there is
+    none."""
+    lang, question = prompt.lang, prompt.variables.question
     sentences = []
-    for source in quotable[:BASELINE_SOURCES]:
-        opening = split_sentences(source.text.replace("\n", " "))[0]
-        opening = _TRAILING_PUNCTUATION.sub("", opening)
+    for source in prompt.sources:
+        if source.flagged_as_instruction or not matches(question, source.title, source.text):
+            continue
+        first = split_sentences(source.text.replace("\n", " "))[0]
+        title, opening = quoted(source.title, lang), quoted(first, lang)
+        if title is None or opening is None:
+            continue
         # The citation goes before the full stop, so the sentence split keeps it in its sentence.
-        sentences.append(f"{source.title}: {opening} [{source.number}].")
+        sentences.append(f"{title}: {_TRAILING_PUNCTUATION.sub('', opening)} [{source.number}].")
+        if len(sentences) == BASELINE_SOURCES:
+            break
+    if not sentences:
+        return _result(NOT_COVERED[lang], False, prompt)
     return _result(" ".join(sentences), True, prompt)
 
 
 SPEC = PromptSpec(
     prompt_id="knowledge.answer",
-    version="3",
+    version="4",
     description="Answers a question from numbered knowledge passages, with checked "
     "citations, or says the documents do not cover it.",
     purpose=None,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from nemo_gateway.lang import Lang
-from nemo_gateway.prompts.common import DISCLAIMER, list_problems, text_problems
+from nemo_gateway.prompts.common import DISCLAIMER, list_problems, quoted, text_problems
 from nemo_gateway.prompts.learner.shared import (
     MAX_POINT_CHARS,
     MAX_POINTS,
@@ -92,11 +92,18 @@ _PLAN_WORDS: dict[Lang, dict[str, str]] = {
 def baseline(prompt: PromptInput[NoVariables]) -> PlanExplanationResult:
     """The goal and the weakest topics (mastery comes weakest first), which is what the plan
     works on: the plan_explanation purpose carries the goal and mastery, not the plan's steps."""
-    bundle, words = context_bundle(prompt), _PLAN_WORDS[prompt.lang]
+    bundle, lang = context_bundle(prompt), prompt.lang
+    words = _PLAN_WORDS[lang]
     parts: list[str] = []
-    weak = [entry.node_title for entry in bundle.mastery if entry.state in WEAK_STATES]
-    if bundle.goal.title:
-        parts.append(words["goal"].format(title=bundle.goal.title, target=bundle.goal.target))
+    # Titles and the goal are outside text: quoted only as the carrier guard lets them.
+    weak = [
+        title
+        for entry in bundle.mastery
+        if entry.state in WEAK_STATES and (title := quoted(entry.node_title, lang))
+    ]
+    goal, target = quoted(bundle.goal.title, lang), quoted(bundle.goal.target, lang)
+    if goal:
+        parts.append(words["goal"].format(title=goal, target=target or ""))
         if weak:
             parts.append(words["focus"])
     points = [words["weak"].format(node=title) for title in weak]
@@ -110,7 +117,7 @@ def baseline(prompt: PromptInput[NoVariables]) -> PlanExplanationResult:
 
 SPEC = PromptSpec(
     prompt_id="learner.plan_explanation",
-    version="2",
+    version="3",
     description="Explains the learner's current plan and next step in plain words.",
     purpose="plan_explanation",
     rpc=Rpc.RUN_PROMPT,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from nemo_gateway.lang import Lang
-from nemo_gateway.prompts.common import DISCLAIMER, list_problems, text_problems
+from nemo_gateway.prompts.common import DISCLAIMER, list_problems, quoted, text_problems
 from nemo_gateway.prompts.learner.shared import (
     MAX_POINT_CHARS,
     MAX_POINTS,
@@ -97,9 +97,11 @@ _PORTRAIT_WORDS: dict[Lang, dict[str, str]] = {
 
 
 def baseline(prompt: PromptInput[NoVariables]) -> PortraitSummaryResult:
-    mastery, words = context_bundle(prompt).mastery, _PORTRAIT_WORDS[prompt.lang]
-    solid = [e.node_title for e in mastery if e.state == ctx.KNOWLEDGE_STATE_SOLID]
-    weak = [e.node_title for e in mastery if e.state in WEAK_STATES]
+    mastery, lang = context_bundle(prompt).mastery, prompt.lang
+    words = _PORTRAIT_WORDS[lang]
+    # Node titles are outside text: counted, and listed as the carrier guard lets them.
+    solid = [quoted(e.node_title, lang) for e in mastery if e.state == ctx.KNOWLEDGE_STATE_SOLID]
+    weak = [quoted(e.node_title, lang) for e in mastery if e.state in WEAK_STATES]
     unknown = sum(1 for e in mastery if e.state == ctx.KNOWLEDGE_STATE_UNKNOWN)
     if not mastery:
         summary = words["empty"]
@@ -110,15 +112,15 @@ def baseline(prompt: PromptInput[NoVariables]) -> PortraitSummaryResult:
     return PortraitSummaryResult(
         summary=summary,
         # The bundle lists mastery weakest first: the strongest strengths come last.
-        strengths=tuple(reversed(solid))[:MAX_POINTS],
-        growth_areas=tuple(weak[:MAX_POINTS]),
+        strengths=tuple(title for title in reversed(solid) if title)[:MAX_POINTS],
+        growth_areas=tuple(title for title in weak if title)[:MAX_POINTS],
         disclaimer=DISCLAIMER[prompt.lang],
     )
 
 
 SPEC = PromptSpec(
     prompt_id="learner.portrait_summary",
-    version="2",
+    version="3",
     description="Summarises the learner's long-term strengths and areas to grow.",
     purpose="portrait_summary",
     rpc=Rpc.RUN_PROMPT,

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from nemo_gateway.grounding.carriers import guarded
 from nemo_gateway.lang import Lang
-from nemo_gateway.prompts.common import DISCLAIMER, text_problems
+from nemo_gateway.prompts.common import DISCLAIMER, quoted, text_problems
 from nemo_gateway.prompts.learner.shared import (
     MAX_TEXT_CHARS,
     context_bundle,
@@ -68,14 +69,15 @@ _HINT_ROLE: dict[Lang, str] = {
 
 
 def render(prompt: PromptInput[TutorHintVariables]) -> tuple[ChatMessage, ...]:
-    v, entry = prompt.variables, _focus(prompt)
-    title = entry.node_title if entry else v.node_id
+    v, entry, lang = prompt.variables, _focus(prompt), prompt.lang
+    # The title and the caller's question are outside text: through the carrier guard.
+    title = guarded(entry.node_title if entry else v.node_id, lang)
     task = {
         Lang.VI: f"Chủ đề cần gợi ý: «{title}».",
         Lang.EN: f"Topic of the hint: «{title}».",
-    }[prompt.lang]
+    }[lang]
     if v.question:
-        task += {Lang.VI: " Câu hỏi: ", Lang.EN: " Question: "}[prompt.lang] + v.question
+        task += {Lang.VI: " Câu hỏi: ", Lang.EN: " Question: "}[lang] + guarded(v.question, lang)
     return messages(prompt, _HINT_ROLE, task)
 
 
@@ -144,7 +146,8 @@ _HINT_NO_TOPIC: dict[Lang, str] = {
 
 def baseline(prompt: PromptInput[TutorHintVariables]) -> TutorHintResult:
     entry, lang = _focus(prompt), prompt.lang
-    title = entry.node_title if entry and entry.node_title else prompt.variables.node_id
+    topic = entry.node_title if entry and entry.node_title else prompt.variables.node_id
+    title = quoted(topic, lang) if topic else None
     if not title:
         hint = _HINT_NO_TOPIC[lang]
     else:
@@ -157,7 +160,7 @@ def baseline(prompt: PromptInput[TutorHintVariables]) -> TutorHintResult:
 
 SPEC = PromptSpec(
     prompt_id="learner.tutor_hint",
-    version="2",
+    version="3",
     description="A short hint for the node the learner is stuck on, from their context.",
     purpose="tutor_hint",
     rpc=Rpc.RUN_PROMPT,

@@ -12,7 +12,7 @@ from nemo_gateway.budget import prompt_tokens
 from nemo_gateway.grounding.carriers import guarded
 from nemo_gateway.grounding.tags import CONVERSATION_TAG, neutralise_tags, tagged
 from nemo_gateway.lang import Lang
-from nemo_gateway.prompts.common import ANSWER_LANGUAGE, DISCLAIMER, content_problem
+from nemo_gateway.prompts.common import ANSWER_LANGUAGE, DISCLAIMER, content_problem, quoted
 from nemo_gateway.prompts.plain_text import hidden_characters
 from nemo_gateway.prompts.spec import PromptInput, PromptSpec, Rpc, Strict
 from nemo_gateway.prompts.tutor.shared import DATA_RULE, conversation_bundle
@@ -183,16 +183,19 @@ _CHAT_TOPIC: dict[Lang, str] = {
 
 
 def baseline(prompt: PromptInput[ChatVariables]) -> ChatReplyResult:
+    """The fixed reply, and the first retrieved node's title when the carrier guard lets a
+    learner be shown it."""
     lang, bundle = prompt.lang, conversation_bundle(prompt)
     text = _CHAT_BASELINE[lang]
-    if bundle.retrieved_knowledge:
-        text += _CHAT_TOPIC[lang].format(title=bundle.retrieved_knowledge[0].node.title)
+    titles = (quoted(hit.node.title, lang) for hit in bundle.retrieved_knowledge[:1])
+    if title := next(titles, None):
+        text += _CHAT_TOPIC[lang].format(title=title)
     return ChatReplyResult(text=text, disclaimer=DISCLAIMER[lang])
 
 
 SPEC = PromptSpec(
     prompt_id="tutor.chat_reply",
-    version="2",
+    version="3",
     description="The tutor's streamed reply to one chat turn, from the conversation bundle.",
     purpose="tutor_chat",
     rpc=Rpc.STREAM_PROMPT,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from nemo_gateway.grounding.carriers import guarded
 from nemo_gateway.grounding.tags import CONVERSATION_TAG, tagged
 from nemo_gateway.lang import Lang
-from nemo_gateway.prompts.common import ANSWER_LANGUAGE, JSON_ONLY, text_problems
+from nemo_gateway.prompts.common import ANSWER_LANGUAGE, JSON_ONLY, quoted, text_problems
 from nemo_gateway.prompts.spec import PromptInput, PromptSpec, Rpc, Strict
 from nemo_gateway.prompts.tutor.shared import DATA_RULE, conversation_bundle
 from nemo_gateway.providers.base import ChatMessage
@@ -100,12 +100,14 @@ _SUMMARY_WORDS: dict[Lang, str] = {
 
 
 def baseline(prompt: PromptInput[SummaryVariables]) -> ConversationSummaryResult:
-    """The stored summary plus the student's latest questions, quoted and shortened."""
+    """The stored summary plus the student's latest questions, shortened and quoted as the
+    carrier guard lets them (a question it flags is left out)."""
     lang, bundle = prompt.lang, conversation_bundle(prompt)
     asked = [m.content for m in bundle.recent_messages if m.role == conv.MESSAGE_ROLE_USER]
-    quotes = "; ".join(
-        f"«{text[:BASELINE_QUOTE_CHARS]}»" for text in asked[-BASELINE_SUMMARY_MESSAGES:]
+    shown = (
+        quoted(text[:BASELINE_QUOTE_CHARS], lang) for text in asked[-BASELINE_SUMMARY_MESSAGES:]
     )
+    quotes = "; ".join(f"«{text}»" for text in shown if text)
     parts = [bundle.conversation_summary.strip()]
     if quotes:
         parts.append(_SUMMARY_WORDS[lang].format(quotes=quotes))
@@ -122,7 +124,7 @@ def client_view(result: ConversationSummaryResult) -> outputs_pb2.ConversationSu
 
 SPEC = PromptSpec(
     prompt_id="tutor.summarize_conversation",
-    version="2",
+    version="3",
     description="Summarises older chat turns when the conversation bundle says its summary "
     "is stale; stored through the context service.",
     purpose="tutor_chat",
