@@ -215,7 +215,7 @@ async def test_a_stream_of_events_without_text_ends_answer_too_long_at_its_byte_
     assert error_details(error).reason == "ANSWER_TOO_LONG"
     assert not any(event.HasField("completed") for event in received)
     assert text == OPENING
-    await _assert_stored(owner_dsn, session, "partial", text)
+    await _assert_stored(owner_dsn, session, "partial", text, "ANSWER_TOO_LONG")
 
 
 async def test_a_stream_that_stalls_after_it_started_ends_provider_timeout(
@@ -307,7 +307,8 @@ async def test_a_turn_refused_whose_placeholder_is_stored_ends_turn_not_recorded
     assert details.reason == "TURN_NOT_RECORDED"
     assert details.metadata["placeholder"] == "stored"
     assert not any(event.HasField("completed") for event in events)
-    await _assert_stored(owner_dsn, session, "failed", "")
+    # Stored with why the context service refused the reply (a database error: INTERNAL).
+    await _assert_stored(owner_dsn, session, "failed", "", "INTERNAL")
 
 
 async def test_a_learner_message_with_hidden_characters_is_refused_before_anything(

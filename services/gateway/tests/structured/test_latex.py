@@ -14,7 +14,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nemo_gateway.structured.latex import ambiguous_latex, control_characters
+from nemo_gateway.structured.latex import (
+    N_COMMANDS,
+    PROSE_WORDS,
+    ambiguous_latex,
+    control_characters,
+)
 from nemo_ops.seed_data import knowledge
 from services.gateway.tests.latex_sources import N_COMMANDS_FILE, all_commands, render_n_commands
 
@@ -36,7 +41,10 @@ def _prose_lines() -> list[str]:
 
 
 PROSE = _prose_lines()
-WORDS = sorted({word for line in PROSE for word in re.findall(r"[^\W\d_]+", line)})
+#: Relations whose operand is a product or a segment ("\\nless", "\\nmid"): a line starting
+#: with such a word is read as the command by design (latex.PROSE_WORDS says why).
+RELATION_WORDS = frozenset(name[1:] for name in N_COMMANDS if name[1:] not in PROSE_WORDS)
+WORDS = sorted({word for line in PROSE for word in re.findall(r"[^\W\d_]+", line)} - RELATION_WORDS)
 
 
 def test_the_corpus_is_large_and_covers_every_escape_letter() -> None:
@@ -82,6 +90,11 @@ def test_line_breaks_before_words_are_ordinary_text(lines: list[str], starts: li
     source = json.dumps({"t": text}, ensure_ascii=False)
     assert ambiguous_latex(source) == []
     assert control_characters(json.loads(source)) == []
+
+
+def test_a_line_starting_with_a_relation_word_is_read_as_the_relation() -> None:
+    assert {"less", "mid", "parallel"} <= RELATION_WORDS
+    assert ambiguous_latex(json.dumps({"t": "a\nless b"})) == ["\\nless"]
 
 
 def test_an_odd_run_of_backslashes_leaves_the_last_one_unescaped() -> None:
