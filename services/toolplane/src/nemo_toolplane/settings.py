@@ -9,11 +9,11 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from nemo_core.client import channel_target
+from nemo_core.oauth.config import IntrospectionConfig, OAuthConfig
 from nemo_core.secret_files import SECRET_FILE
 from nemo_core.settings import ServiceSettings
 from nemo_toolplane.limits.calls import DEFAULT_TOOL_CALL_LIMITS, CallLimit
 from nemo_toolplane.mcp.origins import check_host_pattern, check_origin_pattern
-from nemo_toolplane.oauth.config import IntrospectionConfig, OAuthConfig
 from nemo_toolplane.tool_kinds import Scope
 
 
