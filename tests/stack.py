@@ -54,6 +54,7 @@ from nemo_ops.service_processes import http_ok as http_ok
 from nemo_testing.oauth import OAuthServer, running_authorization_server
 from nemo_testing.ports import free_port
 from nemo_testing.s3 import S3Endpoint, context_snapshot_environment, create_bucket
+from nemo_toolplane.operators import add_operator, issue_operator_token
 from nemo_toolplane.tokens import issue_token
 from nemo_toolplane.tool_sync import sync_tools
 from nemo_toolplane.tools import build_registry
@@ -69,6 +70,9 @@ DEMO_AGENT_TOKENS: Mapping[str, tuple[str, str | None]] = {
     "mentor-active": ("learning-agent", "U-2041-M1"),
     "mentor-inactive": ("learning-agent", "U-2041-M2"),
 }
+
+#: The operator whose own credential every stack holds (``stack.operator_token``).
+STACK_OPERATOR = "stack-ops"
 
 #: The ``start_stack`` test fixture: ``await start_stack(dsn=None, **options)`` starts a fresh
 #: stack (on the session database unless ``dsn`` is given) that stops when the test ends.
@@ -196,6 +200,8 @@ class Stack:
     caller_tokens: dict[str, str]
     agent_tokens: dict[str, str] = field(default_factory=dict)
     token_label: str = ""
+    #: The credential of the stack's operator, for the people's API.
+    operator_token: str = ""
     #: The stack's own authorization server (``start_stack(..., oauth=True)``).
     oauth: OAuthServer | None = None
     _stop_oauth: contextlib.AsyncExitStack = field(default_factory=contextlib.AsyncExitStack)
@@ -263,8 +269,8 @@ def _base_environment(otlp_endpoint: str | None) -> dict[str, str]:
     return env
 
 
-async def _prepare_database(owner_dsn: str, label: str) -> dict[str, str]:
-    """Register the tools and issue the demo agent tokens."""
+async def _prepare_database(owner_dsn: str, label: str) -> tuple[dict[str, str], str]:
+    """Register the tools, issue the demo agent tokens and the stack's operator credential."""
     conn = await connect(owner_dsn)
     try:
         await sync_tools(conn, build_registry())
@@ -272,9 +278,11 @@ async def _prepare_database(owner_dsn: str, label: str) -> dict[str, str]:
         for name, (agent, user) in DEMO_AGENT_TOKENS.items():
             issued = await issue_token(conn, agent, user_id=user, label=label)
             tokens[name] = issued.token
+        await add_operator(conn, STACK_OPERATOR, name="the test stacks' operator")
+        operator = await issue_operator_token(conn, STACK_OPERATOR, label=label)
     finally:
         await conn.close()
-    return tokens
+    return tokens, operator.token
 
 
 async def start_stack(
@@ -303,7 +311,7 @@ async def start_stack(
     (state_dir / "logs").mkdir(parents=True, exist_ok=True)
     write_pseudonym_key(state_dir / "pseudonym.key")
     label = f"stack-{secrets.token_hex(4)}"
-    agent_tokens = await _prepare_database(owner_dsn, label)
+    agent_tokens, operator_token = await _prepare_database(owner_dsn, label)
     caller_tokens = {identity: secrets.token_urlsafe(24) for identity in CALLER_IDENTITIES}
     role_passwords = _role_passwords()
     if s3 is not None:
@@ -334,6 +342,7 @@ async def start_stack(
         await oauth_exit.aclose()
         raise
     stack._stop_oauth = oauth_exit
+    stack.operator_token = operator_token
     return stack
 
 
@@ -445,7 +454,7 @@ async def start_replicas(
     balancing over every context replica (a list of addresses)."""
     write_pseudonym_key(state_dir / "pseudonym.key")
     label = f"replicas-{secrets.token_hex(4)}"
-    agent_tokens = await _prepare_database(owner_dsn, label)
+    agent_tokens, operator_token = await _prepare_database(owner_dsn, label)
     caller_tokens = {identity: secrets.token_urlsafe(24) for identity in CALLER_IDENTITIES}
     role_passwords = _role_passwords()
     await create_bucket(s3, s3_bucket)
@@ -489,4 +498,6 @@ async def start_replicas(
         for stack in stacks:
             await stack.stop()
         raise
+    for stack in stacks:
+        stack.operator_token = operator_token
     return stacks

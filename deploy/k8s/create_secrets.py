@@ -42,6 +42,7 @@ CALLER_IDENTITIES: Mapping[str, tuple[str, ...]] = {
     "internal": ("gateway", "toolplane"),
     "platform": ("toolplane", "context"),
     "operator": ("toolplane",),
+    "console": ("toolplane", "context", "gateway"),
 }
 
 #: Services that call other services, with the identity their client token proves.

@@ -55,6 +55,8 @@ class GrpcCase:
     reason: str | None = None
     streaming: bool = False
     agent: str | None = None
+    #: The people's API: the call carries the stack's operator credential.
+    person: bool = False
     tool_error: str | None = None
     audit_rows: int = 0
     check: Callable[[bytes], None] | None = None
@@ -278,6 +280,7 @@ CASES: list[GrpcCase] = [
         "operator",
         INVALID,
         "INVALID_PAGE_SIZE",
+        person=True,
     ),
     GrpcCase(
         "audit-page-size-int32-max",
@@ -287,6 +290,7 @@ CASES: list[GrpcCase] = [
         "operator",
         INVALID,
         "INVALID_PAGE_SIZE",
+        person=True,
     ),
     # A family's rights requests, as the platform records them.
     GrpcCase(
@@ -439,6 +443,8 @@ async def _send(stack: Stack, case: GrpcCase) -> bytes:
     metadata = stack.metadata(case.caller)
     if case.agent is not None:
         metadata += (("authorization", f"Bearer {stack.agent_tokens[case.agent]}"),)
+    if case.person:
+        metadata += (("authorization", f"Bearer {stack.operator_token}"),)
     async with grpc.aio.insecure_channel(stack.services[case.service].address) as channel:
         if case.streaming:
             # No serializers: the raw bytes go out as they are and come back as bytes.

@@ -38,6 +38,7 @@ CALLER_IDENTITIES: Mapping[str, tuple[str, ...]] = {
     "internal": ("gateway", "toolplane"),
     "platform": ("toolplane", "context"),
     "operator": ("toolplane",),
+    "console": ("toolplane", "context", "gateway"),
 }
 
 

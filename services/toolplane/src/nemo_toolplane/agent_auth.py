@@ -156,6 +156,13 @@ class AgentAuthenticator:
                 "an operator maps it to an agent with `nemo oauth-clients add`",
                 oauth_credential(verified.facts),
             )
+        if client.revoked_by(verified.user_id):
+            revoked = AuthRefusal(
+                RefusalKind.INVALID,
+                "the person this token acts for revoked this host's access",
+                oauth_credential(verified.facts),
+            )
+            return await self._failed(revoked, source)
         identity = AgentIdentity(
             client.agent_id, oauth_credential(verified.facts), verified.user_id
         )

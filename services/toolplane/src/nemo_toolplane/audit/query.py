@@ -1,28 +1,57 @@
-"""Reading the audit log back, newest first, a page at a time (operators' admin RPC)."""
+"""Reading the audit log back, newest first, a page at a time (the people's API).
+
+A search is composed of the filters it has, each bound as a parameter: a statement with every
+filter optional (``$1 IS NULL OR ...``) gets a generic plan that can use no index once
+PostgreSQL caches it, while each filter here has an index ordered by id (migration 0026), so a
+page reads its own rows at any size of the log."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 
 from nemo_core import page_tokens
 from nemo_core.db import Pool
 from nemo_core.page_tokens import InvalidPageToken
 
-_LIST = """
+_SELECT = """
 SELECT id, request_id, "timestamp", agent_id, session_id, user_id, tool_id, resource, decision,
        status, error_code, duration_ms, environment, metadata, call_id, token_id, user_source,
        input_ref, method, credential_kind, client_id, subject, scopes
 FROM toolplane.audit_logs
-WHERE ($1::text IS NULL OR agent_id = $1)
-  AND ($2::text IS NULL OR request_id = $2)
-  AND ($3::timestamptz IS NULL OR "timestamp" >= $3)
-  AND ($4::bigint IS NULL OR id < $4)
-ORDER BY id DESC
-LIMIT $5
 """
+
+#: Each filter's condition, with ``{}`` for its parameter's number.
+_FILTERS: Final = {
+    "agent_id": "agent_id = ${}",
+    "request_id": "request_id = ${}",
+    "user_id": "user_id = ${}",
+    "resource": "resource = ${}",
+    "decision": "decision = ${}",
+    "since": '"timestamp" >= ${}',
+    "until": '"timestamp" < ${}',
+    "before_id": "id < ${}",
+}
+# One tool id, or any of several (every version of a tool named without one).
+_TOOL_ONE: Final = "tool_id = ${}"
+_TOOL_ANY: Final = "tool_id = ANY(${}::text[])"
+
+
+@dataclass(frozen=True)
+class AuditFilter:
+    """What a search keeps; None keeps everything."""
+
+    agent_id: str | None = None
+    request_id: str | None = None
+    user_id: str | None = None
+    resource: str | None = None
+    tool_ids: tuple[str, ...] | None = None
+    decision: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+
 
 # A page token carries the id to continue below: a positive bigint.
 _MAX_ID = 2**63 - 1
@@ -68,17 +97,30 @@ class StoredAuditEntry:
     scopes: list[str] | None = None
 
 
+def _statement(search: AuditFilter, before_id: int | None, limit: int) -> tuple[str, list[Any]]:
+    conditions: list[str] = []
+    values: list[Any] = []
+    given = {**{name: getattr(search, name) for name in _FILTERS if name != "before_id"},
+             "before_id": before_id}  # fmt: skip
+    for name, value in given.items():
+        if value is not None:
+            values.append(value)
+            conditions.append(_FILTERS[name].format(len(values)))
+    if search.tool_ids is not None:
+        one = len(search.tool_ids) == 1
+        values.append(search.tool_ids[0] if one else list(search.tool_ids))
+        conditions.append((_TOOL_ONE if one else _TOOL_ANY).format(len(values)))
+    values.append(limit + 1)
+    where = f"WHERE {' AND '.join(conditions)}" if conditions else ""
+    return f"{_SELECT} {where} ORDER BY id DESC LIMIT ${len(values)}", values
+
+
 async def list_entries(
-    pool: Pool,
-    *,
-    agent_id: str | None,
-    request_id: str | None,
-    since: datetime | None,
-    before_id: int | None,
-    limit: int,
+    pool: Pool, search: AuditFilter, *, before_id: int | None, limit: int
 ) -> tuple[list[StoredAuditEntry], int | None]:
-    """Entries matching the filters, newest first; the second value continues the listing."""
-    rows = await pool.fetch(_LIST, agent_id, request_id, since, before_id, limit + 1)
+    """Entries matching ``search``, newest first; the second value continues the listing."""
+    statement, values = _statement(search, before_id, limit)
+    rows = await pool.fetch(statement, *values)
     entries = [
         StoredAuditEntry(audit_id=values.pop("id"), **values)
         for values in (dict(row) for row in rows[:limit])
