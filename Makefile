@@ -9,12 +9,12 @@ UV_VERSION := 0.13.9
 RUN := $(UV) run --frozen
 # One mypy run per package: each has its own tests/conftest.py, which one run would see as duplicates.
 MYPY_TARGETS := libs/nemo-core libs/nemo-devtools libs/nemo-testing services/context services/gateway \
-	services/toolplane ops eval "benchmarks mutation libs/nemo-protos/generate.py conftest.py tests local-model/serve.py"
+	services/toolplane services/console ops eval "benchmarks mutation libs/nemo-protos/generate.py conftest.py tests local-model/serve.py"
 # deptry per package: its sources against its own pyproject.toml; then the test and benchmark code
 # against the root's (configured there). The stubs package is installed editable, so deptry is told
 # that nemo-protos provides `nemo_protos`.
 PACKAGES := libs/nemo-core libs/nemo-protos libs/nemo-devtools libs/nemo-testing services/context \
-	services/gateway services/toolplane ops eval
+	services/gateway services/toolplane services/console ops eval
 DEPTRY := $(RUN) deptry --package-module-name-map nemo-protos=nemo_protos
 
 .PHONY: help install generate lint test mutate bench run soak eval local-model clean

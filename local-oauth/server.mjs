@@ -3,7 +3,10 @@
 //
 //   node server.mjs --issuer http://127.0.0.1:50055 --state-dir DIR --accounts FILE
 //                   --dev-password PASSWORD --dev-client-id ID [--resource URL ...]
-//                   [--opaque-resource URL ...]
+//                   [--opaque-resource URL ...] [--clients FILE]
+//
+// --clients names a JSON list of further registered clients (client metadata as RFC 7591 writes
+// it), for example the console, a confidential client with its secret and redirect URI.
 //
 // Authorization code with PKCE (S256, required of every client), resource indicators (RFC 8707)
 // that issue JWT access tokens (RFC 9068) whose `aud` is the resource asked for (opaque ones for
@@ -44,6 +47,7 @@ const { values: args } = parseArgs({
     'dev-client-id': { type: 'string' },
     resource: { type: 'string', multiple: true, default: [] },
     'opaque-resource': { type: 'string', multiple: true, default: [] },
+    clients: { type: 'string' },
   },
   strict: true,
 });
@@ -74,6 +78,7 @@ const accounts = JSON.parse(readFileSync(args.accounts, 'utf8'));
 const accountIds = new Set(accounts.map((account) => account.id));
 const opaqueResources = new Set(args['opaque-resource']);
 const listedResources = new Set([...args.resource, ...opaqueResources]);
+const registeredClients = args.clients ? JSON.parse(readFileSync(args.clients, 'utf8')) : [];
 
 const provider = new Provider(args.issuer, {
   adapter: fileStore(join(stateDir, 'store.json')),
@@ -89,6 +94,7 @@ const provider = new Provider(args.issuer, {
       response_types: ['code'],
       redirect_uris: ['http://127.0.0.1/callback'],
     },
+    ...registeredClients,
   ],
   async findAccount(ctx, sub) {
     if (!accountIds.has(sub)) return undefined;

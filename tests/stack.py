@@ -43,7 +43,10 @@ from nemo_ops.service_processes import CALLER_IDENTITIES as CALLER_IDENTITIES
 from nemo_ops.service_processes import (
     SERVICES,
     Ports,
+    console_client,
+    console_environment,
     log_tail,
+    people_environments,
     service_environments,
     spawn_service,
     toolplane_oauth_environment,
@@ -99,6 +102,8 @@ class ServiceProcess:
     log_path: Path
     health_url: str | None = None
     process: asyncio.subprocess.Process | None = None
+    #: Whether it serves gRPC health (the console serves only HTTP).
+    grpc: bool = True
 
     @property
     def pid(self) -> int:
@@ -119,8 +124,9 @@ class ServiceProcess:
             await self.wait_serving()
 
     async def serving(self) -> bool:
-        """Whether gRPC health says SERVING (and the MCP edge answers, for the tool plane)."""
-        if not await grpc_serving(self.address):
+        """Whether gRPC health says SERVING (and the MCP edge answers, for the tool plane; the
+        console's health page, for the console)."""
+        if self.grpc and not await grpc_serving(self.address):
             return False
         return self.health_url is None or await http_ok(self.health_url)
 
@@ -202,13 +208,17 @@ class Stack:
     token_label: str = ""
     #: The credential of the stack's operator, for the people's API.
     operator_token: str = ""
+    #: The console (``start_stack(..., console=True)``) and where browsers reach it.
+    console: ServiceProcess | None = None
+    console_url: str = ""
     #: The stack's own authorization server (``start_stack(..., oauth=True)``).
     oauth: OAuthServer | None = None
     _stop_oauth: contextlib.AsyncExitStack = field(default_factory=contextlib.AsyncExitStack)
 
     @property
     def services(self) -> dict[str, ServiceProcess]:
-        return {"context": self.context, "gateway": self.gateway, "toolplane": self.toolplane}
+        services = {"context": self.context, "gateway": self.gateway, "toolplane": self.toolplane}
+        return services | ({"console": self.console} if self.console is not None else {})
 
     @property
     def mcp_health_url(self) -> str:
@@ -235,10 +245,11 @@ class Stack:
         return await self.oauth.tokens(user, resource=self.mcp_url, scopes=scopes)
 
     async def stop(self) -> None:
-        """Stop every service that still runs (gateway and tool plane before context), then
-        the authorization server."""
-        for service in (self.gateway, self.toolplane, self.context):
-            await service.shutdown()
+        """Stop every service that still runs (the console first, gateway and tool plane before
+        context), then the authorization server."""
+        for service in (self.console, self.gateway, self.toolplane, self.context):
+            if service is not None:
+                await service.shutdown()
         await self._stop_oauth.aclose()
 
 
@@ -296,6 +307,7 @@ async def start_stack(
     otlp_endpoint: str | None = None,
     extra_env: Mapping[str, Mapping[str, str]] | None = None,
     oauth: bool = False,
+    console: bool = False,
 ) -> Stack:
     """Start the three services against ``owner_dsn`` and return once all serve.
 
@@ -306,8 +318,11 @@ async def start_stack(
     ``extra_env`` adds variables per service name (context, gateway, toolplane). Role
     passwords come from ``NEMO_DB_CONTEXT_PASSWORD`` / ``NEMO_DB_TOOLPLANE_PASSWORD`` as in the
     suite's database fixtures. ``oauth`` starts a local authorization server first
-    (``stack.oauth``), in ``state_dir/oauth``.
+    (``stack.oauth``), in ``state_dir/oauth``; ``console`` (with ``oauth``) the console too,
+    registered there as a client, with the services verifying people's tokens.
     """
+    if console and not oauth:
+        raise ValueError("the console signs people in: start it with oauth=True")
     (state_dir / "logs").mkdir(parents=True, exist_ok=True)
     write_pseudonym_key(state_dir / "pseudonym.key")
     label = f"stack-{secrets.token_hex(4)}"
@@ -318,9 +333,14 @@ async def start_stack(
         await create_bucket(s3, s3_bucket)
     oauth_exit = contextlib.AsyncExitStack()
     oauth_server = None
+    console_port = free_port() if console else 0
+    console_secret = secrets.token_urlsafe(32) if console else None
     if oauth:
+        clients = [console_client(Ports(0, 0, 0, 0, console_port), console_secret)] if (
+            console_secret is not None
+        ) else []  # fmt: skip
         oauth_server = await oauth_exit.enter_async_context(
-            running_authorization_server(state_dir / "oauth", seeded_accounts())
+            running_authorization_server(state_dir / "oauth", seeded_accounts(), clients=clients)
         )
     try:
         stack = await _start_services(
@@ -337,6 +357,8 @@ async def start_stack(
             otlp_endpoint=otlp_endpoint,
             extra_env=extra_env or {},
             oauth=oauth_server,
+            console_port=console_port,
+            console_secret=console_secret,
         )
     except BaseException:
         await oauth_exit.aclose()
@@ -353,13 +375,15 @@ async def _start_services(
     agent_tokens: dict[str, str],
     label: str,
     role_passwords: Mapping[str, str],
+    console_port: int = 0,
     **assembly: Any,
 ) -> Stack:
-    """The three services on free ports, serving; new ports when one was taken meanwhile."""
+    """The three services on free ports, serving; new ports when one was taken meanwhile (the
+    console keeps its own, which its registration at the authorization server names)."""
     for attempt in range(1, _START_ATTEMPTS + 1):
         # A port that was free a moment ago can be taken before a service binds it (by another
         # test's connection): then that service exits at start, and the stack gets new ports.
-        ports = Ports(free_port(), free_port(), free_port(), free_port())
+        ports = Ports(free_port(), free_port(), free_port(), free_port(), console_port)
         stack = _assemble(
             owner_dsn,
             state_dir,
@@ -402,6 +426,7 @@ def _assemble(
     otlp_endpoint: str | None,
     extra_env: Mapping[str, Mapping[str, str]],
     oauth: OAuthServer | None = None,
+    console_secret: str | None = None,
 ) -> Stack:
     """The stack's service processes (not started yet) with their environments."""
     if s3 is not None:
@@ -412,19 +437,30 @@ def _assemble(
             "NEMO_GATEWAY_LLM_BASE_URL": provider_base_url,
         }
     envs["toolplane"]["NEMO_TOOLPLANE_DOCS_DIR"] = str(_DOCS_DIR)
+    names = list(SERVICES)
     if oauth is not None:
         envs["toolplane"] |= toolplane_oauth_environment(oauth.issuer, ports)
+        if console_secret is not None:
+            for service, people in people_environments(oauth.issuer, ports).items():
+                envs[service] |= people
+            envs["console"] = console_environment(
+                ports, caller_tokens, issuer=oauth.issuer, client_secret=console_secret,
+                eval_dir=state_dir / "eval",
+            )  # fmt: skip
+            names.append("console")
     base = _base_environment(otlp_endpoint)
     logs = state_dir / "logs"
     services = {}
-    for name in SERVICES:
+    health = {"toolplane": ports.mcp_health_url, "console": f"{ports.console_url}/healthz"}
+    for name in names:
         env = base | envs[name] | dict(extra_env.get(name, {}))
         services[name] = ServiceProcess(
             name=name,
             address=env[f"NEMO_{name.upper()}_LISTEN_ADDRESS"],
             env=env,
             log_path=logs / f"{name}.log",
-            health_url=ports.mcp_health_url if name == "toolplane" else None,
+            health_url=health.get(name),
+            grpc=name != "console",
         )
     return Stack(
         owner_dsn=owner_dsn,
@@ -437,6 +473,8 @@ def _assemble(
         agent_tokens=agent_tokens,
         token_label=label,
         oauth=oauth,
+        console=services.get("console"),
+        console_url=ports.console_url if "console" in services else "",
     )
 
 
