@@ -17,7 +17,7 @@ PACKAGES := libs/nemo-core libs/nemo-protos libs/nemo-devtools libs/nemo-testing
 	services/gateway services/toolplane services/console ops eval
 DEPTRY := $(RUN) deptry --package-module-name-map nemo-protos=nemo_protos
 
-.PHONY: help install generate lint test mutate bench run soak eval local-model clean
+.PHONY: help install generate lint test mutate bench run soak eval local-model browser clean
 
 help: ## List the targets.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -44,8 +44,14 @@ lint: install ## buf lint and breaking (against main), ruff, import contracts, d
 	$(DEPTRY) .
 	@for target in $(MYPY_TARGETS); do echo "mypy $$target"; $(RUN) mypy $$target; done
 
-test: install local-model ## The whole suite against real PostgreSQL, S3 API, gRPC and HTTP peers and the local model.
+test: install local-model browser ## The whole suite against real PostgreSQL, S3 API, gRPC and HTTP peers, the local model and a real browser.
 	$(RUN) pytest
+
+# The console's browser tests drive Debian's Chromium (never a browser a tool downloads).
+browser: ## Install Debian's chromium with apt when it is missing (the console's browser tests).
+	@command -v chromium >/dev/null 2>&1 || { \
+		echo "installing Debian's chromium for the console's browser tests"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
 
 mutate: install ## Mutation score of each rule module (>= 90%), survivors listed; slow, not in test.
 	$(RUN) python -m mutation

@@ -308,6 +308,7 @@ async def start_stack(
     extra_env: Mapping[str, Mapping[str, str]] | None = None,
     oauth: bool = False,
     console: bool = False,
+    console_path: str = "",
 ) -> Stack:
     """Start the three services against ``owner_dsn`` and return once all serve.
 
@@ -319,7 +320,8 @@ async def start_stack(
     passwords come from ``NEMO_DB_CONTEXT_PASSWORD`` / ``NEMO_DB_TOOLPLANE_PASSWORD`` as in the
     suite's database fixtures. ``oauth`` starts a local authorization server first
     (``stack.oauth``), in ``state_dir/oauth``; ``console`` (with ``oauth``) the console too,
-    registered there as a client, with the services verifying people's tokens.
+    registered there as a client, with the services verifying people's tokens, published under
+    ``console_path`` ("/console": every URL it emits must start with it).
     """
     if console and not oauth:
         raise ValueError("the console signs people in: start it with oauth=True")
@@ -336,9 +338,8 @@ async def start_stack(
     console_port = free_port() if console else 0
     console_secret = secrets.token_urlsafe(32) if console else None
     if oauth:
-        clients = [console_client(Ports(0, 0, 0, 0, console_port), console_secret)] if (
-            console_secret is not None
-        ) else []  # fmt: skip
+        published = Ports(0, 0, 0, 0, console_port, console_path)
+        clients = [console_client(published, console_secret)] if console_secret else []
         oauth_server = await oauth_exit.enter_async_context(
             running_authorization_server(state_dir / "oauth", seeded_accounts(), clients=clients)
         )
@@ -358,6 +359,7 @@ async def start_stack(
             extra_env=extra_env or {},
             oauth=oauth_server,
             console_port=console_port,
+            console_path=console_path,
             console_secret=console_secret,
         )
     except BaseException:
@@ -376,6 +378,7 @@ async def _start_services(
     label: str,
     role_passwords: Mapping[str, str],
     console_port: int = 0,
+    console_path: str = "",
     **assembly: Any,
 ) -> Stack:
     """The three services on free ports, serving; new ports when one was taken meanwhile (the
@@ -383,7 +386,9 @@ async def _start_services(
     for attempt in range(1, _START_ATTEMPTS + 1):
         # A port that was free a moment ago can be taken before a service binds it (by another
         # test's connection): then that service exits at start, and the stack gets new ports.
-        ports = Ports(free_port(), free_port(), free_port(), free_port(), console_port)
+        ports = Ports(
+            free_port(), free_port(), free_port(), free_port(), console_port, console_path
+        )
         stack = _assemble(
             owner_dsn,
             state_dir,
@@ -451,7 +456,11 @@ def _assemble(
     base = _base_environment(otlp_endpoint)
     logs = state_dir / "logs"
     services = {}
-    health = {"toolplane": ports.mcp_health_url, "console": f"{ports.console_url}/healthz"}
+    # The console's probe is at its root, whatever path its pages are under.
+    health = {
+        "toolplane": ports.mcp_health_url,
+        "console": f"http://127.0.0.1:{ports.console}/healthz",
+    }
     for name in names:
         env = base | envs[name] | dict(extra_env.get(name, {}))
         services[name] = ServiceProcess(

@@ -57,10 +57,12 @@ class Ports:
     toolplane: int
     mcp: int
     console: int = 0
+    #: The path the console is published under ("" at the root).
+    console_path: str = ""
 
     @property
     def console_url(self) -> str:
-        return f"http://127.0.0.1:{self.console}"
+        return f"http://127.0.0.1:{self.console}{self.console_path}"
 
     @property
     def people_audience(self) -> str:
@@ -112,6 +114,16 @@ def load_or_create_master_key(state_dir: Path) -> Path:
     if not path.exists():
         state_dir.mkdir(parents=True, exist_ok=True)
         write_private(path, secrets.token_hex(32) + "\n")
+    return path
+
+
+def load_or_create_session_key(state_dir: Path) -> Path:
+    """The console's session key of the stack whose state is ``state_dir``, created if missing:
+    kept across runs, so a person stays signed in when the stack restarts."""
+    path = state_dir / "console-session.key"
+    if not path.exists():
+        state_dir.mkdir(parents=True, exist_ok=True)
+        write_private(path, secrets.token_urlsafe(48) + "\n")
     return path
 
 
