@@ -46,7 +46,11 @@ CALLER_IDENTITIES: Mapping[str, tuple[str, ...]] = {
 }
 
 #: Services that call other services, with the identity their client token proves.
-CLIENT_IDENTITIES: Mapping[str, str] = {"gateway": "gateway", "toolplane": "toolplane"}
+CLIENT_IDENTITIES: Mapping[str, str] = {
+    "gateway": "gateway",
+    "toolplane": "toolplane",
+    "console": "console",
+}
 
 SERVICES: tuple[str, ...] = ("context", "gateway", "toolplane")
 
@@ -109,6 +113,7 @@ def build_secrets(
     snapshot_master_key: str,
     llm_api_key: str,
     embedding_api_key: str,
+    console_client_secret: str = "",
 ) -> tuple[list[dict[str, Any]], dict[str, str]]:
     """The Secrets of ``namespace`` and the caller tokens generated for them."""
     for name, key, minimum in (
@@ -163,6 +168,10 @@ def build_secrets(
             _secret(f"nemo-{service}-client-token", namespace, {"token": tokens[identity]})
             for service, identity in CLIENT_IDENTITIES.items()
         ),
+        # The console's client secret at the OpenID provider (issued there), and the key of its
+        # session cookies (generated; rotate by prepending a new key: all of them decrypt).
+        _secret("nemo-console-oidc", namespace, {"client-secret": console_client_secret}),
+        _secret("nemo-console-session", namespace, {"keys": secrets.token_urlsafe(48)}),
     ]
     return manifests, tokens
 
@@ -204,6 +213,11 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--embedding-api-key-file", type=Path, help="file holding the embedding API key"
     )
     parser.add_argument(
+        "--console-client-secret-file",
+        type=Path,
+        help="file holding the console's client secret at the platform's OpenID provider",
+    )
+    parser.add_argument(
         "--caller-tokens-out",
         type=Path,
         required=True,
@@ -228,6 +242,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             embedding_api_key=(
                 _read_secret_file(args.embedding_api_key_file)
                 if args.embedding_api_key_file
+                else ""
+            ),
+            console_client_secret=(
+                _read_secret_file(args.console_client_secret_file)
+                if args.console_client_secret_file
                 else ""
             ),
         )

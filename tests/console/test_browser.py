@@ -15,8 +15,8 @@ import pytest
 
 from nemo_core.db import connect
 from nemo_protos.context.v1 import context_service_pb2 as context_pb
-from nemo_protos.context.v1 import learner_context_pb2
 from nemo_protos.context.v1 import context_service_pb2_grpc as context_grpc
+from nemo_protos.context.v1 import learner_context_pb2
 from services.toolplane.tests.mcp_http import error_envelope
 from tests.journeys.support import mcp_client
 from tests.stack import Stack
