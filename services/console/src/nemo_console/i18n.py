@@ -44,7 +44,7 @@ PHRASES: Final[Mapping[str, tuple[str, str]]] = {
         "Calls that wait for a person; pending requests first.",
     ),
     "tool": ("Công cụ", "Tool"),
-    "agent": ("Agent", "Agent"),
+    "agent": ("Tác tử (agent)", "Agent"),
     "on_behalf_of": ("Thay mặt", "On behalf of"),
     "user_source_token": ("gắn với token", "bound to the token"),
     "user_source_caller": ("do dịch vụ tin cậy xác nhận", "vouched for by a trusted service"),

@@ -152,4 +152,6 @@ def new_csrf_token() -> str:
 
 def same_token(sent: str | None, expected: str) -> bool:
     """Whether a form's CSRF token is the session's (in constant time)."""
-    return bool(sent) and secrets.compare_digest(str(sent), expected)
+    if not sent:
+        return False
+    return secrets.compare_digest(sent.encode("utf-8"), expected.encode("utf-8"))
