@@ -120,7 +120,11 @@ async def list_entries(
 ) -> tuple[list[StoredAuditEntry], int | None]:
     """Entries matching ``search``, newest first; the second value continues the listing."""
     statement, values = _statement(search, before_id, limit)
-    rows = await pool.fetch(statement, *values)
+    async with pool.acquire() as conn, conn.transaction(readonly=True):
+        # A cached generic plan is one for an average user, tool or agent: for one with few rows
+        # it walks the whole log by id. Each search is planned for its own values instead.
+        await conn.execute("SET LOCAL plan_cache_mode = force_custom_plan")
+        rows = await conn.fetch(statement, *values)
     entries = [
         StoredAuditEntry(audit_id=values.pop("id"), **values)
         for values in (dict(row) for row in rows[:limit])
