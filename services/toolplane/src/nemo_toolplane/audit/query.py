@@ -3,13 +3,20 @@
 A search is composed of the filters it has, each bound as a parameter: a statement with every
 filter optional (``$1 IS NULL OR ...``) gets a generic plan that can use no index once
 PostgreSQL caches it, while each filter here has an index ordered by id (migration 0026), so a
-page reads its own rows at any size of the log."""
+page reads its own rows at any size of the log.
+
+A time range also bounds the ids it walks: a row is stored within :data:`MAX_ROW_DELAY` of its
+call's arrival (the audit writer stores a row while its call ends or not at all), so every row
+that arrived before ``until`` has a smaller id than the first row that arrived an hour after it,
+and every row that arrived after ``since`` a larger id than the last one that arrived an hour
+before it. Two probes of the time index find those ids; without them an old, narrow range would
+be searched from the newest row down."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Final
 
 from nemo_core import page_tokens
@@ -23,15 +30,23 @@ SELECT id, request_id, "timestamp", agent_id, session_id, user_id, tool_id, reso
 FROM toolplane.audit_logs
 """
 
-#: Each filter's condition, with ``{}`` for its parameter's number.
+#: Longest a call's audit row is stored after the call arrived (with a wide margin): the bound the
+#: time-range filters rest on.
+MAX_ROW_DELAY: Final = timedelta(hours=1)
+_DELAY: Final = f"interval '{int(MAX_ROW_DELAY.total_seconds())} seconds'"
+
+#: Each filter's condition, with ``{0}`` for its parameter's number.
 _FILTERS: Final = {
     "agent_id": "agent_id = ${}",
     "request_id": "request_id = ${}",
     "user_id": "user_id = ${}",
     "resource": "resource = ${}",
     "decision": "decision = ${}",
-    "since": '"timestamp" >= ${}',
-    "until": '"timestamp" < ${}',
+    "since": '"timestamp" >= ${0} AND id > coalesce((SELECT id FROM toolplane.audit_logs '
+    f'WHERE "timestamp" < ${{0}} - {_DELAY} ORDER BY "timestamp" DESC LIMIT 1), 0)',
+    "until": '"timestamp" < ${0} AND id < coalesce((SELECT id FROM toolplane.audit_logs '
+    f'WHERE "timestamp" >= ${{0}} + {_DELAY} ORDER BY "timestamp" LIMIT 1), '
+    "9223372036854775807)",
     "before_id": "id < ${}",
 }
 # One tool id, or any of several (every version of a tool named without one).
