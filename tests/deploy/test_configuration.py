@@ -148,4 +148,4 @@ def _config_name(resources: list[Any], prefix: str) -> str:
     """The generated name (with its content hash) of a ConfigMap."""
     [name] = [r["metadata"]["name"] for r in resources
               if r["kind"] == "ConfigMap" and r["metadata"]["name"].startswith(prefix)]  # fmt: skip
-    return name
+    return str(name)
