@@ -14,7 +14,7 @@ from typing import Any
 import grpc
 import grpc.aio
 import pytest
-from google.protobuf import struct_pb2
+from google.protobuf import struct_pb2, timestamp_pb2
 
 from nemo_core.errors import error_details
 from nemo_protos.context.v1 import context_service_pb2 as context_pb
@@ -291,6 +291,51 @@ CASES: list[GrpcCase] = [
         INVALID,
         "INVALID_PAGE_SIZE",
         person=True,
+    ),
+    # The people's API: an operator's search and grant that can never be right.
+    GrpcCase(
+        "audit-range-ending-before-it-starts",
+        "toolplane",
+        ADMIN + "ListAuditEntries",
+        admin_pb.ListAuditEntriesRequest(
+            start_time=timestamp_pb2.Timestamp(seconds=1_800_000_000),
+            end_time=timestamp_pb2.Timestamp(seconds=1_700_000_000),
+        ).SerializeToString(),
+        "operator",
+        INVALID,
+        "INVALID_TIME_RANGE",
+        person=True,
+    ),
+    GrpcCase(
+        "audit-learner-key-instead-of-pseudonym",
+        "toolplane",
+        ADMIN + "ListAuditEntries",
+        admin_pb.ListAuditEntriesRequest(learner_ref="L-2041-1").SerializeToString(),
+        "operator",
+        INVALID,
+        "INVALID_LEARNER_REF",
+        person=True,
+    ),
+    GrpcCase(
+        "grant-with-a-permission-that-does-not-exist",
+        "toolplane",
+        ADMIN + "CreateGrant",
+        admin_pb.CreateGrantRequest(
+            agent_id="research-agent", tool_pattern="docs.*", permission="admin"
+        ).SerializeToString(),
+        "operator",
+        INVALID,
+        "INVALID_GRANT",
+        person=True,
+    ),
+    GrpcCase(
+        "people-api-without-a-person",
+        "toolplane",
+        ADMIN + "IssueAgentToken",
+        admin_pb.IssueAgentTokenRequest(agent_id="research-agent").SerializeToString(),
+        "operator",
+        grpc.StatusCode.UNAUTHENTICATED,
+        "OPERATOR_UNAUTHENTICATED",
     ),
     # A family's rights requests, as the platform records them.
     GrpcCase(
