@@ -11,10 +11,12 @@ whose handler only makes the build's read (``benchmarks.floor_servers learner-re
 service's repository, purpose and pool size). Goal: BuildContext at least 0.8x the floor's
 throughput, with the identifier gate, rendering and the snapshot. A third load, the same build
 without its snapshot (``persist`` unset), tells the snapshot's share of the cost from the rest
-of the build's. A fourth, a second service writing its snapshots to a real S3 API (the moto
-server on loopback) as production does, gives the cost of that backend. The identifier gate's
-own CPU per build, before and after it learned the child's circle, is measured apart
-(``benchmarks.gate_cost``) and reported as a share of the build. The loads take turns, so
+of the build's. Two more, services writing their snapshots to a real S3 API as production does,
+give the cost of that backend: one to the moto server on loopback, which closes every connection
+(so it is an upper bound), one to the same server behind a front that keeps connections alive,
+as S3 does (``nemo_testing.s3_front``). The identifier gate's own CPU per build, before and after
+it learned the child's circle, is measured apart (``benchmarks.gate_cost``) and reported as a
+share of the build. The loads take turns, so
 a shared machine's drift in speed falls on all of them; the report also gives the floor's service
 CPU per call against the build's.
 
@@ -51,7 +53,12 @@ from nemo_ops.migrate import migrate
 from nemo_ops.seed import seed
 from nemo_protos.context.v1 import context_service_pb2, context_service_pb2_grpc
 from nemo_testing.ports import free_port
-from nemo_testing.s3 import context_snapshot_environment, create_bucket, moto_s3_server
+from nemo_testing.s3 import (
+    context_snapshot_environment,
+    create_bucket,
+    keep_alive_s3_server,
+    moto_s3_server,
+)
 
 CALLER_TOKEN = "bench-gateway-token-0123456789abcdef"
 SNAPSHOT_BUCKET = "nemo-bench-snapshots"
@@ -60,6 +67,10 @@ ROUNDS = 5
 """Turns each load takes: enough that a drift of the machine's speed falls on every load."""
 GOAL = 0.8
 """BuildContext's throughput against its floor's that the build aims at."""
+S3_GOAL_LOCAL = 1.25
+"""The service CPU of a build with an S3 snapshot at most this times a local snapshot's."""
+S3_GOAL_FLOOR = 2.0
+"""The service CPU of a build with an S3 snapshot at most this times the floor's."""
 
 
 @dataclass(frozen=True)
@@ -74,7 +85,11 @@ class ContextBenchmark:
     unpersisted: LoadResult
     """The same build with ``persist`` unset: no snapshot is written."""
     s3: LoadResult
-    """The same build with its snapshot written to an S3 API, as in production."""
+    """The same build with its snapshot written to an S3 API, as in production: moto, which
+    closes every connection (an upper bound)."""
+    keep_alive: LoadResult
+    """The same build with its snapshot written to the same S3 API behind a front that keeps
+    connections alive, as S3 does."""
     gate: GateCost
     """The identifier gate's CPU per build, before and after the circle (in this process)."""
     sealing_ms: float
@@ -100,14 +115,33 @@ class ContextBenchmark:
             f"without its snapshot: {self.unpersisted.throughput / self.floor.throughput:.2f}x "
             f"the floor, service CPU {figure(self.unpersisted.server_cpu_ms_per_call)} ms per "
             f"build; the snapshot costs the service {self._snapshot_cpu(self.load)} ms per build\n"
-            f"with an S3 snapshot (moto on loopback, which closes every connection): service CPU "
-            f"{figure(self.s3.server_cpu_ms_per_call)} ms per build, the snapshot "
-            f"{self._snapshot_cpu(self.s3)} ms\n"
+            f"{self._s3_builds()}\n"
             f"{self._sealing()}\n"
             f"{self._loops()}\n"
             # Against the build without its snapshot: the gate's share of building the bundle.
             f"{self.gate.describe(self.unpersisted.server_cpu_ms_per_call)}"
         )
+
+    def _s3_builds(self) -> str:
+        """The S3 builds' service CPU, and against the local build's and the floor's."""
+        local, floor = self.load.server_cpu_ms_per_call, self.floor.server_cpu_ms_per_call
+        lines = []
+        for label, s3 in (
+            ("moto, which closes every connection (upper bound)", self.s3),
+            ("S3 API that keeps connections alive, as S3 does", self.keep_alive),
+        ):
+            cpu = s3.server_cpu_ms_per_call
+            ratios = (
+                f"{cpu / local:.2f}x the local build (goal at most {S3_GOAL_LOCAL}x), "
+                f"{cpu / floor:.2f}x the floor (goal at most {S3_GOAL_FLOOR}x)"
+                if cpu and local and floor
+                else "-"
+            )
+            lines.append(
+                f"with an S3 snapshot to {label}: service CPU {cpu or 0:.3f} ms per build, the "
+                f"snapshot {self._snapshot_cpu(s3)} ms; {ratios}"
+            )
+        return "\n".join(lines)
 
     def _sealing(self) -> str:
         build = self.load.server_cpu_ms_per_call
@@ -200,10 +234,11 @@ async def measure_build_context(*, concurrency: int, seconds: float) -> ContextB
         tempfile.TemporaryDirectory(prefix="nemo-bench-", dir=scratch_root) as scratch,
         seeded_database(Path(scratch)) as (owner_dsn, data_dir),
         moto_s3_server() as s3,
+        keep_alive_s3_server(s3) as kept_s3,
     ):
         context_dsn = await prepare_database(owner_dsn)
         await create_bucket(s3, SNAPSHOT_BUCKET)
-        port, floor_port, s3_port = free_port(), free_port(), free_port()
+        port, floor_port, s3_port, kept_port = free_port(), free_port(), free_port(), free_port()
         # The floor server reads the same NEMO_CONTEXT_ settings as the service.
         environment = {**os.environ, **context_environment(port, context_dsn, Path(scratch))}
         s3_environment = {
@@ -211,18 +246,25 @@ async def measure_build_context(*, concurrency: int, seconds: float) -> ContextB
             **context_environment(s3_port, context_dsn, Path(scratch)),
             **context_snapshot_environment(s3, SNAPSHOT_BUCKET),
         }
+        kept_environment = {
+            **os.environ,
+            **context_environment(kept_port, context_dsn, Path(scratch)),
+            **context_snapshot_environment(kept_s3, SNAPSHOT_BUCKET),
+        }
         floor_command = ["-m", "benchmarks.floor_servers", "learner-read", str(floor_port)]
         with (
             server_process(["-m", "nemo_context"], port, environment) as service,
             server_process(floor_command, floor_port, environment) as floor_server,
             server_process(["-m", "nemo_context"], s3_port, s3_environment) as s3_service,
+            server_process(["-m", "nemo_context"], kept_port, kept_environment) as kept_service,
         ):
             async with (
                 grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel,
                 grpc.aio.insecure_channel(f"127.0.0.1:{floor_port}") as floor_channel,
                 grpc.aio.insecure_channel(f"127.0.0.1:{s3_port}") as s3_channel,
+                grpc.aio.insecure_channel(f"127.0.0.1:{kept_port}") as kept_channel,
             ):
-                floor, build, unpersisted, s3_build = await run_alternating(
+                floor, build, unpersisted, s3_build, kept_build = await run_alternating(
                     [
                         Load(
                             f"floor: learner read alone, {concurrency} callers",
@@ -242,9 +284,14 @@ async def measure_build_context(*, concurrency: int, seconds: float) -> ContextB
                             service,
                         ),
                         Load(
-                            f"BuildContext(tutor_hint) + S3 snapshot, {concurrency} callers",
+                            f"BuildContext + S3 snapshot (moto), {concurrency} callers",
                             _build_call(s3_channel),
                             s3_service,
+                        ),
+                        Load(
+                            f"BuildContext + S3 snapshot (kept alive), {concurrency} callers",
+                            _build_call(kept_channel),
+                            kept_service,
                         ),
                     ],
                     concurrency=concurrency,
@@ -261,6 +308,7 @@ async def measure_build_context(*, concurrency: int, seconds: float) -> ContextB
         floor=floor,
         unpersisted=unpersisted,
         s3=s3_build,
+        keep_alive=kept_build,
         gate=gate,
         sealing_ms=sealing_cpu_ms(snapshot),
         sealed_bytes=len(snapshot),

@@ -467,6 +467,7 @@ for n, sql in enumerate(SQL_LIKE, start=1):
             INVALID,
             "INVALID_IDENTIFIER",
             agent="engineering-agent",
+            audit_rows=1,  # a refused call leaves its row, whatever it was refused for
         ),
         _tool_call(
             f"sql-{n}-tool-application-id",

@@ -33,7 +33,8 @@ class McpCase:
     status: int
     rpc_error: int | None = None
     tool_error: str | None = None
-    audit_rows: int = 0
+    #: Every case is a refused request of an authenticated agent: one audit row each.
+    audit_rows: int = 1
     agent: str = "engineering-agent"
     headers: dict[str, str | None] = field(default_factory=dict)
 
@@ -56,9 +57,7 @@ def _call(tool: str, arguments: object) -> bytes:
 def _tool_case(
     case_id: str, tool: str, arguments: object, error: str, agent: str = "engineering-agent"
 ) -> McpCase:
-    return McpCase(
-        case_id, _call(tool, arguments), 200, tool_error=error, audit_rows=1, agent=agent
-    )
+    return McpCase(case_id, _call(tool, arguments), 200, tool_error=error, agent=agent)
 
 
 LIST = _message({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
@@ -69,7 +68,6 @@ CASES = [
         _call("application.get", {"application_id": "x" * (2 * 1024 * 1024)}),
         413,
         INVALID_REQUEST,
-        audit_rows=1,  # refused before routing, but the agent was authenticated
     ),
     McpCase(
         "invalid-utf8-body",
@@ -132,7 +130,6 @@ CASES = [
             _call(tool, {"learner_id": "L-2041-1"}),
             200,
             INVALID_PARAMS,
-            audit_rows=1,
             agent="learning-agent",
         )
         for name, tool in {
@@ -157,13 +154,12 @@ CASES = [
         )
         for name, request_id in {"object": {"a": 1}, "boolean": True, "fraction": 1.5}.items()
     ),
-    McpCase("batch-array", b"[" + LIST + b"]", 400, INVALID_REQUEST, audit_rows=1),
+    McpCase("batch-array", b"[" + LIST + b"]", 400, INVALID_REQUEST),
     McpCase(
         "params-array",
         _message({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": ["x"]}),
         400,
         INVALID_REQUEST,
-        audit_rows=1,
     ),
     McpCase(
         "params-string",
@@ -176,7 +172,6 @@ CASES = [
         _call("application.get", ["nemo12-web"]),
         200,
         INVALID_PARAMS,
-        audit_rows=1,
     ),
     McpCase(
         "unknown-method",
@@ -186,11 +181,12 @@ CASES = [
     ),
     McpCase("truncated-json", b'{"jsonrpc": "2.0", "id": 1,', 400, PARSE_ERROR),
     McpCase("empty-body", b"", 400, PARSE_ERROR),
-    McpCase("text-plain", LIST, 400, headers={"Content-Type": "text/plain"}),
+    McpCase("text-plain", LIST, 415, INVALID_REQUEST, headers={"Content-Type": "text/plain"}),
     McpCase(
         "form-data",
         b"jsonrpc=2.0&id=1&method=tools%2Flist",
-        400,
+        415,
+        INVALID_REQUEST,
         headers={"Content-Type": "application/x-www-form-urlencoded"},
     ),
     McpCase("accepts-only-html", LIST, 406, INVALID_REQUEST, headers={"Accept": "text/html"}),

@@ -17,6 +17,7 @@ from types import TracebackType
 import aiohttp
 from aiohttp import web
 
+from nemo_testing.ports import serve_on_loopback
 from nemo_testing.providers import RecordedRequest
 
 #: Hop-by-hop and framing headers: the proxy's own connections set these.
@@ -61,12 +62,7 @@ class RecordingProxy:
         app = web.Application(client_max_size=16 * 1024 * 1024)
         app.router.add_route("*", "/{path:.*}", self._forward)
         self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        server = site._server
-        assert isinstance(server, asyncio.Server)
-        self.port = server.sockets[0].getsockname()[1]
+        self.port = await serve_on_loopback(self._runner)
         return self
 
     async def __aexit__(

@@ -1,4 +1,5 @@
-"""A real S3 API on loopback: the moto server in its own process."""
+"""A real S3 API on loopback: the moto server in its own process, and a keep-alive front for it
+(:mod:`nemo_testing.s3_front`) in another."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import aioboto3
@@ -54,12 +55,32 @@ def moto_s3_server() -> Iterator[S3Endpoint]:
         wait_for_port(port)
         yield S3Endpoint(url=f"http://127.0.0.1:{port}")
     finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        _stop(process)
+
+
+@contextmanager
+def keep_alive_s3_server(upstream: S3Endpoint) -> Iterator[S3Endpoint]:
+    """``upstream`` behind a keep-alive front in a process of its own, for the duration of the
+    block: clients keep their connections, as they do with S3 (moto closes every one)."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "nemo_testing.s3_front", upstream.url, str(port)],
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        wait_for_port(port)
+        yield replace(upstream, url=f"http://127.0.0.1:{port}")
+    finally:
+        _stop(process)
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 async def create_bucket(endpoint: S3Endpoint, bucket: str) -> None:

@@ -25,9 +25,12 @@ Span = tuple[int, int, str]
 _EMAIL: Final = re.compile(
     r"[a-z0-9][a-z0-9._%+-]*\s*(?:@|\(at\)|\[at\])\s*[a-z0-9-]+(?:\s*(?:\.|\(dot\)|\[dot\])\s*[a-z0-9-]+)+"
 )
-_DIGIT_RUN: Final = re.compile(r"(?<![a-z0-9])(?<![a-z0-9]-)\+?\(?\d(?:[ _.\-()/]{0,3}\d){7,}")
+_DIGIT_RUN: Final = re.compile(
+    r"(?<![a-z0-9])(?<![a-z0-9]-)\+?\(?\d(?:[ _.\-()/]{0,3}\d){7,}(?![a-z0-9])"
+)
 """Eight digits or more, written with the separators phone numbers are written with, not inside
-a code (``SP-2024-0001``): the only text worth handing to the phone number matcher."""
+a code (``SP-2024-0001``) or a longer token (a hex digest starting ``0796081998e2``, about one
+in three thousand SHA-256 digests): the only text worth handing to the phone number matcher."""
 _DIALLED: Final = re.compile(r"[(]?(?:\+|0|84\D*[1-9](?:\D*\d){8,9}$)")
 """How a phone number is written: with its country code (``+84``, ``0084``, Vietnam's ``84``
 without a plus) or its trunk prefix (``0``). Nine bare digits are a number, a count or a code,
@@ -134,9 +137,16 @@ def emails(folded: str) -> Iterator[Span]:
         yield match.start(), match.end(), "email"
 
 
+_UUID: Final = re.compile(r"[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}")
+"""A UUID, whose hyphen-separated digit groups read like a phone number written with dashes."""
+
+
 def phones(folded: str) -> Iterator[Span]:
     """Valid phone numbers in any national or international format (Vietnam first)."""
+    uuids = [match.span() for match in _UUID.finditer(folded)] if "-" in folded else []
     for run in _DIGIT_RUN.finditer(folded):
+        if any(start <= run.start() < end for start, end in uuids):
+            continue
         for found in phonenumbers.PhoneNumberMatcher(
             run.group().replace("_", " "), "VN", leniency=phonenumbers.Leniency.VALID
         ):

@@ -24,6 +24,7 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from nemo_context.coalescing import Coalescer, Outcomes
+from nemo_context.snapshots.s3_puts import SignedPuts, resolve_put_target
 
 SNAPSHOT_PREFIX = "ai-context/"
 
@@ -46,6 +47,10 @@ LIFECYCLE_RULE_ID = "nemo-context-snapshot-retention"
 
 # S3 accepts at most this many keys per DeleteObjects request.
 _DELETE_BATCH = 1000
+
+# Connections kept open to the bucket: as many as builds may write at once (botocore's default
+# of 10 would make concurrent snapshots queue for one).
+_POOL_CONNECTIONS = 64
 
 
 def retention_rule(days: int) -> dict[str, Any]:
@@ -283,8 +288,10 @@ class LocalDirectoryObjects:
 class S3Objects:
     """Snapshots as objects of one bucket of any S3-compatible service, through aioboto3.
 
-    One client is opened on first use and kept until :meth:`aclose`. Credentials come from the
-    session: by default the standard AWS chain (variables, shared files, instance roles).
+    One client is opened on first use and kept until :meth:`aclose`, with its connections.
+    Credentials come from the session: by default the standard AWS chain (variables, shared
+    files, instance roles). Snapshots, one per build, skip the client's request pipeline: they
+    are signed and sent by :class:`SignedPuts` over the client's HTTP session (ADR 0016).
     """
 
     def __init__(
@@ -306,15 +313,19 @@ class S3Objects:
             connect_timeout=timeout_seconds,
             read_timeout=timeout_seconds,
             retries={"max_attempts": 1, "mode": "standard"},
+            max_pool_connections=_POOL_CONNECTIONS,
         )
         self._exit_stack = AsyncExitStack()
         self._client: Any = None
+        self._puts: SignedPuts | None = None
         self._client_lock = asyncio.Lock()
 
     async def _s3(self) -> Any:
+        if self._client is not None:
+            return self._client
         async with self._client_lock:
             if self._client is None:
-                self._client = await self._exit_stack.enter_async_context(
+                client = await self._exit_stack.enter_async_context(
                     self._session.client(
                         "s3",
                         endpoint_url=self._endpoint_url,
@@ -322,10 +333,25 @@ class S3Objects:
                         config=self._config,
                     )
                 )
+                try:
+                    target = await resolve_put_target(client, self.bucket)
+                    if target is not None:
+                        self._puts = SignedPuts(
+                            target,
+                            await self._session.get_credentials(),
+                            # The client's own pool: its proxies, TLS settings and timeouts.
+                            client._endpoint.http_session,
+                        )
+                finally:
+                    # Kept when the target cannot be resolved: its own put then says why.
+                    self._client = client
             return self._client
 
     async def put(self, key: str, body: bytes) -> None:
         s3 = await self._s3()
+        if self._puts is not None:
+            await self._puts.put(check_key(key), body, "application/json")
+            return
         await s3.put_object(
             Bucket=self.bucket, Key=check_key(key), Body=body, ContentType="application/json"
         )
@@ -469,3 +495,4 @@ class S3Objects:
     async def aclose(self) -> None:
         await self._exit_stack.aclose()
         self._client = None
+        self._puts = None
