@@ -48,10 +48,13 @@ test: install local-model browser ## The whole suite against real PostgreSQL, S3
 	$(RUN) pytest
 
 # The console's browser tests drive Debian's Chromium (never a browser a tool downloads).
+# The tests launch /usr/bin/chromium, where the package puts it; apt runs through sudo unless root.
 browser: ## Install Debian's chromium with apt when it is missing (the console's browser tests).
-	@command -v chromium >/dev/null 2>&1 || { \
+	@test -x /usr/bin/chromium || { \
 		echo "installing Debian's chromium for the console's browser tests"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
+		sudo=$$([ "$$(id -u)" -eq 0 ] || echo sudo); \
+		$$sudo apt-get update -qq && \
+		$$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
 
 mutate: install ## Mutation score of each rule module (>= 90%), survivors listed; slow, not in test.
 	$(RUN) python -m mutation

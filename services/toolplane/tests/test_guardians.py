@@ -201,3 +201,56 @@ async def test_a_person_revokes_a_host_and_the_edge_refuses_it_for_them_only(
     for token in (parent.access_token, fresh.access_token):
         assert (await post(family_plane.mcp_url, body, token=token)).status_code == 401
     assert (await post(family_plane.mcp_url, body, token=other.access_token)).status_code == 200
+
+
+async def test_a_guardian_pages_through_what_agents_did_with_their_child_and_no_other(
+    family_plane: RunningToolPlane, person: Forger, owner: asyncpg.Connection
+) -> None:
+    mentor = await issue_token(owner, "learning-agent", user_id="U-2041-M1", label="tests")
+    reads = 3
+    async with family_plane.mcp(mentor.token) as client:
+        for _ in range(reads):
+            await client.call_tool("learner.get_profile", {"learner_id": "L-2041-1"})
+    await family_plane.plane.audit.flush()
+    parent = family_plane.admin_stub(person=_as(person, "U-2041-P1"), caller="console")
+    linked = await parent.ListLinkedLearners(admin_pb.ListLinkedLearnersRequest(), timeout=10)
+    [child] = [learner.learner_ref for learner in linked.learners if learner.grade == 8]
+    seen: list[admin_pb.AuditEntry] = []
+    token = ""
+    while True:
+        page = await parent.ListLearnerActivity(
+            admin_pb.ListLearnerActivityRequest(learner_ref=child, page_size=1, page_token=token),
+            timeout=10,
+        )
+        assert len(page.entries) <= 1
+        seen.extend(page.entries)
+        token = page.next_page_token
+        if not token:
+            break
+    # Every row is about this child, newest first, each once; the mentor's reads are among them.
+    assert {entry.resource for entry in seen} == {"learner:L-2041-1"}
+    ids = [entry.audit_id for entry in seen]
+    assert ids == sorted(set(ids), reverse=True)
+    by_mentor = [
+        entry
+        for entry in seen
+        if entry.token_id == mentor.token_id and entry.tool_id.startswith("learner.get_profile")
+    ]
+    assert len(by_mentor) == reads
+    assert {(entry.agent_id, entry.user_id) for entry in by_mentor} == {
+        ("learning-agent", "U-2041-M1")
+    }
+    assert all(entry.create_time.seconds > 0 for entry in by_mentor)
+    # Another family's guardian is refused that child, not shown an empty page.
+    other_family = family_plane.admin_stub(person=_as(person, "U-2041-P2"), caller="console")
+    assert await _refusal(
+        other_family.ListLearnerActivity(
+            admin_pb.ListLearnerActivityRequest(learner_ref=child), timeout=10
+        )
+    ) == (grpc.StatusCode.PERMISSION_DENIED, "LEARNER_NOT_LINKED")
+    for not_a_ref in ("L-2041-1", child.upper(), child + "0", ""):
+        assert await _refusal(
+            parent.ListLearnerActivity(
+                admin_pb.ListLearnerActivityRequest(learner_ref=not_a_ref), timeout=10
+            )
+        ) == (grpc.StatusCode.INVALID_ARGUMENT, "INVALID_LEARNER_REF")
