@@ -13,7 +13,7 @@ import grpc
 import pytest
 
 from nemo_core.errors import error_details
-from nemo_protos.toolplane.v1 import approval_pb2
+from nemo_protos.toolplane.v1 import approval_pb2, audit_pb2
 from nemo_protos.toolplane.v1 import toolplane_admin_service_pb2 as admin_pb
 from nemo_testing.oauth import OAuthServer
 from nemo_testing.ports import free_port
@@ -215,7 +215,7 @@ async def test_a_guardian_pages_through_what_agents_did_with_their_child_and_no_
     parent = family_plane.admin_stub(person=_as(person, "U-2041-P1"), caller="console")
     linked = await parent.ListLinkedLearners(admin_pb.ListLinkedLearnersRequest(), timeout=10)
     [child] = [learner.learner_ref for learner in linked.learners if learner.grade == 8]
-    seen: list[admin_pb.AuditEntry] = []
+    seen: list[audit_pb2.AuditEntry] = []
     token = ""
     while True:
         page = await parent.ListLearnerActivity(
