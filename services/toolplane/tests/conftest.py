@@ -134,6 +134,9 @@ class RunningToolPlane:
     mcp_url: str
     #: The credential of the session's operator (``tests-ops``), which ``admin_stub()`` sends.
     operator_credential: str = ""
+    #: Kept for the whole session (a session fixture's), not stopped with the module that
+    #: started it.
+    shared: bool = False
     _channels: dict[tuple[str, str | None], grpc.aio.Channel] = field(default_factory=dict)
 
     def _channel(self, caller: str, person: str | None = None) -> grpc.aio.Channel:
@@ -232,15 +235,37 @@ StartToolPlane = Callable[..., Awaitable[RunningToolPlane]]
 
 
 @pytest.fixture(scope="session")
+def started_planes() -> list[RunningToolPlane]:
+    """The tool planes running in this session, in the order they started."""
+    return []
+
+
+@pytest.fixture(scope="module", autouse=True)
+async def _stop_the_modules_planes(
+    started_planes: list[RunningToolPlane],
+) -> AsyncIterator[None]:
+    """The planes a module started, in its fixtures or its tests, stop with it: each holds its
+    pool's connections, and the session's server has a hundred for every test package."""
+    before = len(started_planes)
+    yield
+    ours = [running for running in started_planes[before:] if not running.shared]
+    for running in reversed(ours):
+        await running.stop()
+        started_planes.remove(running)
+
+
+@pytest.fixture(scope="session")
 async def start_toolplane(
     toolplane_dsn: str,
     context_address: str,
     spans: InMemorySpanExporter,
     owner: asyncpg.Connection,
+    started_planes: list[RunningToolPlane],
 ) -> AsyncIterator[StartToolPlane]:
     """Factory of tool planes built by the production ``assemble``; keyword arguments override
-    settings. Limits are generous by default so tests do not trip over each other."""
-    started: list[RunningToolPlane] = []
+    settings. Limits are generous by default so tests do not trip over each other. A plane
+    stops with the module that started it, unless marked ``shared``."""
+    started = started_planes
     await add_operator(owner, SESSION_OPERATOR, name="the tests' operator")
     operator = await issue_operator_token(owner, SESSION_OPERATOR, label="tests-session")
 
@@ -289,7 +314,9 @@ async def start_toolplane(
 @pytest.fixture(scope="session")
 async def toolplane(start_toolplane: StartToolPlane) -> RunningToolPlane:
     """One tool plane with the default test settings, shared by the session."""
-    return await start_toolplane()
+    running = await start_toolplane()
+    running.shared = True
+    return running
 
 
 @dataclass(frozen=True)
