@@ -9,15 +9,15 @@ UV_VERSION := 0.13.9
 RUN := $(UV) run --frozen
 # One mypy run per package: each has its own tests/conftest.py, which one run would see as duplicates.
 MYPY_TARGETS := libs/nemo-core libs/nemo-devtools libs/nemo-testing services/context services/gateway \
-	services/toolplane ops eval "benchmarks mutation libs/nemo-protos/generate.py conftest.py tests local-model/serve.py"
+	services/toolplane services/console ops eval "benchmarks mutation libs/nemo-protos/generate.py conftest.py tests local-model/serve.py"
 # deptry per package: its sources against its own pyproject.toml; then the test and benchmark code
 # against the root's (configured there). The stubs package is installed editable, so deptry is told
 # that nemo-protos provides `nemo_protos`.
 PACKAGES := libs/nemo-core libs/nemo-protos libs/nemo-devtools libs/nemo-testing services/context \
-	services/gateway services/toolplane ops eval
+	services/gateway services/toolplane services/console ops eval
 DEPTRY := $(RUN) deptry --package-module-name-map nemo-protos=nemo_protos
 
-.PHONY: help install system-packages generate lint test mutate bench run soak eval local-model clean
+.PHONY: help install system-packages generate lint test mutate bench run soak eval local-model browser clean
 
 help: ## List the targets.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -56,8 +56,17 @@ lint: install ## buf lint and breaking (against main), ruff, import contracts, d
 	$(DEPTRY) .
 	@for target in $(MYPY_TARGETS); do echo "mypy $$target"; $(RUN) mypy $$target; done
 
-test: install system-packages local-model ## The whole suite against real PostgreSQL, S3 API, gRPC and HTTP peers and the local model.
+test: install system-packages local-model browser ## The whole suite against real PostgreSQL, S3 API, gRPC and HTTP peers, the local model and a real browser.
 	$(RUN) pytest
+
+# The console's browser tests drive Debian's Chromium (never a browser a tool downloads).
+# The tests launch /usr/bin/chromium, where the package puts it; apt runs through sudo unless root.
+browser: ## Install Debian's chromium with apt when it is missing (the console's browser tests).
+	@test -x /usr/bin/chromium || { \
+		echo "installing Debian's chromium for the console's browser tests"; \
+		sudo=$$([ "$$(id -u)" -eq 0 ] || echo sudo); \
+		$$sudo apt-get update -qq && \
+		$$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
 
 mutate: install ## Mutation score of each rule module (>= 90%), survivors listed; slow, not in test.
 	$(RUN) python -m mutation

@@ -7,6 +7,9 @@ through the same bootstrap that does only the work the service cannot avoid (the
 database read; the gateway's model call), so the output shows how far each service is from the
 least any implementation of it costs on this stack, not only from the empty handler.
 
+The console's audit search is measured on one million generated audit rows, as a person pages
+through it (p50 and p95 per kind of search, against the console's health page).
+
 The shared limiter's cost per decision (one statement over a call's buckets) is measured against
 the cheapest statement through the same pool, and the delay until an access change reaches two
 listening replicas. The CPU figures the capacity model needs are written to a JSON file
@@ -22,6 +25,7 @@ import asyncio
 import os
 import sys
 
+from benchmarks.console import measure_console_search
 from benchmarks.context import measure_build_context
 from benchmarks.detectors import measure_detectors
 from benchmarks.figures import write_figures
@@ -69,6 +73,8 @@ async def main() -> None:
         "access.invalidation.p99_ms": limiter.invalidation_p99_ms,
     }
     print(f"figures for the capacity model: {write_figures(figures)}", file=sys.stderr)
+    print()
+    print(await measure_console_search())
 
 
 if __name__ == "__main__":

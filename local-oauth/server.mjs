@@ -4,10 +4,12 @@
 //   node server.mjs --issuer http://127.0.0.1:50055 --state-dir DIR --accounts FILE
 //                   --dev-password PASSWORD --dev-client-id ID --dev-redirect-uri URI
 //                   --tool-scope SCOPE [--tool-scope SCOPE ...]
-//                   [--resource URL ...] [--opaque-resource URL ...]
+//                   [--resource URL ...] [--opaque-resource URL ...] [--clients FILE]
 //
 // The launcher (nemo_devtools.oauth_server) names the tool scopes, the tool plane's, and the
-// development client's redirect, so that they are written down in one place.
+// development client's redirect, so that they are written down in one place. --clients names a
+// JSON list of further registered clients (client metadata as RFC 7591 writes it), for example
+// the console, a confidential client with its secret and redirect URI.
 //
 // Authorization code with PKCE (S256, required of every client), resource indicators (RFC 8707)
 // that issue JWT access tokens (RFC 9068) whose `aud` is the resource asked for (opaque ones for
@@ -42,6 +44,7 @@ const { values: args } = parseArgs({
     'tool-scope': { type: 'string', multiple: true, default: [] },
     resource: { type: 'string', multiple: true, default: [] },
     'opaque-resource': { type: 'string', multiple: true, default: [] },
+    clients: { type: 'string' },
   },
   strict: true,
 });
@@ -86,6 +89,7 @@ const accounts = JSON.parse(readFileSync(args.accounts, 'utf8'));
 const accountIds = new Set(accounts.map((account) => account.id));
 const opaqueResources = new Set(args['opaque-resource']);
 const listedResources = new Set([...args.resource, ...opaqueResources]);
+const registeredClients = args.clients ? JSON.parse(readFileSync(args.clients, 'utf8')) : [];
 
 const provider = new Provider(args.issuer, {
   adapter: fileStore(join(stateDir, 'store.json')),
@@ -101,6 +105,7 @@ const provider = new Provider(args.issuer, {
       response_types: ['code'],
       redirect_uris: [args['dev-redirect-uri']],
     },
+    ...registeredClients,
   ],
   async findAccount(ctx, sub) {
     if (!accountIds.has(sub)) return undefined;

@@ -47,7 +47,10 @@ from nemo_ops.service_processes import CALLER_IDENTITIES as CALLER_IDENTITIES
 from nemo_ops.service_processes import (
     SERVICES,
     Ports,
+    console_client,
+    console_environment,
     log_tail,
+    people_environments,
     service_environments,
     spawn_service,
     toolplane_oauth_environment,
@@ -59,6 +62,7 @@ from nemo_testing.oauth import OAuthServer, running_authorization_server
 from nemo_testing.pgbouncer import PgBouncer
 from nemo_testing.ports import free_port
 from nemo_testing.s3 import S3Endpoint, context_snapshot_environment, create_bucket
+from nemo_toolplane.operators import add_operator, issue_operator_token
 from nemo_toolplane.tokens import issue_token
 from nemo_toolplane.tool_sync import sync_tools
 from nemo_toolplane.tools import build_registry
@@ -74,6 +78,9 @@ DEMO_AGENT_TOKENS: Mapping[str, tuple[str, str | None]] = {
     "mentor-active": ("learning-agent", "U-2041-M1"),
     "mentor-inactive": ("learning-agent", "U-2041-M2"),
 }
+
+#: The operator whose own credential every stack holds (``stack.operator_token``).
+STACK_OPERATOR = "stack-ops"
 
 #: The ``start_stack`` test fixture: ``await start_stack(dsn=None, **options)`` starts a fresh
 #: stack (on the session database unless ``dsn`` is given) that stops when the test ends.
@@ -100,6 +107,8 @@ class ServiceProcess:
     log_path: Path
     health_url: str | None = None
     process: asyncio.subprocess.Process | None = None
+    #: Whether it serves gRPC health (the console serves only HTTP).
+    grpc: bool = True
 
     @property
     def pid(self) -> int:
@@ -120,8 +129,9 @@ class ServiceProcess:
             await self.wait_serving()
 
     async def serving(self) -> bool:
-        """Whether gRPC health says SERVING (and the MCP edge answers, for the tool plane)."""
-        if not await grpc_serving(self.address):
+        """Whether gRPC health says SERVING (and the MCP edge answers, for the tool plane; the
+        console's health page, for the console)."""
+        if self.grpc and not await grpc_serving(self.address):
             return False
         return self.health_url is None or await http_ok(self.health_url)
 
@@ -201,13 +211,19 @@ class Stack:
     caller_tokens: dict[str, str]
     agent_tokens: dict[str, str] = field(default_factory=dict)
     token_label: str = ""
+    #: The credential of the stack's operator, for the people's API.
+    operator_token: str = ""
+    #: The console (``start_stack(..., console=True)``) and where browsers reach it.
+    console: ServiceProcess | None = None
+    console_url: str = ""
     #: The stack's own authorization server (``start_stack(..., oauth=True)``).
     oauth: OAuthServer | None = None
     _stop_oauth: contextlib.AsyncExitStack = field(default_factory=contextlib.AsyncExitStack)
 
     @property
     def services(self) -> dict[str, ServiceProcess]:
-        return {"context": self.context, "gateway": self.gateway, "toolplane": self.toolplane}
+        services = {"context": self.context, "gateway": self.gateway, "toolplane": self.toolplane}
+        return services | ({"console": self.console} if self.console is not None else {})
 
     @property
     def mcp_health_url(self) -> str:
@@ -234,10 +250,11 @@ class Stack:
         return await self.oauth.tokens(user, resource=self.mcp_url, scopes=scopes)
 
     async def stop(self) -> None:
-        """Stop every service that still runs (gateway and tool plane before context), then
-        the authorization server."""
-        for service in (self.gateway, self.toolplane, self.context):
-            await service.shutdown()
+        """Stop every service that still runs (the console first, gateway and tool plane before
+        context), then the authorization server."""
+        for service in (self.console, self.gateway, self.toolplane, self.context):
+            if service is not None:
+                await service.shutdown()
         await self._stop_oauth.aclose()
 
 
@@ -268,8 +285,8 @@ def _base_environment(otlp_endpoint: str | None) -> dict[str, str]:
     return env
 
 
-async def _prepare_database(owner_dsn: str, label: str) -> dict[str, str]:
-    """Register the tools and issue the demo agent tokens."""
+async def _prepare_database(owner_dsn: str, label: str) -> tuple[dict[str, str], str]:
+    """Register the tools, issue the demo agent tokens and the stack's operator credential."""
     conn = await connect(owner_dsn)
     try:
         await sync_tools(conn, build_registry())
@@ -277,9 +294,11 @@ async def _prepare_database(owner_dsn: str, label: str) -> dict[str, str]:
         for name, (agent, user) in DEMO_AGENT_TOKENS.items():
             issued = await issue_token(conn, agent, user_id=user, label=label)
             tokens[name] = issued.token
+        await add_operator(conn, STACK_OPERATOR, name="the test stacks' operator")
+        operator = await issue_operator_token(conn, STACK_OPERATOR, label=label)
     finally:
         await conn.close()
-    return tokens
+    return tokens, operator.token
 
 
 async def start_stack(
@@ -294,6 +313,8 @@ async def start_stack(
     extra_env: Mapping[str, Mapping[str, str]] | None = None,
     oauth: bool = False,
     pooler: PgBouncer | None = None,
+    console: bool = False,
+    console_path: str = "",
 ) -> Stack:
     """Start the three services against ``owner_dsn`` and return once all serve.
 
@@ -304,22 +325,30 @@ async def start_stack(
     ``extra_env`` adds variables per service name (context, gateway, toolplane). Role
     passwords come from ``NEMO_DB_CONTEXT_PASSWORD`` / ``NEMO_DB_TOOLPLANE_PASSWORD`` as in the
     suite's database fixtures. ``oauth`` starts a local authorization server first
-    (``stack.oauth``), in ``state_dir/oauth``. ``pooler`` puts every service's database URL
-    through that PgBouncer.
+    (``stack.oauth``), in ``state_dir/oauth``; ``console`` (with ``oauth``) the console too,
+    registered there as a client, with the services verifying people's tokens, published under
+    ``console_path`` ("/console": every URL it emits must start with it). ``pooler`` puts every
+    service's database URL through that PgBouncer.
     """
+    if console and not oauth:
+        raise ValueError("the console signs people in: start it with oauth=True")
     (state_dir / "logs").mkdir(parents=True, exist_ok=True)
     write_pseudonym_key(state_dir / "pseudonym.key")
     label = f"stack-{secrets.token_hex(4)}"
-    agent_tokens = await _prepare_database(owner_dsn, label)
+    agent_tokens, operator_token = await _prepare_database(owner_dsn, label)
     caller_tokens = {identity: secrets.token_urlsafe(24) for identity in CALLER_IDENTITIES}
     role_passwords = _role_passwords()
     if s3 is not None:
         await create_bucket(s3, s3_bucket)
     oauth_exit = contextlib.AsyncExitStack()
     oauth_server = None
+    console_port = free_port() if console else 0
+    console_secret = secrets.token_urlsafe(32) if console else None
     if oauth:
+        published = Ports(0, 0, 0, 0, console_port, console_path)
+        clients = [console_client(published, console_secret)] if console_secret else []
         oauth_server = await oauth_exit.enter_async_context(
-            running_authorization_server(state_dir / "oauth", seeded_accounts())
+            running_authorization_server(state_dir / "oauth", seeded_accounts(), clients=clients)
         )
     try:
         stack = await _start_services(
@@ -337,11 +366,15 @@ async def start_stack(
             extra_env=extra_env or {},
             oauth=oauth_server,
             pooler=pooler,
+            console_port=console_port,
+            console_path=console_path,
+            console_secret=console_secret,
         )
     except BaseException:
         await oauth_exit.aclose()
         raise
     stack._stop_oauth = oauth_exit
+    stack.operator_token = operator_token
     return stack
 
 
@@ -352,13 +385,18 @@ async def _start_services(
     agent_tokens: dict[str, str],
     label: str,
     role_passwords: Mapping[str, str],
+    console_port: int = 0,
+    console_path: str = "",
     **assembly: Any,
 ) -> Stack:
-    """The three services on free ports, serving; new ports when one was taken meanwhile."""
+    """The three services on free ports, serving; new ports when one was taken meanwhile (the
+    console keeps its own, which its registration at the authorization server names)."""
     for attempt in range(1, _START_ATTEMPTS + 1):
         # A port that was free a moment ago can be taken before a service binds it (by another
         # test's connection): then that service exits at start, and the stack gets new ports.
-        ports = Ports(free_port(), free_port(), free_port(), free_port())
+        ports = Ports(
+            free_port(), free_port(), free_port(), free_port(), console_port, console_path
+        )
         stack = _assemble(
             owner_dsn,
             state_dir,
@@ -402,6 +440,7 @@ def _assemble(
     extra_env: Mapping[str, Mapping[str, str]],
     oauth: OAuthServer | None = None,
     pooler: PgBouncer | None = None,
+    console_secret: str | None = None,
 ) -> Stack:
     """The stack's service processes (not started yet) with their environments."""
     if pooler is not None:
@@ -414,19 +453,34 @@ def _assemble(
             "NEMO_GATEWAY_LLM_BASE_URL": provider_base_url,
         }
     envs["toolplane"]["NEMO_TOOLPLANE_DOCS_DIR"] = str(_DOCS_DIR)
+    names = list(SERVICES)
     if oauth is not None:
         envs["toolplane"] |= toolplane_oauth_environment(oauth.issuer, ports)
+        if console_secret is not None:
+            for service, people in people_environments(oauth.issuer, ports).items():
+                envs[service] |= people
+            envs["console"] = console_environment(
+                ports, caller_tokens, issuer=oauth.issuer, client_secret=console_secret,
+                eval_dir=state_dir / "eval",
+            )  # fmt: skip
+            names.append("console")
     base = _base_environment(otlp_endpoint)
     logs = state_dir / "logs"
     services = {}
-    for name in SERVICES:
+    # The console's probe is at its root, whatever path its pages are under.
+    health = {
+        "toolplane": ports.mcp_health_url,
+        "console": f"http://127.0.0.1:{ports.console}/healthz",
+    }
+    for name in names:
         env = base | envs[name] | dict(extra_env.get(name, {}))
         services[name] = ServiceProcess(
             name=name,
             address=env[f"NEMO_{name.upper()}_LISTEN_ADDRESS"],
             env=env,
             log_path=logs / f"{name}.log",
-            health_url=ports.mcp_health_url if name == "toolplane" else None,
+            health_url=health.get(name),
+            grpc=name != "console",
         )
     return Stack(
         owner_dsn=owner_dsn,
@@ -439,6 +493,8 @@ def _assemble(
         agent_tokens=agent_tokens,
         token_label=label,
         oauth=oauth,
+        console=services.get("console"),
+        console_url=ports.console_url if "console" in services else "",
     )
 
 
@@ -472,7 +528,7 @@ async def start_replicas(
     given."""
     write_pseudonym_key(state_dir / "pseudonym.key")
     label = f"replicas-{secrets.token_hex(4)}"
-    agent_tokens = await _prepare_database(owner_dsn, label)
+    agent_tokens, operator_token = await _prepare_database(owner_dsn, label)
     caller_tokens = {identity: secrets.token_urlsafe(24) for identity in CALLER_IDENTITIES}
     role_passwords = _role_passwords()
     await create_bucket(s3, s3_bucket)
@@ -517,4 +573,6 @@ async def start_replicas(
         for stack in stacks:
             await stack.stop()
         raise
+    for stack in stacks:
+        stack.operator_token = operator_token
     return stacks

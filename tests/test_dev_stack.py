@@ -49,6 +49,7 @@ REQUIRED_VARIABLES = (
     "NEMO_GATEWAY_ADDR",
     "NEMO_TOOLPLANE_ADDR",
     "NEMO_MCP_URL",
+    "NEMO_CONSOLE_URL",
     "NEMO_OAUTH_ISSUER",
     "NEMO_DEV_OAUTH_CLIENT_ID",
     "NEMO_CALLER_TOKEN_METADATA_KEY",
@@ -61,6 +62,7 @@ REQUIRED_VARIABLES = (
     "NEMO_DEV_CALLER_TOKEN_PLATFORM",
     "NEMO_DEV_CALLER_TOKEN_OPERATOR",
     "NEMO_DEV_CALLER_TOKEN_AUDIT",
+    "NEMO_DEV_CALLER_TOKEN_CONSOLE",
     "NEMO_CONTEXT_SNAPSHOT_DIR",
     "NEMO_CONTEXT_PSEUDONYM_KEY_FILE",
     "NEMO_CONTEXT_SNAPSHOT_MASTER_KEY_FILE",
@@ -78,6 +80,8 @@ SERVICE_RPCS = {
             "SearchKnowledge",
             "GetKnowledgeNode",
             "GetSnapshot",
+            "ListLinkedLearners",
+            "ResolveLearnerRef",
             "ListPurposes",
             "StoreGeneratedItems",
         }
@@ -93,6 +97,16 @@ SERVICE_RPCS = {
             "ListApprovals",
             "DecideApproval",
             "ListAuditEntries",
+            "GetPerson",
+            "ListAgents",
+            "CreateGrant",
+            "DeleteGrant",
+            "ListPolicies",
+            "ListLinkedLearners",
+            "ListLearnerActivity",
+            "ListLearnerApprovals",
+            "ListAuthorizations",
+            "RevokeAuthorization",
         },
     },
 }
@@ -117,6 +131,7 @@ def _args(state_dir: Path, ports: list[str]) -> list[str]:
         *(NEMO, "dev", "up", "--state-dir", str(state_dir)),
         *("--context-port", ports[0], "--gateway-port", ports[1]),
         *("--toolplane-port", ports[2], "--mcp-port", ports[3], "--oauth-port", ports[4]),
+        *("--console-port", ports[5]),
     ]
 
 
@@ -140,7 +155,7 @@ def _written_at(path: Path) -> int | None:
 def _start(
     state_dir: Path, *, database_url: str | None = None, local_model: bool = False
 ) -> DevStack:
-    ports = [str(free_port()) for _ in range(5)]
+    ports = [str(free_port()) for _ in range(6)]
     env = _environment(database_url)
     args = _args(state_dir, ports)
     if local_model:
@@ -211,6 +226,12 @@ async def test_every_service_is_serving(dev_stack: DevStack) -> None:
         assert (await client.get(mcp_health)).status_code == 200
         discovery = await client.get(f"{issuer}/.well-known/openid-configuration")
         assert discovery.json()["issuer"] == issuer
+        # The console answers, and sends whoever is not signed in to sign in.
+        console = dev_stack.env["NEMO_CONSOLE_URL"]
+        assert (await client.get(f"{console}/healthz")).status_code == 200
+        signing_in = await client.get(f"{console}/signin")
+        assert signing_in.status_code == 303
+        assert signing_in.headers["location"].startswith(f"{issuer}/auth?")
 
 
 @pytest.mark.parametrize("variable", sorted(SERVICE_RPCS))
@@ -362,6 +383,7 @@ def _ports_of(stack: DevStack) -> list[str]:
         stack.env["NEMO_TOOLPLANE_ADDR"].rsplit(":", 1)[1],
         str(httpx.URL(stack.env["NEMO_MCP_URL"]).port),
         str(httpx.URL(stack.env["NEMO_OAUTH_ISSUER"]).port),
+        str(httpx.URL(stack.env["NEMO_CONSOLE_URL"]).port),
     ]
 
 
@@ -402,7 +424,7 @@ def test_a_run_whose_port_is_taken_is_refused_before_it_starts_anything(
 ) -> None:
     state_dir = fast_scratch_dir / "dev-stack-port-taken"
     taken = _ports_of(dev_stack)[0]
-    ports = [taken, *(str(free_port()) for _ in range(4))]
+    ports = [taken, *(str(free_port()) for _ in range(5))]
     second = subprocess.run(
         _args(state_dir, ports), capture_output=True, text=True, env=_environment(), timeout=60
     )
@@ -455,7 +477,7 @@ async def test_services_do_not_outlive_a_killed_stack(fast_scratch_dir: Path) ->
         for child in psutil.Process(stack.process.pid).children(recursive=True)
         if "nemo_" in " ".join(child.cmdline()) or "server.mjs" in " ".join(child.cmdline())
     ]
-    assert len(services) == 4, "three services and the authorization server"
+    assert len(services) == 5, "three services, the console and the authorization server"
     stack.process.kill()
     stack.process.wait()
     _, alive = await asyncio.to_thread(psutil.wait_procs, services, STOP_SECONDS)

@@ -23,6 +23,7 @@ COPY libs/nemo-devtools/pyproject.toml libs/nemo-devtools/
 COPY services/context/pyproject.toml services/context/
 COPY services/gateway/pyproject.toml services/gateway/
 COPY services/toolplane/pyproject.toml services/toolplane/
+COPY services/console/pyproject.toml services/console/
 COPY ops/pyproject.toml ops/
 RUN --mount=type=cache,target=/root/.cache/uv \
     uv sync --frozen --no-dev --no-install-workspace --package nemo-ops \
@@ -36,6 +37,7 @@ COPY libs/nemo-devtools libs/nemo-devtools
 COPY services/context services/context
 COPY services/gateway services/gateway
 COPY services/toolplane services/toolplane
+COPY services/console services/console
 COPY ops ops
 RUN --mount=type=cache,target=/root/.cache/uv \
     uv sync --frozen --no-dev --no-editable --package nemo-ops --no-install-package pgserver

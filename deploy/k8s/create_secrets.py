@@ -46,10 +46,15 @@ CALLER_IDENTITIES: Mapping[str, tuple[str, ...]] = {
     "internal": ("gateway", "toolplane"),
     "platform": ("toolplane", "context"),
     "operator": ("toolplane",),
+    "console": ("toolplane", "context", "gateway"),
 }
 
 #: Services that call other services, with the identity their client token proves.
-CLIENT_IDENTITIES: Mapping[str, str] = {"gateway": "gateway", "toolplane": "toolplane"}
+CLIENT_IDENTITIES: Mapping[str, str] = {
+    "gateway": "gateway",
+    "toolplane": "toolplane",
+    "console": "console",
+}
 
 SERVICES: tuple[str, ...] = ("context", "gateway", "toolplane")
 
@@ -154,6 +159,7 @@ def build_secrets(
     llm_api_key: str,
     embedding_api_key: str,
     pooler_address: str = DEFAULT_POOLER_ADDRESS,
+    console_client_secret: str = "",
 ) -> tuple[list[dict[str, Any]], dict[str, str]]:
     """The Secrets of ``namespace`` and the caller tokens generated for them."""
     for name, key, minimum in (
@@ -214,6 +220,10 @@ def build_secrets(
             _secret(f"nemo-{service}-client-token", namespace, {"token": tokens[identity]})
             for service, identity in CLIENT_IDENTITIES.items()
         ),
+        # The console's client secret at the OpenID provider (issued there), and the key of its
+        # session cookies (generated; rotate by prepending a new key: all of them decrypt).
+        _secret("nemo-console-oidc", namespace, {"client-secret": console_client_secret}),
+        _secret("nemo-console-session", namespace, {"keys": secrets.token_urlsafe(48)}),
     ]
     return manifests, tokens
 
@@ -261,6 +271,11 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         f"(default {DEFAULT_POOLER_ADDRESS})",
     )
     parser.add_argument(
+        "--console-client-secret-file",
+        type=Path,
+        help="file holding the console's client secret at the platform's OpenID provider",
+    )
+    parser.add_argument(
         "--caller-tokens-out",
         type=Path,
         required=True,
@@ -288,6 +303,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 else ""
             ),
             pooler_address=args.pooler_address,
+            console_client_secret=(
+                _read_secret_file(args.console_client_secret_file)
+                if args.console_client_secret_file
+                else ""
+            ),
         )
     except (SecretsError, OSError) as error:
         print(f"create_secrets: error: {error}", file=sys.stderr)

@@ -9,7 +9,7 @@ set -euo pipefail
 
 PHASE_SELECTOR="nemo-ai-plane/deploy-phase=migrate"
 MIGRATION_JOB="nemo-migrate"
-DEPLOYMENTS=(nemo-context nemo-gateway nemo-toolplane)
+DEPLOYMENTS=(nemo-context nemo-gateway nemo-toolplane nemo-console)
 MIGRATION_TIMEOUT_SECONDS=900
 
 usage() {

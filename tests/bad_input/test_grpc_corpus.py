@@ -14,7 +14,7 @@ from typing import Any
 import grpc
 import grpc.aio
 import pytest
-from google.protobuf import struct_pb2
+from google.protobuf import struct_pb2, timestamp_pb2
 
 from nemo_core.errors import error_details
 from nemo_protos.context.v1 import context_service_pb2 as context_pb
@@ -56,6 +56,8 @@ class GrpcCase:
     reason: str | None = None
     streaming: bool = False
     agent: str | None = None
+    #: The people's API: the call carries the stack's operator credential.
+    person: bool = False
     tool_error: str | None = None
     audit_rows: int = 0
     check: Callable[[bytes], None] | None = None
@@ -308,6 +310,7 @@ CASES: list[GrpcCase] = [
         "operator",
         INVALID,
         "INVALID_PAGE_SIZE",
+        person=True,
     ),
     GrpcCase(
         "audit-page-size-int32-max",
@@ -317,6 +320,52 @@ CASES: list[GrpcCase] = [
         "operator",
         INVALID,
         "INVALID_PAGE_SIZE",
+        person=True,
+    ),
+    # The people's API: an operator's search and grant that can never be right.
+    GrpcCase(
+        "audit-range-ending-before-it-starts",
+        "toolplane",
+        ADMIN + "ListAuditEntries",
+        admin_pb.ListAuditEntriesRequest(
+            start_time=timestamp_pb2.Timestamp(seconds=1_800_000_000),
+            end_time=timestamp_pb2.Timestamp(seconds=1_700_000_000),
+        ).SerializeToString(),
+        "operator",
+        INVALID,
+        "INVALID_TIME_RANGE",
+        person=True,
+    ),
+    GrpcCase(
+        "audit-learner-key-instead-of-pseudonym",
+        "toolplane",
+        ADMIN + "ListAuditEntries",
+        admin_pb.ListAuditEntriesRequest(learner_ref="L-2041-1").SerializeToString(),
+        "operator",
+        INVALID,
+        "INVALID_LEARNER_REF",
+        person=True,
+    ),
+    GrpcCase(
+        "grant-with-a-permission-that-does-not-exist",
+        "toolplane",
+        ADMIN + "CreateGrant",
+        admin_pb.CreateGrantRequest(
+            agent_id="research-agent", tool_pattern="docs.*", permission="admin"
+        ).SerializeToString(),
+        "operator",
+        INVALID,
+        "INVALID_GRANT",
+        person=True,
+    ),
+    GrpcCase(
+        "people-api-without-a-person",
+        "toolplane",
+        ADMIN + "IssueAgentToken",
+        admin_pb.IssueAgentTokenRequest(agent_id="research-agent").SerializeToString(),
+        "operator",
+        grpc.StatusCode.UNAUTHENTICATED,
+        "OPERATOR_UNAUTHENTICATED",
     ),
     # A family's rights requests, as the platform records them.
     GrpcCase(
@@ -470,6 +519,8 @@ async def _send(stack: Stack, case: GrpcCase) -> bytes:
     metadata = stack.metadata(case.caller)
     if case.agent is not None:
         metadata += (("authorization", f"Bearer {stack.agent_tokens[case.agent]}"),)
+    if case.person:
+        metadata += (("authorization", f"Bearer {stack.operator_token}"),)
     async with grpc.aio.insecure_channel(stack.services[case.service].address) as channel:
         if case.streaming:
             # No serializers: the raw bytes go out as they are and come back as bytes.

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from pydantic_settings import BaseSettings
 
+from nemo_console.settings import ConsoleSettings
 from nemo_context.settings import ContextSettings
 from nemo_core.secret_files import file_variable, secret_file_fields
 from nemo_gateway.settings import GatewaySettings
@@ -110,3 +111,41 @@ def test_the_service_accepts_its_rendered_settings(
     if deployment == "nemo-toolplane":
         assert settings.environment == environment_name
         assert settings.database_url.get_secret_value().startswith("postgresql://nemo_toolplane:")
+
+
+@pytest.mark.parametrize("renderer", RENDERERS)
+@pytest.mark.parametrize("overlay", sorted(OVERLAYS))
+def test_the_console_accepts_its_rendered_settings(
+    renderer: str, overlay: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    resources = rendered(renderer, overlay)
+    spec = pod_spec(the(resources, "Deployment", "nemo-console"))
+    [container] = spec["containers"]
+    secrets = _secrets()
+    secrets["nemo-console-oidc"] = {"client-secret": "console-client-secret"}
+    environment = materialize_environment(resources, spec, container, secrets, tmp_path)
+    known = {f"NEMO_CONSOLE_{name}".upper() for name in ConsoleSettings.model_fields}
+    known |= {file_variable(ConsoleSettings, n) for n in secret_file_fields(ConsoleSettings)}
+    assert {name for name in environment if name.startswith("NEMO_")} - known == set()
+    for name in list(os.environ):
+        if name.startswith(("NEMO_", "OTEL_")):
+            monkeypatch.delenv(name)
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    settings = ConsoleSettings()
+    # Published under a path, with Secure cookies; the people's API as the services name it.
+    assert settings.root_path == "/console"
+    assert settings.secure_cookies
+    assert settings.client_token is not None
+    assert settings.session_key_list()
+    tool_plane = the(resources, "ConfigMap", _config_name(resources, "nemo-toolplane-config"))
+    assert settings.people_audience == tool_plane["data"]["NEMO_TOOLPLANE_PEOPLE_AUDIENCE"]
+    assert settings.oidc_issuer == tool_plane["data"]["NEMO_TOOLPLANE_PEOPLE_ISSUER"]
+    assert settings.toolplane_address == "nemo-toolplane:50053"
+
+
+def _config_name(resources: list[Any], prefix: str) -> str:
+    """The generated name (with its content hash) of a ConfigMap."""
+    [name] = [r["metadata"]["name"] for r in resources
+              if r["kind"] == "ConfigMap" and r["metadata"]["name"].startswith(prefix)]  # fmt: skip
+    return str(name)

@@ -24,6 +24,7 @@ IMAGES: dict[str, tuple[str, str, str]] = {
     "nemo-context": ("context.Dockerfile", "nemo-context", "nemo-context"),
     "nemo-gateway": ("gateway.Dockerfile", "nemo-gateway", "nemo-gateway"),
     "nemo-toolplane": ("toolplane.Dockerfile", "nemo-toolplane", "nemo-toolplane"),
+    "nemo-console": ("console.Dockerfile", "nemo-console", "nemo-console"),
     "nemo-ops": ("ops.Dockerfile", "nemo-ops", "nemo"),
 }
 

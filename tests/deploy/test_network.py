@@ -42,9 +42,11 @@ HTTPS = PortSpec(443)
 #: Where the overlays put the data stores (the CIDRs of the data-store policies).
 POSTGRESQL = External("postgresql", "10.0.64.20", (PortSpec(5432),))
 S3_ENDPOINT = External("s3-endpoint", "10.0.72.20", (HTTPS,))
+IDENTITY_PROVIDER = External("identity-provider", "10.0.80.20", (HTTPS,))
 OUTSIDE = [
     POSTGRESQL,
     S3_ENDPOINT,
+    IDENTITY_PROVIDER,
     External("model-provider", "203.0.113.10", (HTTPS, PortSpec(80))),
     External("model-provider-ipv6", "2001:db8::10", (HTTPS,)),
     External("cloud-metadata", "169.254.169.254", (PortSpec(80),)),
@@ -52,8 +54,9 @@ OUTSIDE = [
 ]
 
 SERVICES = ("nemo-context", "nemo-gateway", "nemo-toolplane")
+CONSOLE = "nemo-console"
 PURGE_JOB = "nemo-purge"
-NEMO_PODS = (*SERVICES, MIGRATION_JOB, PURGE_JOB, "stray-pod")
+NEMO_PODS = (*SERVICES, CONSOLE, MIGRATION_JOB, PURGE_JOB, "stray-pod")
 POOLER = "nemo-pgbouncer"
 #: Overlays whose services send their statements through the pooler.
 POOLED_OVERLAYS = {"prod"}
@@ -80,8 +83,19 @@ def _expected(overlay: str) -> set[Connection]:
         paths |= {Connection("nemo-local-model", "kube-dns", p.port, p.protocol) for p in DNS}
     # DNS egress for every pod of the namespace (even one nobody planned for).
     paths |= {Connection(pod, "kube-dns", p.port, p.protocol) for pod in NEMO_PODS for p in DNS}
-    # The three services export OTLP to the collector.
-    paths |= {Connection(service, "otel-collector", 4317) for service in SERVICES}
+    # The three services and the console export OTLP to the collector.
+    paths |= {Connection(service, "otel-collector", 4317) for service in (*SERVICES, CONSOLE)}
+    # People reach the console through the ingress controller only; it calls the services.
+    paths.add(Connection("ingress-controller", CONSOLE, 8000))
+    paths.add(Connection(CONSOLE, "nemo-toolplane", 50053))
+    paths.add(Connection(CONSOLE, "nemo-context", 50051))
+    paths.add(Connection(CONSOLE, "nemo-gateway", 50052))
+    # The console signs people in at the OpenID provider; the tool plane and the context
+    # service fetch its keys to verify people's tokens.
+    paths |= {
+        Connection(pod, "identity-provider", 443)
+        for pod in (CONSOLE, "nemo-toolplane", "nemo-context")
+    }
     # External agents reach the MCP edge through the ingress controller only.
     paths.add(Connection("ingress-controller", "nemo-toolplane", 8080))
     # Internal callers (a labelled namespace) reach the gateway's and tool plane's gRPC.

@@ -43,6 +43,7 @@ PAGES = {
     "evaluation.md": "Evaluate the prompts against a model",
     "oauth.md": "Sign people in with OAuth",
     "learner-rights.md": "Handle a family's data rights requests",
+    "console.md": "Run the console",
 }
 
 _FRONT_MATTER = re.compile(r"\A---\ntitle: (?P<title>[^\n]+)\n---\n\n# (?P<heading>[^\n]+)\n")

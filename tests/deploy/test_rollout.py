@@ -70,7 +70,12 @@ def test_deploy_sh_applies_the_phase_then_everything() -> None:
     assert phase < wait < everything
     deployments = re.search(r"^DEPLOYMENTS=\((.*)\)$", script, re.M)
     assert deployments is not None
-    assert deployments.group(1).split() == ["nemo-context", "nemo-gateway", "nemo-toolplane"]
+    assert deployments.group(1).split() == [
+        "nemo-context",
+        "nemo-gateway",
+        "nemo-toolplane",
+        "nemo-console",
+    ]
 
 
 def test_deploy_sh_passes_shellcheck() -> None:

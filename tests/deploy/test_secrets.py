@@ -58,6 +58,9 @@ EXPECTED_SECRETS: dict[str, set[str]] = {
         "nemo-toolplane-callers",
         "nemo-toolplane-client-token",
     },
+    # Its own token for calling the services, its client secret at the OpenID provider, the key
+    # of its session cookies; no database credential.
+    "nemo-console": {"nemo-console-client-token", "nemo-console-oidc", "nemo-console-session"},
     # The owner role and the two role passwords it sets.
     "nemo-migrate": {"nemo-migrate-database"},
     # The owner role (only its URL), the snapshot bucket's keys, and the keys the context

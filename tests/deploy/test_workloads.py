@@ -226,16 +226,29 @@ def test_images_are_pinned_to_a_registry_and_release(renderer: str, kustomizatio
 
 @renderers
 @overlays
-def test_ingress_publishes_only_the_mcp_endpoint_over_tls(renderer: str, overlay: str) -> None:
+def test_ingress_publishes_only_the_mcp_endpoint_and_the_console_over_tls(
+    renderer: str, overlay: str
+) -> None:
     resources = rendered(renderer, overlay)
     ingresses = by_kind(resources, "Ingress")
-    assert list(ingresses) == ["nemo-mcp"]
-    spec = ingresses["nemo-mcp"]["spec"]
-    hosts = {rule["host"] for rule in spec["rules"]}
-    assert hosts <= {host for tls in spec["tls"] for host in tls["hosts"]}
-    assert all(tls["secretName"] for tls in spec["tls"])
-    paths = [path for rule in spec["rules"] for path in rule["http"]["paths"]]
-    assert [(p["path"], p["pathType"]) for p in paths] == [("/mcp", "Exact")]
-    assert [p["backend"]["service"] for p in paths] == [
-        {"name": "nemo-toolplane", "port": {"name": "mcp"}}
+    assert sorted(ingresses) == ["nemo-console", "nemo-mcp"]
+    published = {
+        "nemo-mcp": [("/mcp", "Exact", {"name": "nemo-toolplane", "port": {"name": "mcp"}})],
+        # Under a path of the platform's host: the console serves its pages under the same one.
+        "nemo-console": [
+            ("/console", "Prefix", {"name": "nemo-console", "port": {"name": "http"}})
+        ],
+    }
+    for name, expected in published.items():
+        spec = ingresses[name]["spec"]
+        hosts = {rule["host"] for rule in spec["rules"]}
+        assert hosts <= {host for tls in spec["tls"] for host in tls["hosts"]}
+        assert all(tls["secretName"] for tls in spec["tls"])
+        paths = [path for rule in spec["rules"] for path in rule["http"]["paths"]]
+        assert [(p["path"], p["pathType"], p["backend"]["service"]) for p in paths] == expected
+    [config] = [
+        c for n, c in by_kind(resources, "ConfigMap").items() if n.startswith("nemo-console-config")
     ]
+    console = config["data"]["NEMO_CONSOLE_PUBLIC_URL"]
+    [console_host] = {rule["host"] for rule in ingresses["nemo-console"]["spec"]["rules"]}
+    assert console == f"https://{console_host}/console"

@@ -13,10 +13,10 @@ from pathlib import Path
 
 from nemo_core.secret_files import file_variable, secret_file_fields
 from nemo_devtools import node
-from nemo_ops.approvals import OPERATOR_TOKEN_ENV
 from nemo_ops.cli import SUBCOMMANDS
 from nemo_ops.dev import dev_env
 from nemo_ops.migrate import ROLE_PASSWORD_ENV
+from nemo_ops.operator_credential import OPERATOR_TOKEN_ENV
 from nemo_ops.service_processes import Ports
 from nemo_ops.settings_doc import SERVICES as SETTINGS_CLASSES
 
@@ -151,7 +151,7 @@ def known_variables() -> frozenset[str]:
     left out: a removed setting a test still names is not known), and every one a test reads
     from the environment (a switch of the test, such as ``NEMO_UPDATE_GOLDEN``)."""
     known = {f"{v}{suffix}" for v in ROLE_PASSWORD_ENV.values() for suffix in ("", "_FILE")}
-    known.add(OPERATOR_TOKEN_ENV)  # read by `nemo approvals`
+    known.add(OPERATOR_TOKEN_ENV)  # read by the `nemo` commands that act for a person
     known.add(node.CACHE_VARIABLE)  # where the pinned npm packages are installed
     # What `nemo dev up` writes to dev.env (and `nemo dev oauth-token` reads).
     known |= set(dev_env("", Ports(1, 2, 3, 4), {}, {}, oauth_issuer=""))

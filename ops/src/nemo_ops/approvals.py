@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
-from pathlib import Path
 
 from nemo_core.db import create_pool
-from nemo_core.secret_files import read_secret_file
-from nemo_toolplane import operators
-from nemo_toolplane.approvals import Approval, ApprovalError, ApprovalStatus, ApprovalStore
-
-#: Where the deciding operator's own credential comes from, unless --operator-token-file says.
-OPERATOR_TOKEN_ENV = "NEMO_OPERATOR_TOKEN"  # noqa: S105  a variable name, not a token
+from nemo_ops import operator_credential
+from nemo_ops.operator_credential import OPERATOR_TOKEN_ENV
+from nemo_toolplane.approvals import (
+    Approval,
+    ApprovalError,
+    ApprovalStatus,
+    ApprovalStore,
+    Decider,
+)
 
 HELP = "list, approve or reject tool calls waiting for a person's approval"
 
@@ -27,7 +28,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         "run once when the agent repeats it before the request expires; rejecting refuses it. "
         f"Deciding needs your own operator credential (${OPERATOR_TOKEN_ENV}, or "
         "--operator-token-file; see `nemo operators`): the decision records who you are, and "
-        "nobody decides a call made on their own behalf."
+        "nobody decides a call made on their own behalf or with a token they issued. A request "
+        "nobody decides in time is denied."
     )
     parser.add_argument("action", choices=("list", "approve", "reject"))
     parser.add_argument("approval_id", nargs="?", help="the approval to decide")
@@ -37,11 +39,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         help="list only approvals in this state (default: all)",
     )
     parser.add_argument("--limit", type=int, default=50, help="most approvals to list (1-200)")
-    parser.add_argument(
-        "--operator-token-file",
-        type=Path,
-        help=f"file holding your operator credential (default: ${OPERATOR_TOKEN_ENV})",
-    )
+    operator_credential.add_argument(parser)
     parser.add_argument("--note", default="", help="why (recorded with the decision)")
 
 
@@ -50,6 +48,7 @@ def _describe(approval: Approval) -> str:
     return (
         f"{approval.approval_id}  {approval.status:<9} {approval.agent_id:<18} "
         f"{approval.user_id or '-':<8} {approval.tool_id:<28} {approval.policy_version:<30} "
+        f"decide by {_moment(approval)} "
         f"expires {approval.expires_at.isoformat(timespec='seconds')}\n"
         f"    resource:  {approval.resource or '-'}\n"
         f"    arguments: {approval.arguments_json or '(not recorded)'}"
@@ -67,18 +66,13 @@ async def _run(args: argparse.Namespace) -> int:
                 print(_describe(approval))
             print(f"{len(approvals)} approval(s)", file=sys.stderr)
             return 0
-        operator = await operators.authenticate(pool, operator_token(args))
+        operator = await operator_credential.require_operator(pool, args, "approvals")
         if operator is None:
-            print(
-                "nemo approvals: error: no valid operator credential "
-                f"(set ${OPERATOR_TOKEN_ENV} or pass --operator-token-file)",
-                file=sys.stderr,
-            )
             return 1
         decided = await store.decide(
             args.approval_id,
             approve=args.action == "approve",
-            operator=operator,
+            decider=Decider(operator.operator_id, operator.token_id, operator.identities),
             note=args.note,
         )
         print(_describe(decided))
@@ -90,10 +84,9 @@ async def _run(args: argparse.Namespace) -> int:
         await pool.close()
 
 
-def operator_token(args: argparse.Namespace) -> str | None:
-    if args.operator_token_file is not None:
-        return read_secret_file(args.operator_token_file)
-    return os.environ.get(OPERATOR_TOKEN_ENV)
+def _moment(approval: Approval) -> str:
+    deadline = approval.decide_by or approval.expires_at
+    return deadline.isoformat(timespec="seconds")
 
 
 def run_command(args: argparse.Namespace) -> int:

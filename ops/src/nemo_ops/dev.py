@@ -2,8 +2,9 @@
 
 Starts embedded PostgreSQL (or uses ``DATABASE_URL``), migrates, seeds, issues demo agent tokens,
 starts the local authorization server (an OpenID provider on Node, which signs in the seeded
-users) and the three services as separate processes, waits until each serves, writes
-``<state-dir>/dev.env`` and stops everything it started on Ctrl-C or SIGTERM. With
+users, the console registered there as a client), the three services and the console as
+separate processes, waits until each serves, writes ``<state-dir>/dev.env`` and stops
+everything it started on Ctrl-C or SIGTERM. With
 ``NEMO_GATEWAY_PROVIDER=local`` it first starts the local model server (SmolLM2-135M-Instruct,
 built by ``make local-model``) and points the gateway at it.
 """
@@ -22,7 +23,7 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from nemo_core.db import connect, dsn_with
@@ -36,9 +37,13 @@ from nemo_ops.service_processes import CALLER_IDENTITIES as CALLER_IDENTITIES
 from nemo_ops.service_processes import (
     SERVICES,
     Ports,
+    console_client,
+    console_environment,
     grpc_serving,
     http_ok,
     load_or_create_pseudonym_key,
+    load_or_create_session_key,
+    people_environments,
     service_environments,
     spawn_service,
     toolplane_oauth_environment,
@@ -59,6 +64,9 @@ STOP_TIMEOUT_SECONDS = 8.0
 
 #: The demo privacy operator: `nemo rights` acts as this person on the local stack.
 DEMO_OPERATOR = "privacy-demo"
+#: The demo operator of the console, linked to the seeded administrator: signing in to the
+#: console as U-2041-A1 is signing in as this operator.
+CONSOLE_OPERATOR = ("console-demo", "U-2041-A1")
 
 #: Demo agents and the user a token is bound to (None: unbound).
 DEMO_AGENTS: Mapping[str, str | None] = {
@@ -123,6 +131,9 @@ async def _issue_demo_tokens(owner_dsn: str) -> tuple[dict[str, str], str]:
                 " ON CONFLICT (id) DO NOTHING",
                 DEMO_OPERATOR,
             )
+            await operators.add_operator(
+                conn, CONSOLE_OPERATOR[0], name="console (demo)", user_id=CONSOLE_OPERATOR[1]
+            )
             await conn.execute(
                 "UPDATE toolplane.operator_tokens SET revoked_at = now()"
                 " WHERE operator_id = $1 AND label = $2 AND revoked_at IS NULL",
@@ -149,7 +160,9 @@ class ServiceProcesses:
             name, {**os.environ, **env}, self._log_dir / f"{name}.log"
         )
 
-    async def start_oauth(self, port: int, state_dir: Path) -> str:
+    async def start_oauth(
+        self, port: int, state_dir: Path, clients: Sequence[Mapping[str, object]]
+    ) -> str:
         """The local authorization server, serving its discovery document before the services
         start; returns its issuer."""
         name = "oauth"
@@ -158,6 +171,7 @@ class ServiceProcesses:
             state_dir,
             local_oauth.seeded_accounts(),
             log_path=self._log_dir / f"{name}.log",
+            clients=clients,
         )
         self.processes[name] = server.process
         _progress(f"authorization server is serving at {server.issuer}")
@@ -204,6 +218,7 @@ async def _wait_until_ready(services: ServiceProcesses, ports: Ports, stop: asyn
         "gateway": lambda: grpc_serving(f"127.0.0.1:{ports.gateway}"),
         "toolplane": lambda: grpc_serving(f"127.0.0.1:{ports.toolplane}"),
         "mcp edge": lambda: http_ok(ports.mcp_health_url),
+        "console": lambda: http_ok(f"http://127.0.0.1:{ports.console}/healthz"),
     }
     pending = dict(checks)
     deadline = time.monotonic() + STARTUP_TIMEOUT_SECONDS
@@ -244,6 +259,7 @@ def dev_env(
         "NEMO_GATEWAY_ADDR": f"127.0.0.1:{ports.gateway}",
         "NEMO_TOOLPLANE_ADDR": f"127.0.0.1:{ports.toolplane}",
         "NEMO_MCP_URL": ports.mcp_url,
+        "NEMO_CONSOLE_URL": ports.console_url,
         local_oauth.ISSUER_VARIABLE: oauth_issuer,
         local_oauth.CLIENT_ID_VARIABLE: local_oauth.DEV_CLIENT_ID,
         "NEMO_CALLER_TOKEN_METADATA_KEY": DEFAULT_CALLER_TOKEN_METADATA_KEY,
@@ -297,6 +313,7 @@ def _check_ports_free(
         ("--gateway-port", ports.gateway),
         ("--toolplane-port", ports.toolplane),
         ("--mcp-port", ports.mcp),
+        ("--console-port", ports.console),
     ]
     if oauth_port is not None:
         checked.append(("--oauth-port", oauth_port))
@@ -379,12 +396,24 @@ async def up(
                 "NEMO_GATEWAY_PROVIDER": "local",
                 "NEMO_GATEWAY_LLM_BASE_URL": local_model.base_url(local_model_port),
             }
+        console_secret = secrets.token_urlsafe(32)
         try:
-            oauth_issuer = await services.start_oauth(oauth_port, state_dir / "oauth")
+            oauth_issuer = await services.start_oauth(
+                oauth_port, state_dir / "oauth", [console_client(ports, console_secret)]
+            )
             environments["toolplane"] |= toolplane_oauth_environment(oauth_issuer, ports)
+            for service, people in people_environments(oauth_issuer, ports).items():
+                environments[service] |= people
+            environments["console"] = console_environment(
+                ports,
+                caller_tokens,
+                issuer=oauth_issuer,
+                client_secret=console_secret,
+                eval_dir=state_dir / "eval",
+            ) | {"NEMO_CONSOLE_SESSION_KEYS_FILE": str(load_or_create_session_key(state_dir))}
             if local_model_port is not None:
                 await services.start_local_model(local_model_port)
-            for name in SERVICES:
+            for name in (*SERVICES, "console"):
                 await services.start(name, environments[name])
             if not await _wait_until_ready(services, ports, stop):
                 return 0 if stop.is_set() else 1
@@ -424,6 +453,8 @@ def _print_summary(env: Mapping[str, str], state_dir: Path) -> None:
         f"  gateway    grpc  {env['NEMO_GATEWAY_ADDR']}",
         f"  toolplane  grpc  {env['NEMO_TOOLPLANE_ADDR']}",
         f"  MCP edge   http  {env['NEMO_MCP_URL']}",
+        f"  console    http  {env['NEMO_CONSOLE_URL']}  (sign in as a seeded user; U-2041-A1 is "
+        "an operator)",
         f"  OAuth      http  {env[local_oauth.ISSUER_VARIABLE]}  (authorization server)",
         *(
             [f"  model      http  {env['NEMO_LOCAL_MODEL_URL']}  ({local_model.MODEL_NAME})"]
@@ -457,8 +488,9 @@ UP_HELP = "start the whole stack locally; Ctrl-C stops it"
 def _configure_up(parser: argparse.ArgumentParser) -> None:
     parser.description = (
         "Start embedded PostgreSQL (or use DATABASE_URL), migrate, seed, issue demo agent "
-        "tokens, start the local authorization server and the context, gateway and tool plane "
-        "services, and write STATE_DIR/dev.env. Ctrl-C or SIGTERM stops everything it started."
+        "tokens, start the local authorization server, the context, gateway and tool plane "
+        "services and the console, and write STATE_DIR/dev.env. Ctrl-C or SIGTERM stops "
+        "everything it started."
     )
     parser.add_argument(
         "--state-dir", type=Path, default=Path(".nemo"), help="local state (default: .nemo)"
@@ -467,6 +499,7 @@ def _configure_up(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gateway-port", type=int, default=50052, help="default: 50052")
     parser.add_argument("--toolplane-port", type=int, default=50053, help="default: 50053")
     parser.add_argument("--mcp-port", type=int, default=8080, help="default: 8080")
+    parser.add_argument("--console-port", type=int, default=50056, help="default: 50056")
     parser.add_argument(
         "--local-model-port",
         type=int,
@@ -484,7 +517,9 @@ def _configure_up(parser: argparse.ArgumentParser) -> None:
 def run_command(args: argparse.Namespace) -> int:
     if args.action == "oauth-token":
         return oauth_token.run_command(args)
-    ports = Ports(args.context_port, args.gateway_port, args.toolplane_port, args.mcp_port)
+    ports = Ports(
+        args.context_port, args.gateway_port, args.toolplane_port, args.mcp_port, args.console_port
+    )
     state_dir: Path = args.state_dir.resolve()
     (state_dir / "logs").mkdir(parents=True, exist_ok=True)
     local_model_port = args.local_model_port if wants_local_model(os.environ) else None

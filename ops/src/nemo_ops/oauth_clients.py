@@ -17,6 +17,7 @@ from datetime import datetime
 import asyncpg
 
 from nemo_core.db import Connection, connect
+from nemo_ops import operator_credential
 
 HELP = "map OAuth clients (the MCP hosts people sign in with) to agents, list or remove them"
 
@@ -33,14 +34,23 @@ class OAuthClient:
     created_at: datetime
 
 
-async def add_client(conn: Connection, client_id: str, agent_id: str, label: str = "") -> None:
-    """Map ``client_id`` to the existing agent ``agent_id``."""
+async def add_client(
+    conn: Connection,
+    client_id: str,
+    agent_id: str,
+    label: str = "",
+    *,
+    added_by: str | None = None,
+) -> None:
+    """Map ``client_id`` to the existing agent ``agent_id``, recording the operator who did."""
     try:
         await conn.execute(
-            "INSERT INTO toolplane.oauth_clients (client_id, agent_id, label) VALUES ($1, $2, $3)",
+            "INSERT INTO toolplane.oauth_clients (client_id, agent_id, label, added_by) "
+            "VALUES ($1, $2, $3, $4)",
             client_id,
             agent_id,
             label,
+            added_by,
         )
     except asyncpg.UniqueViolationError:
         current = await conn.fetchval(
@@ -80,12 +90,14 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         "An OAuth access token names the client (the MCP host) a person signed in with; the tool "
         "plane acts as the agent that client is mapped to here, and refuses a client mapped to "
         "none. `add CLIENT_ID AGENT_ID` maps one, `list` shows every mapping, `remove "
-        "CLIENT_ID` unmaps one (its tokens are refused from the next call on)."
+        "CLIENT_ID` unmaps one (its tokens are refused from the next call on). Adding and "
+        "removing need your own operator credential; who added a client is recorded."
     )
     parser.add_argument("action", choices=("add", "list", "remove"))
     parser.add_argument("client_id", nargs="?", help="add, remove: the client id")
     parser.add_argument("agent_id", nargs="?", help="add: the agent it acts as")
     parser.add_argument("--label", default="", help="add: free text to recognise the host")
+    operator_credential.add_argument(parser)
 
 
 async def _run(args: argparse.Namespace) -> int:
@@ -95,8 +107,19 @@ async def _run(args: argparse.Namespace) -> int:
         args.subparser.error("add needs the agent the client acts as")
     conn = await connect(args.database_url)
     try:
+        operator = None
+        if args.action != "list":
+            operator = await operator_credential.require_operator(conn, args, "oauth-clients")
+            if operator is None:
+                return 1
         if args.action == "add":
-            await add_client(conn, args.client_id, args.agent_id, args.label)
+            await add_client(
+                conn,
+                args.client_id,
+                args.agent_id,
+                args.label,
+                added_by=operator.operator_id if operator else None,
+            )
             print(f"OAuth client {args.client_id} acts as {args.agent_id}")
         elif args.action == "remove":
             agent_id = await remove_client(conn, args.client_id)

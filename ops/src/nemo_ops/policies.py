@@ -7,8 +7,7 @@ import asyncio
 import sys
 
 from nemo_core.db import connect
-from nemo_toolplane.policy_check import find_dead_rules
-from nemo_toolplane.router import tool_facts
+from nemo_toolplane.administration import dead_rules
 from nemo_toolplane.tools import build_registry
 
 HELP = "check stored grants and policies for rows that can never match"
@@ -28,26 +27,13 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 async def _check(database_url: str) -> int:
     conn = await connect(database_url)
     try:
-        grants = await conn.fetch(
-            "SELECT id, agent_id, tool_pattern, resource_scope, environment_scope, permission "
-            "FROM toolplane.grants ORDER BY id"
-        )
-        policies = await conn.fetch(
-            "SELECT name, effect, agent_scope, tool_scope, resource_scope, environment_scope, "
-            "conditions, enabled FROM toolplane.policies ORDER BY priority, name"
-        )
-        agents = [row["id"] for row in await conn.fetch("SELECT id FROM toolplane.agents")]
+        grants, policies, findings = await dead_rules(conn, build_registry())
     finally:
         await conn.close()
-    registry = build_registry()
-    tools = [tool_facts(tool, registry) for tool in registry.versions()]
-    findings = find_dead_rules(
-        [dict(row) for row in grants], [dict(row) for row in policies], agents, tools
-    )
     for finding in findings:
         print(finding)
     print(
-        f"{len(grants)} grant(s), {len(policies)} polic(ies): {len(findings)} problem(s)",
+        f"{grants} grant(s), {policies} polic(ies): {len(findings)} problem(s)",
         file=sys.stderr,
     )
     return 1 if findings else 0

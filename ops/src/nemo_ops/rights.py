@@ -30,9 +30,9 @@ from nemo_context.snapshots.keys import MasterKey
 from nemo_context.snapshots.store import create_snapshot_objects
 from nemo_core.db import create_pool
 from nemo_core.identifiers import KEY_RULE, is_key
-from nemo_ops import learner_rights
-from nemo_ops.approvals import OPERATOR_TOKEN_ENV, operator_token
+from nemo_ops import learner_rights, operator_credential
 from nemo_ops.learner_rights import RightsWork
+from nemo_ops.operator_credential import OPERATOR_TOKEN_ENV, operator_token
 from nemo_toolplane import operators
 
 HELP = "handle a family's export, erasure and restriction requests"
@@ -67,11 +67,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--out", type=Path, metavar="DIR", help="export: a new directory")
     parser.add_argument("--limit", type=int, default=50, help="list: most requests (1-500)")
-    parser.add_argument(
-        "--operator-token-file",
-        type=Path,
-        help=f"file holding your operator credential (default: ${OPERATOR_TOKEN_ENV})",
-    )
+    operator_credential.add_argument(parser)
 
 
 def _settings(database_url: str) -> ContextSettings:

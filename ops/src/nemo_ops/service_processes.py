@@ -1,9 +1,11 @@
-"""The three service processes on one machine: their environment, their start and readiness.
+"""The three service processes on one machine, and the console beside them: their environment,
+their start and readiness.
 
 Shared by `nemo dev up` and by the cross-service test launcher (``tests.stack``), so both
 start the services the same way: ``python -m nemo_<service>`` in its own session, dying with its
 parent, its output appended to a log file (:func:`nemo_devtools.processes.spawn_logged`), ready
-once gRPC health reports SERVING (and, for the tool plane, the MCP edge's ``/health`` answers).
+once gRPC health reports SERVING (and, for the tool plane, the MCP edge's ``/health`` answers;
+for the console, its ``/healthz``).
 """
 
 from __future__ import annotations
@@ -38,17 +40,34 @@ CALLER_IDENTITIES: Mapping[str, tuple[str, ...]] = {
     "internal": ("gateway", "toolplane"),
     "platform": ("toolplane", "context"),
     "operator": ("toolplane",),
+    "console": ("toolplane", "context", "gateway"),
 }
+
+
+#: The console's client id at the local authorization server.
+CONSOLE_CLIENT_ID = "nemo-console"
 
 
 @dataclass(frozen=True)
 class Ports:
-    """Where the services listen (on 127.0.0.1)."""
+    """Where the services listen (on 127.0.0.1); the console's 0 when it does not run."""
 
     context: int
     gateway: int
     toolplane: int
     mcp: int
+    console: int = 0
+    #: The path the console is published under ("" at the root).
+    console_path: str = ""
+
+    @property
+    def console_url(self) -> str:
+        return f"http://127.0.0.1:{self.console}{self.console_path}"
+
+    @property
+    def people_audience(self) -> str:
+        """The people's API as the console asks tokens for it and the services accept them."""
+        return f"http://127.0.0.1:{self.console}/people"
 
     @property
     def mcp_url(self) -> str:
@@ -95,6 +114,16 @@ def load_or_create_master_key(state_dir: Path) -> Path:
     if not path.exists():
         state_dir.mkdir(parents=True, exist_ok=True)
         write_private(path, secrets.token_hex(32) + "\n")
+    return path
+
+
+def load_or_create_session_key(state_dir: Path) -> Path:
+    """The console's session key of the stack whose state is ``state_dir``, created if missing:
+    kept across runs, so a person stays signed in when the stack restarts."""
+    path = state_dir / "console-session.key"
+    if not path.exists():
+        state_dir.mkdir(parents=True, exist_ok=True)
+        write_private(path, secrets.token_urlsafe(48) + "\n")
     return path
 
 
@@ -159,6 +188,58 @@ def service_environments(
             "NEMO_TOOLPLANE_CALLER_TOKENS": callers_of("toolplane", tokens),
             "NEMO_TOOLPLANE_CLIENT_TOKEN": tokens["toolplane"],
         },
+    }
+
+
+def console_client(ports: Ports, secret: str) -> dict[str, object]:
+    """The console's registration at the local authorization server: a confidential client
+    that signs people in with the authorization code and PKCE, back to its callback."""
+    return {
+        "client_id": CONSOLE_CLIENT_ID,
+        "client_secret": secret,
+        "client_name": "Nemo console (development)",
+        "application_type": "web",
+        "token_endpoint_auth_method": "client_secret_basic",
+        "grant_types": ["authorization_code"],
+        "response_types": ["code"],
+        "redirect_uris": [f"{ports.console_url}/auth/callback"],
+    }
+
+
+def people_environments(issuer: str, ports: Ports) -> dict[str, dict[str, str]]:
+    """What the tool plane and the context service need to verify people's access tokens."""
+    values = {
+        "PEOPLE_ISSUER": issuer,
+        "PEOPLE_AUDIENCE": ports.people_audience,
+        "PEOPLE_CLIENTS": json.dumps([CONSOLE_CLIENT_ID]),
+    }
+    return {
+        service: {f"NEMO_{service.upper()}_{key}": value for key, value in values.items()}
+        for service in ("toolplane", "context")
+    }
+
+
+def console_environment(
+    ports: Ports,
+    tokens: Mapping[str, str],
+    *,
+    issuer: str,
+    client_secret: str,
+    eval_dir: Path,
+) -> dict[str, str]:
+    """The console's settings: where it listens and is reached, the services, sign-in."""
+    return {
+        "NEMO_CONSOLE_LISTEN_ADDRESS": f"127.0.0.1:{ports.console}",
+        "NEMO_CONSOLE_PUBLIC_URL": ports.console_url,
+        "NEMO_CONSOLE_CLIENT_TOKEN": tokens["console"],
+        "NEMO_CONSOLE_TOOLPLANE_ADDRESS": f"127.0.0.1:{ports.toolplane}",
+        "NEMO_CONSOLE_CONTEXT_ADDRESS": f"127.0.0.1:{ports.context}",
+        "NEMO_CONSOLE_GATEWAY_ADDRESS": f"127.0.0.1:{ports.gateway}",
+        "NEMO_CONSOLE_OIDC_ISSUER": issuer,
+        "NEMO_CONSOLE_OIDC_CLIENT_ID": CONSOLE_CLIENT_ID,
+        "NEMO_CONSOLE_OIDC_CLIENT_SECRET": client_secret,
+        "NEMO_CONSOLE_PEOPLE_AUDIENCE": ports.people_audience,
+        "NEMO_CONSOLE_EVAL_DIR": str(eval_dir),
     }
 
 

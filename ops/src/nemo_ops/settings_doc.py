@@ -1,4 +1,5 @@
-"""`nemo settings`: every environment variable of the three services, with defaults.
+"""`nemo settings`: every environment variable of the three services and the console, with
+defaults.
 
 The README's settings section is this command's output; a test keeps the two identical.
 """
@@ -13,6 +14,7 @@ from pydantic import BaseModel, TypeAdapter
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
+from nemo_console.settings import ConsoleSettings
 from nemo_context.settings import ContextSettings
 from nemo_core.secret_files import FILE_SUFFIX, SECRET_FILE
 from nemo_core.settings import ServiceSettings
@@ -25,6 +27,7 @@ SERVICES: tuple[tuple[str, type[ServiceSettings]], ...] = (
     ("context", ContextSettings),
     ("gateway", GatewaySettings),
     ("toolplane", ToolPlaneSettings),
+    ("console", ConsoleSettings),
 )
 
 
@@ -64,7 +67,9 @@ def render_markdown() -> str:
     common = ServiceSettings.model_fields
     lines = [
         "Every service reads these, each with its own prefix (`NEMO_CONTEXT_`, `NEMO_GATEWAY_`, "
-        "`NEMO_TOOLPLANE_`); a service's own default wins where it sets one.",
+        "`NEMO_TOOLPLANE_`, `NEMO_CONSOLE_`); a service's own default wins where it sets one. "
+        "The console serves no gRPC: it uses the client side of these (its caller token, TLS, "
+        "keepalive, message sizes) and its log level.",
         "",
         *_rows("NEMO_<SERVICE>_", dict(common)),
     ]

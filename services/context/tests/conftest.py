@@ -164,7 +164,7 @@ StartContextServer = Callable[..., Awaitable[RunningContextServer]]
 @pytest.fixture(scope="session")
 def caller_tokens() -> Mapping[str, str]:
     """Tokens of the context service's callers, plus an ``operator`` the ACL does not list."""
-    identities = ("gateway", "toolplane", "audit", "platform", "operator")
+    identities = ("gateway", "toolplane", "audit", "platform", "operator", "console")
     return {identity: f"{identity}-{secrets.token_hex(16)}" for identity in identities}
 
 

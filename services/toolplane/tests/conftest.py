@@ -26,6 +26,7 @@ from nemo_context.settings import ContextSettings
 from nemo_core.client import create_channel
 from nemo_core.db import connect
 from nemo_core.server import Server
+from nemo_core.settings import DEFAULT_CALLER_TOKEN_METADATA_KEY
 from nemo_core.telemetry import attach_metric_reader, attach_span_exporter, configure_telemetry
 from nemo_protos.toolplane.v1 import toolplane_admin_service_pb2_grpc, toolplane_service_pb2_grpc
 from nemo_toolplane.app import SERVICE_NAME, ToolPlane, assemble
@@ -38,8 +39,11 @@ CALLER_TOKENS = {
     "internal": f"internal-{secrets.token_hex(16)}",
     "platform": f"platform-{secrets.token_hex(16)}",
     "operator": f"operator-{secrets.token_hex(16)}",
+    "console": f"console-{secrets.token_hex(16)}",
 }
 CONTEXT_CALLER_TOKEN = f"toolplane-{secrets.token_hex(16)}"
+#: The operator whose credential ``admin_stub()`` sends unless told otherwise.
+SESSION_OPERATOR = "tests-ops"
 #: The context service's audit caller, the one that may read snapshots back.
 CONTEXT_AUDIT_TOKEN = f"audit-{secrets.token_hex(16)}"
 TEST_PSEUDONYM_KEY = "toolplane-test-pseudonym-key-0123456789abcdef"
@@ -112,6 +116,13 @@ async def fresh_buckets(owner: asyncpg.Connection) -> None:
     await owner.execute("DELETE FROM toolplane.rate_buckets")
 
 
+class _Operator:
+    """The default person of ``admin_stub``: the session's operator."""
+
+
+OPERATOR = _Operator()
+
+
 @dataclass
 class RunningToolPlane:
     """A tool plane started in this process: gRPC on one port, the MCP edge on another."""
@@ -121,14 +132,24 @@ class RunningToolPlane:
     settings: ToolPlaneSettings
     grpc_address: str
     mcp_url: str
-    _channels: dict[str, grpc.aio.Channel] = field(default_factory=dict)
+    #: The credential of the session's operator (``tests-ops``), which ``admin_stub()`` sends.
+    operator_credential: str = ""
+    #: Kept for the whole session (a session fixture's), not stopped with the module that
+    #: started it.
+    shared: bool = False
+    _channels: dict[tuple[str, str | None], grpc.aio.Channel] = field(default_factory=dict)
 
-    def _channel(self, caller: str) -> grpc.aio.Channel:
-        channel = self._channels.get(caller)
+    def _channel(self, caller: str, person: str | None = None) -> grpc.aio.Channel:
+        channel = self._channels.get((caller, person))
         if channel is None:
-            token = SecretStr(CALLER_TOKENS[caller])
-            channel = create_channel(self.grpc_address, self.settings, token=token)
-            self._channels[caller] = channel
+            if person is None:
+                token = SecretStr(CALLER_TOKENS[caller])
+                channel = create_channel(self.grpc_address, self.settings, token=token)
+            else:
+                channel = grpc.aio.insecure_channel(
+                    self.grpc_address, interceptors=[*_caller(caller), _AsPerson(person)]
+                )
+            self._channels[(caller, person)] = channel
         return channel
 
     def tools_stub(
@@ -136,8 +157,15 @@ class RunningToolPlane:
     ) -> toolplane_service_pb2_grpc.ToolPlaneServiceAsyncStub:
         return toolplane_service_pb2_grpc.ToolPlaneServiceStub(self._channel(caller))
 
-    def admin_stub(self) -> toolplane_admin_service_pb2_grpc.ToolPlaneAdminServiceAsyncStub:
-        return toolplane_admin_service_pb2_grpc.ToolPlaneAdminServiceStub(self._channel("operator"))
+    def admin_stub(
+        self, person: str | _Operator | None = OPERATOR, caller: str = "operator"
+    ) -> toolplane_admin_service_pb2_grpc.ToolPlaneAdminServiceAsyncStub:
+        """The people's API as ``caller``, every call carrying ``person``'s credential (by
+        default the session's operator; None: no person, for calls that send their own)."""
+        credential = self.operator_credential if isinstance(person, _Operator) else person
+        return toolplane_admin_service_pb2_grpc.ToolPlaneAdminServiceStub(
+            self._channel(caller, credential)
+        )
 
     def mcp(
         self, token: str, headers: Mapping[str, str] | None = None, **client: Any
@@ -155,6 +183,35 @@ class RunningToolPlane:
             await channel.close()
         self._channels.clear()
         await self.server.shutdown()
+
+
+class _AsPerson(grpc.aio.UnaryUnaryClientInterceptor):
+    """Adds a person's credential to every call, as the console does."""
+
+    def __init__(self, credential: str) -> None:
+        self._metadata = ("authorization", f"Bearer {credential}")
+
+    async def intercept_unary_unary(
+        self, continuation: Any, client_call_details: Any, request: Any
+    ) -> Any:
+        metadata = [*(client_call_details.metadata or ()), self._metadata]
+        return await continuation(client_call_details._replace(metadata=metadata), request)
+
+
+def _caller(caller: str) -> list[grpc.aio.ClientInterceptor]:
+    """The caller token interceptor, as ``create_channel`` adds it."""
+
+    class _Caller(grpc.aio.UnaryUnaryClientInterceptor):
+        async def intercept_unary_unary(
+            self, continuation: Any, client_call_details: Any, request: Any
+        ) -> Any:
+            metadata = [
+                *(client_call_details.metadata or ()),
+                (DEFAULT_CALLER_TOKEN_METADATA_KEY, CALLER_TOKENS[caller]),
+            ]
+            return await continuation(client_call_details._replace(metadata=metadata), request)
+
+    return [_Caller()]
 
 
 class _ClientWithHttp:
@@ -178,12 +235,39 @@ StartToolPlane = Callable[..., Awaitable[RunningToolPlane]]
 
 
 @pytest.fixture(scope="session")
+def started_planes() -> list[RunningToolPlane]:
+    """The tool planes running in this session, in the order they started."""
+    return []
+
+
+@pytest.fixture(scope="module", autouse=True)
+async def _stop_the_modules_planes(
+    started_planes: list[RunningToolPlane],
+) -> AsyncIterator[None]:
+    """The planes a module started, in its fixtures or its tests, stop with it: each holds its
+    pool's connections, and the session's server has a hundred for every test package."""
+    before = len(started_planes)
+    yield
+    ours = [running for running in started_planes[before:] if not running.shared]
+    for running in reversed(ours):
+        await running.stop()
+        started_planes.remove(running)
+
+
+@pytest.fixture(scope="session")
 async def start_toolplane(
-    toolplane_dsn: str, context_address: str, spans: InMemorySpanExporter
+    toolplane_dsn: str,
+    context_address: str,
+    spans: InMemorySpanExporter,
+    owner: asyncpg.Connection,
+    started_planes: list[RunningToolPlane],
 ) -> AsyncIterator[StartToolPlane]:
     """Factory of tool planes built by the production ``assemble``; keyword arguments override
-    settings. Limits are generous by default so tests do not trip over each other."""
-    started: list[RunningToolPlane] = []
+    settings. Limits are generous by default so tests do not trip over each other. A plane
+    stops with the module that started it, unless marked ``shared``."""
+    started = started_planes
+    await add_operator(owner, SESSION_OPERATOR, name="the tests' operator")
+    operator = await issue_operator_token(owner, SESSION_OPERATOR, label="tests-session")
 
     async def start(**overrides: Any) -> RunningToolPlane:
         values: dict[str, Any] = {
@@ -212,7 +296,12 @@ async def start_toolplane(
         port = await server.start()
         mcp_port = await plane.edge.wait_started()
         running = RunningToolPlane(
-            plane, server, settings, f"127.0.0.1:{port}", f"http://127.0.0.1:{mcp_port}/mcp"
+            plane,
+            server,
+            settings,
+            f"127.0.0.1:{port}",
+            f"http://127.0.0.1:{mcp_port}/mcp",
+            operator_credential=operator.token,
         )
         started.append(running)
         return running
@@ -225,7 +314,9 @@ async def start_toolplane(
 @pytest.fixture(scope="session")
 async def toolplane(start_toolplane: StartToolPlane) -> RunningToolPlane:
     """One tool plane with the default test settings, shared by the session."""
-    return await start_toolplane()
+    running = await start_toolplane()
+    running.shared = True
+    return running
 
 
 @dataclass(frozen=True)

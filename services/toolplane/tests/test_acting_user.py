@@ -16,13 +16,14 @@ from google.protobuf import struct_pb2
 
 from nemo_core.errors import error_details
 from nemo_ops.cli import main as nemo
+from nemo_ops.operator_credential import OPERATOR_TOKEN_ENV
 from nemo_protos.toolplane.v1 import tool_pb2
 from nemo_protos.toolplane.v1 import toolplane_admin_service_pb2 as admin_pb
 from nemo_protos.toolplane.v1 import toolplane_service_pb2 as pb
 from nemo_toolplane.acl import ACL, USER_VOUCHING_CALLERS
 from nemo_toolplane.tokens import UserRequired, issue_token
 
-from .conftest import AgentTokens, RunningToolPlane
+from .conftest import AgentTokens, OperatorTokens, RunningToolPlane
 from .mcp_http import error_envelope
 
 LEARNERS = ("L-2041-1", "L-2041-2", "L-2041-3", "L-2041-10", "L-2041-404")
@@ -211,8 +212,13 @@ async def test_an_unbound_token_for_user_scoped_grants_is_issued_only_when_asked
 
 
 async def test_the_issue_token_command_refuses_an_unbound_token_unless_asked(
-    owner_dsn: str, owner: asyncpg.Connection, capsys: pytest.CaptureFixture[str]
+    owner_dsn: str,
+    owner: asyncpg.Connection,
+    operators: OperatorTokens,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.setenv(OPERATOR_TOKEN_ENV, operators.alice)
     database = ["--database-url", owner_dsn]
     refused = await asyncio.to_thread(
         nemo, ["issue-token", "learning-agent", "--label", "tests: cli", *database]
@@ -226,6 +232,10 @@ async def test_the_issue_token_command_refuses_an_unbound_token_unless_asked(
     out = capsys.readouterr().out.splitlines()
     assert "reach no learner" in out[1]
     assert out[2].startswith("nemo_at_")
+    issued_by = await owner.fetchval(
+        "SELECT issued_by FROM toolplane.agent_tokens WHERE id = $1", out[0].split()[2]
+    )
+    assert issued_by == "alice"
     with pytest.raises(SystemExit) as both:
         await asyncio.to_thread(
             nemo, ["issue-token", "learning-agent", "--unbound", "--user", "U-2041-P1", *database]

@@ -74,7 +74,7 @@ async def _decide(
     toolplane: RunningToolPlane, approval_id: str, *, approve: bool, operator: str
 ) -> Any:
     decision = admin_pb.APPROVAL_DECISION_APPROVE if approve else admin_pb.APPROVAL_DECISION_REJECT
-    response = await toolplane.admin_stub().DecideApproval(
+    response = await toolplane.admin_stub(person=None).DecideApproval(
         admin_pb.DecideApprovalRequest(
             approval_id=approval_id, decision=decision, note="window 02:00"
         ),
@@ -234,7 +234,7 @@ async def test_only_an_authenticated_operator_decides_and_never_for_themselves(
     # No credential, a made-up one, a revoked one: refused, whatever name is typed.
     for metadata in ((), as_operator("nemo_ot_forged"), as_operator(revoked.token)):
         with pytest.raises(grpc.aio.AioRpcError) as refused:
-            await toolplane.admin_stub().DecideApproval(
+            await toolplane.admin_stub(person=None).DecideApproval(
                 admin_pb.DecideApprovalRequest(
                     approval_id=approval_id,
                     decision=admin_pb.APPROVAL_DECISION_APPROVE,
@@ -247,7 +247,7 @@ async def test_only_an_authenticated_operator_decides_and_never_for_themselves(
         assert error_details(refused.value).reason == "OPERATOR_UNAUTHENTICATED"
     # Sara's platform account is U-2041-S1, the user the engineering token acts for.
     with pytest.raises(grpc.aio.AioRpcError) as own:
-        await toolplane.admin_stub().DecideApproval(
+        await toolplane.admin_stub(person=None).DecideApproval(
             approve, metadata=as_operator(operators.sara), timeout=10
         )
     assert (own.value.code(), error_details(own.value).reason) == (
@@ -255,7 +255,7 @@ async def test_only_an_authenticated_operator_decides_and_never_for_themselves(
         "SELF_APPROVAL",
     )
     with pytest.raises(grpc.aio.AioRpcError) as mismatch:
-        await toolplane.admin_stub().DecideApproval(
+        await toolplane.admin_stub(person=None).DecideApproval(
             admin_pb.DecideApprovalRequest(
                 approval_id=approval_id, decision=admin_pb.APPROVAL_DECISION_APPROVE, operator="bob"
             ),
@@ -273,7 +273,7 @@ async def test_only_an_authenticated_operator_decides_and_never_for_themselves(
         (admin_pb.DecideApprovalRequest(approval_id=approval_id), "DECISION_REQUIRED"),
     ):
         with pytest.raises(grpc.aio.AioRpcError) as missing:
-            await toolplane.admin_stub().DecideApproval(
+            await toolplane.admin_stub(person=None).DecideApproval(
                 incomplete, metadata=as_operator(operators.alice), timeout=10
             )
         assert (missing.value.code(), error_details(missing.value).reason) == (
@@ -283,7 +283,7 @@ async def test_only_an_authenticated_operator_decides_and_never_for_themselves(
     row = await owner.fetchrow("SELECT * FROM toolplane.approvals WHERE id = $1", approval_id)
     assert row is not None
     assert (row["status"], row["decided_by"]) == ("pending", None)
-    decided = await toolplane.admin_stub().DecideApproval(
+    decided = await toolplane.admin_stub(person=None).DecideApproval(
         approve, metadata=as_operator(operators.bob), timeout=10
     )
     assert decided.approval.decided_by == "bob"

@@ -13,11 +13,12 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
 import shutil
 import signal
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -142,6 +143,18 @@ class AuthorizationServer:
         return await self.process.wait()
 
 
+def _clients_arguments(state_dir: Path, clients: list[Mapping[str, Any]]) -> list[str]:
+    """``--clients FILE`` naming the registered clients, written privately (they hold
+    secrets); nothing without any."""
+    if not clients:
+        return []
+    path = state_dir / "clients.json"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        json.dump(clients, handle)
+    return ["--clients", str(path)]
+
+
 async def start_authorization_server(
     port: int,
     state_dir: Path,
@@ -150,6 +163,7 @@ async def start_authorization_server(
     log_path: Path,
     resources: Iterable[str] = (),
     opaque_resources: Iterable[str] = (),
+    clients: Iterable[Mapping[str, Any]] = (),
     client_id: str = DEV_CLIENT_ID,
     password: str = DEV_PASSWORD,
     seconds: float = STARTUP_TIMEOUT_SECONDS,
@@ -157,6 +171,7 @@ async def start_authorization_server(
     """Install the pinned packages if needed, start the server on 127.0.0.1:``port`` and return
     once it serves. Resource servers on loopback need no listing; ``resources`` adds others, and
     ``opaque_resources`` get opaque access tokens (to be introspected) instead of JWTs.
+    ``clients`` are registered beside the development client (RFC 7591 metadata: the console).
     Raises :class:`AuthorizationServerUnavailable` (with the log's tail) when it cannot."""
     try:
         tools = await asyncio.to_thread(node.install, PROJECT_DIR)
@@ -176,6 +191,7 @@ async def start_authorization_server(
         *(argument for scope in TOOL_SCOPES for argument in ("--tool-scope", scope)),
         *(argument for resource in resources for argument in ("--resource", resource)),
         *(arg for resource in opaque_resources for arg in ("--opaque-resource", resource)),
+        *_clients_arguments(state_dir, list(clients)),
     ]
     # Only what the server needs: none of the services' settings or secrets.
     env = {"PATH": tools.env()["PATH"]}

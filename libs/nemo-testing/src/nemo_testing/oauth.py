@@ -11,7 +11,7 @@ any resource on loopback, so every stack's edge (``stack.mcp_url``) is a resourc
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -97,12 +97,14 @@ async def running_authorization_server(
     *,
     resources: Iterable[str] = (),
     opaque_resources: Iterable[str] = (),
+    clients: Iterable[Mapping[str, Any]] = (),
     port: int | None = None,
 ) -> AsyncIterator[OAuthServer]:
     """A local authorization server on ``port`` (default: a free one), stopped at the end of
     the block; a server started again on its state directory and port is the same issuer.
-    ``opaque_resources`` get opaque access tokens, for resource servers that introspect."""
-    accounts, resources = list(accounts), list(resources)
+    ``opaque_resources`` get opaque access tokens, for resource servers that introspect;
+    ``clients`` are registered beside the development client (the console)."""
+    accounts, resources, clients = list(accounts), list(resources), list(clients)
     opaque_resources = list(opaque_resources)
     attempts = 1 if port is not None else _START_ATTEMPTS
     for attempt in range(1, attempts + 1):
@@ -116,6 +118,7 @@ async def running_authorization_server(
                 log_path=state_dir.with_name(f"{state_dir.name}.log"),
                 resources=resources,
                 opaque_resources=opaque_resources,
+                clients=clients,
             )
         except AuthorizationServerUnavailable:
             if attempt == attempts:

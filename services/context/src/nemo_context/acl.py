@@ -3,8 +3,10 @@
 The gateway builds prompt and conversation context, records turns and stores generated items in
 the item bank; the tool plane reads agent
 views, checks learner access and users (the subjects of OAuth tokens) and searches knowledge;
-only the audit caller reads snapshots; the platform records a person's data rights requests
-(RightsService).
+the audit caller reads snapshots; the platform records a person's data rights requests
+(RightsService); the console reads snapshots and records and lists rights requests, each time for
+the person whose access token it passes on (:mod:`nemo_context.people`), within what that
+person may reach.
 The second table says which kinds of purpose each caller may build: prompt and conversation
 purposes for the gateway, agent views for the tool plane.
 """
@@ -38,6 +40,8 @@ ACL = CallerAcl(
             "BuildContext",
             "CheckLearnerAccess",
             "CheckUser",
+            "ListLinkedLearners",
+            "ResolveLearnerRef",
             "SearchKnowledge",
             "GetKnowledgeNode",
             "ListPurposes",
@@ -45,8 +49,19 @@ ACL = CallerAcl(
         "audit": {"GetSnapshot", "ListPurposes", "ListRetention"},
         # The platform signs people in and records their data rights requests for them.
         "platform": {"ListRetention", "SubmitRightsRequest", "GetRightsRequest"},
+        "console": {
+            "GetSnapshot",
+            "ListPurposes",
+            "ListRetention",
+            "SubmitRightsRequest",
+            "ListRightsRequests",
+        },
     }
 )
+
+#: Callers that act for a person, whose access token each call carries: what they may read
+#: and record is what that person may reach, whatever the caller itself may.
+PERSON_CALLERS: Final = frozenset({"console"})
 
 PURPOSE_KINDS_BY_CALLER: Final[Mapping[str, frozenset[purpose_pb2.PurposeKind.ValueType]]] = (
     MappingProxyType(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import httpx
+
 from nemo_context.acl import ACL
 from nemo_context.builder import ContextBuilder
 from nemo_context.conversation.builder import ConversationBuilder, ConversationSettings
@@ -15,6 +17,7 @@ from nemo_context.servicer import ContextServicer
 from nemo_context.settings import ContextSettings
 from nemo_context.snapshots.store import create_snapshot_store, master_key_from_settings
 from nemo_core.db import create_pool
+from nemo_core.people import PersonVerifier
 from nemo_core.server import Service, ServiceSetup
 from nemo_protos.context.v1 import (
     context_service_pb2,
@@ -47,6 +50,14 @@ async def build(settings: ContextSettings) -> ServiceSetup:
     conversations = ConversationBuilder(
         pool, pseudonymizer, ConversationSettings.from_settings(settings, identifier_key)
     )
+    # The authorization server's metadata and keys, for people's access tokens; nothing else.
+    people_http = httpx.AsyncClient(follow_redirects=False)
+    people_config = settings.people_config()
+    people = (
+        PersonVerifier(people_config, settings.people_clients, people_http)
+        if people_config is not None
+        else None
+    )
     servicer = ContextServicer(
         settings=settings,
         pool=pool,
@@ -54,6 +65,8 @@ async def build(settings: ContextSettings) -> ServiceSetup:
         builder=builder,
         conversations=conversations,
         blocks=blocks,
+        pseudonymizer=pseudonymizer,
+        people=people,
     )
     return ServiceSetup(
         services=[
@@ -64,7 +77,7 @@ async def build(settings: ContextSettings) -> ServiceSetup:
             ),
             Service.from_servicer(
                 rights_service_pb2_grpc.add_RightsServiceServicer_to_server,
-                RightsServicer(pool, master),
+                RightsServicer(pool, master, pseudonymizer, people),
                 rights_service_pb2.DESCRIPTOR.services_by_name["RightsService"],
             ),
         ],
@@ -72,5 +85,5 @@ async def build(settings: ContextSettings) -> ServiceSetup:
         # No deadline_required: no RPC here calls another service (snapshot writes are bounded
         # by their own timeout and never fail a build).
         # Run last registered first: snapshot clients close before the pool.
-        cleanup=[pool.close, snapshots.aclose],
+        cleanup=[pool.close, snapshots.aclose, people_http.aclose],
     )

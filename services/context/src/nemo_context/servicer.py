@@ -6,13 +6,15 @@ from typing import Any, TypeAlias
 
 import grpc.aio
 
-from nemo_context import knowledge
+from nemo_context import knowledge, people
 from nemo_context.access import check_learner_access, check_user
+from nemo_context.acl import PERSON_CALLERS
 from nemo_context.builder import ContextBuilder, build_context
 from nemo_context.conversation.builder import ConversationBuilder, build_conversation_context
 from nemo_context.conversation.record import record_turn
 from nemo_context.conversation.store import session_learner
 from nemo_context.item_bank import store_generated_items
+from nemo_context.pseudonym import Pseudonymizer
 from nemo_context.purposes import purpose_table
 from nemo_context.rights.blocks import ProcessingBlocks
 from nemo_context.settings import ContextSettings
@@ -20,6 +22,7 @@ from nemo_context.snapshots.reads import read_snapshot
 from nemo_context.snapshots.store import SnapshotStore
 from nemo_core.callers import current_caller
 from nemo_core.db import Pool
+from nemo_core.people import PersonVerifier
 from nemo_protos.context.v1 import context_service_pb2 as pb
 from nemo_protos.context.v1 import context_service_pb2_grpc as pb_grpc
 from nemo_protos.context.v1 import item_bank_pb2
@@ -39,6 +42,8 @@ class ContextServicer(pb_grpc.ContextServiceServicer):
         builder: ContextBuilder,
         conversations: ConversationBuilder,
         blocks: ProcessingBlocks,
+        pseudonymizer: Pseudonymizer,
+        people: PersonVerifier | None = None,
     ) -> None:
         self._settings = settings
         self._pool = pool
@@ -46,6 +51,8 @@ class ContextServicer(pb_grpc.ContextServiceServicer):
         self._builder = builder
         self._conversations = conversations
         self._blocks = blocks
+        self._pseudonymizer = pseudonymizer
+        self._people = people
 
     async def BuildContext(
         self, request: pb.BuildContextRequest, context: Context
@@ -110,8 +117,34 @@ class ContextServicer(pb_grpc.ContextServiceServicer):
     async def GetSnapshot(
         self, request: pb.GetSnapshotRequest, context: Context
     ) -> pb.GetSnapshotResponse:
+        if current_caller() in PERSON_CALLERS:
+            user_id = await people.person_of(context, self._people)
+            await people.may_read_snapshot(
+                self._pool, self._pseudonymizer, user_id, request.input_ref
+            )
         snapshot = await read_snapshot(self._snapshots, request.input_ref, self._blocks.erased_ref)
         return snapshot.message
+
+    async def ListLinkedLearners(
+        self, request: pb.ListLinkedLearnersRequest, context: Context
+    ) -> pb.ListLinkedLearnersResponse:
+        linked = await people.linked_learners(self._pool, self._pseudonymizer, request.user_id)
+        return pb.ListLinkedLearnersResponse(
+            learners=[
+                pb.LinkedLearner(
+                    learner_ref=learner.learner_ref, grade=learner.grade, relation=learner.relation
+                )
+                for learner in linked
+            ]
+        )
+
+    async def ResolveLearnerRef(
+        self, request: pb.ResolveLearnerRefRequest, context: Context
+    ) -> pb.ResolveLearnerRefResponse:
+        learner_id, relation = await people.resolve(
+            self._pool, self._pseudonymizer, request.learner_ref, request.user_id
+        )
+        return pb.ResolveLearnerRefResponse(learner_id=learner_id, relation=relation)
 
     async def ListPurposes(
         self, request: pb.ListPurposesRequest, context: Context

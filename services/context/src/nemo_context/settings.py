@@ -8,6 +8,7 @@ from typing import Annotated, Literal, Self
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import SettingsConfigDict
 
+from nemo_core.people import PeopleSettings
 from nemo_core.secret_files import SECRET_FILE
 from nemo_core.settings import ServiceSettings
 
@@ -18,7 +19,7 @@ DEVELOPMENT_IDENTIFIER_KEY = "nemo-development-identifier-key-not-a-secret"
 service on a developer's machine needs no key of its own. Never registered anywhere else."""
 
 
-class ContextSettings(ServiceSettings):
+class ContextSettings(ServiceSettings, PeopleSettings):
     """Context service settings."""
 
     model_config = SettingsConfigDict(env_prefix="NEMO_CONTEXT_", extra="ignore", frozen=True)

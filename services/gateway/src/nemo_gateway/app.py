@@ -44,6 +44,7 @@ async def build(settings: GatewaySettings) -> ServiceSetup:
         runner,
         ChatStreamer(settings, provider, runner, provider_limit),
         KeyedInFlightLimit(settings.caller_max_concurrency, caller_busy),
+        ai_enrichment_enabled=settings.ai_enrichment_enabled,
     )
     cleanup: list[Cleanup] = [channel.close]
     if provider is not None:

@@ -90,11 +90,17 @@ class GatewayServicer(pb_grpc.GatewayServiceServicer):
     """The GatewayService RPCs."""
 
     def __init__(
-        self, runner: PromptRunner, chat: ChatStreamer, callers: KeyedInFlightLimit
+        self,
+        runner: PromptRunner,
+        chat: ChatStreamer,
+        callers: KeyedInFlightLimit,
+        *,
+        ai_enrichment_enabled: bool = True,
     ) -> None:
         self._runner = runner
         self._chat = chat
         self._callers = callers
+        self._ai_enrichment_enabled = ai_enrichment_enabled
 
     async def RunPrompt(
         self, request: pb.RunPromptRequest, context: Context
@@ -174,4 +180,7 @@ class GatewayServicer(pb_grpc.GatewayServiceServicer):
     async def ListPrompts(
         self, request: pb.ListPromptsRequest, context: Context
     ) -> pb.ListPromptsResponse:
-        return pb.ListPromptsResponse(prompts=[spec.describe() for spec in REGISTRY])
+        return pb.ListPromptsResponse(
+            prompts=[spec.describe() for spec in REGISTRY],
+            ai_enrichment_enabled=self._ai_enrichment_enabled,
+        )

@@ -1,7 +1,8 @@
 """Which caller may use which RPC of the tool plane, and which may vouch for a user.
 
-Internal agents call tools (and authenticate as an agent on top, with an agent token); operators
-manage tokens, approvals and read the audit log.
+Internal agents call tools (and authenticate as an agent on top, with an agent token). The
+people's API is for the operators' tools (the ``nemo`` command, grpcurl) and the console; each
+of its calls also carries the credential of the person it acts for (:mod:`.people`).
 """
 
 from __future__ import annotations
@@ -10,17 +11,33 @@ from typing import Final
 
 from nemo_core.callers import CallerAcl
 
+#: The people's API (``ToolPlaneAdminService``): every method acts for a person.
+PEOPLE_API: Final = frozenset(
+    {
+        "IssueAgentToken",
+        "RevokeAgentToken",
+        "ListApprovals",
+        "DecideApproval",
+        "ListAuditEntries",
+        "GetPerson",
+        "ListAgents",
+        "CreateGrant",
+        "DeleteGrant",
+        "ListPolicies",
+        "ListLinkedLearners",
+        "ListLearnerActivity",
+        "ListLearnerApprovals",
+        "ListAuthorizations",
+        "RevokeAuthorization",
+    }
+)
+
 ACL = CallerAcl(
     {
         "internal": {"ListTools", "CallTool"},
         "platform": {"ListTools", "CallTool"},
-        "operator": {
-            "IssueAgentToken",
-            "RevokeAgentToken",
-            "ListApprovals",
-            "DecideApproval",
-            "ListAuditEntries",
-        },
+        "operator": PEOPLE_API,
+        "console": PEOPLE_API,
     }
 )
 

@@ -22,11 +22,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 
+from nemo_core.oauth.claims import InvalidToken
+from nemo_core.oauth.issuer import IssuerUnavailable
+from nemo_core.oauth.signed import looks_like_jwt
 from nemo_toolplane.envelope import ErrorCode, ToolError
 from nemo_toolplane.limits.auth_failures import FailedAuthentications
-from nemo_toolplane.oauth.claims import InvalidToken
-from nemo_toolplane.oauth.issuer import IssuerUnavailable
-from nemo_toolplane.oauth.signed import looks_like_jwt
+from nemo_toolplane.oauth.credentials import oauth_credential
 from nemo_toolplane.oauth.verifier import OAuthVerifier
 from nemo_toolplane.principal import (
     NO_CREDENTIAL,
@@ -131,7 +132,9 @@ class AgentAuthenticator:
         try:
             verified = await oauth.verify(token)
         except InvalidToken as invalid:
-            refused = AuthRefusal(RefusalKind.INVALID, invalid.message, invalid.credential)
+            refused = AuthRefusal(
+                RefusalKind.INVALID, invalid.message, oauth_credential(invalid.facts)
+            )
             return await self._failed(refused, source)
         except (IssuerUnavailable, ToolError) as unavailable:
             # The issuer's keys, its introspection or the context service (does the subject
@@ -151,9 +154,18 @@ class AgentAuthenticator:
                 RefusalKind.UNKNOWN_CLIENT,
                 f"the OAuth client {verified.client_id!r} is not registered with the tool plane; "
                 "an operator maps it to an agent with `nemo oauth-clients add`",
-                verified.credential,
+                oauth_credential(verified.facts),
             )
-        identity = AgentIdentity(client.agent_id, verified.credential, verified.user_id)
+        if client.revoked_by(verified.user_id):
+            revoked = AuthRefusal(
+                RefusalKind.INVALID,
+                "the person this token acts for revoked this host's access",
+                oauth_credential(verified.facts),
+            )
+            return await self._failed(revoked, source)
+        identity = AgentIdentity(
+            client.agent_id, oauth_credential(verified.facts), verified.user_id
+        )
         expires_at = datetime.fromtimestamp(verified.expires_at, UTC)
         return AuthenticatedAgent(identity, client.rules, expires_at)
 

@@ -11,6 +11,7 @@ import httpx
 
 from nemo_core.client import create_channel
 from nemo_core.db import Pool, create_pool
+from nemo_core.people import PersonVerifier
 from nemo_core.server import Service, ServiceSetup
 from nemo_protos.toolplane.v1 import (
     toolplane_admin_service_pb2,
@@ -32,6 +33,7 @@ from nemo_toolplane.mcp.edge import Edge, create_app
 from nemo_toolplane.mcp.endpoint import McpEndpoint
 from nemo_toolplane.mcp.origins import OriginPolicy
 from nemo_toolplane.oauth.verifier import OAuthVerifier
+from nemo_toolplane.people import PeopleAuthenticator
 from nemo_toolplane.router import ToolRouter
 from nemo_toolplane.rules.cache import RulesCache
 from nemo_toolplane.rules.store import RulesStore
@@ -92,6 +94,7 @@ async def assemble(settings: ToolPlaneSettings) -> ToolPlane:
         approvals=CallApprovals(
             pool,
             ttl_seconds=settings.approval_ttl_seconds,
+            decide_seconds=settings.approval_decide_seconds,
             requests_per_hour=settings.approval_requests_per_hour,
             busy_wait_seconds=settings.approval_busy_wait_seconds,
         ),
@@ -106,7 +109,7 @@ async def assemble(settings: ToolPlaneSettings) -> ToolPlane:
     )
     auth_failures = FailedAuthentications(buckets, settings.auth_failures_per_minute)
     oauth_config = settings.oauth_config()
-    # The authorization server's metadata, keys and introspection; nothing else goes out.
+    # The authorization servers' metadata, keys and introspection; nothing else goes out.
     oauth_http = httpx.AsyncClient(follow_redirects=False)
     oauth = (
         OAuthVerifier(oauth_config, oauth_http, context.user_exists)
@@ -114,6 +117,13 @@ async def assemble(settings: ToolPlaneSettings) -> ToolPlane:
         else None
     )
     authenticator = AgentAuthenticator(rules, auth_failures, oauth)
+    people_config = settings.people_config()
+    people = PeopleAuthenticator(
+        pool,
+        PersonVerifier(people_config, settings.people_clients, oauth_http)
+        if people_config is not None
+        else None,
+    )
     mcp = McpEndpoint(
         router,
         registry,
@@ -138,7 +148,7 @@ async def assemble(settings: ToolPlaneSettings) -> ToolPlane:
             ),
             Service.from_servicer(
                 toolplane_admin_service_pb2_grpc.add_ToolPlaneAdminServiceServicer_to_server,
-                ToolPlaneAdminServicer(pool, ApprovalStore(pool), rules),
+                ToolPlaneAdminServicer(pool, ApprovalStore(pool), rules, people, context, registry),
                 toolplane_admin_service_pb2.DESCRIPTOR.services_by_name["ToolPlaneAdminService"],
             ),
         ],

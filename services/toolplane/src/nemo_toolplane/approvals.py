@@ -2,12 +2,17 @@
 
 A call that needs approval creates a request bound to everything that made it: agent, token,
 user and where that user came from, tool id and version, a digest of the canonical arguments and
-the version of the policy that required it, with an expiry. Requests are rate limited per agent
-and user (a token bucket shared by every replica, :mod:`nemo_toolplane.limits.shared`), so an
-agent cannot flood operators. The request also keeps the arguments themselves
+the version of the policy that required it, with a time to decide and an expiry. Requests are
+rate limited per agent and credential (a token bucket shared by every replica,
+:mod:`nemo_toolplane.limits.shared`), never per the user an agent names, so an agent cannot
+flood operators by changing that name. The request also keeps the arguments themselves
 and the resource, because an operator must see what the call would change before approving it.
-An operator (an authenticated person, never the user the call acts for) approves or rejects
-it; the same call repeated with the same arguments before the expiry then runs exactly once.
+A person approves or rejects it (an operator, or a guardian of the learner where the policy
+names guardians), never one of its parties: the user the call was made for, whatever its source,
+and the operator who issued the call's token, the one person known to hold it, all compared
+canonically (:func:`nemo_core.people.canonical_id`). The same call repeated with the same
+arguments before the expiry then runs exactly once. A request nobody decided by its deadline is
+denied, as a rejected one is: the call does not run, and a repeat files a new request.
 Changed arguments, another token, agent or user, a changed policy, or an expired approval need a
 new one. There is no path that lets a call through without an approver.
 
@@ -29,7 +34,7 @@ import hashlib
 import json
 import re
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -41,10 +46,10 @@ from nemo_core.db import Connection, Pool
 from nemo_core.deadlines import downstream_timeout
 from nemo_core.errors import ServiceError
 from nemo_core.page_tokens import decode_page_token, encode_page_token
+from nemo_core.people import canonical_id
 from nemo_toolplane.audit.log import CallStatus
 from nemo_toolplane.envelope import ErrorCode, ToolError
 from nemo_toolplane.limits.shared import Bucket, SharedBuckets, bucket_key
-from nemo_toolplane.operators import Operator
 from nemo_toolplane.policy import Policy
 from nemo_toolplane.principal import Principal
 
@@ -57,6 +62,14 @@ class ApprovalStatus(StrEnum):
     REJECTED = "rejected"
     CONSUMED = "consumed"
     EXPIRED = "expired"
+    DENIED = "denied"
+    """Nobody decided before the deadline: it stays unapproved, as a rejected one does."""
+
+
+#: Who may decide the approvals of a policy, as ``toolplane.policies.approvers`` writes it;
+#: approvals no policy lifts (CRITICAL tools) are for operators.
+OPERATOR = "operator"
+GUARDIAN = "guardian"
 
 
 class ApprovalError(Exception):
@@ -90,10 +103,37 @@ def _sha256(text: str) -> str:
 
 
 class SelfApproval(ApprovalError):
-    """The operator is the user the call was made for."""
+    """The person deciding is a party to the call: its user, or its token's issuer."""
 
     def __init__(self, approval_id: str) -> None:
-        super().__init__(f"approval {approval_id} is for a call made on the operator's own behalf")
+        super().__init__(
+            f"approval {approval_id} is for a call made on your own behalf, or with a token you "
+            "issued; another person must decide it"
+        )
+
+
+class NotAnApprover(ApprovalError):
+    """The policy that required the approval names no approver the person is."""
+
+    def __init__(self, approval_id: str, approvers: tuple[str, ...]) -> None:
+        super().__init__(
+            f"approval {approval_id} is decided by {' or '.join(approvers) or 'operators'} only"
+        )
+        self.approvers = approvers
+
+
+@dataclass(frozen=True)
+class Decider:
+    """A person deciding an approval: how the decision names them and their credential, their
+    canonical ids, and whether they decide as a guardian of the learner (not as an operator)."""
+
+    name: str
+    credential_id: str
+    identities: frozenset[str]
+    as_guardian: bool = False
+
+    def is_party(self, ids: Iterable[str | None]) -> bool:
+        return any(canonical_id(value) in self.identities for value in ids if value)
 
 
 class ApprovalBusy(Exception):
@@ -105,7 +145,7 @@ class ApprovalCutShort(Exception):
 
 
 class ApprovalRequestsLimited(Exception):
-    """The agent asked for too many approvals for this user recently."""
+    """The agent asked for too many approvals with this credential recently."""
 
     def __init__(self, retry_after_seconds: float) -> None:
         super().__init__("too many approval requests")
@@ -209,20 +249,44 @@ class Approval:
     decision_note: str | None
     token_id: str | None = None
     user_source: str | None = None
+    decide_by: datetime | None = None
+    #: Who may decide it (:data:`OPERATOR`, :data:`GUARDIAN`); filled where listed.
+    approvers: tuple[str, ...] = ()
+    #: The operator who issued the call's agent token; filled where listed.
+    token_issued_by: str | None = None
 
 
 _COLUMNS = """id AS approval_id, agent_id, user_id, tool_id, arguments_digest, arguments_json,
     resource, policy_name, policy_version, status, request_id, created_at, expires_at,
-    decided_at, decided_by, decision_note, token_id, user_source"""
+    decided_at, decided_by, decision_note, token_id, user_source, decide_by"""
+
+# An approval with who may decide it and who issued its token (listings and decisions).
+_LISTED = """
+SELECT a.id AS approval_id, a.agent_id, a.user_id, a.tool_id, a.arguments_digest,
+       a.arguments_json, a.resource, a.policy_name, a.policy_version, a.status, a.request_id,
+       a.created_at, a.expires_at, a.decided_at, a.decided_by, a.decision_note, a.token_id,
+       a.user_source, coalesce(a.decide_by, a.expires_at) AS decide_by,
+       string_to_array(coalesce(p.approvers, 'operator'), ',') AS approvers,
+       t.issued_by AS token_issued_by, o.user_id AS issuer_user_id
+FROM toolplane.approvals AS a
+LEFT JOIN toolplane.policies AS p ON p.name = a.policy_name
+LEFT JOIN toolplane.agent_tokens AS t ON t.id = a.token_id
+LEFT JOIN toolplane.operators AS o ON o.id = t.issued_by
+"""
 
 # What an approval is bound to, in the order of _bound_values.
 _BOUND = """agent_id = $1 AND user_id IS NOT DISTINCT FROM $2 AND tool_id = $3
       AND arguments_digest = $4 AND policy_version = $5
       AND token_id IS NOT DISTINCT FROM $6 AND user_source = $7"""
 
+# Pending past the time to decide: denied; approved but unused past the expiry: expired.
 _EXPIRE = """
+WITH denied AS (
+    UPDATE toolplane.approvals SET status = 'denied'
+    WHERE status = 'pending' AND coalesce(decide_by, expires_at) <= now()
+)
 UPDATE toolplane.approvals SET status = 'expired'
-WHERE status IN ('pending', 'approved') AND expires_at <= now()
+WHERE status = 'approved' AND expires_at <= now()
 """
 
 # No SKIP LOCKED: a repeat while an earlier attempt holds the approval waits for it (bounded by
@@ -243,14 +307,17 @@ RETURNING {_COLUMNS}
 _PENDING = f"""
 SELECT {_COLUMNS} FROM toolplane.approvals
 WHERE {_BOUND}
-  AND status = 'pending' AND expires_at > now()
+  AND status = 'pending' AND coalesce(decide_by, expires_at) > now()
 """
+
 
 # The partial unique index on pending approvals makes a concurrent duplicate a no-op.
 _REQUEST = f"""
 INSERT INTO toolplane.approvals (agent_id, user_id, tool_id, arguments_digest, policy_version,
-    token_id, user_source, policy_name, arguments_json, resource, request_id, expires_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, now() + make_interval(secs => $12))
+    token_id, user_source, policy_name, arguments_json, resource, request_id, expires_at,
+    decide_by)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, now() + make_interval(secs => $12),
+    now() + make_interval(secs => least($12, $13)))
 ON CONFLICT DO NOTHING
 RETURNING {_COLUMNS}
 """
@@ -261,7 +328,11 @@ REQUEST_WINDOW_SECONDS = 3600.0
 
 
 def _approval(row: asyncpg.Record) -> Approval:
-    return Approval(**{**dict(row), "status": ApprovalStatus(row["status"])})
+    values = dict(row)
+    values.pop("issuer_user_id", None)
+    values["status"] = ApprovalStatus(values["status"])
+    values["approvers"] = tuple(values.get("approvers") or ())
+    return Approval(**values)
 
 
 def _bound_values(binding: CallBinding) -> tuple[str | None, ...]:
@@ -284,11 +355,13 @@ class CallApprovals:
         pool: Pool,
         *,
         ttl_seconds: int,
+        decide_seconds: int | None = None,
         requests_per_hour: int = 20,
         busy_wait_seconds: float = 5.0,
     ) -> None:
         self._pool = pool
         self._ttl_seconds = ttl_seconds
+        self._decide_seconds = ttl_seconds if decide_seconds is None else decide_seconds
         self._requests_per_hour = requests_per_hour
         self._busy_wait_seconds = busy_wait_seconds
 
@@ -362,7 +435,8 @@ class CallApprovals:
         except ApprovalRequestsLimited as limited:
             flood = ToolError(
                 ErrorCode.RATE_LIMITED,
-                "too many approval requests from this agent for this user; wait for decisions",
+                "too many approval requests from this agent with this credential; wait for "
+                "decisions",
                 details={"retry_after_seconds": round(limited.retry_after_seconds)},
             )
             return ApprovalOutcome(CallStatus.DENIED, error=flood)
@@ -380,7 +454,10 @@ class CallApprovals:
         )
 
     def _requests_bucket(self, binding: CallBinding) -> Bucket:
-        key = bucket_key("approval-requests", binding.agent_id, binding.user_id or "")
+        # Per agent and credential: the user is the agent's to name (asserted) or the
+        # credential's own (bound, vouched), so counting per user would let an agent file
+        # without end by changing the name it sends.
+        key = bucket_key("approval-requests", binding.agent_id, binding.token_id or "")
         rate = self._requests_per_hour / REQUEST_WINDOW_SECONDS
         return Bucket(key, rate, self._requests_per_hour)
 
@@ -402,6 +479,7 @@ class CallApprovals:
                 created = await conn.fetchrow(
                     _REQUEST, *values, binding.policy_name, binding.arguments_json,
                     binding.resource, request_id, float(self._ttl_seconds),
+                    float(self._decide_seconds),
                 )  # fmt: skip
                 if created is not None:
                     return _approval(created)
@@ -412,68 +490,95 @@ class CallApprovals:
 
 
 class ApprovalStore:
-    """What operators do with approvals: list them and decide pending ones."""
+    """What people do with approvals: list them and decide pending ones."""
 
     def __init__(self, pool: Pool) -> None:
         self._pool = pool
 
     async def list(
-        self, *, status: ApprovalStatus | None, limit: int, after: str | None
+        self,
+        *,
+        status: ApprovalStatus | None,
+        limit: int,
+        after: str | None,
+        resource: str | None = None,
     ) -> tuple[list[Approval], str | None]:
-        """Approvals newest first, ``limit`` at a time; returns the next page token."""
+        """Approvals, pending first and then newest first, ``limit`` at a time (only those
+        about ``resource`` when given); returns the next page token."""
         cursor = _decode_cursor(after) if after else None
         async with self._pool.acquire() as conn:
             await conn.execute(_EXPIRE)
             rows = await conn.fetch(
                 f"""
-                SELECT {_COLUMNS} FROM toolplane.approvals
-                WHERE ($1::text IS NULL OR status = $1)
-                  AND ($2::timestamptz IS NULL OR (created_at, id) < ($2, $3))
-                ORDER BY created_at DESC, id DESC
+                {_LISTED}
+                WHERE ($1::text IS NULL OR a.status = $1)
+                  AND ($5::text IS NULL OR a.resource = $5)
+                  AND ($2::timestamptz IS NULL
+                       OR (a.status <> 'pending') > $6::boolean
+                       OR ((a.status <> 'pending') = $6::boolean
+                           AND (a.created_at, a.id) < ($2, $3)))
+                ORDER BY a.status <> 'pending', a.created_at DESC, a.id DESC
                 LIMIT $4
                 """,
                 status.value if status else None,
-                cursor[0] if cursor else None,
                 cursor[1] if cursor else None,
+                cursor[2] if cursor else None,
                 limit + 1,
+                resource,
+                cursor[0] if cursor else None,
             )
         approvals = [_approval(row) for row in rows[:limit]]
         if len(rows) <= limit:
             return approvals, None
         last = approvals[-1]
-        return approvals, _encode_cursor(last.created_at, last.approval_id)
+        return approvals, _encode_cursor(
+            last.status is not ApprovalStatus.PENDING, last.created_at, last.approval_id
+        )
+
+    async def get(self, approval_id: str) -> Approval:
+        """One approval as listed; :class:`ApprovalNotFound` when there is none."""
+        async with self._pool.acquire() as conn:
+            await conn.execute(_EXPIRE)
+            row = await conn.fetchrow(f"{_LISTED} WHERE a.id = $1", approval_id)
+        if row is None:
+            raise ApprovalNotFound(f"no approval {approval_id}")
+        return _approval(row)
 
     async def decide(
-        self, approval_id: str, *, approve: bool, operator: Operator, note: str
+        self, approval_id: str, *, approve: bool, decider: Decider, note: str
     ) -> Approval:
-        """Approve or reject a pending approval as ``operator``; never one of a call made on
-        the operator's own behalf (:class:`SelfApproval`)."""
+        """Approve or reject a pending approval as ``decider``: never one whose parties (its
+        user, whatever the source, and its token's issuer) include the decider
+        (:class:`SelfApproval`), and as a guardian only where the policy names guardians
+        (:class:`NotAnApprover`)."""
         async with self._pool.acquire() as conn, conn.transaction():
             await conn.execute(_EXPIRE)
-            current = await conn.fetchrow(
-                "SELECT status, user_id FROM toolplane.approvals WHERE id = $1 FOR UPDATE",
-                approval_id,
-            )
+            current = await conn.fetchrow(f"{_LISTED} WHERE a.id = $1 FOR UPDATE OF a", approval_id)
             if current is None:
                 raise ApprovalNotFound(f"no approval {approval_id}")
-            if current["user_id"] is not None and current["user_id"] in operator.identities:
+            parties = (current["user_id"], current["token_issued_by"], current["issuer_user_id"])
+            if decider.is_party(parties):
                 raise SelfApproval(approval_id)
+            approvers = tuple(current["approvers"])
+            if (GUARDIAN if decider.as_guardian else OPERATOR) not in approvers:
+                raise NotAnApprover(approval_id, approvers)
             row = await conn.fetchrow(
-                f"""
+                """
                 UPDATE toolplane.approvals
                 SET status = $2, decided_by = $3, decided_by_token = $4, decided_at = now(),
                     decision_note = $5
                 WHERE id = $1 AND status = 'pending'
-                RETURNING {_COLUMNS}
+                RETURNING id
                 """,
                 approval_id,
                 ApprovalStatus.APPROVED.value if approve else ApprovalStatus.REJECTED.value,
-                operator.operator_id,
-                operator.token_id,
+                decider.name,
+                decider.credential_id,
                 note or None,
             )
-            if row is not None:
-                return _approval(row)
+            decided = await conn.fetchrow(f"{_LISTED} WHERE a.id = $1", approval_id)
+            if row is not None and decided is not None:
+                return _approval(decided)
         raise ApprovalNotPending(approval_id, ApprovalStatus(current["status"]))
 
 
@@ -482,20 +587,23 @@ _CURSOR_ID = re.compile(r"[0-9a-f-]{1,64}")
 _LISTING = "approvals"
 
 
-def _encode_cursor(created_at: datetime, approval_id: str) -> str:
-    return encode_page_token(_LISTING, created_at.isoformat(), approval_id)
+def _encode_cursor(decided: bool, created_at: datetime, approval_id: str) -> str:
+    return encode_page_token(_LISTING, int(decided), created_at.isoformat(), approval_id)
 
 
-def _decode_cursor(token: str) -> tuple[datetime, str]:
-    """The position a page token continues after; anything this listing did not hand out
-    (including times PostgreSQL cannot hold, or an id no approval can have) is refused."""
+def _decode_cursor(token: str) -> tuple[bool, datetime, str]:
+    """The position a page token continues after (past the pending ones or not, time, id);
+    anything this listing did not hand out (including times PostgreSQL cannot hold, or an id no
+    approval can have) is refused."""
     try:
-        created_at, approval_id = decode_page_token(token, _LISTING, 2)
-        if not isinstance(created_at, str) or not isinstance(approval_id, str):
+        decided, created_at, approval_id = decode_page_token(token, _LISTING, 3)
+        if decided not in (0, 1) or not isinstance(created_at, str):
+            raise ValueError("not a cursor")
+        if not isinstance(approval_id, str):
             raise ValueError("not a cursor")
         moment = datetime.fromisoformat(created_at)
         if moment.tzinfo is None or not _CURSOR_ID.fullmatch(approval_id):
             raise ValueError("not a cursor")
-        return moment.astimezone(UTC), approval_id
+        return bool(decided), moment.astimezone(UTC), approval_id
     except (ValueError, OverflowError) as error:
         raise ApprovalError("invalid page token") from error

@@ -162,6 +162,21 @@ class ContextClient:
             refusals.append(response.refusal_rule)
         return ",".join(dict.fromkeys(refusals))
 
+    async def access_basis(self, learner_id: str, user_id: str) -> pb.AccessBasis.ValueType:
+        """How ``user_id`` (a person the tool plane verified) reaches the learner under the
+        "user" scope; unspecified when they do not (or there is no such learner)."""
+        request = pb.CheckLearnerAccessRequest(
+            user_id=user_id,
+            learner_id=learner_id,
+            resource_scope="user",
+            user_source=user_source_pb2.USER_SOURCE_TOKEN,
+        )
+        try:
+            response = await self._stub.CheckLearnerAccess(request, timeout=self._call_timeout())
+        except grpc.aio.AioRpcError as error:
+            raise _translate(error, "CheckLearnerAccess", not_reachable()) from None
+        return response.basis
+
     async def user_exists(self, user_id: str) -> bool:
         """Whether ``user_id`` names a user of the platform; ``DEPENDENCY_ERROR`` when the
         context service cannot say."""
@@ -171,6 +186,28 @@ class ContextClient:
         except grpc.aio.AioRpcError as error:
             raise _translate(error, "CheckUser", internal_error()) from None
         return response.exists
+
+    async def linked_learners(self, user_id: str) -> list[pb.LinkedLearner]:
+        """The learners ``user_id`` (a person the tool plane verified) is linked to in person."""
+        request = pb.ListLinkedLearnersRequest(user_id=user_id)
+        try:
+            response = await self._stub.ListLinkedLearners(request, timeout=self._call_timeout())
+        except grpc.aio.AioRpcError as error:
+            raise _translate(error, "ListLinkedLearners", internal_error()) from None
+        return list(response.learners)
+
+    async def resolve_learner_ref(
+        self, learner_ref: str, user_id: str
+    ) -> pb.ResolveLearnerRefResponse:
+        """The id of the learner ``learner_ref`` names and how ``user_id`` (a person the tool
+        plane verified) is linked to them, when they may reach them; ``AUTHORIZATION_ERROR``
+        otherwise, whether or not the learner exists."""
+        request = pb.ResolveLearnerRefRequest(learner_ref=learner_ref, user_id=user_id)
+        try:
+            response = await self._stub.ResolveLearnerRef(request, timeout=self._call_timeout())
+        except grpc.aio.AioRpcError as error:
+            raise _translate(error, "ResolveLearnerRef", not_reachable()) from None
+        return response
 
     async def agent_view(
         self, learner_id: str, view: str, reach: LearnerReach, *, persist: bool

@@ -9,10 +9,12 @@ and nobody approves a call made on their own behalf.
 from __future__ import annotations
 
 import secrets
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
 from nemo_core.db import Connection, Pool
+from nemo_core.people import canonical_id, same_person
 from nemo_toolplane.tokens import MAX_TOKEN_LENGTH, TokenError, hash_token, revoke_in
 
 OPERATOR_TOKEN_PREFIX = "nemo_ot_"  # noqa: S105  the public prefix, not a token
@@ -28,12 +30,23 @@ class Operator:
 
     operator_id: str
     user_id: str | None
+    #: The credential that proved them: an operator token's id, or ``oauth:<jti>`` for a
+    #: person's access token.
     token_id: str
 
     @property
     def identities(self) -> frozenset[str]:
-        """The ids a call made on this operator's own behalf would carry as its user."""
-        return frozenset({self.operator_id} | ({self.user_id} if self.user_id else set()))
+        """The canonical ids (:func:`nemo_core.people.canonical_id`) a call made on this
+        operator's own behalf would carry as its user, or an approval as its token's issuer."""
+        return frozenset(
+            canonical
+            for value in (self.operator_id, self.user_id)
+            if (canonical := canonical_id(value))
+        )
+
+    def is_any_of(self, ids: Iterable[str | None]) -> bool:
+        """Whether any of ``ids`` names this operator or their platform account, canonically."""
+        return any(canonical_id(value) in self.identities for value in ids if value)
 
 
 @dataclass(frozen=True)
@@ -60,6 +73,20 @@ async def authenticate(source: Pool | Connection, token: str | None) -> Operator
         return None
     row = await source.fetchrow(_AUTHENTICATE, hash_token(token))
     return Operator(**dict(row)) if row is not None else None
+
+
+async def operator_of_user(
+    source: Pool | Connection, user_id: str
+) -> tuple[str, str | None] | None:
+    """The active operator linked to the platform account ``user_id`` (compared canonically), as
+    (operator id, their recorded account); the first by id when several are."""
+    rows = await source.fetch(
+        "SELECT id, user_id FROM toolplane.operators "
+        "WHERE status = 'active' AND user_id IS NOT NULL ORDER BY id"
+    )
+    return next(
+        ((row["id"], row["user_id"]) for row in rows if same_person(row["user_id"], user_id)), None
+    )
 
 
 async def add_operator(

@@ -9,15 +9,16 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from nemo_core.client import channel_target
+from nemo_core.oauth.config import IntrospectionConfig, OAuthConfig
+from nemo_core.people import PeopleSettings
 from nemo_core.secret_files import SECRET_FILE
 from nemo_core.settings import ServiceSettings
 from nemo_toolplane.limits.calls import DEFAULT_TOOL_CALL_LIMITS, CallLimit
 from nemo_toolplane.mcp.origins import check_host_pattern, check_origin_pattern
-from nemo_toolplane.oauth.config import IntrospectionConfig, OAuthConfig
 from nemo_toolplane.tool_kinds import Scope
 
 
-class ToolPlaneSettings(ServiceSettings):
+class ToolPlaneSettings(ServiceSettings, PeopleSettings):
     """Tool plane settings."""
 
     model_config = SettingsConfigDict(env_prefix="NEMO_TOOLPLANE_", extra="ignore", frozen=True)
@@ -132,14 +133,21 @@ class ToolPlaneSettings(ServiceSettings):
     approval_ttl_seconds: int = Field(
         3600,
         gt=0,
-        description="How long an approval request stays usable: an operator must approve it and "
+        description="How long an approval request stays usable: a person must approve it and "
         "the agent repeat the call within this time.",
+    )
+    approval_decide_seconds: int = Field(
+        900,
+        gt=0,
+        description="Time a person has to decide an approval request; one still pending then is "
+        "denied (at most approval_ttl_seconds).",
     )
     approval_requests_per_hour: int = Field(
         20,
         gt=0,
-        description="New approval requests one agent may file for one user per hour; beyond them "
-        "the call gets RATE_LIMITED instead of another request for the operators.",
+        description="New approval requests one agent may file with one credential (agent token, "
+        "or OAuth client) per hour, whatever user it names; beyond them the call gets "
+        "RATE_LIMITED instead of another request for the operators.",
     )
     approval_busy_wait_seconds: float = Field(
         5.0,

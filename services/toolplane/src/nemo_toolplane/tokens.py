@@ -53,6 +53,26 @@ class IssuedToken:
     reach: str = ""
 
 
+@dataclass(frozen=True)
+class StoredToken:
+    """An agent token as people see it listed: never its value."""
+
+    token_id: str
+    agent_id: str
+    user_id: str | None
+    label: str
+    created_at: datetime
+    revoked_at: datetime | None
+    issued_by: str | None
+    revoked_by: str | None
+
+
+#: The columns of :class:`StoredToken`, in ``toolplane.agent_tokens``.
+LISTED_COLUMNS = (
+    "id AS token_id, agent_id, user_id, label, created_at, revoked_at, issued_by, revoked_by"
+)
+
+
 def hash_token(token: str) -> str:
     """The form in which a token is stored and looked up."""
     return hashlib.sha256(token.encode()).hexdigest()
@@ -65,8 +85,10 @@ async def issue_token(
     user_id: str | None = None,
     label: str = "",
     unbound: bool = False,
+    issued_by: str | None = None,
 ) -> IssuedToken:
-    """Create a token for an active agent and store its hash.
+    """Create a token for an active agent and store its hash, with the operator who issued it
+    (None only where no person is involved: the demo stacks' own tokens).
 
     Without ``user_id``, an agent holding grants scoped to the user gets a token only when
     ``unbound`` says so (:class:`UserRequired` otherwise).
@@ -90,12 +112,13 @@ async def issue_token(
         )
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
     token_id = await conn.fetchval(
-        "INSERT INTO toolplane.agent_tokens (agent_id, token_hash, user_id, label) "
-        "VALUES ($1, $2, $3, $4) RETURNING id",
+        "INSERT INTO toolplane.agent_tokens (agent_id, token_hash, user_id, label, issued_by) "
+        "VALUES ($1, $2, $3, $4, $5) RETURNING id",
         agent_id,
         hash_token(token),
         user_id,
         label,
+        issued_by,
     )
     return IssuedToken(
         token_id=token_id,
@@ -123,9 +146,18 @@ def describe_reach(user_id: str | None, user_scoped: list[str]) -> str:
     return "bound to no user: the agent's grants have fixed scopes and work as granted"
 
 
-async def revoke_token(conn: Connection, token_id: str) -> datetime:
-    """Revoke a token; revoking it again keeps the first revocation time."""
-    revoked_at = await revoke_in(conn, "toolplane.agent_tokens", token_id)
+async def revoke_token(
+    conn: Connection, token_id: str, *, revoked_by: str | None = None
+) -> datetime:
+    """Revoke a token, recording who did; revoking it again keeps the first revocation (its
+    time and who made it)."""
+    revoked_at: datetime | None = await conn.fetchval(
+        "UPDATE toolplane.agent_tokens SET revoked_at = coalesce(revoked_at, now()), "
+        "revoked_by = CASE WHEN revoked_at IS NULL THEN $2 ELSE revoked_by END "
+        "WHERE id = $1 RETURNING revoked_at",
+        token_id,
+        revoked_by,
+    )
     if revoked_at is None:
         raise UnknownToken(f"no token {token_id!r}")
     return revoked_at

@@ -24,11 +24,13 @@ async def oauth_plane(
 ) -> RunningToolPlane:
     """A tool plane trusting the session's authorization server for its edge's URL."""
     port = free_port()
-    return await start_toolplane(
+    running = await start_toolplane(
         mcp_port=port,
         oauth_issuer=oauth_server.issuer,
         oauth_resource=f"http://127.0.0.1:{port}/mcp",
     )
+    running.shared = True
+    return running
 
 
 def b64(value: bytes) -> str:

@@ -9,11 +9,11 @@ from typing import Any
 
 import httpx
 
+from nemo_core.oauth.signed import looks_like_jwt
 from nemo_devtools.oauth_client import register_client
 from nemo_ops.local_oauth import seeded_accounts
 from nemo_testing.oauth import running_authorization_server
 from nemo_testing.ports import free_port
-from nemo_toolplane.oauth.signed import looks_like_jwt
 from services.toolplane.tests.conftest import StartToolPlane
 from services.toolplane.tests.mcp_http import modern_call, post
 

@@ -86,7 +86,7 @@ async def test_an_approved_change_of_a_retired_application_is_a_conflict(
     async with toolplane.mcp(tokens.engineering, {"X-Request-Id": "REQ-retired"}) as client:
         waiting = await client.call_tool("application.set_status", args)
         approval_id = error_envelope(waiting)["error"]["details"]["approval_id"]
-        await toolplane.admin_stub().DecideApproval(
+        await toolplane.admin_stub(person=None).DecideApproval(
             admin_pb.DecideApprovalRequest(
                 approval_id=approval_id, decision=admin_pb.APPROVAL_DECISION_APPROVE
             ),

@@ -253,6 +253,17 @@ async def list_requests(conn: Connection, now: datetime, limit: int = 100) -> li
     return [_request(row) for row in rows]
 
 
+async def requests_of(conn: Connection, subject: str, requested_by: str) -> list[RightsRequest]:
+    """The requests one person made about one learner (by subject), newest first."""
+    rows = await conn.fetch(
+        f"SELECT {_COLUMNS} FROM rights.requests WHERE subject = $1 AND requested_by = $2"
+        " ORDER BY received_at DESC",
+        subject,
+        requested_by,
+    )
+    return [_request(row) for row in rows]
+
+
 async def events(conn: Connection, request_id: str) -> list[Mapping[str, Any]]:
     """The audited steps of a request, in order."""
     rows = await conn.fetch(

@@ -208,3 +208,11 @@ async def get(pool: Pool, request: pb.GetRightsRequestRequest) -> pb.RightsReque
             "no request with this id was made by this person",
         )
     return request_message(found)
+
+
+async def made_by(pool: Pool, subject: str, requested_by: str) -> list[pb.RightsRequest]:
+    """The requests ``requested_by`` made about the learner named by ``subject``, newest
+    first."""
+    async with pool.acquire() as conn:
+        made = await requests.requests_of(conn, subject, requested_by)
+    return [request_message(request) for request in made]

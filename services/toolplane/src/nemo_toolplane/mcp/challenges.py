@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from nemo_toolplane.oauth.config import OAuthConfig
+from nemo_core.oauth.config import OAuthConfig
 
 REALM = "nemo-toolplane"
 # RFC 6750 section 3: error_description and scope values are limited to these characters.

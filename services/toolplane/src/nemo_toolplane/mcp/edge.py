@@ -20,11 +20,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from nemo_core.oauth.config import OAuthConfig
 from nemo_toolplane.mcp.endpoint import McpEndpoint
 from nemo_toolplane.mcp.origins import BrowserGuard, OriginPolicy
 from nemo_toolplane.mcp.resource_metadata import ResourceMetadata, metadata_paths
 from nemo_toolplane.mcp.slow_clients import header_timeout_protocol
-from nemo_toolplane.oauth.config import OAuthConfig
 
 logger = logging.getLogger(__name__)
 

@@ -63,6 +63,7 @@ from starlette.datastructures import Headers
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
+from nemo_core.oauth.config import OAuthConfig
 from nemo_toolplane.agent_auth import AgentAuthenticator, AuthRefusal, RefusalKind, bearer_token
 from nemo_toolplane.audit.log import CallStatus
 from nemo_toolplane.envelope import ErrorCode, ToolError
@@ -74,7 +75,6 @@ from nemo_toolplane.mcp.jsonrpc import (
     parse,
     version_problem,
 )
-from nemo_toolplane.oauth.config import OAuthConfig
 from nemo_toolplane.principal import (
     AgentIdentity,
     InvalidIdentifier,

@@ -9,7 +9,7 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from nemo_toolplane.oauth.config import METADATA_PATH, OAuthConfig
+from nemo_core.oauth.config import METADATA_PATH, OAuthConfig
 
 RESOURCE_NAME = "Nemo tool plane"
 

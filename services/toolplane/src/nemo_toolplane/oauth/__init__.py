@@ -1,3 +1,2 @@
-"""The edge as an OAuth 2.1 resource server: access tokens from the platform's authorization
-server verified here, failing closed (JWTs against the issuer's keys, opaque tokens by
-introspection)."""
+"""The edge as an OAuth 2.1 resource server: which agent an access token acts as, and what its
+audit row records of it (the verification itself is :mod:`nemo_core.oauth`)."""

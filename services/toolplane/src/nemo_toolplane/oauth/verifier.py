@@ -10,11 +10,11 @@ from collections.abc import Awaitable, Callable
 
 import httpx
 
-from nemo_toolplane.oauth.claims import AccessToken, InvalidToken
-from nemo_toolplane.oauth.config import OAuthConfig
-from nemo_toolplane.oauth.introspection import Introspector
-from nemo_toolplane.oauth.issuer import Issuer
-from nemo_toolplane.oauth.signed import looks_like_jwt, verify_jwt
+from nemo_core.oauth.claims import AccessToken, InvalidToken
+from nemo_core.oauth.config import OAuthConfig
+from nemo_core.oauth.introspection import Introspector
+from nemo_core.oauth.issuer import Issuer
+from nemo_core.oauth.signed import looks_like_jwt, verify_jwt
 
 #: How long "this user exists" is kept; a user removed from the platform is refused after it.
 KNOWN_USER_SECONDS = 300.0
@@ -75,7 +75,5 @@ class OAuthVerifier:
         else:
             raise InvalidToken("the token is not a JWT access token")
         if not await self._users.exists(verified.user_id):
-            raise InvalidToken(
-                "the token's subject names no user of this platform", verified.credential
-            )
+            raise InvalidToken("the token's subject names no user of this platform", verified.facts)
         return verified

@@ -3,7 +3,8 @@
 Tokens are looked up by their SHA-256 only. One statement returns the token's agent with its
 grants and the enabled policies; when the token matches nothing the statement returns no row
 before touching any other table, so a missing or unknown token is refused without reading them.
-An OAuth client is looked up the same way, by its id, to the agent it acts as.
+An OAuth client is looked up the same way, by its id, to the agent it acts as and the people who
+took their consent back from it (``toolplane.host_revocations``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from datetime import datetime
 import asyncpg
 
 from nemo_core.db import Pool
+from nemo_core.people import canonical_id
 from nemo_toolplane.policy import Effect, Grant, Policy, Verdict
 from nemo_toolplane.principal import AgentIdentity, Credential, CredentialKind
 from nemo_toolplane.tokens import MAX_TOKEN_LENGTH, hash_token
@@ -54,7 +56,9 @@ WITH identity AS (
     JOIN toolplane.agents a ON a.id = c.agent_id
     WHERE c.client_id = $1 AND a.status = 'active'
 )
-SELECT i.agent_id, {_RULES}
+SELECT i.agent_id, {_RULES},
+  (SELECT coalesce(array_agg(r.user_id), '{{}}') FROM toolplane.host_revocations r
+   WHERE r.client_id = $1) AS revoked_users
 FROM identity i
 """  # noqa: S608  composed of module constants
 #: Longest client id looked up (the column's bound).
@@ -95,6 +99,12 @@ class ClientAgent:
 
     agent_id: str
     rules: AgentRules
+    #: The people (canonical ids) who revoked this client's access to them.
+    revoked_users: frozenset[str] = frozenset()
+
+    def revoked_by(self, user_id: str) -> bool:
+        """Whether ``user_id`` took their consent back from this client."""
+        return canonical_id(user_id) in self.revoked_users
 
 
 def _rules(row: asyncpg.Record) -> AgentRules:
@@ -149,4 +159,7 @@ class RulesStore:
         if not client_id or len(client_id) > MAX_CLIENT_ID_LENGTH:
             return None
         row = await self._pool.fetchrow(_LOAD_CLIENT, client_id)
-        return None if row is None else ClientAgent(row["agent_id"], _rules(row))
+        if row is None:
+            return None
+        revoked = frozenset(canonical_id(user) for user in row["revoked_users"])
+        return ClientAgent(row["agent_id"], _rules(row), revoked)

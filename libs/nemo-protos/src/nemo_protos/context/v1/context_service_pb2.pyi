@@ -74,6 +74,38 @@ ACCESS_BASIS_MENTOR: AccessBasis.ValueType  # 8
 """"user" scope: the user is a mentor with an active assignment to the learner."""
 Global___AccessBasis: _TypeAlias = AccessBasis  # noqa: Y015
 
+class _LearnerRelation:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _LearnerRelationEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_LearnerRelation.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    LEARNER_RELATION_UNSPECIFIED: _LearnerRelation.ValueType  # 0
+    """Not set."""
+    LEARNER_RELATION_SELF: _LearnerRelation.ValueType  # 1
+    """The person is the learner."""
+    LEARNER_RELATION_FAMILY_MEMBER: _LearnerRelation.ValueType  # 2
+    """An owner, guardian or supporter of the learner's family."""
+    LEARNER_RELATION_GUARDIAN: _LearnerRelation.ValueType  # 3
+    """A registered guardian of the learner."""
+    LEARNER_RELATION_MENTOR: _LearnerRelation.ValueType  # 4
+    """A mentor with an active assignment to the learner."""
+
+class LearnerRelation(_LearnerRelation, metaclass=_LearnerRelationEnumTypeWrapper):
+    """How a person is linked to a learner."""
+
+LEARNER_RELATION_UNSPECIFIED: LearnerRelation.ValueType  # 0
+"""Not set."""
+LEARNER_RELATION_SELF: LearnerRelation.ValueType  # 1
+"""The person is the learner."""
+LEARNER_RELATION_FAMILY_MEMBER: LearnerRelation.ValueType  # 2
+"""An owner, guardian or supporter of the learner's family."""
+LEARNER_RELATION_GUARDIAN: LearnerRelation.ValueType  # 3
+"""A registered guardian of the learner."""
+LEARNER_RELATION_MENTOR: LearnerRelation.ValueType  # 4
+"""A mentor with an active assignment to the learner."""
+Global___LearnerRelation: _TypeAlias = LearnerRelation  # noqa: Y015
+
 @_typing.final
 class BuildContextRequest(_message.Message):
     """Request for BuildContext."""
@@ -608,6 +640,134 @@ class GetSnapshotResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetSnapshotResponse: _TypeAlias = GetSnapshotResponse  # noqa: Y015
+
+@_typing.final
+class ListLinkedLearnersRequest(_message.Message):
+    """Request for ListLinkedLearners."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    USER_ID_FIELD_NUMBER: _builtins.int
+    user_id: _builtins.str
+    """The person, as the tool plane verified them."""
+    def __init__(
+        self,
+        *,
+        user_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["user_id", b"user_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListLinkedLearnersRequest: _TypeAlias = ListLinkedLearnersRequest  # noqa: Y015
+
+@_typing.final
+class LinkedLearner(_message.Message):
+    """A learner linked to a person, by pseudonym."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    LEARNER_REF_FIELD_NUMBER: _builtins.int
+    GRADE_FIELD_NUMBER: _builtins.int
+    RELATION_FIELD_NUMBER: _builtins.int
+    learner_ref: _builtins.str
+    """The learner's pseudonym."""
+    grade: _builtins.int
+    """School grade, 1 to 12."""
+    relation: Global___LearnerRelation.ValueType
+    """The closest link (self before family member before guardian before mentor)."""
+    def __init__(
+        self,
+        *,
+        learner_ref: _builtins.str = ...,
+        grade: _builtins.int = ...,
+        relation: Global___LearnerRelation.ValueType = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["grade", b"grade", "learner_ref", b"learner_ref", "relation", b"relation"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LinkedLearner: _TypeAlias = LinkedLearner  # noqa: Y015
+
+@_typing.final
+class ListLinkedLearnersResponse(_message.Message):
+    """Response for ListLinkedLearners."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    LEARNERS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def learners(self) -> _containers.RepeatedCompositeFieldContainer[Global___LinkedLearner]:
+        """The learners, ordered by pseudonym."""
+
+    def __init__(
+        self,
+        *,
+        learners: _abc.Iterable[Global___LinkedLearner] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["learners", b"learners"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListLinkedLearnersResponse: _TypeAlias = ListLinkedLearnersResponse  # noqa: Y015
+
+@_typing.final
+class ResolveLearnerRefRequest(_message.Message):
+    """Request for ResolveLearnerRef."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    LEARNER_REF_FIELD_NUMBER: _builtins.int
+    USER_ID_FIELD_NUMBER: _builtins.int
+    learner_ref: _builtins.str
+    """The learner's pseudonym."""
+    user_id: _builtins.str
+    """The person asking, as the tool plane verified them."""
+    def __init__(
+        self,
+        *,
+        learner_ref: _builtins.str = ...,
+        user_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["learner_ref", b"learner_ref", "user_id", b"user_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResolveLearnerRefRequest: _TypeAlias = ResolveLearnerRefRequest  # noqa: Y015
+
+@_typing.final
+class ResolveLearnerRefResponse(_message.Message):
+    """Response for ResolveLearnerRef."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    LEARNER_ID_FIELD_NUMBER: _builtins.int
+    RELATION_FIELD_NUMBER: _builtins.int
+    learner_id: _builtins.str
+    """The learner's id."""
+    relation: Global___LearnerRelation.ValueType
+    """How the person reaches the learner: a relation in person, or unspecified for staff."""
+    def __init__(
+        self,
+        *,
+        learner_id: _builtins.str = ...,
+        relation: Global___LearnerRelation.ValueType = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["learner_id", b"learner_id", "relation", b"relation"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResolveLearnerRefResponse: _TypeAlias = ResolveLearnerRefResponse  # noqa: Y015
 
 @_typing.final
 class ListPurposesRequest(_message.Message):

@@ -80,6 +80,16 @@ class ContextServiceStub:
                 request_serializer=nemo_dot_context_dot_v1_dot_context__service__pb2.GetSnapshotRequest.SerializeToString,
                 response_deserializer=nemo_dot_context_dot_v1_dot_context__service__pb2.GetSnapshotResponse.FromString,
                 _registered_method=True)
+        self.ListLinkedLearners = channel.unary_unary(
+                '/nemo.context.v1.ContextService/ListLinkedLearners',
+                request_serializer=nemo_dot_context_dot_v1_dot_context__service__pb2.ListLinkedLearnersRequest.SerializeToString,
+                response_deserializer=nemo_dot_context_dot_v1_dot_context__service__pb2.ListLinkedLearnersResponse.FromString,
+                _registered_method=True)
+        self.ResolveLearnerRef = channel.unary_unary(
+                '/nemo.context.v1.ContextService/ResolveLearnerRef',
+                request_serializer=nemo_dot_context_dot_v1_dot_context__service__pb2.ResolveLearnerRefRequest.SerializeToString,
+                response_deserializer=nemo_dot_context_dot_v1_dot_context__service__pb2.ResolveLearnerRefResponse.FromString,
+                _registered_method=True)
         self.ListPurposes = channel.unary_unary(
                 '/nemo.context.v1.ContextService/ListPurposes',
                 request_serializer=nemo_dot_context_dot_v1_dot_context__service__pb2.ListPurposesRequest.SerializeToString,
@@ -164,7 +174,31 @@ class ContextServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def GetSnapshot(self, request, context):
-        """Returns a stored snapshot after verifying its digest (audit callers only).
+        """Returns a stored snapshot after verifying its digest: to the audit caller, and to the console
+        for the person whose access token is in the "authorization" metadata when that person may
+        reach the learner the snapshot is about (a parent their own child, staff anyone). Errors
+        include UNAUTHENTICATED (PERSON_UNAUTHENTICATED), PERMISSION_DENIED (LEARNER_OUT_OF_REACH:
+        another family's child), NOT_FOUND (SNAPSHOT_NOT_FOUND, SNAPSHOT_ERASED), DATA_LOSS
+        (SNAPSHOT_DIGEST_MISMATCH).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListLinkedLearners(self, request, context):
+        """The learners a user is linked to in person (the learner themself, a family member, a
+        registered guardian, a mentor with an active assignment; staff reach every learner but are
+        linked to none), named by pseudonym. The tool plane only, for a person it verified.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ResolveLearnerRef(self, request, context):
+        """The learner id behind a pseudonym, for a user who may reach that learner: one linked to them
+        in person, or staff (who reach every learner). The tool plane only, for a person it
+        verified. Errors: INVALID_ARGUMENT (INVALID_LEARNER_REF), PERMISSION_DENIED
+        (LEARNER_OUT_OF_REACH: not reachable, or no learner has the ref, indistinguishably).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -230,6 +264,16 @@ def add_ContextServiceServicer_to_server(servicer, server):
                     servicer.GetSnapshot,
                     request_deserializer=nemo_dot_context_dot_v1_dot_context__service__pb2.GetSnapshotRequest.FromString,
                     response_serializer=nemo_dot_context_dot_v1_dot_context__service__pb2.GetSnapshotResponse.SerializeToString,
+            ),
+            'ListLinkedLearners': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListLinkedLearners,
+                    request_deserializer=nemo_dot_context_dot_v1_dot_context__service__pb2.ListLinkedLearnersRequest.FromString,
+                    response_serializer=nemo_dot_context_dot_v1_dot_context__service__pb2.ListLinkedLearnersResponse.SerializeToString,
+            ),
+            'ResolveLearnerRef': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResolveLearnerRef,
+                    request_deserializer=nemo_dot_context_dot_v1_dot_context__service__pb2.ResolveLearnerRefRequest.FromString,
+                    response_serializer=nemo_dot_context_dot_v1_dot_context__service__pb2.ResolveLearnerRefResponse.SerializeToString,
             ),
             'ListPurposes': grpc.unary_unary_rpc_method_handler(
                     servicer.ListPurposes,
@@ -463,6 +507,60 @@ class ContextService:
             '/nemo.context.v1.ContextService/GetSnapshot',
             nemo_dot_context_dot_v1_dot_context__service__pb2.GetSnapshotRequest.SerializeToString,
             nemo_dot_context_dot_v1_dot_context__service__pb2.GetSnapshotResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListLinkedLearners(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/nemo.context.v1.ContextService/ListLinkedLearners',
+            nemo_dot_context_dot_v1_dot_context__service__pb2.ListLinkedLearnersRequest.SerializeToString,
+            nemo_dot_context_dot_v1_dot_context__service__pb2.ListLinkedLearnersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResolveLearnerRef(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/nemo.context.v1.ContextService/ResolveLearnerRef',
+            nemo_dot_context_dot_v1_dot_context__service__pb2.ResolveLearnerRefRequest.SerializeToString,
+            nemo_dot_context_dot_v1_dot_context__service__pb2.ResolveLearnerRefResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -71,7 +71,24 @@ class ContextServiceStub:
     GetKnowledgeNode: _grpc.UnaryUnaryMultiCallable[_context_service_pb2.GetKnowledgeNodeRequest, _context_service_pb2.GetKnowledgeNodeResponse]
     """Returns one knowledge node with its edges."""
     GetSnapshot: _grpc.UnaryUnaryMultiCallable[_context_service_pb2.GetSnapshotRequest, _context_service_pb2.GetSnapshotResponse]
-    """Returns a stored snapshot after verifying its digest (audit callers only)."""
+    """Returns a stored snapshot after verifying its digest: to the audit caller, and to the console
+    for the person whose access token is in the "authorization" metadata when that person may
+    reach the learner the snapshot is about (a parent their own child, staff anyone). Errors
+    include UNAUTHENTICATED (PERSON_UNAUTHENTICATED), PERMISSION_DENIED (LEARNER_OUT_OF_REACH:
+    another family's child), NOT_FOUND (SNAPSHOT_NOT_FOUND, SNAPSHOT_ERASED), DATA_LOSS
+    (SNAPSHOT_DIGEST_MISMATCH).
+    """
+    ListLinkedLearners: _grpc.UnaryUnaryMultiCallable[_context_service_pb2.ListLinkedLearnersRequest, _context_service_pb2.ListLinkedLearnersResponse]
+    """The learners a user is linked to in person (the learner themself, a family member, a
+    registered guardian, a mentor with an active assignment; staff reach every learner but are
+    linked to none), named by pseudonym. The tool plane only, for a person it verified.
+    """
+    ResolveLearnerRef: _grpc.UnaryUnaryMultiCallable[_context_service_pb2.ResolveLearnerRefRequest, _context_service_pb2.ResolveLearnerRefResponse]
+    """The learner id behind a pseudonym, for a user who may reach that learner: one linked to them
+    in person, or staff (who reach every learner). The tool plane only, for a person it
+    verified. Errors: INVALID_ARGUMENT (INVALID_LEARNER_REF), PERMISSION_DENIED
+    (LEARNER_OUT_OF_REACH: not reachable, or no learner has the ref, indistinguishably).
+    """
     ListPurposes: _grpc.UnaryUnaryMultiCallable[_context_service_pb2.ListPurposesRequest, _context_service_pb2.ListPurposesResponse]
     """Returns the purpose table itself, for transparency."""
     StoreGeneratedItems: _grpc.UnaryUnaryMultiCallable[_item_bank_pb2.StoreGeneratedItemsRequest, _item_bank_pb2.StoreGeneratedItemsResponse]
@@ -124,7 +141,24 @@ class ContextServiceAsyncStub(ContextServiceStub):
     GetKnowledgeNode: _aio.UnaryUnaryMultiCallable[_context_service_pb2.GetKnowledgeNodeRequest, _context_service_pb2.GetKnowledgeNodeResponse]  # type: ignore[assignment]
     """Returns one knowledge node with its edges."""
     GetSnapshot: _aio.UnaryUnaryMultiCallable[_context_service_pb2.GetSnapshotRequest, _context_service_pb2.GetSnapshotResponse]  # type: ignore[assignment]
-    """Returns a stored snapshot after verifying its digest (audit callers only)."""
+    """Returns a stored snapshot after verifying its digest: to the audit caller, and to the console
+    for the person whose access token is in the "authorization" metadata when that person may
+    reach the learner the snapshot is about (a parent their own child, staff anyone). Errors
+    include UNAUTHENTICATED (PERSON_UNAUTHENTICATED), PERMISSION_DENIED (LEARNER_OUT_OF_REACH:
+    another family's child), NOT_FOUND (SNAPSHOT_NOT_FOUND, SNAPSHOT_ERASED), DATA_LOSS
+    (SNAPSHOT_DIGEST_MISMATCH).
+    """
+    ListLinkedLearners: _aio.UnaryUnaryMultiCallable[_context_service_pb2.ListLinkedLearnersRequest, _context_service_pb2.ListLinkedLearnersResponse]  # type: ignore[assignment]
+    """The learners a user is linked to in person (the learner themself, a family member, a
+    registered guardian, a mentor with an active assignment; staff reach every learner but are
+    linked to none), named by pseudonym. The tool plane only, for a person it verified.
+    """
+    ResolveLearnerRef: _aio.UnaryUnaryMultiCallable[_context_service_pb2.ResolveLearnerRefRequest, _context_service_pb2.ResolveLearnerRefResponse]  # type: ignore[assignment]
+    """The learner id behind a pseudonym, for a user who may reach that learner: one linked to them
+    in person, or staff (who reach every learner). The tool plane only, for a person it
+    verified. Errors: INVALID_ARGUMENT (INVALID_LEARNER_REF), PERMISSION_DENIED
+    (LEARNER_OUT_OF_REACH: not reachable, or no learner has the ref, indistinguishably).
+    """
     ListPurposes: _aio.UnaryUnaryMultiCallable[_context_service_pb2.ListPurposesRequest, _context_service_pb2.ListPurposesResponse]  # type: ignore[assignment]
     """Returns the purpose table itself, for transparency."""
     StoreGeneratedItems: _aio.UnaryUnaryMultiCallable[_item_bank_pb2.StoreGeneratedItemsRequest, _item_bank_pb2.StoreGeneratedItemsResponse]  # type: ignore[assignment]
@@ -222,7 +256,36 @@ class ContextServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _context_service_pb2.GetSnapshotRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_context_service_pb2.GetSnapshotResponse, _abc.Awaitable[_context_service_pb2.GetSnapshotResponse]]:
-        """Returns a stored snapshot after verifying its digest (audit callers only)."""
+        """Returns a stored snapshot after verifying its digest: to the audit caller, and to the console
+        for the person whose access token is in the "authorization" metadata when that person may
+        reach the learner the snapshot is about (a parent their own child, staff anyone). Errors
+        include UNAUTHENTICATED (PERSON_UNAUTHENTICATED), PERMISSION_DENIED (LEARNER_OUT_OF_REACH:
+        another family's child), NOT_FOUND (SNAPSHOT_NOT_FOUND, SNAPSHOT_ERASED), DATA_LOSS
+        (SNAPSHOT_DIGEST_MISMATCH).
+        """
+
+    @_abc_1.abstractmethod
+    def ListLinkedLearners(
+        self,
+        request: _context_service_pb2.ListLinkedLearnersRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_context_service_pb2.ListLinkedLearnersResponse, _abc.Awaitable[_context_service_pb2.ListLinkedLearnersResponse]]:
+        """The learners a user is linked to in person (the learner themself, a family member, a
+        registered guardian, a mentor with an active assignment; staff reach every learner but are
+        linked to none), named by pseudonym. The tool plane only, for a person it verified.
+        """
+
+    @_abc_1.abstractmethod
+    def ResolveLearnerRef(
+        self,
+        request: _context_service_pb2.ResolveLearnerRefRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_context_service_pb2.ResolveLearnerRefResponse, _abc.Awaitable[_context_service_pb2.ResolveLearnerRefResponse]]:
+        """The learner id behind a pseudonym, for a user who may reach that learner: one linked to them
+        in person, or staff (who reach every learner). The tool plane only, for a person it
+        verified. Errors: INVALID_ARGUMENT (INVALID_LEARNER_REF), PERMISSION_DENIED
+        (LEARNER_OUT_OF_REACH: not reachable, or no learner has the ref, indistinguishably).
+        """
 
     @_abc_1.abstractmethod
     def ListPurposes(

@@ -592,6 +592,36 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
           "domain": "context",
           "metadata": {} }
     """
+    PERSON_UNAUTHENTICATED: _ErrorReason.ValueType  # 157
+    """The method acts for a person and the "authorization" metadata carries no valid access token
+    of theirs for the people's API (NEMO_CONTEXT_PEOPLE_AUDIENCE): the console's caller token
+    alone acts for nobody.
+
+    Sent with status UNAUTHENTICATED. Example:
+
+        { "reason": "PERSON_UNAUTHENTICATED",
+          "domain": "context",
+          "metadata": {} }
+    """
+    PERSON_UNVERIFIABLE: _ErrorReason.ValueType  # 158
+    """The person's access token cannot be verified now (the authorization server's keys cannot be
+    fetched): nothing is let through; retry later.
+
+    Sent with status UNAVAILABLE. Example:
+
+        { "reason": "PERSON_UNVERIFIABLE",
+          "domain": "context",
+          "metadata": {} }
+    """
+    INVALID_LEARNER_REF: _ErrorReason.ValueType  # 159
+    """`learner_ref` is not a learner pseudonym (nemo_ and hex digits).
+
+    Sent with status INVALID_ARGUMENT. Example:
+
+        { "reason": "INVALID_LEARNER_REF",
+          "domain": "context",
+          "metadata": {} }
+    """
 
 class ErrorReason(_ErrorReason, metaclass=_ErrorReasonEnumTypeWrapper):
     """The reasons in the google.rpc.ErrorInfo of every error the context service sends (domain "context").
@@ -1169,6 +1199,36 @@ RIGHTS_REQUEST_NOT_FOUND: ErrorReason.ValueType  # 156
 Sent with status NOT_FOUND. Example:
 
     { "reason": "RIGHTS_REQUEST_NOT_FOUND",
+      "domain": "context",
+      "metadata": {} }
+"""
+PERSON_UNAUTHENTICATED: ErrorReason.ValueType  # 157
+"""The method acts for a person and the "authorization" metadata carries no valid access token
+of theirs for the people's API (NEMO_CONTEXT_PEOPLE_AUDIENCE): the console's caller token
+alone acts for nobody.
+
+Sent with status UNAUTHENTICATED. Example:
+
+    { "reason": "PERSON_UNAUTHENTICATED",
+      "domain": "context",
+      "metadata": {} }
+"""
+PERSON_UNVERIFIABLE: ErrorReason.ValueType  # 158
+"""The person's access token cannot be verified now (the authorization server's keys cannot be
+fetched): nothing is let through; retry later.
+
+Sent with status UNAVAILABLE. Example:
+
+    { "reason": "PERSON_UNVERIFIABLE",
+      "domain": "context",
+      "metadata": {} }
+"""
+INVALID_LEARNER_REF: ErrorReason.ValueType  # 159
+"""`learner_ref` is not a learner pseudonym (nemo_ and hex digits).
+
+Sent with status INVALID_ARGUMENT. Example:
+
+    { "reason": "INVALID_LEARNER_REF",
       "domain": "context",
       "metadata": {} }
 """

@@ -26,7 +26,7 @@ from google.api import field_behavior_pb2 as google_dot_api_dot_field__behavior_
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n$nemo/context/v1/rights_service.proto\x12\x0fnemo.context.v1\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x9d\x01\n\rRetentionRule\x12\r\n\x05store\x18\x01 \x01(\t\x12\x10\n\x08location\x18\x02 \x01(\t\x12\r\n\x05holds\x18\x03 \x01(\t\x12\x0f\n\x07purpose\x18\x04 \x01(\t\x12\x0e\n\x06period\x18\x05 \x01(\t\x12\x14\n\x0c\x63ounted_from\x18\x06 \x01(\t\x12\x11\n\ton_expiry\x18\x07 \x01(\t\x12\x12\n\non_erasure\x18\x08 \x01(\t\"\x16\n\x14ListRetentionRequest\"F\n\x15ListRetentionResponse\x12-\n\x05rules\x18\x01 \x03(\x0b\x32\x1e.nemo.context.v1.RetentionRule\"\xbf\x05\n\rRightsRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12)\n\x04kind\x18\x02 \x01(\x0e\x32\x1b.nemo.context.v1.RightsKind\x12+\n\x05state\x18\x03 \x01(\x0e\x32\x1c.nemo.context.v1.RightsState\x12\x14\n\x0crequested_by\x18\x04 \x01(\t\x12\x30\n\x0creceive_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x38\n\x14\x61\x63knowledge_deadline\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x35\n\x11\x63omplete_deadline\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x34\n\x10\x61\x63knowledge_time\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x31\n\rcomplete_time\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12I\n\x0eremoved_counts\x18\n \x03(\x0b\x32\x31.nemo.context.v1.RightsRequest.RemovedCountsEntry\x12\x15\n\rscanned_count\x18\x0b \x01(\x05\x12\x43\n\x0btraces_left\x18\x0c \x03(\x0b\x32..nemo.context.v1.RightsRequest.TracesLeftEntry\x12\x10\n\x08verified\x18\r \x01(\x08\x1a\x34\n\x12RemovedCountsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\x1a\x31\n\x0fTracesLeftEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\"\x9d\x01\n\x1aSubmitRightsRequestRequest\x12\x18\n\nrequest_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12/\n\x04kind\x18\x02 \x01(\x0e\x32\x1b.nemo.context.v1.RightsKindB\x04\xe2\x41\x01\x02\x12\x18\n\nlearner_id\x18\x03 \x01(\tB\x04\xe2\x41\x01\x02\x12\x1a\n\x0crequested_by\x18\x04 \x01(\tB\x04\xe2\x41\x01\x02\"N\n\x1bSubmitRightsRequestResponse\x12/\n\x07request\x18\x01 \x01(\x0b\x32\x1e.nemo.context.v1.RightsRequest\"O\n\x17GetRightsRequestRequest\x12\x18\n\nrequest_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x1a\n\x0crequested_by\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\"K\n\x18GetRightsRequestResponse\x12/\n\x07request\x18\x01 \x01(\x0b\x32\x1e.nemo.context.v1.RightsRequest*w\n\nRightsKind\x12\x1b\n\x17RIGHTS_KIND_UNSPECIFIED\x10\x00\x12\x16\n\x12RIGHTS_KIND_EXPORT\x10\x01\x12\x17\n\x13RIGHTS_KIND_ERASURE\x10\x02\x12\x1b\n\x17RIGHTS_KIND_RESTRICTION\x10\x03*\xed\x01\n\x0bRightsState\x12\x1c\n\x18RIGHTS_STATE_UNSPECIFIED\x10\x00\x12\x19\n\x15RIGHTS_STATE_RECEIVED\x10\x01\x12\x1d\n\x19RIGHTS_STATE_ACKNOWLEDGED\x10\x02\x12\x1c\n\x18RIGHTS_STATE_IN_PROGRESS\x10\x03\x12\x1a\n\x16RIGHTS_STATE_COMPLETED\x10\x04\x12\x1a\n\x16RIGHTS_STATE_IN_EFFECT\x10\x05\x12\x17\n\x13RIGHTS_STATE_LIFTED\x10\x06\x12\x17\n\x13RIGHTS_STATE_FAILED\x10\x07\x32\xca\x02\n\rRightsService\x12^\n\rListRetention\x12%.nemo.context.v1.ListRetentionRequest\x1a&.nemo.context.v1.ListRetentionResponse\x12p\n\x13SubmitRightsRequest\x12+.nemo.context.v1.SubmitRightsRequestRequest\x1a,.nemo.context.v1.SubmitRightsRequestResponse\x12g\n\x10GetRightsRequest\x12(.nemo.context.v1.GetRightsRequestRequest\x1a).nemo.context.v1.GetRightsRequestResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n$nemo/context/v1/rights_service.proto\x12\x0fnemo.context.v1\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x9d\x01\n\rRetentionRule\x12\r\n\x05store\x18\x01 \x01(\t\x12\x10\n\x08location\x18\x02 \x01(\t\x12\r\n\x05holds\x18\x03 \x01(\t\x12\x0f\n\x07purpose\x18\x04 \x01(\t\x12\x0e\n\x06period\x18\x05 \x01(\t\x12\x14\n\x0c\x63ounted_from\x18\x06 \x01(\t\x12\x11\n\ton_expiry\x18\x07 \x01(\t\x12\x12\n\non_erasure\x18\x08 \x01(\t\"\x16\n\x14ListRetentionRequest\"F\n\x15ListRetentionResponse\x12-\n\x05rules\x18\x01 \x03(\x0b\x32\x1e.nemo.context.v1.RetentionRule\"\xbf\x05\n\rRightsRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12)\n\x04kind\x18\x02 \x01(\x0e\x32\x1b.nemo.context.v1.RightsKind\x12+\n\x05state\x18\x03 \x01(\x0e\x32\x1c.nemo.context.v1.RightsState\x12\x14\n\x0crequested_by\x18\x04 \x01(\t\x12\x30\n\x0creceive_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x38\n\x14\x61\x63knowledge_deadline\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x35\n\x11\x63omplete_deadline\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x34\n\x10\x61\x63knowledge_time\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x31\n\rcomplete_time\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12I\n\x0eremoved_counts\x18\n \x03(\x0b\x32\x31.nemo.context.v1.RightsRequest.RemovedCountsEntry\x12\x15\n\rscanned_count\x18\x0b \x01(\x05\x12\x43\n\x0btraces_left\x18\x0c \x03(\x0b\x32..nemo.context.v1.RightsRequest.TracesLeftEntry\x12\x10\n\x08verified\x18\r \x01(\x08\x1a\x34\n\x12RemovedCountsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\x1a\x31\n\x0fTracesLeftEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\"\xb8\x01\n\x1aSubmitRightsRequestRequest\x12\x18\n\nrequest_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12/\n\x04kind\x18\x02 \x01(\x0e\x32\x1b.nemo.context.v1.RightsKindB\x04\xe2\x41\x01\x02\x12\x18\n\nlearner_id\x18\x03 \x01(\tB\x04\xe2\x41\x01\x02\x12\x1a\n\x0crequested_by\x18\x04 \x01(\tB\x04\xe2\x41\x01\x02\x12\x19\n\x0blearner_ref\x18\x05 \x01(\tB\x04\xe2\x41\x01\x01\"N\n\x1bSubmitRightsRequestResponse\x12/\n\x07request\x18\x01 \x01(\x0b\x32\x1e.nemo.context.v1.RightsRequest\"6\n\x19ListRightsRequestsRequest\x12\x19\n\x0blearner_ref\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\"N\n\x1aListRightsRequestsResponse\x12\x30\n\x08requests\x18\x01 \x03(\x0b\x32\x1e.nemo.context.v1.RightsRequest\"O\n\x17GetRightsRequestRequest\x12\x18\n\nrequest_id\x18\x01 \x01(\tB\x04\xe2\x41\x01\x02\x12\x1a\n\x0crequested_by\x18\x02 \x01(\tB\x04\xe2\x41\x01\x02\"K\n\x18GetRightsRequestResponse\x12/\n\x07request\x18\x01 \x01(\x0b\x32\x1e.nemo.context.v1.RightsRequest*w\n\nRightsKind\x12\x1b\n\x17RIGHTS_KIND_UNSPECIFIED\x10\x00\x12\x16\n\x12RIGHTS_KIND_EXPORT\x10\x01\x12\x17\n\x13RIGHTS_KIND_ERASURE\x10\x02\x12\x1b\n\x17RIGHTS_KIND_RESTRICTION\x10\x03*\xed\x01\n\x0bRightsState\x12\x1c\n\x18RIGHTS_STATE_UNSPECIFIED\x10\x00\x12\x19\n\x15RIGHTS_STATE_RECEIVED\x10\x01\x12\x1d\n\x19RIGHTS_STATE_ACKNOWLEDGED\x10\x02\x12\x1c\n\x18RIGHTS_STATE_IN_PROGRESS\x10\x03\x12\x1a\n\x16RIGHTS_STATE_COMPLETED\x10\x04\x12\x1a\n\x16RIGHTS_STATE_IN_EFFECT\x10\x05\x12\x17\n\x13RIGHTS_STATE_LIFTED\x10\x06\x12\x17\n\x13RIGHTS_STATE_FAILED\x10\x07\x32\xb9\x03\n\rRightsService\x12^\n\rListRetention\x12%.nemo.context.v1.ListRetentionRequest\x1a&.nemo.context.v1.ListRetentionResponse\x12p\n\x13SubmitRightsRequest\x12+.nemo.context.v1.SubmitRightsRequestRequest\x1a,.nemo.context.v1.SubmitRightsRequestResponse\x12g\n\x10GetRightsRequest\x12(.nemo.context.v1.GetRightsRequestRequest\x1a).nemo.context.v1.GetRightsRequestResponse\x12m\n\x12ListRightsRequests\x12*.nemo.context.v1.ListRightsRequestsRequest\x1a+.nemo.context.v1.ListRightsRequestsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -45,14 +45,18 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_SUBMITRIGHTSREQUESTREQUEST'].fields_by_name['learner_id']._serialized_options = b'\342A\001\002'
   _globals['_SUBMITRIGHTSREQUESTREQUEST'].fields_by_name['requested_by']._loaded_options = None
   _globals['_SUBMITRIGHTSREQUESTREQUEST'].fields_by_name['requested_by']._serialized_options = b'\342A\001\002'
+  _globals['_SUBMITRIGHTSREQUESTREQUEST'].fields_by_name['learner_ref']._loaded_options = None
+  _globals['_SUBMITRIGHTSREQUESTREQUEST'].fields_by_name['learner_ref']._serialized_options = b'\342A\001\001'
+  _globals['_LISTRIGHTSREQUESTSREQUEST'].fields_by_name['learner_ref']._loaded_options = None
+  _globals['_LISTRIGHTSREQUESTSREQUEST'].fields_by_name['learner_ref']._serialized_options = b'\342A\001\002'
   _globals['_GETRIGHTSREQUESTREQUEST'].fields_by_name['request_id']._loaded_options = None
   _globals['_GETRIGHTSREQUESTREQUEST'].fields_by_name['request_id']._serialized_options = b'\342A\001\002'
   _globals['_GETRIGHTSREQUESTREQUEST'].fields_by_name['requested_by']._loaded_options = None
   _globals['_GETRIGHTSREQUESTREQUEST'].fields_by_name['requested_by']._serialized_options = b'\342A\001\002'
-  _globals['_RIGHTSKIND']._serialized_start=1483
-  _globals['_RIGHTSKIND']._serialized_end=1602
-  _globals['_RIGHTSSTATE']._serialized_start=1605
-  _globals['_RIGHTSSTATE']._serialized_end=1842
+  _globals['_RIGHTSKIND']._serialized_start=1646
+  _globals['_RIGHTSKIND']._serialized_end=1765
+  _globals['_RIGHTSSTATE']._serialized_start=1768
+  _globals['_RIGHTSSTATE']._serialized_end=2005
   _globals['_RETENTIONRULE']._serialized_start=124
   _globals['_RETENTIONRULE']._serialized_end=281
   _globals['_LISTRETENTIONREQUEST']._serialized_start=283
@@ -66,13 +70,17 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_RIGHTSREQUEST_TRACESLEFTENTRY']._serialized_start=1034
   _globals['_RIGHTSREQUEST_TRACESLEFTENTRY']._serialized_end=1083
   _globals['_SUBMITRIGHTSREQUESTREQUEST']._serialized_start=1086
-  _globals['_SUBMITRIGHTSREQUESTREQUEST']._serialized_end=1243
-  _globals['_SUBMITRIGHTSREQUESTRESPONSE']._serialized_start=1245
-  _globals['_SUBMITRIGHTSREQUESTRESPONSE']._serialized_end=1323
-  _globals['_GETRIGHTSREQUESTREQUEST']._serialized_start=1325
-  _globals['_GETRIGHTSREQUESTREQUEST']._serialized_end=1404
-  _globals['_GETRIGHTSREQUESTRESPONSE']._serialized_start=1406
-  _globals['_GETRIGHTSREQUESTRESPONSE']._serialized_end=1481
-  _globals['_RIGHTSSERVICE']._serialized_start=1845
-  _globals['_RIGHTSSERVICE']._serialized_end=2175
+  _globals['_SUBMITRIGHTSREQUESTREQUEST']._serialized_end=1270
+  _globals['_SUBMITRIGHTSREQUESTRESPONSE']._serialized_start=1272
+  _globals['_SUBMITRIGHTSREQUESTRESPONSE']._serialized_end=1350
+  _globals['_LISTRIGHTSREQUESTSREQUEST']._serialized_start=1352
+  _globals['_LISTRIGHTSREQUESTSREQUEST']._serialized_end=1406
+  _globals['_LISTRIGHTSREQUESTSRESPONSE']._serialized_start=1408
+  _globals['_LISTRIGHTSREQUESTSRESPONSE']._serialized_end=1486
+  _globals['_GETRIGHTSREQUESTREQUEST']._serialized_start=1488
+  _globals['_GETRIGHTSREQUESTREQUEST']._serialized_end=1567
+  _globals['_GETRIGHTSREQUESTRESPONSE']._serialized_start=1569
+  _globals['_GETRIGHTSREQUESTRESPONSE']._serialized_end=1644
+  _globals['_RIGHTSSERVICE']._serialized_start=2008
+  _globals['_RIGHTSSERVICE']._serialized_end=2449
 # @@protoc_insertion_point(module_scope)

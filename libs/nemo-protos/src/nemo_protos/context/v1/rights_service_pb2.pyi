@@ -311,7 +311,10 @@ Global___RightsRequest: _TypeAlias = RightsRequest  # noqa: Y015
 
 @_typing.final
 class SubmitRightsRequestRequest(_message.Message):
-    """Request for SubmitRightsRequest."""
+    """Request for SubmitRightsRequest. From the console, the person is the one whose access token is
+    in the "authorization" metadata (`requested_by` may be left empty, and must name them when
+    set) and the learner is named by `learner_ref`, among the learners linked to them.
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -319,6 +322,7 @@ class SubmitRightsRequestRequest(_message.Message):
     KIND_FIELD_NUMBER: _builtins.int
     LEARNER_ID_FIELD_NUMBER: _builtins.int
     REQUESTED_BY_FIELD_NUMBER: _builtins.int
+    LEARNER_REF_FIELD_NUMBER: _builtins.int
     request_id: _builtins.str
     """The caller's id for the request: 3 to 64 letters, digits or . _ : -."""
     kind: Global___RightsKind.ValueType
@@ -327,6 +331,8 @@ class SubmitRightsRequestRequest(_message.Message):
     """The learner the request is about."""
     requested_by: _builtins.str
     """The person asking, a platform user the caller has signed in."""
+    learner_ref: _builtins.str
+    """The learner's pseudonym, instead of `learner_id` (the console, which holds no learner id)."""
     def __init__(
         self,
         *,
@@ -334,10 +340,11 @@ class SubmitRightsRequestRequest(_message.Message):
         kind: Global___RightsKind.ValueType = ...,
         learner_id: _builtins.str = ...,
         requested_by: _builtins.str = ...,
+        learner_ref: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["kind", b"kind", "learner_id", b"learner_id", "request_id", b"request_id", "requested_by", b"requested_by"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["kind", b"kind", "learner_id", b"learner_id", "learner_ref", b"learner_ref", "request_id", b"request_id", "requested_by", b"requested_by"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -366,6 +373,52 @@ class SubmitRightsRequestResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___SubmitRightsRequestResponse: _TypeAlias = SubmitRightsRequestResponse  # noqa: Y015
+
+@_typing.final
+class ListRightsRequestsRequest(_message.Message):
+    """Request for ListRightsRequests."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    LEARNER_REF_FIELD_NUMBER: _builtins.int
+    learner_ref: _builtins.str
+    """The learner's pseudonym."""
+    def __init__(
+        self,
+        *,
+        learner_ref: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["learner_ref", b"learner_ref"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListRightsRequestsRequest: _TypeAlias = ListRightsRequestsRequest  # noqa: Y015
+
+@_typing.final
+class ListRightsRequestsResponse(_message.Message):
+    """Response for ListRightsRequests."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUESTS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def requests(self) -> _containers.RepeatedCompositeFieldContainer[Global___RightsRequest]:
+        """The person's requests about the learner, newest first."""
+
+    def __init__(
+        self,
+        *,
+        requests: _abc.Iterable[Global___RightsRequest] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["requests", b"requests"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListRightsRequestsResponse: _TypeAlias = ListRightsRequestsResponse  # noqa: Y015
 
 @_typing.final
 class GetRightsRequestRequest(_message.Message):

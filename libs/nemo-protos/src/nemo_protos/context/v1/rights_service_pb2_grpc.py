@@ -61,6 +61,11 @@ class RightsServiceStub:
                 request_serializer=nemo_dot_context_dot_v1_dot_rights__service__pb2.GetRightsRequestRequest.SerializeToString,
                 response_deserializer=nemo_dot_context_dot_v1_dot_rights__service__pb2.GetRightsRequestResponse.FromString,
                 _registered_method=True)
+        self.ListRightsRequests = channel.unary_unary(
+                '/nemo.context.v1.RightsService/ListRightsRequests',
+                request_serializer=nemo_dot_context_dot_v1_dot_rights__service__pb2.ListRightsRequestsRequest.SerializeToString,
+                response_deserializer=nemo_dot_context_dot_v1_dot_rights__service__pb2.ListRightsRequestsResponse.FromString,
+                _registered_method=True)
 
 
 class RightsServiceServicer:
@@ -103,6 +108,15 @@ class RightsServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListRightsRequests(self, request, context):
+        """The requests the person in the "authorization" metadata made about one learner linked to
+        them, newest first (the console). Errors: UNAUTHENTICATED (PERSON_UNAUTHENTICATED),
+        INVALID_ARGUMENT (INVALID_LEARNER_REF), PERMISSION_DENIED (LEARNER_OUT_OF_REACH).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RightsServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -120,6 +134,11 @@ def add_RightsServiceServicer_to_server(servicer, server):
                     servicer.GetRightsRequest,
                     request_deserializer=nemo_dot_context_dot_v1_dot_rights__service__pb2.GetRightsRequestRequest.FromString,
                     response_serializer=nemo_dot_context_dot_v1_dot_rights__service__pb2.GetRightsRequestResponse.SerializeToString,
+            ),
+            'ListRightsRequests': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListRightsRequests,
+                    request_deserializer=nemo_dot_context_dot_v1_dot_rights__service__pb2.ListRightsRequestsRequest.FromString,
+                    response_serializer=nemo_dot_context_dot_v1_dot_rights__service__pb2.ListRightsRequestsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -215,6 +234,33 @@ class RightsService:
             '/nemo.context.v1.RightsService/GetRightsRequest',
             nemo_dot_context_dot_v1_dot_rights__service__pb2.GetRightsRequestRequest.SerializeToString,
             nemo_dot_context_dot_v1_dot_rights__service__pb2.GetRightsRequestResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListRightsRequests(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/nemo.context.v1.RightsService/ListRightsRequests',
+            nemo_dot_context_dot_v1_dot_rights__service__pb2.ListRightsRequestsRequest.SerializeToString,
+            nemo_dot_context_dot_v1_dot_rights__service__pb2.ListRightsRequestsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -57,6 +57,11 @@ class RightsServiceStub:
     """Returns a request the same person made, with its clocks and its receipt.
     Errors: NOT_FOUND (RIGHTS_REQUEST_NOT_FOUND).
     """
+    ListRightsRequests: _grpc.UnaryUnaryMultiCallable[_rights_service_pb2.ListRightsRequestsRequest, _rights_service_pb2.ListRightsRequestsResponse]
+    """The requests the person in the "authorization" metadata made about one learner linked to
+    them, newest first (the console). Errors: UNAUTHENTICATED (PERSON_UNAUTHENTICATED),
+    INVALID_ARGUMENT (INVALID_LEARNER_REF), PERMISSION_DENIED (LEARNER_OUT_OF_REACH).
+    """
 
 @_typing.type_check_only
 class RightsServiceAsyncStub(RightsServiceStub):
@@ -86,6 +91,11 @@ class RightsServiceAsyncStub(RightsServiceStub):
     GetRightsRequest: _aio.UnaryUnaryMultiCallable[_rights_service_pb2.GetRightsRequestRequest, _rights_service_pb2.GetRightsRequestResponse]  # type: ignore[assignment]
     """Returns a request the same person made, with its clocks and its receipt.
     Errors: NOT_FOUND (RIGHTS_REQUEST_NOT_FOUND).
+    """
+    ListRightsRequests: _aio.UnaryUnaryMultiCallable[_rights_service_pb2.ListRightsRequestsRequest, _rights_service_pb2.ListRightsRequestsResponse]  # type: ignore[assignment]
+    """The requests the person in the "authorization" metadata made about one learner linked to
+    them, newest first (the console). Errors: UNAUTHENTICATED (PERSON_UNAUTHENTICATED),
+    INVALID_ARGUMENT (INVALID_LEARNER_REF), PERMISSION_DENIED (LEARNER_OUT_OF_REACH).
     """
 
 class RightsServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -131,6 +141,17 @@ class RightsServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_rights_service_pb2.GetRightsRequestResponse, _abc.Awaitable[_rights_service_pb2.GetRightsRequestResponse]]:
         """Returns a request the same person made, with its clocks and its receipt.
         Errors: NOT_FOUND (RIGHTS_REQUEST_NOT_FOUND).
+        """
+
+    @_abc_1.abstractmethod
+    def ListRightsRequests(
+        self,
+        request: _rights_service_pb2.ListRightsRequestsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_rights_service_pb2.ListRightsRequestsResponse, _abc.Awaitable[_rights_service_pb2.ListRightsRequestsResponse]]:
+        """The requests the person in the "authorization" metadata made about one learner linked to
+        them, newest first (the console). Errors: UNAUTHENTICATED (PERSON_UNAUTHENTICATED),
+        INVALID_ARGUMENT (INVALID_LEARNER_REF), PERMISSION_DENIED (LEARNER_OUT_OF_REACH).
         """
 
 def add_RightsServiceServicer_to_server(servicer: RightsServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

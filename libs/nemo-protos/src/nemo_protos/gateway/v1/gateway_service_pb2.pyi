@@ -303,6 +303,11 @@ class ListPromptsResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     PROMPTS_FIELD_NUMBER: _builtins.int
+    AI_ENRICHMENT_ENABLED_FIELD_NUMBER: _builtins.int
+    ai_enrichment_enabled: _builtins.bool
+    """The kill switch (NEMO_GATEWAY_AI_ENRICHMENT_ENABLED): false when it is engaged and every
+    prompt returns its deterministic baseline without asking a model.
+    """
     @_builtins.property
     def prompts(self) -> _containers.RepeatedCompositeFieldContainer[_prompt_pb2.PromptDescriptor]:
         """Every registered prompt, ordered by id."""
@@ -311,10 +316,11 @@ class ListPromptsResponse(_message.Message):
         self,
         *,
         prompts: _abc.Iterable[_prompt_pb2.PromptDescriptor] | None = ...,
+        ai_enrichment_enabled: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["prompts", b"prompts"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ai_enrichment_enabled", b"ai_enrichment_enabled", "prompts", b"prompts"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

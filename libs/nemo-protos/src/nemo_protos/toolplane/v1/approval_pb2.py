@@ -26,15 +26,15 @@ from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__
 from nemo_protos.type.v1 import user_source_pb2 as nemo_dot_type_dot_v1_dot_user__source__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n nemo/toolplane/v1/approval.proto\x12\x11nemo.toolplane.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1enemo/type/v1/user_source.proto\"\xf5\x03\n\x08\x41pproval\x12\x13\n\x0b\x61pproval_id\x18\x01 \x01(\t\x12\x10\n\x08\x61gent_id\x18\x02 \x01(\t\x12\x0f\n\x07user_id\x18\x03 \x01(\t\x12\x0f\n\x07tool_id\x18\x04 \x01(\t\x12\x18\n\x10\x61rguments_sha256\x18\x05 \x01(\t\x12\x16\n\x0epolicy_version\x18\x06 \x01(\t\x12\x31\n\x06status\x18\x07 \x01(\x0e\x32!.nemo.toolplane.v1.ApprovalStatus\x12\x12\n\nrequest_id\x18\x08 \x01(\t\x12/\n\x0b\x63reate_time\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x65xpire_time\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x64\x65\x63ide_time\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x12\n\ndecided_by\x18\x0c \x01(\t\x12\x15\n\rdecision_note\x18\r \x01(\t\x12\x16\n\x0e\x61rguments_json\x18\x0e \x01(\t\x12\x10\n\x08resource\x18\x0f \x01(\t\x12\x10\n\x08token_id\x18\x10 \x01(\t\x12-\n\x0buser_source\x18\x11 \x01(\x0e\x32\x18.nemo.type.v1.UserSource*\xc5\x01\n\x0e\x41pprovalStatus\x12\x1f\n\x1b\x41PPROVAL_STATUS_UNSPECIFIED\x10\x00\x12\x1b\n\x17\x41PPROVAL_STATUS_PENDING\x10\x01\x12\x1c\n\x18\x41PPROVAL_STATUS_APPROVED\x10\x02\x12\x1c\n\x18\x41PPROVAL_STATUS_REJECTED\x10\x03\x12\x1c\n\x18\x41PPROVAL_STATUS_CONSUMED\x10\x04\x12\x1b\n\x17\x41PPROVAL_STATUS_EXPIRED\x10\x05\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n nemo/toolplane/v1/approval.proto\x12\x11nemo.toolplane.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1enemo/type/v1/user_source.proto\"\xd6\x04\n\x08\x41pproval\x12\x13\n\x0b\x61pproval_id\x18\x01 \x01(\t\x12\x10\n\x08\x61gent_id\x18\x02 \x01(\t\x12\x0f\n\x07user_id\x18\x03 \x01(\t\x12\x0f\n\x07tool_id\x18\x04 \x01(\t\x12\x18\n\x10\x61rguments_sha256\x18\x05 \x01(\t\x12\x16\n\x0epolicy_version\x18\x06 \x01(\t\x12\x31\n\x06status\x18\x07 \x01(\x0e\x32!.nemo.toolplane.v1.ApprovalStatus\x12\x12\n\nrequest_id\x18\x08 \x01(\t\x12/\n\x0b\x63reate_time\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x65xpire_time\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x64\x65\x63ide_time\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x12\n\ndecided_by\x18\x0c \x01(\t\x12\x15\n\rdecision_note\x18\r \x01(\t\x12\x16\n\x0e\x61rguments_json\x18\x0e \x01(\t\x12\x10\n\x08resource\x18\x0f \x01(\t\x12\x10\n\x08token_id\x18\x10 \x01(\t\x12-\n\x0buser_source\x18\x11 \x01(\x0e\x32\x18.nemo.type.v1.UserSource\x12\x33\n\x0f\x64\x65\x63ide_deadline\x18\x12 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x11\n\tapprovers\x18\x13 \x03(\t\x12\x17\n\x0ftoken_issued_by\x18\x14 \x01(\t*\xe1\x01\n\x0e\x41pprovalStatus\x12\x1f\n\x1b\x41PPROVAL_STATUS_UNSPECIFIED\x10\x00\x12\x1b\n\x17\x41PPROVAL_STATUS_PENDING\x10\x01\x12\x1c\n\x18\x41PPROVAL_STATUS_APPROVED\x10\x02\x12\x1c\n\x18\x41PPROVAL_STATUS_REJECTED\x10\x03\x12\x1c\n\x18\x41PPROVAL_STATUS_CONSUMED\x10\x04\x12\x1b\n\x17\x41PPROVAL_STATUS_EXPIRED\x10\x05\x12\x1a\n\x16\x41PPROVAL_STATUS_DENIED\x10\x06\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'nemo_protos.toolplane.v1.approval_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_APPROVALSTATUS']._serialized_start=625
-  _globals['_APPROVALSTATUS']._serialized_end=822
+  _globals['_APPROVALSTATUS']._serialized_start=722
+  _globals['_APPROVALSTATUS']._serialized_end=947
   _globals['_APPROVAL']._serialized_start=121
-  _globals['_APPROVAL']._serialized_end=622
+  _globals['_APPROVAL']._serialized_end=719
 # @@protoc_insertion_point(module_scope)

@@ -3,9 +3,11 @@
 isort:skip_file
 """
 
+from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from nemo_protos.type.v1 import user_source_pb2 as _user_source_pb2
 import builtins as _builtins
@@ -36,7 +38,11 @@ class _ApprovalStatusEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Approv
     APPROVAL_STATUS_CONSUMED: _ApprovalStatus.ValueType  # 4
     """Approved and used by the call it was bound to."""
     APPROVAL_STATUS_EXPIRED: _ApprovalStatus.ValueType  # 5
-    """Not decided or not used before its expiry."""
+    """Approved, but not used before its expiry (or, for requests from before decision deadlines
+    were kept, not decided in time).
+    """
+    APPROVAL_STATUS_DENIED: _ApprovalStatus.ValueType  # 6
+    """Nobody decided before `decide_deadline`: denied, as if rejected; the call does not run."""
 
 class ApprovalStatus(_ApprovalStatus, metaclass=_ApprovalStatusEnumTypeWrapper):
     """State of an approval request."""
@@ -52,7 +58,11 @@ APPROVAL_STATUS_REJECTED: ApprovalStatus.ValueType  # 3
 APPROVAL_STATUS_CONSUMED: ApprovalStatus.ValueType  # 4
 """Approved and used by the call it was bound to."""
 APPROVAL_STATUS_EXPIRED: ApprovalStatus.ValueType  # 5
-"""Not decided or not used before its expiry."""
+"""Approved, but not used before its expiry (or, for requests from before decision deadlines
+were kept, not decided in time).
+"""
+APPROVAL_STATUS_DENIED: ApprovalStatus.ValueType  # 6
+"""Nobody decided before `decide_deadline`: denied, as if rejected; the call does not run."""
 Global___ApprovalStatus: _TypeAlias = ApprovalStatus  # noqa: Y015
 
 @_typing.final
@@ -78,6 +88,9 @@ class Approval(_message.Message):
     RESOURCE_FIELD_NUMBER: _builtins.int
     TOKEN_ID_FIELD_NUMBER: _builtins.int
     USER_SOURCE_FIELD_NUMBER: _builtins.int
+    DECIDE_DEADLINE_FIELD_NUMBER: _builtins.int
+    APPROVERS_FIELD_NUMBER: _builtins.int
+    TOKEN_ISSUED_BY_FIELD_NUMBER: _builtins.int
     approval_id: _builtins.str
     """Approval id."""
     agent_id: _builtins.str
@@ -109,6 +122,10 @@ class Approval(_message.Message):
     """The agent token of the call the approval is bound to; empty for an agent's legacy token."""
     user_source: _user_source_pb2.UserSource.ValueType
     """Where the call's user came from; part of what the approval is bound to."""
+    token_issued_by: _builtins.str
+    """The operator who issued the agent token of the call (the one person known to hold it), who
+    may therefore not decide it; empty when unknown.
+    """
     @_builtins.property
     def create_time(self) -> _timestamp_pb2.Timestamp:
         """When the approval was requested."""
@@ -120,6 +137,16 @@ class Approval(_message.Message):
     @_builtins.property
     def decide_time(self) -> _timestamp_pb2.Timestamp:
         """When an operator decided; absent while pending."""
+
+    @_builtins.property
+    def decide_deadline(self) -> _timestamp_pb2.Timestamp:
+        """When a person must have decided by; a request still pending then is denied."""
+
+    @_builtins.property
+    def approvers(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Who may decide it, from the policy that required it: "operator", and "guardian" when the
+        policy names the learner's guardians too.
+        """
 
     def __init__(
         self,
@@ -141,10 +168,13 @@ class Approval(_message.Message):
         resource: _builtins.str = ...,
         token_id: _builtins.str = ...,
         user_source: _user_source_pb2.UserSource.ValueType = ...,
+        decide_deadline: _timestamp_pb2.Timestamp | None = ...,
+        approvers: _abc.Iterable[_builtins.str] | None = ...,
+        token_issued_by: _builtins.str = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "decide_time", b"decide_time", "expire_time", b"expire_time"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "decide_deadline", b"decide_deadline", "decide_time", b"decide_time", "expire_time", b"expire_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "approval_id", b"approval_id", "arguments_json", b"arguments_json", "arguments_sha256", b"arguments_sha256", "create_time", b"create_time", "decide_time", b"decide_time", "decided_by", b"decided_by", "decision_note", b"decision_note", "expire_time", b"expire_time", "policy_version", b"policy_version", "request_id", b"request_id", "resource", b"resource", "status", b"status", "token_id", b"token_id", "tool_id", b"tool_id", "user_id", b"user_id", "user_source", b"user_source"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "approval_id", b"approval_id", "approvers", b"approvers", "arguments_json", b"arguments_json", "arguments_sha256", b"arguments_sha256", "create_time", b"create_time", "decide_deadline", b"decide_deadline", "decide_time", b"decide_time", "decided_by", b"decided_by", "decision_note", b"decision_note", "expire_time", b"expire_time", "policy_version", b"policy_version", "request_id", b"request_id", "resource", b"resource", "status", b"status", "token_id", b"token_id", "token_issued_by", b"token_issued_by", "tool_id", b"tool_id", "user_id", b"user_id", "user_source", b"user_source"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

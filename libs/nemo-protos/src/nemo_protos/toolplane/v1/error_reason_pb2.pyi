@@ -302,6 +302,93 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
           "domain": "toolplane",
           "metadata": {"client_id": "nemo-dev-learning-agent"} }
     """
+    NOT_AN_OPERATOR: _ErrorReason.ValueType  # 121
+    """The person's credential is valid, but they are not an active operator: only operators manage
+    agents, tokens and grants, read the audit log and decide approvals a policy leaves to operators.
+
+    Sent with status PERMISSION_DENIED. Example:
+
+        { "reason": "NOT_AN_OPERATOR",
+          "domain": "toolplane",
+          "metadata": {} }
+    """
+    PERSON_UNVERIFIABLE: _ErrorReason.ValueType  # 122
+    """The person's access token cannot be verified now (the authorization server's keys cannot be
+    fetched): nothing is let through; retry later.
+
+    Sent with status UNAVAILABLE. Example:
+
+        { "reason": "PERSON_UNVERIFIABLE",
+          "domain": "toolplane",
+          "metadata": {} }
+    """
+    NOT_AN_APPROVER: _ErrorReason.ValueType  # 123
+    """The person may not decide this approval: its policy names no approver the person is (a
+    guardian decides only where the policy names guardians, and only for a learner linked to them).
+
+    Sent with status PERMISSION_DENIED. Example:
+
+        { "reason": "NOT_AN_APPROVER",
+          "domain": "toolplane",
+          "metadata": {"approvers": "operator"} }
+    """
+    GRANT_NOT_FOUND: _ErrorReason.ValueType  # 124
+    """No grant has this id.
+
+    Sent with status NOT_FOUND. Example:
+
+        { "reason": "GRANT_NOT_FOUND",
+          "domain": "toolplane",
+          "metadata": {} }
+    """
+    INVALID_GRANT: _ErrorReason.ValueType  # 125
+    """The grant could never match, or names no agent, tool pattern or permission; the metadata says
+    what.
+
+    Sent with status INVALID_ARGUMENT. Example:
+
+        { "reason": "INVALID_GRANT",
+          "domain": "toolplane",
+          "metadata": {"problem": "permission must be read or write"} }
+    """
+    AUTHORIZATION_NOT_FOUND: _ErrorReason.ValueType  # 126
+    """The person authorised no such agent token or host (a token bound to another person, or a host
+    that never acted for them).
+
+    Sent with status NOT_FOUND. Example:
+
+        { "reason": "AUTHORIZATION_NOT_FOUND",
+          "domain": "toolplane",
+          "metadata": {} }
+    """
+    INVALID_LEARNER_REF: _ErrorReason.ValueType  # 127
+    """`learner_ref` is not a learner pseudonym (nemo_ and hex digits).
+
+    Sent with status INVALID_ARGUMENT. Example:
+
+        { "reason": "INVALID_LEARNER_REF",
+          "domain": "toolplane",
+          "metadata": {} }
+    """
+    LEARNER_NOT_LINKED: _ErrorReason.ValueType  # 128
+    """The person is not linked to the learner the ref names (or no learner has it, which gets the
+    same answer): a guardian sees only their own children.
+
+    Sent with status PERMISSION_DENIED. Example:
+
+        { "reason": "LEARNER_NOT_LINKED",
+          "domain": "toolplane",
+          "metadata": {} }
+    """
+    INVALID_TIME_RANGE: _ErrorReason.ValueType  # 129
+    """The audit search's `end_time` is before its `start_time`.
+
+    Sent with status INVALID_ARGUMENT. Example:
+
+        { "reason": "INVALID_TIME_RANGE",
+          "domain": "toolplane",
+          "metadata": {} }
+    """
 
 class ErrorReason(_ErrorReason, metaclass=_ErrorReasonEnumTypeWrapper):
     """The reasons in the google.rpc.ErrorInfo of every error the tool plane sends (domain "toolplane").
@@ -591,5 +678,92 @@ Sent with status PERMISSION_DENIED. Example:
     { "reason": "OAUTH_CLIENT_NOT_REGISTERED",
       "domain": "toolplane",
       "metadata": {"client_id": "nemo-dev-learning-agent"} }
+"""
+NOT_AN_OPERATOR: ErrorReason.ValueType  # 121
+"""The person's credential is valid, but they are not an active operator: only operators manage
+agents, tokens and grants, read the audit log and decide approvals a policy leaves to operators.
+
+Sent with status PERMISSION_DENIED. Example:
+
+    { "reason": "NOT_AN_OPERATOR",
+      "domain": "toolplane",
+      "metadata": {} }
+"""
+PERSON_UNVERIFIABLE: ErrorReason.ValueType  # 122
+"""The person's access token cannot be verified now (the authorization server's keys cannot be
+fetched): nothing is let through; retry later.
+
+Sent with status UNAVAILABLE. Example:
+
+    { "reason": "PERSON_UNVERIFIABLE",
+      "domain": "toolplane",
+      "metadata": {} }
+"""
+NOT_AN_APPROVER: ErrorReason.ValueType  # 123
+"""The person may not decide this approval: its policy names no approver the person is (a
+guardian decides only where the policy names guardians, and only for a learner linked to them).
+
+Sent with status PERMISSION_DENIED. Example:
+
+    { "reason": "NOT_AN_APPROVER",
+      "domain": "toolplane",
+      "metadata": {"approvers": "operator"} }
+"""
+GRANT_NOT_FOUND: ErrorReason.ValueType  # 124
+"""No grant has this id.
+
+Sent with status NOT_FOUND. Example:
+
+    { "reason": "GRANT_NOT_FOUND",
+      "domain": "toolplane",
+      "metadata": {} }
+"""
+INVALID_GRANT: ErrorReason.ValueType  # 125
+"""The grant could never match, or names no agent, tool pattern or permission; the metadata says
+what.
+
+Sent with status INVALID_ARGUMENT. Example:
+
+    { "reason": "INVALID_GRANT",
+      "domain": "toolplane",
+      "metadata": {"problem": "permission must be read or write"} }
+"""
+AUTHORIZATION_NOT_FOUND: ErrorReason.ValueType  # 126
+"""The person authorised no such agent token or host (a token bound to another person, or a host
+that never acted for them).
+
+Sent with status NOT_FOUND. Example:
+
+    { "reason": "AUTHORIZATION_NOT_FOUND",
+      "domain": "toolplane",
+      "metadata": {} }
+"""
+INVALID_LEARNER_REF: ErrorReason.ValueType  # 127
+"""`learner_ref` is not a learner pseudonym (nemo_ and hex digits).
+
+Sent with status INVALID_ARGUMENT. Example:
+
+    { "reason": "INVALID_LEARNER_REF",
+      "domain": "toolplane",
+      "metadata": {} }
+"""
+LEARNER_NOT_LINKED: ErrorReason.ValueType  # 128
+"""The person is not linked to the learner the ref names (or no learner has it, which gets the
+same answer): a guardian sees only their own children.
+
+Sent with status PERMISSION_DENIED. Example:
+
+    { "reason": "LEARNER_NOT_LINKED",
+      "domain": "toolplane",
+      "metadata": {} }
+"""
+INVALID_TIME_RANGE: ErrorReason.ValueType  # 129
+"""The audit search's `end_time` is before its `start_time`.
+
+Sent with status INVALID_ARGUMENT. Example:
+
+    { "reason": "INVALID_TIME_RANGE",
+      "domain": "toolplane",
+      "metadata": {} }
 """
 Global___ErrorReason: _TypeAlias = ErrorReason  # noqa: Y015

@@ -287,6 +287,11 @@ class ListAuditEntriesRequest(_message.Message):
     START_TIME_FIELD_NUMBER: _builtins.int
     PAGE_SIZE_FIELD_NUMBER: _builtins.int
     PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    USER_ID_FIELD_NUMBER: _builtins.int
+    LEARNER_REF_FIELD_NUMBER: _builtins.int
+    TOOL_ID_FIELD_NUMBER: _builtins.int
+    DECISION_FIELD_NUMBER: _builtins.int
+    END_TIME_FIELD_NUMBER: _builtins.int
     agent_id: _builtins.str
     """Only entries of this agent, when set."""
     request_id: _builtins.str
@@ -295,9 +300,21 @@ class ListAuditEntriesRequest(_message.Message):
     """Maximum number of entries, 1 to 500; 0 means 100."""
     page_token: _builtins.str
     """Token from a previous response's `next_page_token`."""
+    user_id: _builtins.str
+    """Only entries of calls made for this user, when set."""
+    learner_ref: _builtins.str
+    """Only entries about the learner with this pseudonym, when set."""
+    tool_id: _builtins.str
+    """Only entries of this tool (a versioned id, or a name matching every version), when set."""
+    decision: _audit_pb2.Decision.ValueType
+    """Only entries with this policy decision, when set."""
     @_builtins.property
     def start_time(self) -> _timestamp_pb2.Timestamp:
         """Only entries at or after this time, when set."""
+
+    @_builtins.property
+    def end_time(self) -> _timestamp_pb2.Timestamp:
+        """Only entries before this time, when set."""
 
     def __init__(
         self,
@@ -307,10 +324,15 @@ class ListAuditEntriesRequest(_message.Message):
         start_time: _timestamp_pb2.Timestamp | None = ...,
         page_size: _builtins.int = ...,
         page_token: _builtins.str = ...,
+        user_id: _builtins.str = ...,
+        learner_ref: _builtins.str = ...,
+        tool_id: _builtins.str = ...,
+        decision: _audit_pb2.Decision.ValueType = ...,
+        end_time: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["start_time", b"start_time"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["end_time", b"end_time", "start_time", b"start_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "page_size", b"page_size", "page_token", b"page_token", "request_id", b"request_id", "start_time", b"start_time"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "decision", b"decision", "end_time", b"end_time", "learner_ref", b"learner_ref", "page_size", b"page_size", "page_token", b"page_token", "request_id", b"request_id", "start_time", b"start_time", "tool_id", b"tool_id", "user_id", b"user_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -343,3 +365,801 @@ class ListAuditEntriesResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ListAuditEntriesResponse: _TypeAlias = ListAuditEntriesResponse  # noqa: Y015
+
+@_typing.final
+class GetPersonRequest(_message.Message):
+    """Request for GetPerson."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetPersonRequest: _TypeAlias = GetPersonRequest  # noqa: Y015
+
+@_typing.final
+class GetPersonResponse(_message.Message):
+    """Response for GetPerson."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    USER_ID_FIELD_NUMBER: _builtins.int
+    OPERATOR_ID_FIELD_NUMBER: _builtins.int
+    CREDENTIAL_KIND_FIELD_NUMBER: _builtins.int
+    user_id: _builtins.str
+    """The person's platform account; empty for an operator credential linked to none."""
+    operator_id: _builtins.str
+    """The operator the person is; empty when they are none."""
+    credential_kind: _builtins.str
+    """What proved the person: "operator_token" or "oauth"."""
+    def __init__(
+        self,
+        *,
+        user_id: _builtins.str = ...,
+        operator_id: _builtins.str = ...,
+        credential_kind: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["credential_kind", b"credential_kind", "operator_id", b"operator_id", "user_id", b"user_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetPersonResponse: _TypeAlias = GetPersonResponse  # noqa: Y015
+
+@_typing.final
+class ListAgentsRequest(_message.Message):
+    """Request for ListAgents."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListAgentsRequest: _TypeAlias = ListAgentsRequest  # noqa: Y015
+
+@_typing.final
+class ListAgentsResponse(_message.Message):
+    """Response for ListAgents."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AGENTS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def agents(self) -> _containers.RepeatedCompositeFieldContainer[Global___Agent]:
+        """Every registered agent, ordered by id."""
+
+    def __init__(
+        self,
+        *,
+        agents: _abc.Iterable[Global___Agent] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agents", b"agents"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListAgentsResponse: _TypeAlias = ListAgentsResponse  # noqa: Y015
+
+@_typing.final
+class Agent(_message.Message):
+    """A registered agent with what it may do and how it authenticates."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AGENT_ID_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    STATUS_FIELD_NUMBER: _builtins.int
+    DESCRIPTION_FIELD_NUMBER: _builtins.int
+    TOKENS_FIELD_NUMBER: _builtins.int
+    GRANTS_FIELD_NUMBER: _builtins.int
+    OAUTH_CLIENT_IDS_FIELD_NUMBER: _builtins.int
+    agent_id: _builtins.str
+    """Agent id, for example "learning-agent"."""
+    name: _builtins.str
+    """Display name."""
+    status: _builtins.str
+    """"active" or "disabled"."""
+    description: _builtins.str
+    """What the agent is for."""
+    @_builtins.property
+    def tokens(self) -> _containers.RepeatedCompositeFieldContainer[Global___AgentToken]:
+        """Its tokens, newest first."""
+
+    @_builtins.property
+    def grants(self) -> _containers.RepeatedCompositeFieldContainer[Global___Grant]:
+        """Its grants."""
+
+    @_builtins.property
+    def oauth_client_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The OAuth clients mapped to it."""
+
+    def __init__(
+        self,
+        *,
+        agent_id: _builtins.str = ...,
+        name: _builtins.str = ...,
+        status: _builtins.str = ...,
+        description: _builtins.str = ...,
+        tokens: _abc.Iterable[Global___AgentToken] | None = ...,
+        grants: _abc.Iterable[Global___Grant] | None = ...,
+        oauth_client_ids: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "description", b"description", "grants", b"grants", "name", b"name", "oauth_client_ids", b"oauth_client_ids", "status", b"status", "tokens", b"tokens"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Agent: _TypeAlias = Agent  # noqa: Y015
+
+@_typing.final
+class AgentToken(_message.Message):
+    """An agent token as an operator sees it: never its value."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOKEN_ID_FIELD_NUMBER: _builtins.int
+    USER_ID_FIELD_NUMBER: _builtins.int
+    LABEL_FIELD_NUMBER: _builtins.int
+    CREATE_TIME_FIELD_NUMBER: _builtins.int
+    REVOKE_TIME_FIELD_NUMBER: _builtins.int
+    ISSUED_BY_FIELD_NUMBER: _builtins.int
+    REVOKED_BY_FIELD_NUMBER: _builtins.int
+    AGENT_ID_FIELD_NUMBER: _builtins.int
+    token_id: _builtins.str
+    """Token id."""
+    user_id: _builtins.str
+    """The user the token is bound to; empty when unbound."""
+    label: _builtins.str
+    """Free label."""
+    issued_by: _builtins.str
+    """The operator who issued it; empty for tokens issued before this was recorded."""
+    revoked_by: _builtins.str
+    """The person who revoked it; empty while valid."""
+    agent_id: _builtins.str
+    """The agent it authenticates."""
+    @_builtins.property
+    def create_time(self) -> _timestamp_pb2.Timestamp:
+        """When it was issued."""
+
+    @_builtins.property
+    def revoke_time(self) -> _timestamp_pb2.Timestamp:
+        """When it was revoked; absent while valid."""
+
+    def __init__(
+        self,
+        *,
+        token_id: _builtins.str = ...,
+        user_id: _builtins.str = ...,
+        label: _builtins.str = ...,
+        create_time: _timestamp_pb2.Timestamp | None = ...,
+        revoke_time: _timestamp_pb2.Timestamp | None = ...,
+        issued_by: _builtins.str = ...,
+        revoked_by: _builtins.str = ...,
+        agent_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "revoke_time", b"revoke_time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "create_time", b"create_time", "issued_by", b"issued_by", "label", b"label", "revoke_time", b"revoke_time", "revoked_by", b"revoked_by", "token_id", b"token_id", "user_id", b"user_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AgentToken: _TypeAlias = AgentToken  # noqa: Y015
+
+@_typing.final
+class Grant(_message.Message):
+    """A grant: an agent may use the tools a pattern names, on the resources a scope names."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    GRANT_ID_FIELD_NUMBER: _builtins.int
+    AGENT_ID_FIELD_NUMBER: _builtins.int
+    TOOL_PATTERN_FIELD_NUMBER: _builtins.int
+    RESOURCE_SCOPE_FIELD_NUMBER: _builtins.int
+    ENVIRONMENT_SCOPE_FIELD_NUMBER: _builtins.int
+    PERMISSION_FIELD_NUMBER: _builtins.int
+    CREATED_BY_FIELD_NUMBER: _builtins.int
+    grant_id: _builtins.int
+    """Grant id."""
+    agent_id: _builtins.str
+    """The agent."""
+    tool_pattern: _builtins.str
+    """Versioned id, bare name or glob ("learner.*")."""
+    resource_scope: _builtins.str
+    """"*", "user", "learner:L-1,learner:L-2" or "family:F-1"."""
+    environment_scope: _builtins.str
+    """Environments it holds in ("*" or a list)."""
+    permission: _builtins.str
+    """"read" or "write"."""
+    created_by: _builtins.str
+    """The operator who created it; empty for grants from before this was recorded."""
+    def __init__(
+        self,
+        *,
+        grant_id: _builtins.int = ...,
+        agent_id: _builtins.str = ...,
+        tool_pattern: _builtins.str = ...,
+        resource_scope: _builtins.str = ...,
+        environment_scope: _builtins.str = ...,
+        permission: _builtins.str = ...,
+        created_by: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "created_by", b"created_by", "environment_scope", b"environment_scope", "grant_id", b"grant_id", "permission", b"permission", "resource_scope", b"resource_scope", "tool_pattern", b"tool_pattern"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Grant: _TypeAlias = Grant  # noqa: Y015
+
+@_typing.final
+class CreateGrantRequest(_message.Message):
+    """Request for CreateGrant."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AGENT_ID_FIELD_NUMBER: _builtins.int
+    TOOL_PATTERN_FIELD_NUMBER: _builtins.int
+    RESOURCE_SCOPE_FIELD_NUMBER: _builtins.int
+    ENVIRONMENT_SCOPE_FIELD_NUMBER: _builtins.int
+    PERMISSION_FIELD_NUMBER: _builtins.int
+    agent_id: _builtins.str
+    """The agent."""
+    tool_pattern: _builtins.str
+    """Versioned id, bare name or glob."""
+    resource_scope: _builtins.str
+    """"*", "user", "learner:..." or "family:..."; "user" when empty."""
+    environment_scope: _builtins.str
+    """"*" when empty."""
+    permission: _builtins.str
+    """"read" or "write"."""
+    def __init__(
+        self,
+        *,
+        agent_id: _builtins.str = ...,
+        tool_pattern: _builtins.str = ...,
+        resource_scope: _builtins.str = ...,
+        environment_scope: _builtins.str = ...,
+        permission: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "environment_scope", b"environment_scope", "permission", b"permission", "resource_scope", b"resource_scope", "tool_pattern", b"tool_pattern"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CreateGrantRequest: _TypeAlias = CreateGrantRequest  # noqa: Y015
+
+@_typing.final
+class CreateGrantResponse(_message.Message):
+    """Response for CreateGrant."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    GRANT_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def grant(self) -> Global___Grant:
+        """The grant as stored."""
+
+    def __init__(
+        self,
+        *,
+        grant: Global___Grant | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["grant", b"grant"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["grant", b"grant"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CreateGrantResponse: _TypeAlias = CreateGrantResponse  # noqa: Y015
+
+@_typing.final
+class DeleteGrantRequest(_message.Message):
+    """Request for DeleteGrant."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    GRANT_ID_FIELD_NUMBER: _builtins.int
+    grant_id: _builtins.int
+    """Grant id."""
+    def __init__(
+        self,
+        *,
+        grant_id: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["grant_id", b"grant_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteGrantRequest: _TypeAlias = DeleteGrantRequest  # noqa: Y015
+
+@_typing.final
+class DeleteGrantResponse(_message.Message):
+    """Response for DeleteGrant."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteGrantResponse: _TypeAlias = DeleteGrantResponse  # noqa: Y015
+
+@_typing.final
+class ListPoliciesRequest(_message.Message):
+    """Request for ListPolicies."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListPoliciesRequest: _TypeAlias = ListPoliciesRequest  # noqa: Y015
+
+@_typing.final
+class Policy(_message.Message):
+    """A policy as the tool plane applies it."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    DESCRIPTION_FIELD_NUMBER: _builtins.int
+    EFFECT_FIELD_NUMBER: _builtins.int
+    AGENT_SCOPE_FIELD_NUMBER: _builtins.int
+    TOOL_SCOPE_FIELD_NUMBER: _builtins.int
+    RESOURCE_SCOPE_FIELD_NUMBER: _builtins.int
+    ENVIRONMENT_SCOPE_FIELD_NUMBER: _builtins.int
+    CONDITIONS_FIELD_NUMBER: _builtins.int
+    PRIORITY_FIELD_NUMBER: _builtins.int
+    ENABLED_FIELD_NUMBER: _builtins.int
+    VERSION_FIELD_NUMBER: _builtins.int
+    APPROVERS_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """Unique name."""
+    description: _builtins.str
+    """What it is for."""
+    effect: _builtins.str
+    """"deny" or "require_approval"."""
+    agent_scope: _builtins.str
+    """Agents it applies to (globs, lists)."""
+    tool_scope: _builtins.str
+    """Tools it applies to."""
+    resource_scope: _builtins.str
+    """Resources it applies to."""
+    environment_scope: _builtins.str
+    """Environments it applies to."""
+    conditions: _builtins.str
+    """Conditions as stored (JSON text)."""
+    priority: _builtins.int
+    """Lower runs first."""
+    enabled: _builtins.bool
+    """Whether it applies at all."""
+    version: _builtins.int
+    """Its version; approvals are bound to it."""
+    @_builtins.property
+    def approvers(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Who decides the approvals it requires."""
+
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        description: _builtins.str = ...,
+        effect: _builtins.str = ...,
+        agent_scope: _builtins.str = ...,
+        tool_scope: _builtins.str = ...,
+        resource_scope: _builtins.str = ...,
+        environment_scope: _builtins.str = ...,
+        conditions: _builtins.str = ...,
+        priority: _builtins.int = ...,
+        enabled: _builtins.bool = ...,
+        version: _builtins.int = ...,
+        approvers: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_scope", b"agent_scope", "approvers", b"approvers", "conditions", b"conditions", "description", b"description", "effect", b"effect", "enabled", b"enabled", "environment_scope", b"environment_scope", "name", b"name", "priority", b"priority", "resource_scope", b"resource_scope", "tool_scope", b"tool_scope", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Policy: _TypeAlias = Policy  # noqa: Y015
+
+@_typing.final
+class PolicyFinding(_message.Message):
+    """What `nemo policies check` finds: a grant or policy that can never match."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KIND_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    PROBLEM_FIELD_NUMBER: _builtins.int
+    kind: _builtins.str
+    """"grant" or "policy"."""
+    name: _builtins.str
+    """The grant id or the policy name."""
+    problem: _builtins.str
+    """Why it can never match."""
+    def __init__(
+        self,
+        *,
+        kind: _builtins.str = ...,
+        name: _builtins.str = ...,
+        problem: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["kind", b"kind", "name", b"name", "problem", b"problem"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PolicyFinding: _TypeAlias = PolicyFinding  # noqa: Y015
+
+@_typing.final
+class ListPoliciesResponse(_message.Message):
+    """Response for ListPolicies."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    POLICIES_FIELD_NUMBER: _builtins.int
+    FINDINGS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def policies(self) -> _containers.RepeatedCompositeFieldContainer[Global___Policy]:
+        """Policies in the order they apply."""
+
+    @_builtins.property
+    def findings(self) -> _containers.RepeatedCompositeFieldContainer[Global___PolicyFinding]:
+        """Rules that can never match."""
+
+    def __init__(
+        self,
+        *,
+        policies: _abc.Iterable[Global___Policy] | None = ...,
+        findings: _abc.Iterable[Global___PolicyFinding] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["findings", b"findings", "policies", b"policies"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListPoliciesResponse: _TypeAlias = ListPoliciesResponse  # noqa: Y015
+
+@_typing.final
+class ListLinkedLearnersRequest(_message.Message):
+    """Request for ListLinkedLearners."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListLinkedLearnersRequest: _TypeAlias = ListLinkedLearnersRequest  # noqa: Y015
+
+@_typing.final
+class LinkedLearner(_message.Message):
+    """A learner the person is linked to, named only by pseudonym."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    LEARNER_REF_FIELD_NUMBER: _builtins.int
+    GRADE_FIELD_NUMBER: _builtins.int
+    RELATION_FIELD_NUMBER: _builtins.int
+    learner_ref: _builtins.str
+    """The learner's pseudonym."""
+    grade: _builtins.int
+    """School grade, 1 to 12."""
+    relation: _builtins.str
+    """How the person is linked: "self", "family_member", "guardian" or "mentor"."""
+    def __init__(
+        self,
+        *,
+        learner_ref: _builtins.str = ...,
+        grade: _builtins.int = ...,
+        relation: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["grade", b"grade", "learner_ref", b"learner_ref", "relation", b"relation"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LinkedLearner: _TypeAlias = LinkedLearner  # noqa: Y015
+
+@_typing.final
+class ListLinkedLearnersResponse(_message.Message):
+    """Response for ListLinkedLearners."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    LEARNERS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def learners(self) -> _containers.RepeatedCompositeFieldContainer[Global___LinkedLearner]:
+        """The learners, ordered by pseudonym."""
+
+    def __init__(
+        self,
+        *,
+        learners: _abc.Iterable[Global___LinkedLearner] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["learners", b"learners"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListLinkedLearnersResponse: _TypeAlias = ListLinkedLearnersResponse  # noqa: Y015
+
+@_typing.final
+class ListLearnerActivityRequest(_message.Message):
+    """Request for ListLearnerActivity."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    LEARNER_REF_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    learner_ref: _builtins.str
+    """The learner's pseudonym (from ListLinkedLearners)."""
+    page_size: _builtins.int
+    """Maximum number of entries, 1 to 500; 0 means 100."""
+    page_token: _builtins.str
+    """Token from a previous response's `next_page_token`."""
+    def __init__(
+        self,
+        *,
+        learner_ref: _builtins.str = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["learner_ref", b"learner_ref", "page_size", b"page_size", "page_token", b"page_token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListLearnerActivityRequest: _TypeAlias = ListLearnerActivityRequest  # noqa: Y015
+
+@_typing.final
+class ListLearnerActivityResponse(_message.Message):
+    """Response for ListLearnerActivity."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ENTRIES_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    """Token for the next page; empty on the last page."""
+    @_builtins.property
+    def entries(self) -> _containers.RepeatedCompositeFieldContainer[_audit_pb2.AuditEntry]:
+        """Entries, newest first."""
+
+    def __init__(
+        self,
+        *,
+        entries: _abc.Iterable[_audit_pb2.AuditEntry] | None = ...,
+        next_page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entries", b"entries", "next_page_token", b"next_page_token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListLearnerActivityResponse: _TypeAlias = ListLearnerActivityResponse  # noqa: Y015
+
+@_typing.final
+class ListLearnerApprovalsRequest(_message.Message):
+    """Request for ListLearnerApprovals."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    LEARNER_REF_FIELD_NUMBER: _builtins.int
+    learner_ref: _builtins.str
+    """The learner's pseudonym (from ListLinkedLearners)."""
+    def __init__(
+        self,
+        *,
+        learner_ref: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["learner_ref", b"learner_ref"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListLearnerApprovalsRequest: _TypeAlias = ListLearnerApprovalsRequest  # noqa: Y015
+
+@_typing.final
+class ListLearnerApprovalsResponse(_message.Message):
+    """Response for ListLearnerApprovals."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    APPROVALS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def approvals(self) -> _containers.RepeatedCompositeFieldContainer[_approval_pb2.Approval]:
+        """The approvals about the learner, newest first (at most 200)."""
+
+    def __init__(
+        self,
+        *,
+        approvals: _abc.Iterable[_approval_pb2.Approval] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["approvals", b"approvals"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListLearnerApprovalsResponse: _TypeAlias = ListLearnerApprovalsResponse  # noqa: Y015
+
+@_typing.final
+class ListAuthorizationsRequest(_message.Message):
+    """Request for ListAuthorizations."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListAuthorizationsRequest: _TypeAlias = ListAuthorizationsRequest  # noqa: Y015
+
+@_typing.final
+class HostAuthorization(_message.Message):
+    """A host (OAuth client) that acted for the person."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CLIENT_ID_FIELD_NUMBER: _builtins.int
+    AGENT_ID_FIELD_NUMBER: _builtins.int
+    LAST_USE_TIME_FIELD_NUMBER: _builtins.int
+    REVOKE_TIME_FIELD_NUMBER: _builtins.int
+    client_id: _builtins.str
+    """The OAuth client id."""
+    agent_id: _builtins.str
+    """The agent it acts as."""
+    @_builtins.property
+    def last_use_time(self) -> _timestamp_pb2.Timestamp:
+        """Its last call for the person."""
+
+    @_builtins.property
+    def revoke_time(self) -> _timestamp_pb2.Timestamp:
+        """When the person revoked it; absent while it may act."""
+
+    def __init__(
+        self,
+        *,
+        client_id: _builtins.str = ...,
+        agent_id: _builtins.str = ...,
+        last_use_time: _timestamp_pb2.Timestamp | None = ...,
+        revoke_time: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["last_use_time", b"last_use_time", "revoke_time", b"revoke_time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "client_id", b"client_id", "last_use_time", b"last_use_time", "revoke_time", b"revoke_time"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___HostAuthorization: _TypeAlias = HostAuthorization  # noqa: Y015
+
+@_typing.final
+class ListAuthorizationsResponse(_message.Message):
+    """Response for ListAuthorizations."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOKENS_FIELD_NUMBER: _builtins.int
+    HOSTS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def tokens(self) -> _containers.RepeatedCompositeFieldContainer[Global___AgentToken]:
+        """Agent tokens bound to the person, newest first."""
+
+    @_builtins.property
+    def hosts(self) -> _containers.RepeatedCompositeFieldContainer[Global___HostAuthorization]:
+        """Hosts that acted for the person, most recent first."""
+
+    def __init__(
+        self,
+        *,
+        tokens: _abc.Iterable[Global___AgentToken] | None = ...,
+        hosts: _abc.Iterable[Global___HostAuthorization] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["hosts", b"hosts", "tokens", b"tokens"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListAuthorizationsResponse: _TypeAlias = ListAuthorizationsResponse  # noqa: Y015
+
+@_typing.final
+class RevokeAuthorizationRequest(_message.Message):
+    """Request for RevokeAuthorization: exactly one of the two."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOKEN_ID_FIELD_NUMBER: _builtins.int
+    CLIENT_ID_FIELD_NUMBER: _builtins.int
+    token_id: _builtins.str
+    """An agent token bound to the person."""
+    client_id: _builtins.str
+    """A host: every access token it holds or obtains for the person (a refresh token cannot bring
+    it back) is refused from then on.
+    """
+    def __init__(
+        self,
+        *,
+        token_id: _builtins.str = ...,
+        client_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["client_id", b"client_id", "token_id", b"token_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RevokeAuthorizationRequest: _TypeAlias = RevokeAuthorizationRequest  # noqa: Y015
+
+@_typing.final
+class RevokeAuthorizationResponse(_message.Message):
+    """Response for RevokeAuthorization."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REVOKE_TIME_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def revoke_time(self) -> _timestamp_pb2.Timestamp:
+        """When it was revoked (the earlier time if it already was)."""
+
+    def __init__(
+        self,
+        *,
+        revoke_time: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["revoke_time", b"revoke_time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["revoke_time", b"revoke_time"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RevokeAuthorizationResponse: _TypeAlias = RevokeAuthorizationResponse  # noqa: Y015

@@ -26,7 +26,17 @@ if _version_not_supported:
 
 
 class ToolPlaneAdminServiceStub:
-    """Operator API of the tool plane: agent tokens, approvals and the audit log.
+    """The people's API of the tool plane: operators manage agent tokens and grants, decide approvals
+    and read the audit log; guardians see what agents did with their children and revoke what they
+    authorised.
+
+    Every method acts for a person, proven by the credential in the "authorization" metadata
+    ("Bearer <credential>"): an operator's own credential (`nemo operators issue-token`) or a
+    person's access token from the platform's authorization server for the people's API audience
+    (NEMO_TOOLPLANE_PEOPLE_AUDIENCE), verified here. A caller token alone acts for nobody:
+    UNAUTHENTICATED (OPERATOR_UNAUTHENTICATED). Methods for operators answer PERMISSION_DENIED
+    (NOT_AN_OPERATOR) to anyone else. Every call of an authenticated person is recorded in
+    toolplane.admin_actions with that person.
 
     Errors carry google.rpc.ErrorInfo with domain "toolplane" and a reason that is a value of
     nemo.toolplane.v1.ErrorReason (error_reason.proto).
@@ -63,10 +73,70 @@ class ToolPlaneAdminServiceStub:
                 request_serializer=nemo_dot_toolplane_dot_v1_dot_toolplane__admin__service__pb2.ListAuditEntriesRequest.SerializeToString,
                 response_deserializer=nemo_dot_toolplane_dot_v1_dot_toolplane__admin__service__pb2.ListAuditEntriesResponse.FromString,
                 _registered_method=True)
+        self.GetPerson = channel.unary_unary(
+                '/nemo.toolplane.v1.ToolPlaneAdminService/GetPerson',
+                request_serializer=nemo_dot_toolplane_dot_v1_dot_toolplane__admin__service__pb2.GetPersonRequest.SerializeToString,
+                response_deserializer=nemo_dot_toolplane_dot_v1_dot_toolplane__admin__service__pb2.GetPersonResponse.FromString,
+                _registered_method=True)
+        self.ListAgents = channel.unary_unary(
+                '/nemo.toolplane.v1.ToolPlaneAdminService/ListAgents',
+                request_serializer=nemo_dot_toolplane_dot_v1_dot_toolplane__admin__service__pb2.ListAgentsRequest.SerializeToString,
+                response_deserializer=nemo_dot_toolplane_dot_v1_dot_toolplane__admin__service__pb2.ListAgentsResponse.FromString,
+                _registered_method=True)
+        self.CreateGrant = channel.unary_unary(
+                '/nemo.toolplane.v1.ToolPlaneAdminService/CreateGrant',
+                request_serializer=nemo_dot_toolplane_dot_v1_dot_toolplane__admin__service__pb2.CreateGrantRequest.SerializeToString,
+                response_deserializer=nemo_dot_toolplane_dot_v1_dot_toolplane__admin__service__pb2.CreateGrantResponse.FromString,
+                _registered_method=True)
+        self.DeleteGrant = channel.unary_unary(
+                '/nemo.toolplane.v1.ToolPlaneAdminService/DeleteGrant',
+                request_serializer=nemo_dot_toolplane_dot_v1_dot_toolplane__admin__service__pb2.DeleteGrantRequest.SerializeToString,
+                response_deserializer=nemo_dot_toolplane_dot_v1_dot_toolplane__admin__service__pb2.DeleteGrantResponse.FromString,
+                _registered_method=True)
+        self.ListPolicies = channel.unary_unary(
+                '/nemo.toolplane.v1.ToolPlaneAdminService/ListPolicies',
+                request_serializer=nemo_dot_toolplane_dot_v1_dot_toolplane__admin__service__pb2.ListPoliciesRequest.SerializeToString,
+                response_deserializer=nemo_dot_toolplane_dot_v1_dot_toolplane__admin__service__pb2.ListPoliciesResponse.FromString,
+                _registered_method=True)
+        self.ListLinkedLearners = channel.unary_unary(
+                '/nemo.toolplane.v1.ToolPlaneAdminService/ListLinkedLearners',
+                request_serializer=nemo_dot_toolplane_dot_v1_dot_toolplane__admin__service__pb2.ListLinkedLearnersRequest.SerializeToString,
+                response_deserializer=nemo_dot_toolplane_dot_v1_dot_toolplane__admin__service__pb2.ListLinkedLearnersResponse.FromString,
+                _registered_method=True)
+        self.ListLearnerActivity = channel.unary_unary(
+                '/nemo.toolplane.v1.ToolPlaneAdminService/ListLearnerActivity',
+                request_serializer=nemo_dot_toolplane_dot_v1_dot_toolplane__admin__service__pb2.ListLearnerActivityRequest.SerializeToString,
+                response_deserializer=nemo_dot_toolplane_dot_v1_dot_toolplane__admin__service__pb2.ListLearnerActivityResponse.FromString,
+                _registered_method=True)
+        self.ListLearnerApprovals = channel.unary_unary(
+                '/nemo.toolplane.v1.ToolPlaneAdminService/ListLearnerApprovals',
+                request_serializer=nemo_dot_toolplane_dot_v1_dot_toolplane__admin__service__pb2.ListLearnerApprovalsRequest.SerializeToString,
+                response_deserializer=nemo_dot_toolplane_dot_v1_dot_toolplane__admin__service__pb2.ListLearnerApprovalsResponse.FromString,
+                _registered_method=True)
+        self.ListAuthorizations = channel.unary_unary(
+                '/nemo.toolplane.v1.ToolPlaneAdminService/ListAuthorizations',
+                request_serializer=nemo_dot_toolplane_dot_v1_dot_toolplane__admin__service__pb2.ListAuthorizationsRequest.SerializeToString,
+                response_deserializer=nemo_dot_toolplane_dot_v1_dot_toolplane__admin__service__pb2.ListAuthorizationsResponse.FromString,
+                _registered_method=True)
+        self.RevokeAuthorization = channel.unary_unary(
+                '/nemo.toolplane.v1.ToolPlaneAdminService/RevokeAuthorization',
+                request_serializer=nemo_dot_toolplane_dot_v1_dot_toolplane__admin__service__pb2.RevokeAuthorizationRequest.SerializeToString,
+                response_deserializer=nemo_dot_toolplane_dot_v1_dot_toolplane__admin__service__pb2.RevokeAuthorizationResponse.FromString,
+                _registered_method=True)
 
 
 class ToolPlaneAdminServiceServicer:
-    """Operator API of the tool plane: agent tokens, approvals and the audit log.
+    """The people's API of the tool plane: operators manage agent tokens and grants, decide approvals
+    and read the audit log; guardians see what agents did with their children and revoke what they
+    authorised.
+
+    Every method acts for a person, proven by the credential in the "authorization" metadata
+    ("Bearer <credential>"): an operator's own credential (`nemo operators issue-token`) or a
+    person's access token from the platform's authorization server for the people's API audience
+    (NEMO_TOOLPLANE_PEOPLE_AUDIENCE), verified here. A caller token alone acts for nobody:
+    UNAUTHENTICATED (OPERATOR_UNAUTHENTICATED). Methods for operators answer PERMISSION_DENIED
+    (NOT_AN_OPERATOR) to anyone else. Every call of an authenticated person is recorded in
+    toolplane.admin_actions with that person.
 
     Errors carry google.rpc.ErrorInfo with domain "toolplane" and a reason that is a value of
     nemo.toolplane.v1.ErrorReason (error_reason.proto).
@@ -97,19 +167,97 @@ class ToolPlaneAdminServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def DecideApproval(self, request, context):
-        """Approves or rejects a pending approval request, as the operator whose own credential is in the
-        "authorization" metadata ("Bearer <operator token>"). Errors: UNAUTHENTICATED
-        (OPERATOR_UNAUTHENTICATED), PERMISSION_DENIED (SELF_APPROVAL: the call was made on the
-        operator's own behalf), FAILED_PRECONDITION (APPROVAL_NOT_PENDING), NOT_FOUND
-        (APPROVAL_NOT_FOUND), INVALID_ARGUMENT (APPROVAL_ID_REQUIRED, DECISION_REQUIRED,
-        OPERATOR_MISMATCH).
+        """Approves or rejects a pending approval request, as the person whose credential is in the
+        "authorization" metadata: an operator, or a guardian of the learner when the policy names
+        guardians. Nobody decides a call made on their own behalf: the user the call was made for
+        (bound, vouched or asserted) and the operator who issued its token are compared with the
+        person's ids canonically (case, separators and look-alike characters folded). Errors:
+        UNAUTHENTICATED (OPERATOR_UNAUTHENTICATED), PERMISSION_DENIED (SELF_APPROVAL,
+        NOT_AN_APPROVER), FAILED_PRECONDITION (APPROVAL_NOT_PENDING: decided, denied for want of a
+        decision in time, consumed or expired), NOT_FOUND (APPROVAL_NOT_FOUND), INVALID_ARGUMENT
+        (APPROVAL_ID_REQUIRED, DECISION_REQUIRED, OPERATOR_MISMATCH).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def ListAuditEntries(self, request, context):
-        """Reads the audit log, newest first.
+        """Reads the audit log, newest first. Errors: INVALID_ARGUMENT (INVALID_TIME_RANGE,
+        INVALID_LEARNER_REF, INVALID_PAGE_TOKEN, INVALID_PAGE_SIZE).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetPerson(self, request, context):
+        """Says who the person in the "authorization" metadata is (any person, operator or not).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListAgents(self, request, context):
+        """Lists the agents with their tokens (never their values), grants and OAuth clients.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CreateGrant(self, request, context):
+        """Grants an agent a tool pattern. Errors: INVALID_ARGUMENT (INVALID_GRANT), NOT_FOUND
+        (AGENT_NOT_FOUND).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteGrant(self, request, context):
+        """Removes a grant. Errors: NOT_FOUND (GRANT_NOT_FOUND).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListPolicies(self, request, context):
+        """Lists the policies as the tool plane applies them, with what `nemo policies check` finds.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListLinkedLearners(self, request, context):
+        """The learners linked to the person, for the guardian's view (asked of the context service).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListLearnerActivity(self, request, context):
+        """What agents did about one learner linked to the person, newest first. Errors:
+        INVALID_ARGUMENT (INVALID_LEARNER_REF), PERMISSION_DENIED (LEARNER_NOT_LINKED).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListLearnerApprovals(self, request, context):
+        """Approvals about one learner linked to the person, newest first. Errors as
+        ListLearnerActivity.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListAuthorizations(self, request, context):
+        """The agent tokens bound to the person and the hosts (OAuth clients) that acted for them.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RevokeAuthorization(self, request, context):
+        """Revokes an agent token bound to the person, or every access token a host holds for them.
+        Errors: NOT_FOUND (AUTHORIZATION_NOT_FOUND).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -143,6 +291,56 @@ def add_ToolPlaneAdminServiceServicer_to_server(servicer, server):
                     request_deserializer=nemo_dot_toolplane_dot_v1_dot_toolplane__admin__service__pb2.ListAuditEntriesRequest.FromString,
                     response_serializer=nemo_dot_toolplane_dot_v1_dot_toolplane__admin__service__pb2.ListAuditEntriesResponse.SerializeToString,
             ),
+            'GetPerson': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetPerson,
+                    request_deserializer=nemo_dot_toolplane_dot_v1_dot_toolplane__admin__service__pb2.GetPersonRequest.FromString,
+                    response_serializer=nemo_dot_toolplane_dot_v1_dot_toolplane__admin__service__pb2.GetPersonResponse.SerializeToString,
+            ),
+            'ListAgents': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListAgents,
+                    request_deserializer=nemo_dot_toolplane_dot_v1_dot_toolplane__admin__service__pb2.ListAgentsRequest.FromString,
+                    response_serializer=nemo_dot_toolplane_dot_v1_dot_toolplane__admin__service__pb2.ListAgentsResponse.SerializeToString,
+            ),
+            'CreateGrant': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateGrant,
+                    request_deserializer=nemo_dot_toolplane_dot_v1_dot_toolplane__admin__service__pb2.CreateGrantRequest.FromString,
+                    response_serializer=nemo_dot_toolplane_dot_v1_dot_toolplane__admin__service__pb2.CreateGrantResponse.SerializeToString,
+            ),
+            'DeleteGrant': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteGrant,
+                    request_deserializer=nemo_dot_toolplane_dot_v1_dot_toolplane__admin__service__pb2.DeleteGrantRequest.FromString,
+                    response_serializer=nemo_dot_toolplane_dot_v1_dot_toolplane__admin__service__pb2.DeleteGrantResponse.SerializeToString,
+            ),
+            'ListPolicies': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListPolicies,
+                    request_deserializer=nemo_dot_toolplane_dot_v1_dot_toolplane__admin__service__pb2.ListPoliciesRequest.FromString,
+                    response_serializer=nemo_dot_toolplane_dot_v1_dot_toolplane__admin__service__pb2.ListPoliciesResponse.SerializeToString,
+            ),
+            'ListLinkedLearners': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListLinkedLearners,
+                    request_deserializer=nemo_dot_toolplane_dot_v1_dot_toolplane__admin__service__pb2.ListLinkedLearnersRequest.FromString,
+                    response_serializer=nemo_dot_toolplane_dot_v1_dot_toolplane__admin__service__pb2.ListLinkedLearnersResponse.SerializeToString,
+            ),
+            'ListLearnerActivity': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListLearnerActivity,
+                    request_deserializer=nemo_dot_toolplane_dot_v1_dot_toolplane__admin__service__pb2.ListLearnerActivityRequest.FromString,
+                    response_serializer=nemo_dot_toolplane_dot_v1_dot_toolplane__admin__service__pb2.ListLearnerActivityResponse.SerializeToString,
+            ),
+            'ListLearnerApprovals': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListLearnerApprovals,
+                    request_deserializer=nemo_dot_toolplane_dot_v1_dot_toolplane__admin__service__pb2.ListLearnerApprovalsRequest.FromString,
+                    response_serializer=nemo_dot_toolplane_dot_v1_dot_toolplane__admin__service__pb2.ListLearnerApprovalsResponse.SerializeToString,
+            ),
+            'ListAuthorizations': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListAuthorizations,
+                    request_deserializer=nemo_dot_toolplane_dot_v1_dot_toolplane__admin__service__pb2.ListAuthorizationsRequest.FromString,
+                    response_serializer=nemo_dot_toolplane_dot_v1_dot_toolplane__admin__service__pb2.ListAuthorizationsResponse.SerializeToString,
+            ),
+            'RevokeAuthorization': grpc.unary_unary_rpc_method_handler(
+                    servicer.RevokeAuthorization,
+                    request_deserializer=nemo_dot_toolplane_dot_v1_dot_toolplane__admin__service__pb2.RevokeAuthorizationRequest.FromString,
+                    response_serializer=nemo_dot_toolplane_dot_v1_dot_toolplane__admin__service__pb2.RevokeAuthorizationResponse.SerializeToString,
+            ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
             'nemo.toolplane.v1.ToolPlaneAdminService', rpc_method_handlers)
@@ -152,7 +350,17 @@ def add_ToolPlaneAdminServiceServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class ToolPlaneAdminService:
-    """Operator API of the tool plane: agent tokens, approvals and the audit log.
+    """The people's API of the tool plane: operators manage agent tokens and grants, decide approvals
+    and read the audit log; guardians see what agents did with their children and revoke what they
+    authorised.
+
+    Every method acts for a person, proven by the credential in the "authorization" metadata
+    ("Bearer <credential>"): an operator's own credential (`nemo operators issue-token`) or a
+    person's access token from the platform's authorization server for the people's API audience
+    (NEMO_TOOLPLANE_PEOPLE_AUDIENCE), verified here. A caller token alone acts for nobody:
+    UNAUTHENTICATED (OPERATOR_UNAUTHENTICATED). Methods for operators answer PERMISSION_DENIED
+    (NOT_AN_OPERATOR) to anyone else. Every call of an authenticated person is recorded in
+    toolplane.admin_actions with that person.
 
     Errors carry google.rpc.ErrorInfo with domain "toolplane" and a reason that is a value of
     nemo.toolplane.v1.ErrorReason (error_reason.proto).
@@ -283,6 +491,276 @@ class ToolPlaneAdminService:
             '/nemo.toolplane.v1.ToolPlaneAdminService/ListAuditEntries',
             nemo_dot_toolplane_dot_v1_dot_toolplane__admin__service__pb2.ListAuditEntriesRequest.SerializeToString,
             nemo_dot_toolplane_dot_v1_dot_toolplane__admin__service__pb2.ListAuditEntriesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetPerson(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/nemo.toolplane.v1.ToolPlaneAdminService/GetPerson',
+            nemo_dot_toolplane_dot_v1_dot_toolplane__admin__service__pb2.GetPersonRequest.SerializeToString,
+            nemo_dot_toolplane_dot_v1_dot_toolplane__admin__service__pb2.GetPersonResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListAgents(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/nemo.toolplane.v1.ToolPlaneAdminService/ListAgents',
+            nemo_dot_toolplane_dot_v1_dot_toolplane__admin__service__pb2.ListAgentsRequest.SerializeToString,
+            nemo_dot_toolplane_dot_v1_dot_toolplane__admin__service__pb2.ListAgentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateGrant(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/nemo.toolplane.v1.ToolPlaneAdminService/CreateGrant',
+            nemo_dot_toolplane_dot_v1_dot_toolplane__admin__service__pb2.CreateGrantRequest.SerializeToString,
+            nemo_dot_toolplane_dot_v1_dot_toolplane__admin__service__pb2.CreateGrantResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteGrant(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/nemo.toolplane.v1.ToolPlaneAdminService/DeleteGrant',
+            nemo_dot_toolplane_dot_v1_dot_toolplane__admin__service__pb2.DeleteGrantRequest.SerializeToString,
+            nemo_dot_toolplane_dot_v1_dot_toolplane__admin__service__pb2.DeleteGrantResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListPolicies(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/nemo.toolplane.v1.ToolPlaneAdminService/ListPolicies',
+            nemo_dot_toolplane_dot_v1_dot_toolplane__admin__service__pb2.ListPoliciesRequest.SerializeToString,
+            nemo_dot_toolplane_dot_v1_dot_toolplane__admin__service__pb2.ListPoliciesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListLinkedLearners(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/nemo.toolplane.v1.ToolPlaneAdminService/ListLinkedLearners',
+            nemo_dot_toolplane_dot_v1_dot_toolplane__admin__service__pb2.ListLinkedLearnersRequest.SerializeToString,
+            nemo_dot_toolplane_dot_v1_dot_toolplane__admin__service__pb2.ListLinkedLearnersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListLearnerActivity(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/nemo.toolplane.v1.ToolPlaneAdminService/ListLearnerActivity',
+            nemo_dot_toolplane_dot_v1_dot_toolplane__admin__service__pb2.ListLearnerActivityRequest.SerializeToString,
+            nemo_dot_toolplane_dot_v1_dot_toolplane__admin__service__pb2.ListLearnerActivityResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListLearnerApprovals(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/nemo.toolplane.v1.ToolPlaneAdminService/ListLearnerApprovals',
+            nemo_dot_toolplane_dot_v1_dot_toolplane__admin__service__pb2.ListLearnerApprovalsRequest.SerializeToString,
+            nemo_dot_toolplane_dot_v1_dot_toolplane__admin__service__pb2.ListLearnerApprovalsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListAuthorizations(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/nemo.toolplane.v1.ToolPlaneAdminService/ListAuthorizations',
+            nemo_dot_toolplane_dot_v1_dot_toolplane__admin__service__pb2.ListAuthorizationsRequest.SerializeToString,
+            nemo_dot_toolplane_dot_v1_dot_toolplane__admin__service__pb2.ListAuthorizationsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RevokeAuthorization(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/nemo.toolplane.v1.ToolPlaneAdminService/RevokeAuthorization',
+            nemo_dot_toolplane_dot_v1_dot_toolplane__admin__service__pb2.RevokeAuthorizationRequest.SerializeToString,
+            nemo_dot_toolplane_dot_v1_dot_toolplane__admin__service__pb2.RevokeAuthorizationResponse.FromString,
             options,
             channel_credentials,
             insecure,

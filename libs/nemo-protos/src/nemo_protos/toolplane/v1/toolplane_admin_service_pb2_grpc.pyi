@@ -27,7 +27,17 @@ GRPC_GENERATED_VERSION: str
 GRPC_VERSION: str
 
 class ToolPlaneAdminServiceStub:
-    """Operator API of the tool plane: agent tokens, approvals and the audit log.
+    """The people's API of the tool plane: operators manage agent tokens and grants, decide approvals
+    and read the audit log; guardians see what agents did with their children and revoke what they
+    authorised.
+
+    Every method acts for a person, proven by the credential in the "authorization" metadata
+    ("Bearer <credential>"): an operator's own credential (`nemo operators issue-token`) or a
+    person's access token from the platform's authorization server for the people's API audience
+    (NEMO_TOOLPLANE_PEOPLE_AUDIENCE), verified here. A caller token alone acts for nobody:
+    UNAUTHENTICATED (OPERATOR_UNAUTHENTICATED). Methods for operators answer PERMISSION_DENIED
+    (NOT_AN_OPERATOR) to anyone else. Every call of an authenticated person is recorded in
+    toolplane.admin_actions with that person.
 
     Errors carry google.rpc.ErrorInfo with domain "toolplane" and a reason that is a value of
     nemo.toolplane.v1.ErrorReason (error_reason.proto).
@@ -48,19 +58,62 @@ class ToolPlaneAdminServiceStub:
     ListApprovals: _grpc.UnaryUnaryMultiCallable[_toolplane_admin_service_pb2.ListApprovalsRequest, _toolplane_admin_service_pb2.ListApprovalsResponse]
     """Lists approval requests."""
     DecideApproval: _grpc.UnaryUnaryMultiCallable[_toolplane_admin_service_pb2.DecideApprovalRequest, _toolplane_admin_service_pb2.DecideApprovalResponse]
-    """Approves or rejects a pending approval request, as the operator whose own credential is in the
-    "authorization" metadata ("Bearer <operator token>"). Errors: UNAUTHENTICATED
-    (OPERATOR_UNAUTHENTICATED), PERMISSION_DENIED (SELF_APPROVAL: the call was made on the
-    operator's own behalf), FAILED_PRECONDITION (APPROVAL_NOT_PENDING), NOT_FOUND
-    (APPROVAL_NOT_FOUND), INVALID_ARGUMENT (APPROVAL_ID_REQUIRED, DECISION_REQUIRED,
-    OPERATOR_MISMATCH).
+    """Approves or rejects a pending approval request, as the person whose credential is in the
+    "authorization" metadata: an operator, or a guardian of the learner when the policy names
+    guardians. Nobody decides a call made on their own behalf: the user the call was made for
+    (bound, vouched or asserted) and the operator who issued its token are compared with the
+    person's ids canonically (case, separators and look-alike characters folded). Errors:
+    UNAUTHENTICATED (OPERATOR_UNAUTHENTICATED), PERMISSION_DENIED (SELF_APPROVAL,
+    NOT_AN_APPROVER), FAILED_PRECONDITION (APPROVAL_NOT_PENDING: decided, denied for want of a
+    decision in time, consumed or expired), NOT_FOUND (APPROVAL_NOT_FOUND), INVALID_ARGUMENT
+    (APPROVAL_ID_REQUIRED, DECISION_REQUIRED, OPERATOR_MISMATCH).
     """
     ListAuditEntries: _grpc.UnaryUnaryMultiCallable[_toolplane_admin_service_pb2.ListAuditEntriesRequest, _toolplane_admin_service_pb2.ListAuditEntriesResponse]
-    """Reads the audit log, newest first."""
+    """Reads the audit log, newest first. Errors: INVALID_ARGUMENT (INVALID_TIME_RANGE,
+    INVALID_LEARNER_REF, INVALID_PAGE_TOKEN, INVALID_PAGE_SIZE).
+    """
+    GetPerson: _grpc.UnaryUnaryMultiCallable[_toolplane_admin_service_pb2.GetPersonRequest, _toolplane_admin_service_pb2.GetPersonResponse]
+    """Says who the person in the "authorization" metadata is (any person, operator or not)."""
+    ListAgents: _grpc.UnaryUnaryMultiCallable[_toolplane_admin_service_pb2.ListAgentsRequest, _toolplane_admin_service_pb2.ListAgentsResponse]
+    """Lists the agents with their tokens (never their values), grants and OAuth clients."""
+    CreateGrant: _grpc.UnaryUnaryMultiCallable[_toolplane_admin_service_pb2.CreateGrantRequest, _toolplane_admin_service_pb2.CreateGrantResponse]
+    """Grants an agent a tool pattern. Errors: INVALID_ARGUMENT (INVALID_GRANT), NOT_FOUND
+    (AGENT_NOT_FOUND).
+    """
+    DeleteGrant: _grpc.UnaryUnaryMultiCallable[_toolplane_admin_service_pb2.DeleteGrantRequest, _toolplane_admin_service_pb2.DeleteGrantResponse]
+    """Removes a grant. Errors: NOT_FOUND (GRANT_NOT_FOUND)."""
+    ListPolicies: _grpc.UnaryUnaryMultiCallable[_toolplane_admin_service_pb2.ListPoliciesRequest, _toolplane_admin_service_pb2.ListPoliciesResponse]
+    """Lists the policies as the tool plane applies them, with what `nemo policies check` finds."""
+    ListLinkedLearners: _grpc.UnaryUnaryMultiCallable[_toolplane_admin_service_pb2.ListLinkedLearnersRequest, _toolplane_admin_service_pb2.ListLinkedLearnersResponse]
+    """The learners linked to the person, for the guardian's view (asked of the context service)."""
+    ListLearnerActivity: _grpc.UnaryUnaryMultiCallable[_toolplane_admin_service_pb2.ListLearnerActivityRequest, _toolplane_admin_service_pb2.ListLearnerActivityResponse]
+    """What agents did about one learner linked to the person, newest first. Errors:
+    INVALID_ARGUMENT (INVALID_LEARNER_REF), PERMISSION_DENIED (LEARNER_NOT_LINKED).
+    """
+    ListLearnerApprovals: _grpc.UnaryUnaryMultiCallable[_toolplane_admin_service_pb2.ListLearnerApprovalsRequest, _toolplane_admin_service_pb2.ListLearnerApprovalsResponse]
+    """Approvals about one learner linked to the person, newest first. Errors as
+    ListLearnerActivity.
+    """
+    ListAuthorizations: _grpc.UnaryUnaryMultiCallable[_toolplane_admin_service_pb2.ListAuthorizationsRequest, _toolplane_admin_service_pb2.ListAuthorizationsResponse]
+    """The agent tokens bound to the person and the hosts (OAuth clients) that acted for them."""
+    RevokeAuthorization: _grpc.UnaryUnaryMultiCallable[_toolplane_admin_service_pb2.RevokeAuthorizationRequest, _toolplane_admin_service_pb2.RevokeAuthorizationResponse]
+    """Revokes an agent token bound to the person, or every access token a host holds for them.
+    Errors: NOT_FOUND (AUTHORIZATION_NOT_FOUND).
+    """
 
 @_typing.type_check_only
 class ToolPlaneAdminServiceAsyncStub(ToolPlaneAdminServiceStub):
-    """Operator API of the tool plane: agent tokens, approvals and the audit log.
+    """The people's API of the tool plane: operators manage agent tokens and grants, decide approvals
+    and read the audit log; guardians see what agents did with their children and revoke what they
+    authorised.
+
+    Every method acts for a person, proven by the credential in the "authorization" metadata
+    ("Bearer <credential>"): an operator's own credential (`nemo operators issue-token`) or a
+    person's access token from the platform's authorization server for the people's API audience
+    (NEMO_TOOLPLANE_PEOPLE_AUDIENCE), verified here. A caller token alone acts for nobody:
+    UNAUTHENTICATED (OPERATOR_UNAUTHENTICATED). Methods for operators answer PERMISSION_DENIED
+    (NOT_AN_OPERATOR) to anyone else. Every call of an authenticated person is recorded in
+    toolplane.admin_actions with that person.
 
     Errors carry google.rpc.ErrorInfo with domain "toolplane" and a reason that is a value of
     nemo.toolplane.v1.ErrorReason (error_reason.proto).
@@ -78,18 +131,61 @@ class ToolPlaneAdminServiceAsyncStub(ToolPlaneAdminServiceStub):
     ListApprovals: _aio.UnaryUnaryMultiCallable[_toolplane_admin_service_pb2.ListApprovalsRequest, _toolplane_admin_service_pb2.ListApprovalsResponse]  # type: ignore[assignment]
     """Lists approval requests."""
     DecideApproval: _aio.UnaryUnaryMultiCallable[_toolplane_admin_service_pb2.DecideApprovalRequest, _toolplane_admin_service_pb2.DecideApprovalResponse]  # type: ignore[assignment]
-    """Approves or rejects a pending approval request, as the operator whose own credential is in the
-    "authorization" metadata ("Bearer <operator token>"). Errors: UNAUTHENTICATED
-    (OPERATOR_UNAUTHENTICATED), PERMISSION_DENIED (SELF_APPROVAL: the call was made on the
-    operator's own behalf), FAILED_PRECONDITION (APPROVAL_NOT_PENDING), NOT_FOUND
-    (APPROVAL_NOT_FOUND), INVALID_ARGUMENT (APPROVAL_ID_REQUIRED, DECISION_REQUIRED,
-    OPERATOR_MISMATCH).
+    """Approves or rejects a pending approval request, as the person whose credential is in the
+    "authorization" metadata: an operator, or a guardian of the learner when the policy names
+    guardians. Nobody decides a call made on their own behalf: the user the call was made for
+    (bound, vouched or asserted) and the operator who issued its token are compared with the
+    person's ids canonically (case, separators and look-alike characters folded). Errors:
+    UNAUTHENTICATED (OPERATOR_UNAUTHENTICATED), PERMISSION_DENIED (SELF_APPROVAL,
+    NOT_AN_APPROVER), FAILED_PRECONDITION (APPROVAL_NOT_PENDING: decided, denied for want of a
+    decision in time, consumed or expired), NOT_FOUND (APPROVAL_NOT_FOUND), INVALID_ARGUMENT
+    (APPROVAL_ID_REQUIRED, DECISION_REQUIRED, OPERATOR_MISMATCH).
     """
     ListAuditEntries: _aio.UnaryUnaryMultiCallable[_toolplane_admin_service_pb2.ListAuditEntriesRequest, _toolplane_admin_service_pb2.ListAuditEntriesResponse]  # type: ignore[assignment]
-    """Reads the audit log, newest first."""
+    """Reads the audit log, newest first. Errors: INVALID_ARGUMENT (INVALID_TIME_RANGE,
+    INVALID_LEARNER_REF, INVALID_PAGE_TOKEN, INVALID_PAGE_SIZE).
+    """
+    GetPerson: _aio.UnaryUnaryMultiCallable[_toolplane_admin_service_pb2.GetPersonRequest, _toolplane_admin_service_pb2.GetPersonResponse]  # type: ignore[assignment]
+    """Says who the person in the "authorization" metadata is (any person, operator or not)."""
+    ListAgents: _aio.UnaryUnaryMultiCallable[_toolplane_admin_service_pb2.ListAgentsRequest, _toolplane_admin_service_pb2.ListAgentsResponse]  # type: ignore[assignment]
+    """Lists the agents with their tokens (never their values), grants and OAuth clients."""
+    CreateGrant: _aio.UnaryUnaryMultiCallable[_toolplane_admin_service_pb2.CreateGrantRequest, _toolplane_admin_service_pb2.CreateGrantResponse]  # type: ignore[assignment]
+    """Grants an agent a tool pattern. Errors: INVALID_ARGUMENT (INVALID_GRANT), NOT_FOUND
+    (AGENT_NOT_FOUND).
+    """
+    DeleteGrant: _aio.UnaryUnaryMultiCallable[_toolplane_admin_service_pb2.DeleteGrantRequest, _toolplane_admin_service_pb2.DeleteGrantResponse]  # type: ignore[assignment]
+    """Removes a grant. Errors: NOT_FOUND (GRANT_NOT_FOUND)."""
+    ListPolicies: _aio.UnaryUnaryMultiCallable[_toolplane_admin_service_pb2.ListPoliciesRequest, _toolplane_admin_service_pb2.ListPoliciesResponse]  # type: ignore[assignment]
+    """Lists the policies as the tool plane applies them, with what `nemo policies check` finds."""
+    ListLinkedLearners: _aio.UnaryUnaryMultiCallable[_toolplane_admin_service_pb2.ListLinkedLearnersRequest, _toolplane_admin_service_pb2.ListLinkedLearnersResponse]  # type: ignore[assignment]
+    """The learners linked to the person, for the guardian's view (asked of the context service)."""
+    ListLearnerActivity: _aio.UnaryUnaryMultiCallable[_toolplane_admin_service_pb2.ListLearnerActivityRequest, _toolplane_admin_service_pb2.ListLearnerActivityResponse]  # type: ignore[assignment]
+    """What agents did about one learner linked to the person, newest first. Errors:
+    INVALID_ARGUMENT (INVALID_LEARNER_REF), PERMISSION_DENIED (LEARNER_NOT_LINKED).
+    """
+    ListLearnerApprovals: _aio.UnaryUnaryMultiCallable[_toolplane_admin_service_pb2.ListLearnerApprovalsRequest, _toolplane_admin_service_pb2.ListLearnerApprovalsResponse]  # type: ignore[assignment]
+    """Approvals about one learner linked to the person, newest first. Errors as
+    ListLearnerActivity.
+    """
+    ListAuthorizations: _aio.UnaryUnaryMultiCallable[_toolplane_admin_service_pb2.ListAuthorizationsRequest, _toolplane_admin_service_pb2.ListAuthorizationsResponse]  # type: ignore[assignment]
+    """The agent tokens bound to the person and the hosts (OAuth clients) that acted for them."""
+    RevokeAuthorization: _aio.UnaryUnaryMultiCallable[_toolplane_admin_service_pb2.RevokeAuthorizationRequest, _toolplane_admin_service_pb2.RevokeAuthorizationResponse]  # type: ignore[assignment]
+    """Revokes an agent token bound to the person, or every access token a host holds for them.
+    Errors: NOT_FOUND (AUTHORIZATION_NOT_FOUND).
+    """
 
 class ToolPlaneAdminServiceServicer(metaclass=_abc_1.ABCMeta):
-    """Operator API of the tool plane: agent tokens, approvals and the audit log.
+    """The people's API of the tool plane: operators manage agent tokens and grants, decide approvals
+    and read the audit log; guardians see what agents did with their children and revoke what they
+    authorised.
+
+    Every method acts for a person, proven by the credential in the "authorization" metadata
+    ("Bearer <credential>"): an operator's own credential (`nemo operators issue-token`) or a
+    person's access token from the platform's authorization server for the people's API audience
+    (NEMO_TOOLPLANE_PEOPLE_AUDIENCE), verified here. A caller token alone acts for nobody:
+    UNAUTHENTICATED (OPERATOR_UNAUTHENTICATED). Methods for operators answer PERMISSION_DENIED
+    (NOT_AN_OPERATOR) to anyone else. Every call of an authenticated person is recorded in
+    toolplane.admin_actions with that person.
 
     Errors carry google.rpc.ErrorInfo with domain "toolplane" and a reason that is a value of
     nemo.toolplane.v1.ErrorReason (error_reason.proto).
@@ -129,12 +225,15 @@ class ToolPlaneAdminServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _toolplane_admin_service_pb2.DecideApprovalRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_toolplane_admin_service_pb2.DecideApprovalResponse, _abc.Awaitable[_toolplane_admin_service_pb2.DecideApprovalResponse]]:
-        """Approves or rejects a pending approval request, as the operator whose own credential is in the
-        "authorization" metadata ("Bearer <operator token>"). Errors: UNAUTHENTICATED
-        (OPERATOR_UNAUTHENTICATED), PERMISSION_DENIED (SELF_APPROVAL: the call was made on the
-        operator's own behalf), FAILED_PRECONDITION (APPROVAL_NOT_PENDING), NOT_FOUND
-        (APPROVAL_NOT_FOUND), INVALID_ARGUMENT (APPROVAL_ID_REQUIRED, DECISION_REQUIRED,
-        OPERATOR_MISMATCH).
+        """Approves or rejects a pending approval request, as the person whose credential is in the
+        "authorization" metadata: an operator, or a guardian of the learner when the policy names
+        guardians. Nobody decides a call made on their own behalf: the user the call was made for
+        (bound, vouched or asserted) and the operator who issued its token are compared with the
+        person's ids canonically (case, separators and look-alike characters folded). Errors:
+        UNAUTHENTICATED (OPERATOR_UNAUTHENTICATED), PERMISSION_DENIED (SELF_APPROVAL,
+        NOT_AN_APPROVER), FAILED_PRECONDITION (APPROVAL_NOT_PENDING: decided, denied for want of a
+        decision in time, consumed or expired), NOT_FOUND (APPROVAL_NOT_FOUND), INVALID_ARGUMENT
+        (APPROVAL_ID_REQUIRED, DECISION_REQUIRED, OPERATOR_MISMATCH).
         """
 
     @_abc_1.abstractmethod
@@ -143,6 +242,96 @@ class ToolPlaneAdminServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _toolplane_admin_service_pb2.ListAuditEntriesRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_toolplane_admin_service_pb2.ListAuditEntriesResponse, _abc.Awaitable[_toolplane_admin_service_pb2.ListAuditEntriesResponse]]:
-        """Reads the audit log, newest first."""
+        """Reads the audit log, newest first. Errors: INVALID_ARGUMENT (INVALID_TIME_RANGE,
+        INVALID_LEARNER_REF, INVALID_PAGE_TOKEN, INVALID_PAGE_SIZE).
+        """
+
+    @_abc_1.abstractmethod
+    def GetPerson(
+        self,
+        request: _toolplane_admin_service_pb2.GetPersonRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_toolplane_admin_service_pb2.GetPersonResponse, _abc.Awaitable[_toolplane_admin_service_pb2.GetPersonResponse]]:
+        """Says who the person in the "authorization" metadata is (any person, operator or not)."""
+
+    @_abc_1.abstractmethod
+    def ListAgents(
+        self,
+        request: _toolplane_admin_service_pb2.ListAgentsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_toolplane_admin_service_pb2.ListAgentsResponse, _abc.Awaitable[_toolplane_admin_service_pb2.ListAgentsResponse]]:
+        """Lists the agents with their tokens (never their values), grants and OAuth clients."""
+
+    @_abc_1.abstractmethod
+    def CreateGrant(
+        self,
+        request: _toolplane_admin_service_pb2.CreateGrantRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_toolplane_admin_service_pb2.CreateGrantResponse, _abc.Awaitable[_toolplane_admin_service_pb2.CreateGrantResponse]]:
+        """Grants an agent a tool pattern. Errors: INVALID_ARGUMENT (INVALID_GRANT), NOT_FOUND
+        (AGENT_NOT_FOUND).
+        """
+
+    @_abc_1.abstractmethod
+    def DeleteGrant(
+        self,
+        request: _toolplane_admin_service_pb2.DeleteGrantRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_toolplane_admin_service_pb2.DeleteGrantResponse, _abc.Awaitable[_toolplane_admin_service_pb2.DeleteGrantResponse]]:
+        """Removes a grant. Errors: NOT_FOUND (GRANT_NOT_FOUND)."""
+
+    @_abc_1.abstractmethod
+    def ListPolicies(
+        self,
+        request: _toolplane_admin_service_pb2.ListPoliciesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_toolplane_admin_service_pb2.ListPoliciesResponse, _abc.Awaitable[_toolplane_admin_service_pb2.ListPoliciesResponse]]:
+        """Lists the policies as the tool plane applies them, with what `nemo policies check` finds."""
+
+    @_abc_1.abstractmethod
+    def ListLinkedLearners(
+        self,
+        request: _toolplane_admin_service_pb2.ListLinkedLearnersRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_toolplane_admin_service_pb2.ListLinkedLearnersResponse, _abc.Awaitable[_toolplane_admin_service_pb2.ListLinkedLearnersResponse]]:
+        """The learners linked to the person, for the guardian's view (asked of the context service)."""
+
+    @_abc_1.abstractmethod
+    def ListLearnerActivity(
+        self,
+        request: _toolplane_admin_service_pb2.ListLearnerActivityRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_toolplane_admin_service_pb2.ListLearnerActivityResponse, _abc.Awaitable[_toolplane_admin_service_pb2.ListLearnerActivityResponse]]:
+        """What agents did about one learner linked to the person, newest first. Errors:
+        INVALID_ARGUMENT (INVALID_LEARNER_REF), PERMISSION_DENIED (LEARNER_NOT_LINKED).
+        """
+
+    @_abc_1.abstractmethod
+    def ListLearnerApprovals(
+        self,
+        request: _toolplane_admin_service_pb2.ListLearnerApprovalsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_toolplane_admin_service_pb2.ListLearnerApprovalsResponse, _abc.Awaitable[_toolplane_admin_service_pb2.ListLearnerApprovalsResponse]]:
+        """Approvals about one learner linked to the person, newest first. Errors as
+        ListLearnerActivity.
+        """
+
+    @_abc_1.abstractmethod
+    def ListAuthorizations(
+        self,
+        request: _toolplane_admin_service_pb2.ListAuthorizationsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_toolplane_admin_service_pb2.ListAuthorizationsResponse, _abc.Awaitable[_toolplane_admin_service_pb2.ListAuthorizationsResponse]]:
+        """The agent tokens bound to the person and the hosts (OAuth clients) that acted for them."""
+
+    @_abc_1.abstractmethod
+    def RevokeAuthorization(
+        self,
+        request: _toolplane_admin_service_pb2.RevokeAuthorizationRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_toolplane_admin_service_pb2.RevokeAuthorizationResponse, _abc.Awaitable[_toolplane_admin_service_pb2.RevokeAuthorizationResponse]]:
+        """Revokes an agent token bound to the person, or every access token a host holds for them.
+        Errors: NOT_FOUND (AUTHORIZATION_NOT_FOUND).
+        """
 
 def add_ToolPlaneAdminServiceServicer_to_server(servicer: ToolPlaneAdminServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -21,9 +21,9 @@ from typing import Any
 from joserfc import jws
 from joserfc.errors import JoseError
 
-from nemo_toolplane.oauth.claims import AccessToken, InvalidToken, access_token
-from nemo_toolplane.oauth.config import OAuthConfig
-from nemo_toolplane.oauth.issuer import Issuer
+from nemo_core.oauth.claims import AccessToken, InvalidToken, access_token
+from nemo_core.oauth.config import OAuthConfig
+from nemo_core.oauth.issuer import Issuer
 
 #: Three base64url segments: a JWS in compact form (an unsigned token has an empty third one).
 JWT_SHAPE = re.compile(r"[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*")

@@ -10,8 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from nemo_toolplane.oauth.config import OAuthConfig
-from nemo_toolplane.principal import Credential, CredentialKind
+from nemo_core.oauth.config import OAuthConfig
 
 # Ids end up in audit rows, logs and the context service's requests: visible ASCII, bounded.
 _USER_ID = re.compile(r"[\x21-\x7e]{1,128}")
@@ -21,15 +20,25 @@ _SCOPE = re.compile(r"[\x21\x23-\x5b\x5d-\x7e]{1,128}")  # RFC 6749 scope-token
 _MAX_SCOPES = 64
 
 
+@dataclass(frozen=True)
+class TokenFacts:
+    """What a token says of itself that a log may record (never the token): its id, client,
+    subject and scopes. Empty unless the issuer's signature or introspection vouches for them."""
+
+    jti: str | None = None
+    client_id: str | None = None
+    subject: str | None = None
+    scopes: frozenset[str] | None = None
+
+
 class InvalidToken(Exception):
     """The token is not accepted here. The message says which check failed and is safe to show
-    the caller; ``credential`` is what the audit row may record of it: only the kind, unless the
-    issuer's signature vouches for the claims."""
+    the caller; ``facts`` is what may be recorded of it."""
 
-    def __init__(self, message: str, credential: Credential | None = None) -> None:
+    def __init__(self, message: str, facts: TokenFacts | None = None) -> None:
         super().__init__(message)
         self.message = message
-        self.credential = credential or Credential(CredentialKind.OAUTH)
+        self.facts = facts or TokenFacts()
 
 
 @dataclass(frozen=True)
@@ -46,13 +55,9 @@ class AccessToken:
     jti: str | None = None
 
     @property
-    def credential(self) -> Credential:
-        return Credential(
-            CredentialKind.OAUTH,
-            token_id=self.jti,
-            client_id=self.client_id,
-            subject=self.subject,
-            scopes=self.scopes,
+    def facts(self) -> TokenFacts:
+        return TokenFacts(
+            jti=self.jti, client_id=self.client_id, subject=self.subject, scopes=self.scopes
         )
 
 
@@ -96,9 +101,7 @@ def access_token(claims: Mapping[str, Any], config: OAuthConfig, now: float) -> 
     client_id = _text(claims, config.client_claim, _CLIENT_ID)
     subject = _text(claims, "sub", _USER_ID)
     scopes = _scopes(claims)
-    vouched = Credential(
-        CredentialKind.OAUTH, token_id=jti, client_id=client_id, subject=subject, scopes=scopes
-    )
+    vouched = TokenFacts(jti=jti, client_id=client_id, subject=subject, scopes=scopes)
 
     def refuse(message: str) -> InvalidToken:
         return InvalidToken(message, vouched)

@@ -15,9 +15,9 @@ from collections import OrderedDict
 
 import httpx
 
-from nemo_toolplane.oauth.claims import AccessToken, InvalidToken, access_token
-from nemo_toolplane.oauth.config import IntrospectionConfig, OAuthConfig
-from nemo_toolplane.oauth.issuer import Issuer, IssuerUnavailable
+from nemo_core.oauth.claims import AccessToken, InvalidToken, access_token
+from nemo_core.oauth.config import IntrospectionConfig, OAuthConfig
+from nemo_core.oauth.issuer import Issuer, IssuerUnavailable
 
 _MAX_KEPT = 10_000
 

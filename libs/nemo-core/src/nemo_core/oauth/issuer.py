@@ -20,7 +20,7 @@ import httpx
 from joserfc.errors import JoseError
 from joserfc.jwk import Key, KeySet
 
-from nemo_toolplane.oauth.config import OAuthConfig
+from nemo_core.oauth.config import OAuthConfig
 
 logger = logging.getLogger(__name__)
 
