@@ -23,11 +23,11 @@ from hypothesis import strategies as st
 from joserfc import jwt
 from joserfc.jwk import RSAKey
 
+from nemo_core.oauth.claims import AccessToken, InvalidToken
+from nemo_core.oauth.config import OAuthConfig
+from nemo_core.oauth.issuer import Issuer
+from nemo_core.oauth.signed import verify_jwt
 from nemo_testing.oauth import OAuthServer
-from nemo_toolplane.oauth.claims import AccessToken, InvalidToken
-from nemo_toolplane.oauth.config import OAuthConfig
-from nemo_toolplane.oauth.issuer import Issuer
-from nemo_toolplane.oauth.signed import verify_jwt
 from services.toolplane.tests.conftest import RunningToolPlane
 from services.toolplane.tests.mcp_http import modern_call, post
 from services.toolplane.tests.oauth.conftest import Forger, b64, segment
