@@ -447,7 +447,7 @@ async def test_an_approval_is_bound_to_the_token_that_asked(
     )
 
 
-async def test_approval_requests_are_rate_limited_per_agent_and_user(
+async def test_approval_requests_are_rate_limited_per_agent(
     start_toolplane: StartToolPlane,
     tokens: AgentTokens,
     owner: asyncpg.Connection,
