@@ -160,3 +160,9 @@ def test_an_encoded_key_takes_its_value_with_it(key: str, encoding: str, value: 
     assert value not in masked, masked
     assert masked.endswith("\nCảm ơn cô")
     assert counts["field"] + counts["key"] >= 1
+
+
+def test_an_encoded_key_with_a_full_width_colon_takes_its_value_with_it() -> None:
+    for colon in ("\uff1a", "\uff1d"):
+        text = f"%65mail{colon} Nguyen Van A\nCảm ơn cô"
+        assert redact_chat_text(text, FORBIDDEN) == f"{ENCODED_MASK} {VALUE_MASK}\nCảm ơn cô"
