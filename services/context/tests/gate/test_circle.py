@@ -10,9 +10,11 @@ from __future__ import annotations
 import hashlib
 import hmac
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from nemo_context.gate import circle as circle_module
 from nemo_context.gate.circle import Circle, fingerprint
 from nemo_context.gate.identifiers import identifier_kind
 from nemo_context.gate.reading import Reading
@@ -35,6 +37,19 @@ def test_a_fingerprint_is_the_databases(word: str) -> None:
 
 def _found(circle: Circle, text: str) -> str | None:
     return identifier_kind(Reading(text), circle)
+
+
+def test_the_fingerprints_kept_for_a_key_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    key = b"a key for this test only"
+    monkeypatch.setattr(circle_module, "_MAX_PRINTS", 3)
+    monkeypatch.setitem(circle_module._PRINTS, key, {})
+    words = [f"tu{index}" for index in range(7)]
+    prints = [fingerprint(key, word) for word in words]
+    assert 0 < len(circle_module._PRINTS[key]) <= 3
+    assert prints == [
+        hmac.new(key, word.encode(), hashlib.sha256).digest()[:_DATABASE_BYTES].hex()
+        for word in words
+    ]
 
 
 GIVEN = st.sampled_from(["Khôi", "Tuấn", "Hằng", "Phúc", "Quỳnh"])

@@ -4,7 +4,10 @@ names and the values written after them are masked, the rest of the message is k
 from __future__ import annotations
 
 import base64
+from collections import Counter
 
+from google.protobuf.json_format import MessageToDict
+from google.protobuf.struct_pb2 import Struct
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -16,9 +19,11 @@ from nemo_context.gate.masking import (
     ID_MASK,
     OMITTED,
     VALUE_MASK,
+    TextMasker,
     mask_text,
 )
 from nemo_context.gate.text import value_matcher
+from nemo_protos.context.v1 import conversation_pb2 as chat
 
 FORBIDDEN = frozenset({"L-2041-1", "U-2041-P1", "F-2041-1"})
 
@@ -160,3 +165,88 @@ def test_an_encoded_key_takes_its_value_with_it(key: str, encoding: str, value: 
     assert value not in masked, masked
     assert masked.endswith("\nCảm ơn cô")
     assert counts["field"] + counts["key"] >= 1
+
+
+def test_a_chunk_that_decodes_to_fields_takes_the_value_after_its_last_name() -> None:
+    # "email=An;name", the last name cut from its colon by a space (or written with no space
+    # after the colon): the value after the colon goes with the chunk, and only it.
+    chunk = "%65mail=An;%6Eame"
+    text = f"{chunk} :Nguyen Van A\n{chunk} : Le Thi B\nCảm ơn cô"
+    masked, counts = mask_text(text, value_matcher(()), NO_CIRCLE)
+    assert masked == f"{ENCODED_MASK} :{VALUE_MASK}\n{ENCODED_MASK} : {VALUE_MASK}\nCảm ơn cô"
+    assert counts == Counter({"key": 2})
+
+
+def test_a_chunk_that_decodes_to_fields_with_no_colon_after_it_takes_nothing_after_it() -> None:
+    chunk = "%65mail=An;%6Eame"
+    assert redact_chat_text(f"{chunk} nhé cô", FORBIDDEN) == f"{ENCODED_MASK} nhé cô"
+    assert redact_chat_text(f"Ghi chú:\n{chunk}", FORBIDDEN) == f"Ghi chú:\n{ENCODED_MASK}"
+
+
+def test_an_encoded_key_with_no_value_after_it_is_masked_alone() -> None:
+    for text in ("Ghi chú:\n%65mail:", "Ghi chú:\n%65mail: ", "Ghi chú:\n%65mail: , ok"):
+        masked = redact_chat_text(text, FORBIDDEN)
+        assert masked == text.replace("%65mail:", ENCODED_MASK)
+
+
+def test_an_encoded_key_with_a_full_width_colon_takes_its_value_with_it() -> None:
+    for colon in ("\uff1a", "\uff1d"):
+        text = f"%65mail{colon} Nguyen Van A\nCảm ơn cô"
+        assert redact_chat_text(text, FORBIDDEN) == f"{ENCODED_MASK} {VALUE_MASK}\nCảm ơn cô"
+
+
+def test_a_key_its_encoding_parts_from_its_colon_is_masked_in_the_decoded_text() -> None:
+    # "%65mail" alone is no key, so the text is masked as it reads decoded; what the first
+    # masking counted is not counted twice.
+    text = "mã L-2041-1\n%65mail : Nguyen Van A\nCảm ơn cô"
+    masked, counts = mask_text(text, value_matcher(tuple(sorted(FORBIDDEN))), NO_CIRCLE)
+    assert masked == f"mã {ID_MASK}\n{FIELD_MASK} : {VALUE_MASK}\nCảm ơn cô"
+    assert counts == Counter({"key": 1, "field": 1})
+    assert _clean(masked)
+
+
+def test_text_the_gate_still_refuses_once_masked_is_removed_whole_and_counted_once() -> None:
+    # Encoded twice and parted from its colon: the key is in neither the text nor its decoding.
+    text = "Ghi chú:\n%2565mail : Nguyen Van A\nCảm ơn cô"
+    assert not _clean(text)
+    assert mask_text(text, value_matcher(()), NO_CIRCLE) == (OMITTED, Counter({"whole_text": 1}))
+
+
+def test_every_string_of_a_state_is_masked_in_nested_structs_and_lists() -> None:
+    state = Struct()
+    state.update(
+        {
+            "ghi_chu": {"lan_truoc": "mã L-2041-1 nhé", "so_lan": 2},
+            "cac_buoc": ["bước 1", "mã L-2041-1", ["L-2041-1"], {"ma": "L-2041-1"}],
+            "xong": True,
+            "email": "an@example.com",
+            "ho_so": {"L-2041-1": "đã xong"},
+        }
+    )
+    masker = TextMasker(value_matcher(tuple(sorted(FORBIDDEN))), NO_CIRCLE)
+    masker.struct(state)
+    # An entry whose key is a forbidden name or holds a key is removed, and counted as a field.
+    assert MessageToDict(state) == {
+        "ghi_chu": {"lan_truoc": f"mã {ID_MASK} nhé", "so_lan": 2},
+        "cac_buoc": ["bước 1", f"mã {ID_MASK}", [ID_MASK], {"ma": ID_MASK}],
+        "xong": True,
+        "ho_so": {},
+    }
+    assert masker.counts == Counter({"key": 4, "field": 2})
+
+
+def test_a_wanted_field_is_masked_in_every_message_of_a_repeated_field() -> None:
+    bundle = chat.ConversationBundle(
+        recent_messages=[
+            chat.ConversationMessage(content="mã L-2041-1", message_id="m-1"),
+            chat.ConversationMessage(content="mẹ em là U-2041-P1 ạ", message_id="m-2"),
+        ]
+    )
+    masker = TextMasker(value_matcher(tuple(sorted(FORBIDDEN))), NO_CIRCLE)
+    masker.fields(bundle, ["nemo.context.v1.ConversationMessage.content"])
+    assert [m.content for m in bundle.recent_messages] == [
+        f"mã {ID_MASK}",
+        f"mẹ em là {ID_MASK} ạ",
+    ]
+    assert [m.message_id for m in bundle.recent_messages] == ["m-1", "m-2"]
+    assert masker.counts == Counter({"key": 2})

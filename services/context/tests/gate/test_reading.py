@@ -63,7 +63,9 @@ def _edit(draw: st.DrawFn) -> tuple[str, object, str]:
     if kind == "school":
         core = draw(st.sampled_from(SCHOOLS))
         return kind, f"Trường THCS {core}", f"em học trường {core}"
-    day = draw(st.dates(date(2008, 1, 1), date(2018, 12, 31)))
+    # A new birth date: the learner's own, already in the circle, is no edit.
+    taken = {person.birth_date for person in BASE}
+    day = draw(st.dates(date(2008, 1, 1), date(2018, 12, 31)).filter(lambda d: d not in taken))
     return kind, day, f"hẹn ngày {day.day}/{day.month}/{day.year} nhé"
 
 

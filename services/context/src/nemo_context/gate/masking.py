@@ -64,6 +64,8 @@ _KINDS: Final = {
 }
 
 _VALUE_ENDS: Final = frozenset(",;}]|\n\x00")
+_KEY_ENDS: Final = ":=\uff1a\uff1d"
+"""What ends a key, in full-width forms too (as :func:`.text.text_keys` reads them)."""
 VALUE: Final = ""
 """The value after a masked field: masked with it, counted with it."""
 _FIRST: Final = frozenset({KEY, FIELD, VALUE})
@@ -136,8 +138,8 @@ def _value_after_encoded_key(text: str, end: int, decoded: str) -> Spans:
     position = end
     while position < len(text) and text[position] in " \t":
         position += 1
-    if not decoded.rstrip().endswith((":", "=")):
-        if position >= len(text) or text[position] not in ":=":
+    if not decoded.rstrip().endswith(tuple(_KEY_ENDS)):
+        if position >= len(text) or text[position] not in _KEY_ENDS:
             return []
         position += 1
     while position < len(text) and text[position] in " \t":
