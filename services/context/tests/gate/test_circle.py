@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+from collections.abc import Iterator
+from datetime import date
 
 import pytest
 from hypothesis import given
@@ -16,10 +18,10 @@ from hypothesis import strategies as st
 
 from nemo_context.gate import circle as circle_module
 from nemo_context.gate.circle import Circle, fingerprint
-from nemo_context.gate.identifiers import identifier_kind
+from nemo_context.gate.identifiers import identifier_kind, identifier_spans
 from nemo_context.gate.reading import Reading
 
-from .circles import KEY, Person, circle_of
+from .circles import KEY, Person, circle_of, circle_rows
 from .spellings import PROPERTY
 
 # What the migration computes: substr(hmac_sha256(key, token), 1, 16), in hex.
@@ -143,3 +145,127 @@ def test_a_circle_never_shows_its_key() -> None:
     circle = circle_of([Person("Phan Quốc Khôi")])
     assert KEY.decode() not in repr(circle)
     assert repr(KEY) not in repr(circle)
+
+
+# A circle of one person with every kind of identifier, and a text holding each in a form only
+# the circle finds.
+_EVERYONE = Person(
+    "Phan Quốc Khôi",
+    email="khoi.phan.hs@example.org",
+    phone="0912 345 678",
+    address="27 Đội Cấn, Ba Đình",
+    school="Trường THCS Ngô Sĩ Liên",
+    birth_date=date(2013, 4, 9),
+)
+_ALONE = {
+    "name": ("Hôm nay Phan Quốc Khôi học bài", "name"),
+    "name_joined": ("tài khoản phanquockhoi nhé", "name"),
+    "email": ("tài khoản khoi.phan.hs nhé", "email"),
+    "phone": ("số 912345678 nhé", "phone"),
+    "address": ("gặp ở 27 Đội Cấn nhé", "address"),
+    "school": ("em học trường Ngô Sĩ Liên", "school"),
+    "birth_date": ("hẹn ngày 9/4/2013 nhé", "birth_date"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(_ALONE))
+def test_a_circle_of_one_kind_of_row_alone_finds_it(kind: str) -> None:
+    """Whatever rows the circle holds, it looks for them: a circle whose only rows are a name's
+    words (no pairs, no diacritics), a name run together, or a birth date is not empty."""
+    rows = [row for row in circle_rows(KEY, [_EVERYONE]) if row[0] == kind]
+    circle = Circle.from_rows(KEY, rows)
+    text, found = _ALONE[kind]
+    assert not circle.empty
+    assert circle.finds(Reading(text)), text
+    assert _found(circle, text) == found
+    assert not circle.finds(Reading("Hôm nay em học bài")), kind
+
+
+def test_a_circle_without_rows_is_empty() -> None:
+    circle = Circle.from_rows(KEY, [])
+    assert circle.empty
+    assert not circle.finds(Reading("Hôm nay Phan Quốc Khôi học bài"))
+    assert circle.spans(Reading("Hôm nay Phan Quốc Khôi học bài")) == []
+
+
+def _database_print(key: bytes, word: str) -> str:
+    """A fingerprint as the database computes it, not through this process's cache."""
+    return hmac.new(key, word.encode(), hashlib.sha256).digest()[:_DATABASE_BYTES].hex()
+
+
+def test_a_circle_read_before_any_word_was_fingerprinted_finds_its_names(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A new process: the circle's fingerprints come from the database, and no word has been
+    fingerprinted with its key yet."""
+    monkeypatch.setattr(circle_module, "_PRINTS", {})
+    key = b"a key no word was fingerprinted with"
+    name = ("phan", "quoc", "khoi")
+    circle = Circle(
+        key=key,
+        names=(tuple(_database_print(key, word) for word in name),),
+        joined_names=frozenset({_database_print(key, "phanquockhoi")}),
+        accented=frozenset(_database_print(key, word) for word in ("phan", "quốc", "khôi")),
+    )
+    text = "Hôm nay Phan Quốc Khôi học bài"
+    assert circle.finds(Reading(text))
+    assert _found(circle, text) == "name"
+    assert not circle.finds(Reading("Hôm nay Phan Quốc Khải học bài"))
+
+
+@pytest.mark.parametrize(
+    ("text", "found"),
+    [
+        ("gặp Phạm Lân nhé", None),  # "Lân" is another name than "Lan"
+        ("gặp bạn Lân nhé", None),
+        ("gặp Pham Lan nhé", "name"),  # without diacritics: it may be hers
+        ("gặp bạn Lan nhé", "name"),
+        ("gặp Phạm Lan nhé", "name"),
+        ("gặp Phạm Lân, rồi Phạm Lan nhé", "name"),  # written once as the circle writes it
+        ("gặp Phạm Lân, rồi Pham Lan nhé", "name"),
+    ],
+)
+def test_a_word_of_the_circle_written_only_with_other_diacritics_is_another_word(
+    text: str, found: str | None
+) -> None:
+    circle = circle_of([Person("Phạm Lan")])
+    assert circle.finds(Reading(text)) is (found is not None), text
+    assert _found(circle, text) == found
+
+
+def test_a_text_whose_circle_words_all_carry_other_diacritics_is_settled_by_its_words(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """As ``finds`` promises: a text is read word by word only when its words hold what a match
+    needs, and a given name written only with other diacritics than the circle's is not one."""
+    circle = circle_of([Person("Phạm Lan")])
+
+    def read_word_by_word(self: Circle, text: object) -> Iterator[object]:
+        raise AssertionError("read word by word")
+
+    monkeypatch.setattr(Circle, "_word_spans", read_word_by_word)
+    assert not circle.finds(Reading("gặp Phạm Lân nhé"))
+    assert not circle.finds(Reading("bạn Lân và bạn Lẫn"))
+
+
+def test_a_circle_without_words_with_diacritics_finds_its_names_written_with_them() -> None:
+    """A circle whose rows carry no words with diacritics (no ``accented`` row) rejects none:
+    every spelling of its names is found."""
+    rows = [row for row in circle_rows(KEY, [Person("Phạm Lan")]) if row[0] != "accented"]
+    circle = Circle.from_rows(KEY, rows)
+    for text in ("gặp Phạm Lân nhé", "gặp Phạm Lan nhé", "gặp bạn Lẫn nhé"):
+        assert circle.finds(Reading(text)), text
+        assert _found(circle, text) == "name", text
+
+
+def test_a_name_written_letter_by_letter_is_read_as_the_words_it_is_made_of() -> None:
+    circle = circle_of([Person("Trần Bảo Ngọc")])
+    text = "em là B ả o  N g ọ c nhé"
+    reading = Reading(text)
+    assert circle.finds(reading)
+    # "B ả o" and "N g ọ c" are each read whole, and where they stand is the name.
+    assert circle.spans(reading) == [(6, 20, "name")]
+    assert identifier_spans(text, circle) == [(6, 20, "name")]
+    assert not circle.finds(Reading("em là B ả o  N g ộ c nhé"))
+    # Letters that make no word of the circle are read one by one, beside the ones that do.
+    assert circle.spans(Reading("x y B a o N g o c")) == [(4, 17, "name")]
