@@ -7,6 +7,7 @@ The people are this file's own; each identifier is written in a form only the ci
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import hmac
 from collections.abc import Iterator
@@ -269,3 +270,70 @@ def test_a_name_written_letter_by_letter_is_read_as_the_words_it_is_made_of() ->
     assert not circle.finds(Reading("em là B ả o  N g ộ c nhé"))
     # Letters that make no word of the circle are read one by one, beside the ones that do.
     assert circle.spans(Reading("x y B a o N g o c")) == [(4, 17, "name")]
+
+
+_SCHOOL = "Trường THCS Ngô Sĩ Liên"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        _SCHOOL,  # at the start of the text and at its end
+        f"Con ở: {_SCHOOL}, gần nhà.",  # after punctuation, and before it
+        f"Hôm nay {_SCHOOL} nghỉ",
+        f"Hôm nay {_SCHOOL.upper()} nghỉ",
+    ],
+)
+def test_a_school_is_found_from_the_first_of_the_school_words_before_it_to_its_last_word(
+    text: str,
+) -> None:
+    """The span runs from the first of the school words written right before the school's name
+    ("Trường THCS") to the end of the name's last word, not a character more."""
+    circle = circle_of([Person("Phan Quốc Khôi", school=_SCHOOL)])
+    start = text.casefold().index(_SCHOOL.casefold())
+    assert circle.spans(Reading(text)) == [(start, start + len(_SCHOOL), "school")]
+
+
+def test_a_school_after_one_school_word_is_found_from_that_word() -> None:
+    circle = circle_of([Person("Phan Quốc Khôi", school=_SCHOOL)])
+    text = "Hôm nay THCS Ngô Sĩ Liên nghỉ"
+    assert circle.spans(Reading(text)) == [(8, 24, "school")]
+    assert text[8:24] == "THCS Ngô Sĩ Liên"
+    # A one-word school, at the end of the text.
+    circle = circle_of([Person("Phan Quốc Khôi", school="Trường Amsterdam")])
+    assert circle.spans(Reading("Con ở trường Amsterdam")) == [(6, 22, "school")]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "số 0912 345 678 nhé",  # with the trunk prefix
+        "số +84 912 345 678 nhé",  # with the country code
+        "số 0084912345678 nhé",
+        "số 12 912345678 nhé",  # the trailing digits of a longer run
+    ],
+)
+def test_a_phone_is_found_as_the_trailing_digits_of_a_longer_run(text: str) -> None:
+    circle = circle_of([Person("Phan Quốc Khôi", phone="0912 345 678")])
+    start = next(index for index, char in enumerate(text) if char.isdigit())
+    assert circle.spans(Reading(text)) == [(start, len(text) - 4, "phone")], text
+
+
+def test_a_number_shorter_than_a_phone_is_not_looked_for_at_the_end_of_a_run() -> None:
+    """A stored number of seven digits (a short local number, or one mistyped) is not a phone the
+    gate looks for: the tail of a longer run of digits that ends with it is not it."""
+    circle = circle_of([Person("Phan Quốc Khôi", phone="0234 5678")])
+    for text in ("số 91 234 5678 nhé", "số 0912345678 nhé", "mã 12345678"):
+        assert not circle.finds(Reading(text)), text
+        assert circle.spans(Reading(text)) == [], text
+
+
+def test_a_circle_cannot_be_changed_once_built() -> None:
+    """Its identity is worked out once and remembered verdicts hang on it: a circle changed after
+    would keep the identity of the circle it was."""
+    circle = circle_of([Person("Phan Quốc Khôi", phone="0912 345 678")])
+    identity = circle.identity
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        circle.phones = frozenset()  # type: ignore[misc]
+    assert circle.identity == identity
+    assert hash(circle) == hash(circle_of([Person("Phan Quốc Khôi", phone="0912 345 678")]))
