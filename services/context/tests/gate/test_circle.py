@@ -337,3 +337,58 @@ def test_a_circle_cannot_be_changed_once_built() -> None:
         circle.phones = frozenset()  # type: ignore[misc]
     assert circle.identity == identity
     assert hash(circle) == hash(circle_of([Person("Phan Quốc Khôi", phone="0912 345 678")]))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Lan là bạn",  # the given name first: no word before it, whatever ends the text
+        "gặp bạn, Lan nhé",  # a comma between: the person word is not hers
+        "gặp bạn: Lan nhé",
+    ],
+)
+def test_a_given_name_alone_is_found_only_written_right_after_a_person_word(text: str) -> None:
+    circle = circle_of([Person("Phạm Lan")])
+    assert circle.spans(Reading(text)) == [], text
+    assert not circle.finds(Reading(text)), text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "tài khoản khoi, phan.hs nhé",  # a comma between the first two words
+        "tài khoản khoi.phan, hs nhé",  # or between the last two
+        "gặp ở 27, Đội Cấn nhé",
+        "gặp ở 27 Đội, Cấn nhé",
+    ],
+)
+def test_an_email_or_an_address_is_found_only_with_every_word_written_close(text: str) -> None:
+    circle = circle_of([_EVERYONE])
+    kinds = {kind for _, _, kind in circle.spans(Reading(text))}
+    assert not kinds & {"email", "address"}, text
+
+
+def test_every_email_and_address_of_the_circle_is_looked_for() -> None:
+    """The circle's e-mail addresses and addresses are each looked for, whichever come before them
+    and are not in the text."""
+    circle = circle_of(
+        [
+            Person("Lê Anh", email="anh.le@example.org", address="3 Hàng Bài, Hoàn Kiếm"),
+            Person("Phan Quốc Khôi", email="khoi.phan.hs@example.org", address="27 Đội Cấn"),
+        ]
+    )
+    for text, kind in (("tài khoản khoi.phan.hs nhé", "email"), ("gặp ở 27 Đội Cấn", "address")):
+        spans = circle.spans(Reading(text))
+        assert [found for _, _, found in spans if found != "name"] == [kind], text
+    # From the first word's first character to the last word's last one.
+    assert circle.spans(Reading("gặp ở 27 Đội Cấn")) == [(6, 16, "address")]
+    assert circle.spans(Reading("mail khoi.phan.hs nhé")) == [(5, 14, "name"), (5, 17, "email")]
+    circle = circle_of(
+        [
+            Person("Phan Quốc Khôi", email="khoi.phan.hs@example.org", address="27 Đội Cấn"),
+            Person("Lê Anh", email="anh.le@example.org", address="3 Hàng Bài, Hoàn Kiếm"),
+        ]
+    )
+    for text, kind in (("tài khoản anh.le nhé", "email"), ("gặp ở 3 Hàng Bài", "address")):
+        spans = circle.spans(Reading(text))
+        assert [found for _, _, found in spans if found != "name"] == [kind], text
