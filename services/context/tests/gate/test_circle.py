@@ -392,3 +392,9 @@ def test_every_email_and_address_of_the_circle_is_looked_for() -> None:
     for text, kind in (("tài khoản anh.le nhé", "email"), ("gặp ở 3 Hàng Bài", "address")):
         spans = circle.spans(Reading(text))
         assert [found for _, _, found in spans if found != "name"] == [kind], text
+
+
+def test_overlapping_identifiers_are_one_span_from_the_first_start_to_the_last_end() -> None:
+    circle = circle_of([_EVERYONE])
+    text = "mail khoi.phan.hs nhé"
+    assert identifier_spans(text, circle) == [(5, 17, "name")]
