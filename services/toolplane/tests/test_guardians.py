@@ -175,7 +175,10 @@ async def test_a_guardian_never_decides_their_own_call_nor_one_for_operators_onl
 
 
 async def test_a_person_revokes_a_host_and_the_edge_refuses_it_for_them_only(
-    family_plane: RunningToolPlane, oauth_server: OAuthServer, person: Forger
+    family_plane: RunningToolPlane,
+    oauth_server: OAuthServer,
+    person: Forger,
+    owner: asyncpg.Connection,
 ) -> None:
     edge = family_plane.settings.oauth_resource or ""
     parent = await oauth_server.tokens("U-2041-P2", resource=edge)
@@ -183,9 +186,27 @@ async def test_a_person_revokes_a_host_and_the_edge_refuses_it_for_them_only(
     body = modern_call("docs.search_docs", {"query": "audit"})
     assert (await post(family_plane.mcp_url, body, token=parent.access_token)).status_code == 200
     await family_plane.plane.audit.flush()
+    # A client no registered agent answers for is refused, with no agent: it acted for nobody.
+    columns = [
+        row["column_name"]
+        for row in await owner.fetch(
+            "SELECT column_name FROM information_schema.columns WHERE table_schema = "
+            "'toolplane' AND table_name = 'audit_logs' AND is_identity = 'NO' "
+            "AND column_default IS NULL AND column_name NOT IN ('client_id', 'agent_id')"
+        )
+    ]
+    listed = ", ".join(columns)
+    await owner.execute(
+        f"INSERT INTO toolplane.audit_logs ({listed}, client_id, agent_id) "
+        f"SELECT {listed}, 'an-unknown-client', NULL FROM toolplane.audit_logs "
+        "WHERE subject = $1 AND client_id IS NOT NULL ORDER BY id DESC LIMIT 1",
+        "U-2041-P2",
+    )
     admin = family_plane.admin_stub(person=_as(person, "U-2041-P2"), caller="console")
     allowed = await admin.ListAuthorizations(admin_pb.ListAuthorizationsRequest(), timeout=10)
-    assert oauth_server.client_id in {host.client_id for host in allowed.hosts}
+    listed_hosts = {host.client_id for host in allowed.hosts}
+    assert oauth_server.client_id in listed_hosts
+    assert "an-unknown-client" not in listed_hosts
     assert await _refusal(
         admin.RevokeAuthorization(
             admin_pb.RevokeAuthorizationRequest(client_id="a-host-that-never-acted"), timeout=10

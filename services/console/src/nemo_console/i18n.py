@@ -45,6 +45,7 @@ PHRASES: Final[Mapping[str, tuple[str, str]]] = {
     ),
     "tool": ("Công cụ", "Tool"),
     "agent": ("Tác tử (agent)", "Agent"),
+    "client": ("Ứng dụng (client)", "App (client)"),
     "on_behalf_of": ("Thay mặt", "On behalf of"),
     "user_source_token": ("gắn với token", "bound to the token"),
     "user_source_caller": ("do dịch vụ tin cậy xác nhận", "vouched for by a trusted service"),

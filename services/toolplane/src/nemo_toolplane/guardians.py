@@ -111,7 +111,8 @@ async def authorizations(pool: Pool, user_id: str) -> tuple[list[StoredToken], l
                 SELECT client_id, (array_agg(agent_id ORDER BY id DESC))[1] AS agent_id,
                        max("timestamp") AS last_used_at
                 FROM toolplane.audit_logs
-                WHERE subject = $1 AND client_id IS NOT NULL
+                -- A client no registered agent answers for was refused: it never acted.
+                WHERE subject = $1 AND client_id IS NOT NULL AND agent_id IS NOT NULL
                 GROUP BY client_id
             ) AS used
             LEFT JOIN toolplane.host_revocations AS r
