@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 from collections import Counter
 
+import pytest
 from google.protobuf.json_format import MessageToDict
 from google.protobuf.struct_pb2 import Struct
 from hypothesis import HealthCheck, given, settings
@@ -67,6 +68,16 @@ def test_forbidden_names_and_their_values_are_masked_and_the_rest_kept() -> None
     assert redact_chat_text("email: an@example.com\nCảm ơn cô", FORBIDDEN) == (
         f"{FIELD_MASK}: {VALUE_MASK}\nCảm ơn cô"
     )
+
+
+def test_the_placeholders_a_model_reads_are_written_out() -> None:
+    # A model is told what each placeholder means; the words are the contract, spelled out here.
+    text = "mã L-2041-1 và TC0yMDQxLTE= nhé\nemail: an@example.com\nxong"
+    assert redact_chat_text(text, FORBIDDEN) == (
+        "mã [id removed] và [encoded id removed] nhé\n[field removed]: [value removed]\nxong"
+    )
+    refused = "Ghi chú:\n%2565mail : Nguyen Van A"
+    assert redact_chat_text(refused, FORBIDDEN) == "[message removed: it could not be shown safely]"
 
 
 def test_encoded_keys_and_names_are_masked_where_they_are() -> None:
@@ -250,3 +261,19 @@ def test_a_wanted_field_is_masked_in_every_message_of_a_repeated_field() -> None
     ]
     assert [m.message_id for m in bundle.recent_messages] == ["m-1", "m-2"]
     assert masker.counts == Counter({"key": 2})
+
+
+def _base64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+@pytest.mark.parametrize("layers", [1, 2, 3])
+def test_contact_data_encoded_as_deep_as_the_gate_reads_is_masked_where_it_stands(
+    layers: int,
+) -> None:
+    phone = "0912 345 678"
+    for _ in range(layers):
+        phone = _base64(phone)
+    masked, counts = mask_text(f"số mẹ: {phone} nhé", value_matcher(()), NO_CIRCLE)
+    assert masked == "số mẹ: [phone] nhé"
+    assert counts == Counter({"phone": 1})
