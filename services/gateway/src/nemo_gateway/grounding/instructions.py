@@ -185,8 +185,12 @@ def looks_like_instructions(text: str) -> bool:
 
 def none_can_instruct(texts: Iterable[str]) -> bool:
     """True only when no text of ``texts`` can contain an instruction: read together, they hold
-    no word an instruction needs and no leetspeak word. Each piece's reading is part of the
-    joined one, so whatever a piece holds the joined text holds; False sends the caller to
-    :func:`looks_like_instructions`, piece by piece."""
-    joined = "\n".join(" ".join(fold_lookalikes(text).split()) for text in texts)
-    return _LEET_WORD.search(joined) is None and not _MAY_MATCH(joined)
+    no word an instruction needs, and neither do the leetspeak readings of the texts that hold
+    a leetspeak word. Each piece's plain reading is part of the joined one, so whatever a piece
+    holds the joined text holds; False sends the caller to :func:`looks_like_instructions`,
+    piece by piece."""
+    folded = [" ".join(fold_lookalikes(text).split()) for text in texts]
+    if _MAY_MATCH("\n".join(folded)):
+        return False
+    # Maths items are full of leetspeak-shaped words ("3x", "x4"): only their pieces are read again.
+    return not any(_MAY_MATCH(reading) for piece in folded for reading in _leet_readings(piece))
