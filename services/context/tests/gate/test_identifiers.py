@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 from nemo_context.gate import find_leak, gate
 from nemo_context.gate.circle import Circle
+from nemo_context.gate.identifiers import _merge
 from nemo_context.gate.masking import TextMasker
 from nemo_context.gate.rules import WRITTEN_TEXT_FIELDS
 from nemo_context.gate.text import value_matcher
@@ -312,7 +313,11 @@ def test_anyones_phone_number_is_masked_whole_however_separated(
 
 
 @RANDOM
-@given(phone=PHONES, year=st.integers(1990, 2030), separator=st.sampled_from([" ", ", ", "  "]))
+@given(
+    phone=PHONE_TEXT,
+    year=st.integers(1, 2030),
+    separator=st.sampled_from([" ", ", ", "  ", " - "]),
+)
 def test_a_number_written_before_a_phone_number_is_kept(
     phone: str, year: int, separator: str
 ) -> None:
@@ -322,6 +327,34 @@ def test_a_number_written_before_a_phone_number_is_kept(
     carried = chat_message(CIRCLES[LEARNERS[year % 2]], written)
     assert f"lớp {year}" in carried, carried
     assert "".join(char for char in carried if char.isdigit()) == str(year), carried
+
+
+DATE_FORMS = ("{d}/{m}/{y}", "{d:02d}/{m:02d}/{y}", "{d}/{m}/{yy:02d}", "{y}-{m:02d}-{d:02d}",
+              "{d}.{m}.{y}", "{d}-{m}-{y}", "{d}/{m}", "{m}/{d}/{y}")  # fmt: skip
+WRITTEN_DATES = st.tuples(
+    st.dates(date(1990, 1, 1), date(2030, 12, 31)), st.sampled_from(DATE_FORMS)
+).map(lambda t: t[1].format(d=t[0].day, m=t[0].month, y=t[0].year, yy=t[0].year % 100))
+
+
+@RANDOM
+@given(
+    phone=PHONE_TEXT,
+    written_date=WRITTEN_DATES,
+    after=st.booleans(),
+    separator=st.sampled_from([" ", "  ", " - ", "_"]),
+)
+def test_a_phone_number_beside_a_date_is_masked_and_the_date_kept(
+    phone: str, written_date: str, after: bool, separator: str
+) -> None:
+    """A date and a phone number with only a space between them are one run of digits: the
+    phone number is masked whichever comes first, and the date is kept."""
+    pair = (phone, written_date) if after else (written_date, phone)
+    text = f"Hẹn {separator.join(pair)} nhé"
+    carried = chat_message(CIRCLES[LEARNERS[len(text) % 2]], text)
+    assert written_date in carried, carried
+    assert "".join(char for char in carried if char.isdigit()) == "".join(
+        char for char in written_date if char.isdigit()
+    ), carried
 
 
 REFERENCES = st.one_of(
@@ -399,3 +432,13 @@ def test_ordinary_text_written_letter_by_letter_passes(text: str, between: str, 
     circle = CIRCLES[LEARNERS[seed % 2]]
     assert find_leak(pb.MasteryEntry(node_title=spaced), forbidden_values=(), circle=circle) is None
     assert chat_message(circle, spaced) == f"Em hỏi: {spaced} ạ"
+
+
+def test_identifiers_that_touch_stay_two_and_overlapping_ones_become_one() -> None:
+    touching = [(10, 20, "email"), (0, 10, "phone")]
+    assert _merge(touching) == [(0, 10, "phone"), (10, 20, "email")]
+    assert _merge([(0, 11, "phone"), (10, 20, "email")]) == [(0, 20, "phone")]
+    assert _merge([(0, 20, "address"), (5, 9, "phone"), (25, 30, "name")]) == [
+        (0, 20, "address"),
+        (25, 30, "name"),
+    ]

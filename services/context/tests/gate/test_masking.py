@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import base64
 from collections import Counter
+from typing import Any
 
 import pytest
+from google.protobuf.api_pb2 import Api
 from google.protobuf.json_format import MessageToDict
-from google.protobuf.struct_pb2 import Struct
+from google.protobuf.struct_pb2 import Struct, Value
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -21,6 +23,7 @@ from nemo_context.gate.masking import (
     OMITTED,
     VALUE_MASK,
     TextMasker,
+    _plan,
     mask_text,
 )
 from nemo_context.gate.text import value_matcher
@@ -277,3 +280,68 @@ def test_contact_data_encoded_as_deep_as_the_gate_reads_is_masked_where_it_stand
     masked, counts = mask_text(f"số mẹ: {phone} nhé", value_matcher(()), NO_CIRCLE)
     assert masked == "số mẹ: [phone] nhé"
     assert counts == Counter({"phone": 1})
+
+
+KEYS = value_matcher(tuple(sorted(FORBIDDEN)))
+
+
+@pytest.mark.parametrize(
+    ("text", "masked"),
+    [
+        ('{"phone": "", "lop": "8A"}', '{[field removed]: [value removed], "lop": "8A"}'),
+        ('{"phone": "09\\"12", "lop": "8A"}', '{[field removed]: [value removed], "lop": "8A"}'),
+        ('{"phone": "a\\"b\\"c", "lop": 8}', '{[field removed]: [value removed], "lop": 8}'),
+        ('{"phone": "\\\\", "lop": "8A"}', '{[field removed]: [value removed], "lop": "8A"}'),
+        ('{"phone": "0912', "{[field removed]: [value removed]"),
+        ('{"phone": "0912\\', "{[field removed]: [value removed]"),
+        ('{"phone": "0912\nCảm ơn cô', "{[field removed]: [value removed]\nCảm ơn cô"),
+        ("{'phone': '0912', 'lop': '8A'}", "{[field removed]: [value removed], 'lop': '8A'}"),
+        ("ghi chú\nemail:", "ghi chú\n[field removed]:"),
+        ("ghi chú\nemail:   ", "ghi chú\n[field removed]:   "),
+        ('{"phone":, "lop": 8}', '{[field removed]:, "lop": 8}'),
+    ],
+)
+def test_a_field_value_is_masked_to_its_end_and_no_further(text: str, masked: str) -> None:
+    # Quoted values end at their closing quote (escaped quotes inside), or where a line break
+    # cuts them short; an empty value adds no mask.
+    assert mask_text(text, KEYS, NO_CIRCLE) == (masked, Counter({"field": 1}))
+
+
+def test_a_value_holding_an_identifier_is_masked_as_a_value_and_counted_once() -> None:
+    # The value runs past the e-mail address in it: one mask over the whole value.
+    text = "email: an@example.com nhé\nCảm ơn cô"
+    assert mask_text(text, KEYS, NO_CIRCLE) == (
+        "[field removed]: [value removed]\nCảm ơn cô",
+        Counter({"field": 1}),
+    )
+
+
+def test_a_key_encoded_as_deep_as_the_gate_reads_is_masked_where_it_stands() -> None:
+    key = "L-2041-1"
+    for _ in range(3):
+        key = _base64(key)
+    assert mask_text(f"mã {key} nhé", KEYS, NO_CIRCLE) == (
+        f"mã {ENCODED_MASK} nhé",
+        Counter({"key": 1}),
+    )
+
+
+def _plan_names(descriptor: Any, wanted: frozenset[str]) -> list[tuple[str, bool]]:
+    return [(field.name, text) for field, text in _plan(descriptor, wanted)]
+
+
+def test_the_fields_walked_for_written_text_are_those_that_can_hold_it() -> None:
+    string_value = frozenset({"google.protobuf.Value.string_value"})
+    # A type that holds itself (through ListValue) may hold the text at any depth.
+    assert _plan_names(Value.DESCRIPTOR, string_value) == [
+        ("string_value", True),
+        ("list_value", False),
+    ]
+    # Other string fields are not walked; a map is never read.
+    assert _plan_names(Value.DESCRIPTOR, frozenset()) == [("list_value", False)]
+    # A type met in one branch that holds nothing wanted is not walked in the next.
+    assert _plan_names(Api.DESCRIPTOR, frozenset()) == []
+    assert _plan_names(Api.DESCRIPTOR, frozenset({"google.protobuf.Any.type_url"})) == [
+        ("methods", False),
+        ("options", False),
+    ]

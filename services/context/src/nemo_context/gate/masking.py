@@ -82,7 +82,9 @@ def _value_end(text: str, start: int) -> int:
         position += 1
         while position < len(text) and text[position] != quote and text[position] != "\n":
             position += 2 if text[position] == "\\" else 1
-        return min(position + 1, len(text))
+        # The closing quote goes with the value; a line break that cut it short stays.
+        closed = position < len(text) and text[position] == quote
+        return position + 1 if closed else min(position, len(text))
     while position < len(text) and text[position] not in _VALUE_ENDS:
         position += 1
     return position

@@ -36,6 +36,22 @@ a code (``SP-2024-0001``) or a longer token (a hex digest starting ``0796081998e
 in three thousand SHA-256 digests): the only text worth handing to the phone number matcher. Each
 pattern here that cannot start just anywhere first looks ahead at the characters it can start
 with: checked first, that one test rules out most positions of a text."""
+_SLASH_DATE: Final = re.compile(
+    r"(?<!\d)(?:[0-3]?\d/[01]?\d|[01]?\d/[0-3]?\d)/(?:[12]\d)?\d{2}(?!\d)"
+)
+"""A date written with slashes. libphonenumber drops a whole candidate that holds one, so a phone
+number written beside a date ("12/3/2015 0912 345 678") would be missed: dates are blanked out
+of a run before it is read."""
+_GROUPED_START: Final = re.compile(r"(?<![^ ])(?:0|\(?\+84\)?|84)[ .\-]{0,3}[2-9]")
+_GROUPED_REST: Final = (
+    re.compile(r"(?:[ .\-]{0,3}\d){9}(?!\d)"),
+    re.compile(r"(?:[ .\-]{0,3}\d){8}(?!\d)"),
+)
+"""A phone number written in groups beside another number ("lớp 2015 0912 345 678", "+84 912
+345 678 2000-01-01"): nine or ten digits after ``0`` or ``+84``, the first 2 to 9 as in every
+Vietnamese number. libphonenumber reads a run of
+digits as one candidate and finds a number inside it only when that number is one group, so
+these are checked on their own."""
 _DIALLED: Final = re.compile(r"[(]?(?:\+|0|84\D*[1-9](?:\D*\d){8,9}$)")
 """How a phone number is written: with its country code (``+84``, ``0084``, Vietnam's ``84``
 without a plus) or its trunk prefix (``0``). Nine bare digits are a number, a count or a code,
@@ -154,6 +170,29 @@ _UUID: Final = re.compile(r"[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}")
 """A UUID, whose hyphen-separated digit groups read like a phone number written with dashes."""
 
 
+def _blank(match: re.Match[str]) -> str:
+    return " " * len(match.group())
+
+
+def _grouped_numbers(candidate: str) -> Iterator[tuple[int, int]]:
+    end = 0
+    for start in _GROUPED_START.finditer(candidate):
+        if start.start() < end:
+            continue
+        for rest in _GROUPED_REST:
+            digits = rest.match(candidate, start.end())
+            if digits is not None and _valid_number(candidate[start.start() : digits.end()]):
+                end = digits.end()
+                yield start.start(), end
+                break
+
+
+def _valid_number(written: str) -> bool:
+    digits = "".join(char for char in written if char.isdigit())
+    dialled = digits if digits.startswith("0") else f"+{digits}"
+    return phonenumbers.is_valid_number(phonenumbers.parse(dialled, "VN"))
+
+
 def phones(folded: str) -> Iterator[Span]:
     """Valid phone numbers in any national or international format (Vietnam first)."""
     uuids: list[tuple[int, int]] | None = None  # found once, and only for a text with a run
@@ -162,11 +201,21 @@ def phones(folded: str) -> Iterator[Span]:
             uuids = [match.span() for match in _UUID.finditer(folded)]
         if any(start <= run.start() < end for start, end in uuids):
             continue
-        for found in phonenumbers.PhoneNumberMatcher(
-            run.group().replace("_", " "), "VN", leniency=phonenumbers.Leniency.VALID
-        ):
-            if _DIALLED.match(found.raw_string):
-                yield run.start() + found.start, run.start() + found.end, "phone"
+        candidate = _SLASH_DATE.sub(_blank, run.group().replace("_", " "))
+        found = [
+            (match.start, match.end)
+            for match in phonenumbers.PhoneNumberMatcher(
+                candidate, "VN", leniency=phonenumbers.Leniency.VALID
+            )
+            if _DIALLED.match(match.raw_string)
+        ]
+        found += [
+            (grouped_start, grouped_end)
+            for grouped_start, grouped_end in _grouped_numbers(candidate)
+            if not any(start < grouped_end and grouped_start < end for start, end in found)
+        ]
+        for start, end in sorted(found):
+            yield run.start() + start, run.start() + end, "phone"
 
 
 def addresses(folded: str) -> Iterator[Span]:
