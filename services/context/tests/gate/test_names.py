@@ -351,7 +351,7 @@ VIETNAMESE_FIELDS = [
     "họ tên", "họ và tên", "tên học sinh", "tên phụ huynh", "tên bố", "tên mẹ",
     "số điện thoại", "điện thoại", "SĐT", "địa chỉ", "ngày sinh", "năm sinh", "nơi sinh",
     "sinh nhật", "tên trường", "trường học", "mã học sinh", "mã số học sinh",
-    "ảnh đại diện", "phụ huynh", "người giám hộ", "quê quán",
+    "ảnh đại diện", "phụ huynh", "người giám hộ", "quê quán", "tên con", "tên đệm", "nơi ở",
 ]  # fmt: skip
 ORDINARY_VIETNAMESE = ["tiêu đề", "môn học", "điểm số", "trường hợp", "năm học", "lớp"]
 

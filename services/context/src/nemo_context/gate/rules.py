@@ -97,7 +97,6 @@ FORBIDDEN_PHRASES: Final[Mapping[tuple[str, ...], str]] = MappingProxyType(
         ("ten", "truong"): "a school's name (tên trường)",
         ("truong", "hoc"): 'a school (trường học; "trường" alone is also a data field)',
         ("ten", "hoc", "sinh"): "a student's name (tên học sinh)",
-        ("ten", "phu", "huynh"): "a parent's name (tên phụ huynh)",
         ("ten", "bo"): "a father's name (tên bố)",
         ("ten", "me"): "a mother's name (tên mẹ)",
         ("ten", "con"): "a child's name (tên con)",
