@@ -170,6 +170,10 @@ SAFE = [
             "prompt",
             "model",
             "file",
+            "exam",
+            "theorem",
+            "formula",
+            "chapter",
         )
     ),
     # Keys of things; a person before a thing is the thing's qualifier.
