@@ -398,3 +398,21 @@ def test_overlapping_identifiers_are_one_span_from_the_first_start_to_the_last_e
     circle = circle_of([_EVERYONE])
     text = "mail khoi.phan.hs nhé"
     assert identifier_spans(text, circle) == [(5, 17, "name")]
+
+
+# Each word a person is addressed or named by, written out: a rule list that lost one would
+# let "bố Hùng" through.
+PERSON_WORDS_WRITTEN = [
+    "bạn", "em", "anh", "chị", "bố", "mẹ", "má", "cô", "chú", "bác", "thầy", "ông", "bà", "cậu",
+    "mợ", "dì", "dượng", "cháu", "bé", "nhóc", "mr", "Mrs", "Ms", "miss", "dear", "hi", "Hello",
+    "aunt", "uncle",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("word", PERSON_WORDS_WRITTEN)
+def test_a_given_name_alone_is_found_after_every_person_word(word: str) -> None:
+    circle = circle_of([Person("Phạm Khuê")])
+    text = f"hôm nay {word} Khuê đến"
+    start = text.index("Khuê")
+    assert circle.spans(Reading(text)) == [(start, start + len("Khuê"), "name")]
+    assert circle.spans(Reading("hôm nay Khuê đến")) == []
