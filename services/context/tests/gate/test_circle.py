@@ -416,3 +416,20 @@ def test_a_given_name_alone_is_found_after_every_person_word(word: str) -> None:
     start = text.index("Khuê")
     assert circle.spans(Reading(text)) == [(start, start + len("Khuê"), "name")]
     assert circle.spans(Reading("hôm nay Khuê đến")) == []
+
+
+# A person word and the word after it that are together an ordinary word, written out.
+ORDINARY_PAIRS_WRITTEN = [
+    "anh hùng", "anh dũng", "anh minh", "anh tài", "anh tuấn", "anh hào", "anh linh", "anh thư",
+    "em bé", "bà con", "ông bà", "cô đơn", "cô gái", "cậu bé", "bé nhỏ", "chú ý", "bác sĩ",
+    "thầy giáo", "cô giáo", "mẹ hiền", "em trai", "em gái", "anh em", "chị em", "hi vọng",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("pair", ORDINARY_PAIRS_WRITTEN)
+def test_a_person_word_and_a_word_that_make_an_ordinary_word_name_nobody(pair: str) -> None:
+    word = pair.split()[1]
+    circle = circle_of([Person(f"Nguyễn {word.capitalize()}")])
+    assert circle.spans(Reading(f"đó là {pair} nhé")) == []
+    # The same given name after another person word is the person.
+    assert circle.spans(Reading(f"đó là bạn {word} nhé")) != []
