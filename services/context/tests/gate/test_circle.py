@@ -433,3 +433,18 @@ def test_a_person_word_and_a_word_that_make_an_ordinary_word_name_nobody(pair: s
     assert circle.spans(Reading(f"đó là {pair} nhé")) == []
     # The same given name after another person word is the person.
     assert circle.spans(Reading(f"đó là bạn {word} nhé")) != []
+
+
+# Each kind of school, written out: the school is found from the kind's first word.
+SCHOOL_KINDS_WRITTEN = [
+    "trường", "THCS", "THPT", "TH", "tiểu học", "trung học cơ sở", "phổ thông", "chuyên",
+    "mầm non", "lớp", "school", "primary", "secondary", "high", "middle",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", SCHOOL_KINDS_WRITTEN)
+def test_a_school_is_found_after_every_kind_of_school_from_its_first_word(kind: str) -> None:
+    circle = circle_of([Person("Phạm Khuê", school="Lê Quý Đôn")])
+    text = f"em ở {kind} Lê Quý Đôn nhé"
+    assert circle.spans(Reading(text)) == [(len("em ở "), text.index(" nhé"), "school")]
+    assert circle.spans(Reading("em ở Lê Quý Đôn nhé")) == []

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from nemo_context.gate import find_leak, gate
 from nemo_context.gate.circle import Circle
-from nemo_context.gate.identifiers import _merge
+from nemo_context.gate.identifiers import NO_CIRCLE, _merge, identifier_spans
 from nemo_context.gate.masking import TextMasker
 from nemo_context.gate.rules import WRITTEN_TEXT_FIELDS
 from nemo_context.gate.text import value_matcher
@@ -442,3 +442,24 @@ def test_identifiers_that_touch_stay_two_and_overlapping_ones_become_one() -> No
         (0, 20, "address"),
         (25, 30, "name"),
     ]
+
+
+# Each birth word, written out; those after which a year alone is a birth year too.
+BIRTH_WORDS_WRITTEN = {
+    "ngày sinh": False, "sinh ngày": False, "sinh nhật": False, "sinh vào": True,
+    "sinh năm": True, "năm sinh": True, "SN": False, "NS": False, "born": True, "birth": False,
+    "birthday": False, "birthdate": False, "birth date": False, "date of birth": False,
+    "DOB": False, "D.O.B": False, "birth year": True, "year of birth": True,
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(("word", "year_alone"), BIRTH_WORDS_WRITTEN.items())
+def test_a_date_after_every_birth_word_is_a_birth_date(word: str, year_alone: bool) -> None:
+    text = f"Ghi chú: {word} 2/5/2014 nhé"
+    start = text.index("2/5")
+    assert identifier_spans(text, NO_CIRCLE) == [(start, start + len("2/5/2014"), "birth_date")]
+    text = f"Ghi chú: {word} 2014 nhé"
+    start = text.index("2014")
+    expected = [(start, start + 4, "birth_date")] if year_alone else []
+    assert identifier_spans(text, NO_CIRCLE) == expected
+    assert identifier_spans("Ghi chú: 2/5/2014 nhé", NO_CIRCLE) == []

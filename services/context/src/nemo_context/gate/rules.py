@@ -273,23 +273,6 @@ BIRTH_WORDS: Final[Mapping[str, bool]] = MappingProxyType(
 """Words that make a date written right after them (on the same line) a birth date, whoever's it
 is; True where a year alone is a birth year too ("sinh năm 2014", "born in 2014")."""
 
-ADDRESS_WORDS: Final = frozenset(
-    {
-        "phuong", "quan", "huyen", "xa", "thi", "tran", "tp", "tinh", "p", "q", "ward",
-        "district", "khu", "pho", "ap", "thon", "to", "city",
-    }
-)  # fmt: skip
-"""Administrative words (ward, district, town...) after a street: with a house number before
-them, the text is a street address."""
-
-STREET_WORDS: Final = frozenset(
-    {
-        "duong", "pho", "ngo", "ngach", "hem", "kiet", "dai", "lo", "street", "st", "road", "rd",
-        "avenue", "ave", "lane", "boulevard",
-    }
-)  # fmt: skip
-"""Words of a street, between a house number and the street's name."""
-
 WRITTEN_TEXT_FIELDS: Final = frozenset(
     {
         "nemo.context.v1.Goal.title",
