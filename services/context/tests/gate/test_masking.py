@@ -29,6 +29,8 @@ from nemo_context.gate.masking import (
 from nemo_context.gate.text import value_matcher
 from nemo_protos.context.v1 import conversation_pb2 as chat
 
+from .circles import Person, circle_of
+
 FORBIDDEN = frozenset({"L-2041-1", "U-2041-P1", "F-2041-1"})
 
 
@@ -345,3 +347,15 @@ def test_the_fields_walked_for_written_text_are_those_that_can_hold_it() -> None
         ("methods", False),
         ("options", False),
     ]
+
+
+def test_each_kind_of_identifier_has_its_placeholder_written_out() -> None:
+    circle = circle_of([Person("Phạm Khuê", school="Lê Quý Đôn")])
+    text = (
+        "bạn Khuê ở trường Lê Quý Đôn, nhà 12 Lê Lợi, phường 5, sinh ngày 2/5/2014, "
+        "gọi 0912 345 678 hoặc an@example.com"
+    )
+    masked, _ = mask_text(text, KEYS, circle)
+    assert masked == (
+        "bạn [name] ở [school], nhà [address], sinh ngày [birth date], gọi [phone] hoặc [email]"
+    )

@@ -406,3 +406,11 @@ def test_a_line_of_prose_ending_in_a_colon_is_no_key() -> None:
 
 def _refused_in_no_spelling_of(spellings: list[str]) -> list[str]:
     return [spelling for spelling in spellings if not is_forbidden_name(spelling)]
+
+
+@pytest.mark.parametrize(
+    "name", ["hoten", "hovaten", "sodienthoai", "ngaysinh", "diachi", "HOVATEN"]
+)
+def test_vietnamese_field_names_run_together_without_diacritics_are_forbidden(name: str) -> None:
+    # Their short words ("ho", "va", "so") split a run-together name; other short words do not.
+    assert is_forbidden_name(name)

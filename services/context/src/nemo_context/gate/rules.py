@@ -175,7 +175,7 @@ VOCABULARY: Final = frozenset(
             word
             for phrase in FORBIDDEN_PHRASES
             for word in phrase
-            if len(word) > 2 or word in {"ho", "va", "so", "id"}
+            if len(word) > 2 or word in {"ho", "va", "so"}
         ),
         *KEY_OWNERS,
         *KEY_WORDS,
@@ -185,7 +185,7 @@ VOCABULARY: Final = frozenset(
         "first", "last", "middle", "given", "full", "display", "nick", "real", "legal",
         "maiden", "sur", "of", "date", "day", "place", "year", "home", "work", "contact",
         "primary", "secondary", "url", "urls", "link", "e", "cell", "mobile", "tele", "his",
-        "her", "my", "their", "so",
+        "her", "my", "their",
     }
 )  # fmt: skip
 """Words a run-together name is split into; a name that cannot be split into them stays one
