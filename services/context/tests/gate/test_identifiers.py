@@ -13,7 +13,7 @@ from __future__ import annotations
 import html
 import unicodedata
 from collections.abc import Callable, Iterator
-from datetime import date
+from datetime import UTC, date, datetime
 from urllib.parse import quote
 
 import pytest
@@ -26,6 +26,7 @@ from nemo_context.gate.circle import Circle
 from nemo_context.gate.identifiers import NO_CIRCLE, _merge, identifier_spans
 from nemo_context.gate.masking import TextMasker
 from nemo_context.gate.rules import WRITTEN_TEXT_FIELDS
+from nemo_context.gate.shapes import dates
 from nemo_context.gate.text import value_matcher
 from nemo_context.gate.tokens import fold_plain
 from nemo_protos.context.v1 import conversation_pb2 as chat
@@ -463,3 +464,22 @@ def test_a_date_after_every_birth_word_is_a_birth_date(word: str, year_alone: bo
     expected = [(start, start + 4, "birth_date")] if year_alone else []
     assert identifier_spans(text, NO_CIRCLE) == expected
     assert identifier_spans("Ghi chú: 2/5/2014 nhé", NO_CIRCLE) == []
+
+
+@pytest.mark.parametrize(
+    "phone", ["(028) 3829 1234", "0084 912 345 678", "+84 (0) 912 345 678", "028.3829.1234"]
+)
+def test_a_phone_number_in_a_form_not_read_in_groups_is_found_after_a_slash_date(
+    phone: str,
+) -> None:
+    text = f"Hẹn 12/3/2015 {phone} nhé"
+    start = text.index(phone)
+    assert identifier_spans(text, NO_CIRCLE) == [(start, start + len(phone), "phone")]
+
+
+def test_a_two_digit_year_is_this_century_up_to_this_year_and_the_last_after_it() -> None:
+    this_year = datetime.now(UTC).year % 100
+    assert [found for *_, found in dates(f"2/5/{this_year:02d}")] == [f"20{this_year:02d}-05-02"]
+    last_century = 99 if this_year < 99 else 98  # a year after this one, or before it in 2099
+    assert [found for *_, found in dates(f"2/5/{last_century}")] == [f"19{last_century}-05-02"]
+    assert [found for *_, found in dates("2/5/2014 và 3.6.98")] == ["2014-05-02", "1998-06-03"]
