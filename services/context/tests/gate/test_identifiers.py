@@ -483,3 +483,24 @@ def test_a_two_digit_year_is_this_century_up_to_this_year_and_the_last_after_it(
     last_century = 99 if this_year < 99 else 98  # a year after this one, or before it in 2099
     assert [found for *_, found in dates(f"2/5/{last_century}")] == [f"19{last_century}-05-02"]
     assert [found for *_, found in dates("2/5/2014 và 3.6.98")] == ["2014-05-02", "1998-06-03"]
+
+
+# Each field of a bundle that holds written text, written out with where it sits in a bundle.
+WRITTEN_FIELDS_WRITTEN = [
+    ("goal", "title"),
+    ("goal", "target"),
+    ("current_plan", "title"),
+    ("next_experience", "title"),
+    ("next_experience", "reason"),
+    ("readiness", "milestone"),
+]
+
+
+@pytest.mark.parametrize(("part", "field"), WRITTEN_FIELDS_WRITTEN)
+def test_contact_data_in_every_written_text_field_is_masked_where_it_stands(
+    part: str, field: str
+) -> None:
+    bundle = pb.ContextBundle()
+    setattr(getattr(bundle, part), field, "gọi mẹ 0912 345 678 nhé")
+    carried = _written(CIRCLES[LEARNERS[0]], bundle)
+    assert getattr(getattr(carried, part), field) == "gọi mẹ [phone] nhé"
