@@ -14,6 +14,7 @@ import html
 import unicodedata
 from collections.abc import Callable, Iterator
 from datetime import UTC, date, datetime
+from typing import Any
 from urllib.parse import quote
 
 import pytest
@@ -504,3 +505,25 @@ def test_contact_data_in_every_written_text_field_is_masked_where_it_stands(
     setattr(getattr(bundle, part), field, "gọi mẹ 0912 345 678 nhé")
     carried = _written(CIRCLES[LEARNERS[0]], bundle)
     assert getattr(getattr(carried, part), field) == "gọi mẹ [phone] nhé"
+
+
+# Each field that holds a curriculum title, written out: a title may read like a key.
+CURRICULUM_FIELDS_WRITTEN = [
+    (pb.MasteryEntry, "node_title"),
+    (pb.RetentionEntry, "node_title"),
+    (pb.NodeRef, "node_title"),
+    (pb.PlanStep, "node_title"),
+    (pb.NextExperience, "node_title"),
+    (pb.LearningContext, "package_title"),
+    (pb.Competency, "title"),
+]
+
+
+@pytest.mark.parametrize(("message", "field"), CURRICULUM_FIELDS_WRITTEN)
+def test_a_curriculum_title_that_reads_like_a_key_passes_in_every_title_field(
+    message: Callable[..., Any], field: str
+) -> None:
+    title = "Email: gửi và nhận thư"
+    assert find_leak(message(**{field: title}), forbidden_values=()) is None
+    # Anywhere else it is a key.
+    assert find_leak(pb.Goal(title=title), forbidden_values=()) is not None
