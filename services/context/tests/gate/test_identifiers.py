@@ -527,3 +527,11 @@ def test_a_curriculum_title_that_reads_like_a_key_passes_in_every_title_field(
     assert find_leak(message(**{field: title}), forbidden_values=()) is None
     # Anywhere else it is a key.
     assert find_leak(pb.Goal(title=title), forbidden_values=()) is not None
+
+
+def test_a_date_is_a_birth_date_only_within_reach_of_its_birth_word() -> None:
+    # The date must end within 24 characters of the birth word.
+    near = "sinh ngay" + " " * 16 + "2/5/2014 nhe"
+    assert identifier_spans(near, NO_CIRCLE) == [(25, 33, "birth_date")]
+    far = "sinh ngay" + " " * 17 + "2/5/2014 nhe"
+    assert identifier_spans(far, NO_CIRCLE) == []
