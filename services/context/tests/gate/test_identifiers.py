@@ -535,3 +535,9 @@ def test_a_date_is_a_birth_date_only_within_reach_of_its_birth_word() -> None:
     assert identifier_spans(near, NO_CIRCLE) == [(25, 33, "birth_date")]
     far = "sinh ngay" + " " * 17 + "2/5/2014 nhe"
     assert identifier_spans(far, NO_CIRCLE) == []
+
+
+def test_two_phone_numbers_in_groups_after_a_number_are_both_found() -> None:
+    # The first holds a group ("084") where another number could start; the second is still read.
+    text = "lớp 2015 0912 084 678 0913 456 789"
+    assert identifier_spans(text, NO_CIRCLE) == [(9, 21, "phone"), (22, 34, "phone")]
